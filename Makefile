@@ -1,0 +1,278 @@
+# pimd — top-level Makefile.  See README.md; "make help" lists the targets.
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share
+SYSCONFDIR ?= /etc
+UNITDIR    ?= /usr/lib/systemd/system
+SYSUSERSDIR ?= /usr/lib/sysusers.d
+TMPFILESDIR ?= /usr/lib/tmpfiles.d
+DESTDIR    ?=
+
+VERSION    := 0.1.0
+SOVERSION  := 0
+
+CC      ?= gcc
+B       ?= build
+PKGS    := libsystemd libprotobuf-c sqlite3 json-c check
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+WARN    ?= -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2 -Wno-format-truncation -Wvla
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DPIMD_VERSION=\"$(VERSION)\" -I$(B)/proto -Idaemon -Iclient $(PKG_CFLAGS) $(CFLAGS)
+LIBS_DAEMON := $(shell pkg-config --libs libsystemd libprotobuf-c sqlite3 json-c 2>/dev/null) -lpfm -lm
+LIBS_CHECK  := $(shell pkg-config --libs check 2>/dev/null)
+
+all: $(B)/pimd $(B)/pimctl $(B)/libpimclient.so $(B)/libpimclient.a $(B)/pimclient.pc
+
+# ---------------------------------------------------------------- generated protocol code
+$(B)/proto/pim.pb-c.c $(B)/proto/pim.pb-c.h: proto/pim.proto
+	@mkdir -p $(B)/proto
+	protoc-c --proto_path=proto --c_out=$(B)/proto proto/pim.proto
+
+# ---------------------------------------------------------------- core library (pure modules + daemon modules)
+DAEMON_MAIN := daemon/pimd.c
+MIGRATIONS := $(sort $(wildcard sql/[0-9][0-9][0-9][0-9]-*.sql))
+CORE_SRC := $(filter-out $(DAEMON_MAIN),$(wildcard daemon/*.c)) client/frame.c
+CORE_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC)) $(B)/obj/gen/pim.pb-c.o $(B)/obj/gen/migrations.o
+
+$(B)/gen/migrations.c: $(MIGRATIONS) sql/embed.sh
+	@mkdir -p $(dir $@)
+	sh sql/embed.sh $@ $(MIGRATIONS)
+
+$(B)/obj/gen/pim.pb-c.o: $(B)/proto/pim.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c -o $@ $<
+
+$(B)/obj/gen/migrations.o: $(B)/gen/migrations.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c -o $@ $<
+
+$(B)/obj/%.o: %.c $(B)/proto/pim.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c -o $@ $<
+
+$(B)/libpimcore.a: $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/pimd: $(B)/obj/daemon/pimd.o $(B)/libpimcore.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON)
+
+# ---------------------------------------------------------------- libpimclient and pimctl
+CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/frame.o $(B)/obj/gen/pim.pb-c.o
+LIBS_CLIENT := $(shell pkg-config --libs libprotobuf-c 2>/dev/null) -lpthread
+
+$(B)/libpimclient.a: $(CLIENT_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/libpimclient.so.$(VERSION): $(CLIENT_OBJ) client/libpimclient.map
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libpimclient.so.$(SOVERSION) \
+		-Wl,--version-script=client/libpimclient.map -Wl,-z,defs -o $@ $(CLIENT_OBJ) $(LIBS_CLIENT)
+
+$(B)/libpimclient.so: $(B)/libpimclient.so.$(VERSION)
+	ln -sf libpimclient.so.$(VERSION) $(B)/libpimclient.so.$(SOVERSION)
+	ln -sf libpimclient.so.$(VERSION) $@
+
+$(B)/pimclient.pc: client/pimclient.pc.in Makefile
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' -e 's|@includedir@|$(INCLUDEDIR)|' \
+		-e 's|@version@|$(VERSION)|' $< > $@
+
+$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimclient.a $(B)/libpimcore.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON) -lpthread
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------- unit tests (check)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+
+$(B)/tests/%: tests/unit/%.c $(B)/libpimcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(B)/libpimcore.a $(LIBS_DAEMON) $(LIBS_CHECK)
+
+# Runs every unit test binary, then repeats check's summary line of each at the end.
+unit: $(UNIT_BIN)
+	@rm -f $(B)/tests/summary; fail=0; \
+	for t in $(UNIT_BIN); do \
+		echo "== $$t"; \
+		$$t > $(B)/tests/out 2>&1; rc=$$?; cat $(B)/tests/out; \
+		printf '%-22s %s\n' "$$(basename $$t):" "$$(grep -E '^[0-9]+%: Checks' $(B)/tests/out)" >> $(B)/tests/summary; \
+		[ $$rc -eq 0 ] || fail=1; \
+	done; \
+	echo; echo "Unit test summary (check):"; cat $(B)/tests/summary; exit $$fail
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+.PHONY: all unit clean
+
+# ---------------------------------------------------------------- end-to-end helpers
+$(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(B)/libpimcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON) -lpthread
+
+# ---------------------------------------------------------------- dependencies
+# Debian 12 packages the build, the tests and the demo need.
+DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
+	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "Installing missing packages:" $$missing; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
+	else \
+		echo "Missing packages; install them with:"; \
+		echo "  sudo apt-get install -y" $$missing; exit 1; \
+	fi
+
+# ---------------------------------------------------------------- checks
+# The public header must stay C99 and -pedantic clean.
+$(B)/tests/header-c99.o: client/pim.h
+	@mkdir -p $(dir $@)
+	printf '#include "pim.h"\nint main(void) { return PIM_PROTOCOL_VERSION - 1; }\n' | \
+		$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iclient -x c -c -o $@ -
+
+$(B)/units/pimd.service: systemd/pimd.service.in
+	@mkdir -p $(dir $@)
+	sed 's|@sbindir@|$(abspath $(B))|g' $< > $@
+$(B)/units/pimd.socket: systemd/pimd.socket
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
+	sh tests/e2e/test_units.sh $(B)/units
+
+check-man:
+	mandoc -Tlint -Wwarning man/*
+	@echo "man: $(words $(wildcard man/*)) pages lint clean"
+
+check-e2e: all $(B)/tests/e2e-tool
+	sh tests/e2e/run.sh $(B)
+
+check-install: all
+	@rm -rf $(B)/destdir
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(B))/destdir PREFIX=/usr >/dev/null
+	@for f in usr/sbin/pimd usr/bin/pimctl usr/lib/libpimclient.so.$(SOVERSION) usr/lib/libpimclient.a \
+		usr/include/pim.h usr/lib/pkgconfig/pimclient.pc usr/lib/systemd/system/pimd.service \
+		usr/lib/systemd/system/pimd.socket usr/lib/sysusers.d/pimd.conf usr/lib/tmpfiles.d/pimd.conf \
+		usr/share/man/man8/pimd.8 usr/share/man/man1/pimctl.1 usr/share/man/man3/libpimclient.3 \
+		usr/share/man/man5/pimd.conf.5; do \
+		[ -e $(B)/destdir/$$f ] || { echo "install: $$f missing"; exit 1; }; done
+	@grep -q 'ExecStart=/usr/sbin/pimd' $(B)/destdir/usr/lib/systemd/system/pimd.service
+	@readelf -d $(B)/destdir/usr/lib/libpimclient.so.$(VERSION) | grep -q 'SONAME.*libpimclient.so.$(SOVERSION)'
+	@printf '#include <pim.h>\nint main(void){pim_client *c=pim_client_new();pim_client_free(c);return 0;}\n' | \
+		$(CC) -x c - -o $(B)/destdir/link-test \
+		$$(PKG_CONFIG_SYSROOT_DIR=$(abspath $(B))/destdir PKG_CONFIG_LIBDIR=$(abspath $(B))/destdir/usr/lib/pkgconfig pkg-config --cflags --libs pimclient) \
+		-Wl,-rpath,$(abspath $(B))/destdir/usr/lib && $(B)/destdir/link-test
+	@echo "install: DESTDIR layout complete; pkg-config link test passed"
+
+# make check: everything, from a fresh Debian 12 machine (it installs what it needs when root).
+check: deps
+	$(MAKE) --no-print-directory all $(UNIT_BIN) $(B)/tests/e2e-tool $(B)/tests/header-c99.o
+	$(MAKE) --no-print-directory check-man
+	$(MAKE) --no-print-directory check-units
+	$(MAKE) --no-print-directory check-install
+	$(MAKE) --no-print-directory check-e2e
+	$(MAKE) --no-print-directory check-fuzz-replay
+	$(MAKE) --no-print-directory unit
+
+# ASan + UBSan build of everything, then the unit and end-to-end tests on it.
+ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan:
+	$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
+		all $(patsubst $(B)/%,build-asan/%,$(UNIT_BIN)) build-asan/tests/e2e-tool
+	ASAN_OPTIONS=detect_leaks=1 $(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
+		check-e2e unit
+
+# ---------------------------------------------------------------- fuzzing
+# make fuzz: libFuzzer + ASan + UBSan (clang) on the request path and the manifest reader,
+# FUZZ_SECONDS each.  make check replays the committed corpus through the same targets.
+FUZZ_TARGETS := fuzz_request fuzz_manifest
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+
+$(B)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(B)/libpimcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON)
+
+check-fuzz-replay: $(patsubst %,$(B)/tests/%_replay,$(FUZZ_TARGETS))
+	$(B)/tests/fuzz_request_replay tests/fuzz/corpus/request/*
+	$(B)/tests/fuzz_manifest_replay tests/fuzz/corpus/manifest/*
+
+fuzz-seeds: $(B)/tests/e2e-tool
+	mkdir -p tests/fuzz/corpus/request tests/fuzz/corpus/manifest
+	$(B)/tests/e2e-tool seeds tests/fuzz/corpus/request tests/fuzz/corpus/manifest examples/decoder-block.json
+
+fuzz:
+	@dpkg-query -W -f='$${Status}\n' clang libclang-rt-14-dev 2>/dev/null | grep -c 'install ok installed' | \
+		grep -q 2 || { [ "$$(id -u)" = 0 ] && apt-get install -y clang libclang-rt-14-dev; }
+	$(MAKE) --no-print-directory B=build-fuzz CC=clang WARN="-Wall -Wextra -Wno-unused-parameter" \
+		CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/libpimcore.a
+	@for t in $(FUZZ_TARGETS); do \
+		clang -std=gnu11 -D_GNU_SOURCE -Ibuild-fuzz/proto -Idaemon -Iclient $(PKG_CFLAGS) -O1 -g \
+			-fsanitize=fuzzer,address,undefined -o build-fuzz/$$t tests/fuzz/$$t.c build-fuzz/libpimcore.a \
+			$(LIBS_DAEMON) || exit 1; \
+		mkdir -p build-fuzz/corpus-$$t; \
+		dir=$$(echo $$t | sed 's/fuzz_//'); \
+		build-fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+			build-fuzz/corpus-$$t tests/fuzz/corpus/$$dir || exit 1; \
+	done
+
+# ---------------------------------------------------------------- demo
+demo: deps
+	$(MAKE) --no-print-directory all
+	sh examples/demo.sh $(B)
+
+# ---------------------------------------------------------------- install
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(B)/pimd $(DESTDIR)$(SBINDIR)/pimd
+	install -m 0755 $(B)/pimctl $(DESTDIR)$(BINDIR)/pimctl
+	install -m 0755 $(B)/libpimclient.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libpimclient.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libpimclient.so.$(SOVERSION)
+	ln -sf libpimclient.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libpimclient.so
+	install -m 0644 $(B)/libpimclient.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 client/pim.h $(DESTDIR)$(INCLUDEDIR)/pim.h
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' -e 's|@includedir@|$(INCLUDEDIR)|' \
+		-e 's|@version@|$(VERSION)|' client/pimclient.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/pimclient.pc
+	sed 's|@sbindir@|$(SBINDIR)|g' systemd/pimd.service.in > $(DESTDIR)$(UNITDIR)/pimd.service
+	install -m 0644 systemd/pimd.socket $(DESTDIR)$(UNITDIR)/pimd.socket
+	install -m 0644 systemd/pimd.sysusers $(DESTDIR)$(SYSUSERSDIR)/pimd.conf
+	install -m 0644 systemd/pimd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/pimd.conf
+	install -m 0644 man/pimctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/libpimclient.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 man/pimd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 man/pimd.8 $(DESTDIR)$(MANDIR)/man8/
+
+# ---------------------------------------------------------------- benchmarks
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+
+$(B)/bench/%: bench/%.c $(B)/libpimclient.a $(B)/libpimcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON) -lpthread
+
+bench: deps all $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; \
+		case $$b in *bench_query) $$b $(B)/pimd ;; *) $$b ;; esac || exit 1; done
+
+help:
+	@echo "make            build pimd, pimctl, libpimclient into $(B)/"
+	@echo "make demo       build, start pimd privately, load and show the example model, stop"
+	@echo "make check      every test: unit, end to end, units, man pages, install"
+	@echo "make asan       the tests again with AddressSanitizer and UBSan"
+	@echo "make bench      benchmarks (ratios measured side by side in one run)"
+	@echo "make deps       install the Debian packages needed (as root), or print the command"
+	@echo "make install    install under DESTDIR/PREFIX"
+
+.PHONY: fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help

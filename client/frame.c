@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+#include "frame.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len)
+{
+	hdr[0] = (uint8_t)(len >> 24);
+	hdr[1] = (uint8_t)(len >> 16);
+	hdr[2] = (uint8_t)(len >> 8);
+	hdr[3] = (uint8_t)len;
+}
+
+uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES])
+{
+	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+}
+
+void frame_reader_init(struct frame_reader *r, uint32_t max)
+{
+	memset(r, 0, sizeof *r);
+	r->max = max;
+}
+
+void frame_reader_reset(struct frame_reader *r)
+{
+	free(r->buf);
+	frame_reader_init(r, r->max);
+}
+
+int frame_reader_partial(const struct frame_reader *r)
+{
+	return r->hdr_got > 0;
+}
+
+static int frame_reader_ready(const struct frame_reader *r)
+{
+	return r->hdr_got == FRAME_HEADER_BYTES && r->got == r->len;
+}
+
+int frame_reader_read(struct frame_reader *r, int fd)
+{
+	ssize_t n;
+
+	if (frame_reader_ready(r))
+		return 1;
+	if (r->hdr_got < FRAME_HEADER_BYTES) {
+		do
+			n = read(fd, r->hdr + r->hdr_got, FRAME_HEADER_BYTES - r->hdr_got);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		if (n == 0)
+			return r->hdr_got == 0 ? -ECONNRESET : -EPIPE;
+		r->hdr_got += (uint32_t)n;
+		if (r->hdr_got < FRAME_HEADER_BYTES)
+			return 0;
+		r->len = frame_get_header(r->hdr);
+		/* The limit is checked before any allocation (BRIEF §6). */
+		if (r->len > r->max)
+			return -EMSGSIZE;
+		r->buf = malloc(r->len ? r->len : 1);
+		if (!r->buf)
+			return -ENOMEM;
+		r->got = 0;
+		if (r->len == 0)
+			return 1;
+	}
+	do
+		n = read(fd, r->buf + r->got, r->len - r->got);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+	if (n == 0)
+		return -EPIPE;
+	r->got += (uint32_t)n;
+	return frame_reader_ready(r);
+}
+
+uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len)
+{
+	uint8_t *p = r->buf;
+
+	*len = r->len;
+	r->buf = NULL;
+	frame_reader_init(r, r->max);
+	return p;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int frame_send(int fd, const void *payload, uint32_t len)
+{
+	uint8_t hdr[FRAME_HEADER_BYTES];
+	int r;
+
+	frame_put_header(hdr, len);
+	/* Small frames go out in one send to avoid a second wakeup on the peer. */
+	if (len <= 4096) {
+		uint8_t buf[FRAME_HEADER_BYTES + 4096];
+		memcpy(buf, hdr, FRAME_HEADER_BYTES);
+		if (len)
+			memcpy(buf + FRAME_HEADER_BYTES, payload, len);
+		return send_all(fd, buf, FRAME_HEADER_BYTES + len);
+	}
+	r = send_all(fd, hdr, FRAME_HEADER_BYTES);
+	if (r < 0)
+		return r;
+	return send_all(fd, payload, len);
+}
+
+static int recv_all(int fd, uint8_t *p, size_t len, int at_boundary)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return at_boundary && got == 0 ? -ECONNRESET : -EPIPE;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int frame_recv(int fd, uint32_t max, uint8_t **payload, uint32_t *len)
+{
+	uint8_t hdr[FRAME_HEADER_BYTES];
+	uint8_t *buf;
+	uint32_t n;
+	int r;
+
+	r = recv_all(fd, hdr, sizeof hdr, 1);
+	if (r < 0)
+		return r;
+	n = frame_get_header(hdr);
+	if (n > max)
+		return -EMSGSIZE;
+	buf = malloc(n ? n : 1);
+	if (!buf)
+		return -ENOMEM;
+	r = recv_all(fd, buf, n, 0);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	*payload = buf;
+	*len = n;
+	return 0;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * frame.h: the wire framing shared by pimd and libpimclient.
+ *
+ * A frame is a 4-byte big-endian length followed by that many bytes (one protobuf message).
+ * The length is checked against a hard maximum before anything is allocated.
+ */
+#ifndef PIM_FRAME_H
+#define PIM_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FRAME_HEADER_BYTES 4u
+#define FRAME_MAX_DEFAULT (16u * 1024u * 1024u)
+#define FRAME_MAX_LIMIT (256u * 1024u * 1024u) /* no configuration may exceed this */
+#define FRAME_MAX_MIN 4096u
+
+/* Incremental reader for non-blocking sockets. */
+struct frame_reader {
+	uint32_t max;   /* largest acceptable payload */
+	uint8_t hdr[FRAME_HEADER_BYTES];
+	uint32_t hdr_got;
+	uint32_t len;   /* payload length once the header is complete */
+	uint32_t got;   /* payload bytes received */
+	uint8_t *buf;   /* payload (len bytes), allocated once the header is complete */
+};
+
+void frame_reader_init(struct frame_reader *r, uint32_t max);
+void frame_reader_reset(struct frame_reader *r);  /* frees the payload */
+
+/*
+ * Reads what is available from fd (one read(2) per call at most into the current frame).
+ * Returns 1 when a complete frame is ready (take it with frame_reader_take()), 0 when more
+ * bytes are needed (EAGAIN), -ECONNRESET when the peer closed at a frame boundary, -EPIPE when
+ * it closed in the middle of a frame (truncated), -EMSGSIZE when the announced length exceeds
+ * the maximum, -ENOMEM, or another negative errno from read(2).
+ */
+int frame_reader_read(struct frame_reader *r, int fd);
+
+/* Hands over the completed payload (caller frees it) and resets the reader for the next frame. */
+uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len);
+
+/* True if the reader holds part of a frame. */
+int frame_reader_partial(const struct frame_reader *r);
+
+void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len);
+uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES]);
+
+/* Blocking helpers (for clients): write/read a whole frame, retrying on EINTR and partial I/O.
+ * Sends use MSG_NOSIGNAL, so a closed peer gives -EPIPE rather than SIGPIPE. */
+int frame_send(int fd, const void *payload, uint32_t len);
+int frame_recv(int fd, uint32_t max, uint8_t **payload, uint32_t *len);
+
+#endif

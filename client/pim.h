@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pim.h: libpimclient, the client library of pimd.  See libpimclient(3).
+ *
+ * Every function returns 0 (or a count) on success and a negative errno on failure; the
+ * message of the last failure on a handle is pim_client_error().  The library never logs and
+ * keeps no global state: each pim_client is independent, and calls on one handle may come from
+ * several threads (they are serialized).
+ *
+ * This header is C99.
+ */
+#ifndef PIM_H
+#define PIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PIM_PROTOCOL_VERSION 1
+#define PIM_DEFAULT_SOCKET "/run/pimd/pimd.sock"
+#define PIM_SOCKET_ENV "PIMD_SOCKET"
+
+typedef struct pim_client pim_client;
+
+/* Error codes of the daemon (pim.proto ErrorCode), as pim_client_remote_error() returns them. */
+enum pim_remote_error {
+	PIM_REMOTE_NONE = 0,             /* the failure was local or in the transport */
+	PIM_REMOTE_INVALID_ARGUMENT = 1, /* returned as -EINVAL */
+	PIM_REMOTE_NOT_FOUND = 2,        /* -ENOENT */
+	PIM_REMOTE_ALREADY_EXISTS = 3,   /* -EEXIST */
+	PIM_REMOTE_PROTOCOL = 4,         /* -EPROTO */
+	PIM_REMOTE_UNSUPPORTED_VERSION = 5, /* -EPROTONOSUPPORT */
+	PIM_REMOTE_INTERNAL = 6,         /* -EIO */
+	PIM_REMOTE_BUSY = 7,             /* -EBUSY */
+	PIM_REMOTE_PERMISSION_DENIED = 8, /* -EACCES */
+	PIM_REMOTE_UNIMPLEMENTED = 9     /* -EOPNOTSUPP */
+};
+
+pim_client *pim_client_new(void);
+void pim_client_free(pim_client *c);
+
+/* Connects to path (NULL: $PIMD_SOCKET, else PIM_DEFAULT_SOCKET) and sends Hello with
+ * client_name (NULL: "libpimclient").  -ENOENT/-ECONNREFUSED/-EACCES when nobody listens or
+ * access is denied; the message names the path tried. */
+int pim_client_connect(pim_client *c, const char *path, const char *client_name);
+
+/* Receive timeout for later calls on the current connection, in milliseconds (0: wait forever,
+ * the default); a new pim_client_connect() starts without one. */
+int pim_client_set_timeout(pim_client *c, unsigned timeout_ms);
+
+/* The message of the last failure on c ("" if none); valid until the next call on c. */
+const char *pim_client_error(const pim_client *c);
+/* Whether the last failure was an answer of the daemon (enum pim_remote_error) or local. */
+int pim_client_remote_error(const pim_client *c);
+/* The socket path of the last connect attempt. */
+const char *pim_client_socket_path(const pim_client *c);
+/* The daemon's version from its Hello reply. */
+const char *pim_client_server_version(const pim_client *c);
+
+struct pim_status {
+	char server_version[32];
+	unsigned protocol_version;
+	uint64_t uptime_ms;
+	unsigned models;
+	unsigned clients;
+	unsigned schema_version;
+	uint64_t requests;
+	unsigned max_frame_bytes;
+	unsigned pid;              /* process id of pimd */
+	char database[512];
+};
+
+int pim_status(pim_client *c, struct pim_status *st);
+
+struct pim_model_info {
+	char name[129];
+	char source[257];
+	uint32_t regions;
+	uint32_t allocations;
+	uint32_t owner_uid;
+	int64_t loaded_at;         /* seconds since the epoch */
+	uint64_t allocation_bytes;
+};
+
+#define PIM_LOAD_REPLACE 1u
+
+/* Loads a manifest given as a serialized pim.Manifest (protobuf).  *replaced (if not NULL)
+ * tells whether a model of that name was replaced; info (if not NULL) receives the summary. */
+int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned flags,
+		   struct pim_model_info *info, int *replaced);
+
+/* All models; *models is an array of *n entries to release with free(). */
+int pim_model_list(pim_client *c, struct pim_model_info **models, size_t *n);
+
+/* One model: its summary and (if manifest is not NULL) its manifest as a serialized
+ * pim.Manifest, to release with free(). */
+int pim_model_show(pim_client *c, const char *name, struct pim_model_info *info, void **manifest,
+		   size_t *manifest_len);
+
+int pim_model_remove(pim_client *c, const char *name);
+
+/* Raw access for requests this header has no function for: sends a serialized pim.Request
+ * (its id is overwritten) and returns the serialized pim.Response, to release with free().
+ * An Error response is returned as data, not as a failure. */
+int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

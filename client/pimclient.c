@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/* libpimclient: see pim.h and libpimclient(3).  Never logs; no global state. */
+#include "pim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "pim.pb-c.h"
+
+struct pim_client {
+	pthread_mutex_t lock;
+	int fd;
+	uint64_t next_id;
+	uint32_t max_frame;
+	int remote;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char server_version[32];
+	char error[512];
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int fail(pim_client *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof c->error, fmt, ap);
+	va_end(ap);
+	c->remote = PIM_REMOTE_NONE;
+	return code;
+}
+
+pim_client *pim_client_new(void)
+{
+	pim_client *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	c->fd = -1;
+	c->next_id = 1;
+	c->max_frame = FRAME_MAX_DEFAULT;
+	return c;
+}
+
+void pim_client_free(pim_client *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+const char *pim_client_error(const pim_client *c) { return c->error; }
+int pim_client_remote_error(const pim_client *c) { return c->remote; }
+const char *pim_client_socket_path(const pim_client *c) { return c->path; }
+const char *pim_client_server_version(const pim_client *c) { return c->server_version; }
+
+static int errno_from_code(Pim__ErrorCode code)
+{
+	switch (code) {
+	case PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT: return -EINVAL;
+	case PIM__ERROR_CODE__ERROR_NOT_FOUND: return -ENOENT;
+	case PIM__ERROR_CODE__ERROR_ALREADY_EXISTS: return -EEXIST;
+	case PIM__ERROR_CODE__ERROR_PROTOCOL: return -EPROTO;
+	case PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION: return -EPROTONOSUPPORT;
+	case PIM__ERROR_CODE__ERROR_BUSY: return -EBUSY;
+	case PIM__ERROR_CODE__ERROR_PERMISSION_DENIED: return -EACCES;
+	case PIM__ERROR_CODE__ERROR_UNIMPLEMENTED: return -EOPNOTSUPP;
+	default: return -EIO;
+	}
+}
+
+static void drop_connection(pim_client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* Sends req and receives its response; on transport failure the connection is dropped. */
+static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
+{
+	size_t n;
+	uint8_t *buf, *rbuf;
+	uint32_t rlen;
+	int r;
+
+	if (c->fd < 0)
+		return fail(c, -ENOTCONN, "not connected to pimd");
+	req->id = c->next_id++;
+	n = pim__request__get_packed_size(req);
+	if (n > c->max_frame)
+		return fail(c, -EMSGSIZE, "request of %zu bytes exceeds the daemon's frame limit of %u "
+			    "bytes", n, c->max_frame);
+	buf = malloc(n ? n : 1);
+	if (!buf)
+		return fail(c, -ENOMEM, "out of memory");
+	pim__request__pack(req, buf);
+	r = frame_send(c->fd, buf, (uint32_t)n);
+	free(buf);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+		drop_connection(c);
+		return fail(c, r, "sending to pimd at %s: %s", c->path, strerror(-r));
+	}
+	/* Even when the send failed because pimd closed the connection, it may have said why
+	 * first (too many clients, an oversized frame): read that answer if it is there. */
+	int sent = r;
+	r = frame_recv(c->fd, c->max_frame, &rbuf, &rlen);
+	if (r < 0 && sent < 0) {
+		drop_connection(c);
+		return fail(c, sent, "sending to pimd at %s: %s", c->path, strerror(-sent));
+	}
+	if (r < 0) {
+		drop_connection(c);
+		if (r == -ECONNRESET || r == -EPIPE)
+			return fail(c, -ECONNRESET, "pimd at %s closed the connection", c->path);
+		if (r == -EAGAIN)
+			return fail(c, -ETIMEDOUT, "no answer from pimd at %s within the timeout", c->path);
+		return fail(c, r, "receiving from pimd at %s: %s", c->path, strerror(-r));
+	}
+	*out = pim__response__unpack(NULL, rlen, rbuf);
+	free(rbuf);
+	if (!*out) {
+		drop_connection(c);
+		return fail(c, -EBADMSG, "pimd sent a response that does not decode");
+	}
+	if ((*out)->id != req->id && (*out)->id != 0) {
+		pim__response__free_unpacked(*out, NULL);
+		drop_connection(c);
+		return fail(c, -EBADMSG, "pimd answered request %llu with id %llu",
+			    (unsigned long long)req->id, (unsigned long long)(*out)->id);
+	}
+	return 0;
+}
+
+/* Round trip expecting a body; an Error response becomes a failure with its message. */
+static int call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
+{
+	Pim__Response *resp;
+	int r = roundtrip(c, req, &resp);
+
+	if (r < 0)
+		return r;
+	if (resp->body_case == PIM__RESPONSE__BODY_ERROR) {
+		r = errno_from_code(resp->error->code);
+		fail(c, r, "%s", resp->error->message);
+		c->remote = (int)resp->error->code ? (int)resp->error->code : PIM_REMOTE_INTERNAL;
+		pim__response__free_unpacked(resp, NULL);
+		return r;
+	}
+	if (resp->body_case != want) {
+		pim__response__free_unpacked(resp, NULL);
+		return fail(c, -EBADMSG, "pimd answered with an unexpected message (%d)", resp->body_case);
+	}
+	*out = resp;
+	c->error[0] = 0;
+	c->remote = PIM_REMOTE_NONE;
+	return 0;
+}
+
+int pim_client_connect(pim_client *c, const char *path, const char *client_name)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Hello hello = PIM__HELLO__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	drop_connection(c);
+	if (!path || !*path)
+		path = getenv(PIM_SOCKET_ENV);
+	if (!path || !*path)
+		path = PIM_DEFAULT_SOCKET;
+	if (strlen(path) >= sizeof c->path) {
+		r = fail(c, -ENAMETOOLONG, "socket path %s is too long", path);
+		goto out;
+	}
+	memcpy(c->path, path, strlen(path) + 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		r = fail(c, -errno, "socket: %s", strerror(errno));
+		goto out;
+	}
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		r = -errno;
+		drop_connection(c);
+		fail(c, r, "cannot connect to pimd at %s: %s%s", path, strerror(-r),
+		     r == -ENOENT || r == -ECONNREFUSED ? " (is pimd running? set $PIMD_SOCKET or "
+							  "--socket for another path)"
+		     : r == -EACCES ? " (is your user in the socket's group?)" : "");
+		goto out;
+	}
+	hello.protocol_version = PIM_PROTOCOL_VERSION;
+	hello.client_name = (char *)(client_name ? client_name : "libpimclient");
+	req.body_case = PIM__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	r = call(c, &req, PIM__RESPONSE__BODY_HELLO, &resp);
+	if (r < 0) {
+		drop_connection(c);
+		goto out;
+	}
+	snprintf(c->server_version, sizeof c->server_version, "%s", resp->hello->server_version);
+	if (resp->hello->max_frame_bytes >= FRAME_MAX_MIN && resp->hello->max_frame_bytes <= FRAME_MAX_LIMIT)
+		c->max_frame = resp->hello->max_frame_bytes;
+	pim__response__free_unpacked(resp, NULL);
+	r = 0;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_client_set_timeout(pim_client *c, unsigned timeout_ms)
+{
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->fd < 0)
+		r = fail(c, -ENOTCONN, "not connected to pimd");
+	else if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+		r = fail(c, -errno, "SO_RCVTIMEO: %s", strerror(errno));
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static void info_from(struct pim_model_info *info, const Pim__ModelSummary *s)
+{
+	memset(info, 0, sizeof *info);
+	if (!s)
+		return;
+	copy_str(info->name, sizeof info->name, s->name);
+	copy_str(info->source, sizeof info->source, s->source);
+	info->regions = s->regions;
+	info->allocations = s->allocations;
+	info->owner_uid = s->owner_uid;
+	info->loaded_at = s->loaded_at;
+	info->allocation_bytes = s->allocation_bytes;
+}
+
+int pim_status(pim_client *c, struct pim_status *st)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_STATUS, &resp);
+	if (r == 0) {
+		const Pim__StatusReply *s = resp->status;
+		memset(st, 0, sizeof *st);
+		copy_str(st->server_version, sizeof st->server_version, s->server_version);
+		copy_str(st->database, sizeof st->database, s->database);
+		st->protocol_version = s->protocol_version;
+		st->uptime_ms = s->uptime_ms;
+		st->models = s->models;
+		st->clients = s->clients;
+		st->schema_version = s->schema_version;
+		st->requests = s->requests;
+		st->max_frame_bytes = s->max_frame_bytes;
+		st->pid = s->pid;
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned flags,
+		   struct pim_model_info *info, int *replaced)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelLoad body = PIM__MODEL_LOAD__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	body.manifest = pim__manifest__unpack(NULL, len, manifest);
+	if (!body.manifest) {
+		r = fail(c, -EINVAL, "the manifest is not a valid serialized pim.Manifest");
+		goto out;
+	}
+	body.replace = (flags & PIM_LOAD_REPLACE) != 0;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+	req.model_load = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_LOAD, &resp);
+	pim__manifest__free_unpacked(body.manifest, NULL);
+	if (r == 0) {
+		if (info)
+			info_from(info, resp->model_load->model);
+		if (replaced)
+			*replaced = resp->model_load->replaced;
+		pim__response__free_unpacked(resp, NULL);
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_model_list(pim_client *c, struct pim_model_info **models, size_t *n)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelList body = PIM__MODEL_LIST__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	req.body_case = PIM__REQUEST__BODY_MODEL_LIST;
+	req.model_list = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_LIST, &resp);
+	if (r == 0) {
+		size_t cnt = resp->model_list->n_models;
+		struct pim_model_info *v = calloc(cnt ? cnt : 1, sizeof *v);
+		if (!v)
+			r = fail(c, -ENOMEM, "out of memory");
+		else {
+			for (size_t i = 0; i < cnt; i++)
+				info_from(&v[i], resp->model_list->models[i]);
+			*models = v;
+			*n = cnt;
+		}
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_model_show(pim_client *c, const char *name, struct pim_model_info *info, void **manifest,
+		   size_t *manifest_len)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelShow body = PIM__MODEL_SHOW__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	body.name = (char *)name;
+	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
+	req.model_show = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_SHOW, &resp);
+	if (r == 0) {
+		if (info)
+			info_from(info, resp->model_show->model);
+		if (manifest) {
+			const Pim__Manifest *m = resp->model_show->manifest;
+			size_t len = m ? pim__manifest__get_packed_size(m) : 0;
+			void *buf = malloc(len ? len : 1);
+			if (!buf)
+				r = fail(c, -ENOMEM, "out of memory");
+			else {
+				if (m)
+					pim__manifest__pack(m, buf);
+				*manifest = buf;
+				*manifest_len = len;
+			}
+		}
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_model_remove(pim_client *c, const char *name)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelRemove body = PIM__MODEL_REMOVE__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	body.name = (char *)name;
+	req.body_case = PIM__REQUEST__BODY_MODEL_REMOVE;
+	req.model_remove = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_REMOVE, &resp);
+	if (r == 0)
+		pim__response__free_unpacked(resp, NULL);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len)
+{
+	Pim__Request *req;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	req = pim__request__unpack(NULL, len, request);
+	if (!req) {
+		r = fail(c, -EINVAL, "the request is not a valid serialized pim.Request");
+		goto out;
+	}
+	r = roundtrip(c, req, &resp);
+	pim__request__free_unpacked(req, NULL);
+	if (r == 0) {
+		size_t n = pim__response__get_packed_size(resp);
+		void *buf = malloc(n ? n : 1);
+		if (!buf)
+			r = fail(c, -ENOMEM, "out of memory");
+		else {
+			pim__response__pack(resp, buf);
+			*response = buf;
+			*response_len = n;
+		}
+		pim__response__free_unpacked(resp, NULL);
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}

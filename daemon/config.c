@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frame.h"
+#include "log.h"
+
+void config_init(struct config *c)
+{
+	memset(c, 0, sizeof *c);
+	snprintf(c->socket_path, sizeof c->socket_path, "%s", CONFIG_DEFAULT_SOCKET);
+	snprintf(c->state_dir, sizeof c->state_dir, "%s", CONFIG_DEFAULT_STATE_DIR);
+	c->log_level = LOG_INFO;
+	c->max_frame_bytes = FRAME_MAX_DEFAULT;
+	c->max_clients = 256;
+	c->max_pending_bytes = 64ull * 1024 * 1024;
+	c->max_requests_in_flight = 64;
+	c->busy_timeout_ms = 5000;
+}
+
+static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	uint64_t n, mult = 1;
+
+	if (!isdigit((unsigned char)*v))
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		mult = 1024, end++;
+	else if (*end == 'M')
+		mult = 1024 * 1024, end++;
+	else if (*end == 'G')
+		mult = 1024 * 1024 * 1024, end++;
+	if (*end)
+		return -EINVAL;
+	if (!mul_u64(n, mult, &n) || n < min || n > max)
+		return -ERANGE;
+	*out = n;
+	return 0;
+}
+
+enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_LOG_LEVEL, KEY_U32, KEY_U64 };
+
+struct key {
+	const char *name;
+	enum key_type type;
+	size_t offset;
+	uint64_t min, max;
+};
+
+#define U32(field, lo, hi) KEY_U32, offsetof(struct config, field), lo, hi
+#define U64(field, lo, hi) KEY_U64, offsetof(struct config, field), lo, hi
+
+static const struct key keys[] = {
+	{ "socket", KEY_PATH_SOCKET, offsetof(struct config, socket_path), 0, 0 },
+	{ "state_dir", KEY_PATH_DIR, offsetof(struct config, state_dir), 0, 0 },
+	{ "log_level", KEY_LOG_LEVEL, offsetof(struct config, log_level), 0, 0 },
+	{ "max_frame_bytes", U32(max_frame_bytes, FRAME_MAX_MIN, FRAME_MAX_LIMIT) },
+	{ "max_clients", U32(max_clients, 1, 65536) },
+	{ "max_pending_bytes", U64(max_pending_bytes, 64 * 1024, 16ull << 30) },
+	{ "max_requests_in_flight", U32(max_requests_in_flight, 1, 65536) },
+	{ "busy_timeout_ms", U32(busy_timeout_ms, 0, 600000) },
+};
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+static int set_key(struct config *c, const struct key *k, const char *v, const char *where,
+		   struct pim_error *err)
+{
+	char *field = (char *)c + k->offset;
+	uint64_t n;
+	int r;
+
+	switch (k->type) {
+	case KEY_PATH_SOCKET:
+	case KEY_PATH_DIR: {
+		size_t cap = k->type == KEY_PATH_SOCKET ? sizeof c->socket_path : sizeof c->state_dir;
+		if (v[0] != '/')
+			return err_set(err, -EINVAL, "%s: %s must be an absolute path", where, k->name);
+		if (strlen(v) >= cap)
+			return err_set(err, -ENAMETOOLONG, "%s: %s is longer than %zu bytes", where,
+				       k->name, cap - 1);
+		memcpy(field, v, strlen(v) + 1);
+		return 0;
+	}
+	case KEY_LOG_LEVEL:
+		r = log_level_from_name(v);
+		if (r < 0)
+			return err_set(err, -EINVAL, "%s: log_level \"%s\" is not one of err, warning, "
+				       "notice, info, debug", where, v);
+		*(int *)field = r;
+		return 0;
+	case KEY_U32:
+	case KEY_U64:
+		r = parse_size(v, k->min, k->max, &n);
+		if (r < 0)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be an integer (optional K, M, G "
+				       "suffix) between %" PRIu64 " and %" PRIu64, where, k->name, v,
+				       k->min, k->max);
+		if (k->type == KEY_U32)
+			*(uint32_t *)field = (uint32_t)n;
+		else
+			*(uint64_t *)field = n;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int config_parse(struct config *c, const char *buf, size_t len, const char *origin,
+		 struct pim_error *err)
+{
+	struct config tmp = *c;
+	bool seen[ELEMENTSOF(keys)] = { false };
+	size_t pos = 0;
+	unsigned lineno = 0;
+
+	while (pos < len) {
+		char line[4096], where[PATH_MAX + 32];
+		size_t end = pos;
+		while (end < len && buf[end] != '\n')
+			end++;
+		lineno++;
+		snprintf(where, sizeof where, "%s:%u", origin, lineno);
+		if (end - pos >= sizeof line)
+			return err_set(err, -EINVAL, "%s: line longer than %zu bytes", where, sizeof line - 1);
+		if (memchr(buf + pos, 0, end - pos))
+			return err_set(err, -EINVAL, "%s: contains a NUL byte", where);
+		memcpy(line, buf + pos, end - pos);
+		line[end - pos] = 0;
+		pos = end + 1;
+
+		char *s = trim(line);
+		if (*s == 0 || *s == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq)
+			return err_set(err, -EINVAL, "%s: expected \"key = value\"", where);
+		*eq = 0;
+		char *key = trim(s), *val = trim(eq + 1);
+		size_t i;
+		for (i = 0; i < ELEMENTSOF(keys); i++)
+			if (strcmp(keys[i].name, key) == 0)
+				break;
+		if (i == ELEMENTSOF(keys))
+			return err_set(err, -EINVAL, "%s: unknown key \"%s\"", where, key);
+		if (seen[i])
+			return err_set(err, -EINVAL, "%s: key \"%s\" is set twice", where, key);
+		seen[i] = true;
+		if (*val == 0)
+			return err_set(err, -EINVAL, "%s: key \"%s\" has no value", where, key);
+		int r = set_key(&tmp, &keys[i], val, where, err);
+		if (r < 0)
+			return r;
+	}
+	*c = tmp;
+	return 0;
+}
+
+int config_load(struct config *c, const char *path, bool missing_ok, struct pim_error *err)
+{
+	_cleanup_(closep) int fd = -1;
+	_cleanup_(freep) char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT && missing_ok)
+			return 0;
+		return err_set(err, -errno, "%s: %s", path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0)
+		return err_set(err, -errno, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return err_set(err, -EINVAL, "%s: not a regular file", path);
+	if (st.st_size > CONFIG_FILE_MAX)
+		return err_set(err, -EFBIG, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return err_set(err, -ENOMEM, "out of memory");
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return err_set(err, -errno, "%s: %s", path, strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	return config_parse(c, buf, len, path, err);
+}

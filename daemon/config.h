@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h: pimd.conf(5), a "key = value" file.  Lines are trimmed; empty lines and lines
+ * starting with '#' are ignored; an unknown key, a repeated key or a bad value is an error that
+ * names the file and line.  Sizes take an optional K, M or G suffix (powers of 1024).
+ */
+#ifndef PIMD_CONFIG_H
+#define PIMD_CONFIG_H
+
+#include <limits.h>
+#include <sys/un.h>
+
+#include "util.h"
+
+#define CONFIG_DEFAULT_PATH "/etc/pimd/pimd.conf"
+#define CONFIG_DEFAULT_SOCKET "/run/pimd/pimd.sock"
+#define CONFIG_DEFAULT_STATE_DIR "/var/lib/pimd"
+#define CONFIG_FILE_MAX (1024 * 1024)
+
+struct config {
+	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char state_dir[PATH_MAX];
+	int log_level;                    /* LOG_ERR .. LOG_DEBUG */
+	uint32_t max_frame_bytes;         /* largest frame accepted or sent */
+	uint32_t max_clients;             /* connections served at once */
+	uint64_t max_pending_bytes;       /* per connection: unsent response bytes before reading pauses */
+	uint32_t max_requests_in_flight;  /* per connection: unanswered requests before reading pauses */
+	uint32_t busy_timeout_ms;         /* SQLite busy timeout */
+};
+
+void config_init(struct config *c);
+
+/* Parses buf (origin names it in errors) on top of the values already in c.  On error c is
+ * left unchanged. */
+int config_parse(struct config *c, const char *buf, size_t len, const char *origin,
+		 struct pim_error *err);
+
+/* Reads and parses path; a missing file is not an error when missing_ok (the defaults stand). */
+int config_load(struct config *c, const char *path, bool missing_ok, struct pim_error *err);
+
+#endif

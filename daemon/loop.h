@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* loop.h: the single-threaded epoll event loop of pimd. */
+#ifndef PIMD_LOOP_H
+#define PIMD_LOOP_H
+
+#include <sys/epoll.h>
+
+#include "util.h"
+
+struct watch;
+typedef void (*watch_fn)(struct watch *w, uint32_t events);
+
+struct watch {
+	int fd;
+	watch_fn fn;
+	void *data;
+	uint32_t events;
+};
+
+struct loop;
+
+int loop_new(struct loop **out);
+void loop_free(struct loop *l);
+int loop_add(struct loop *l, struct watch *w, uint32_t events);
+int loop_mod(struct loop *l, struct watch *w, uint32_t events);
+void loop_del(struct loop *l, struct watch *w);
+/* Dispatches events until loop_quit(); returns the exit code given to loop_quit(). */
+int loop_run(struct loop *l);
+void loop_quit(struct loop *l, int code);
+
+#endif

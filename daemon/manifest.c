@@ -1,0 +1,690 @@
+/* SPDX-License-Identifier: MIT */
+#include "manifest.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const alloc_kind_names[] = {
+	[PIM__ALLOC_KIND__ALLOC_KIND_UNSPECIFIED] = "unspecified",
+	[PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT] = "argument",
+	[PIM__ALLOC_KIND__ALLOC_KIND_ALLOC] = "alloc",
+	[PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL] = "global",
+};
+
+static const char *const role_names[] = {
+	[PIM__OPERAND_ROLE__OPERAND_ROLE_UNSPECIFIED] = "unspecified",
+	[PIM__OPERAND_ROLE__OPERAND_ROLE_IN] = "in",
+	[PIM__OPERAND_ROLE__OPERAND_ROLE_OUT] = "out",
+	[PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT] = "inout",
+};
+
+const char *manifest_alloc_kind_name(Pim__AllocKind k)
+{
+	return (unsigned)k < ELEMENTSOF(alloc_kind_names) ? alloc_kind_names[k] : "invalid";
+}
+
+const char *manifest_role_name(Pim__OperandRole r)
+{
+	return (unsigned)r < ELEMENTSOF(role_names) ? role_names[r] : "invalid";
+}
+
+bool manifest_name_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > MANIFEST_NAME_MAX || name[0] == '.' || name[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static int text_check(const char *field, const char *s, size_t max, bool required,
+		      struct pim_error *err)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (required && n == 0)
+		return err_set(err, -EINVAL, "%s: must not be empty", field);
+	if (n > max)
+		return err_set(err, -EINVAL, "%s: %zu bytes, at most %zu allowed", field, n, max);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20)
+			return err_set(err, -EINVAL, "%s: contains a control character", field);
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+struct alloc_ref {
+	uint32_t id;
+	size_t index; /* position in m->allocations */
+};
+
+/* Sorts ids in place and reports the first duplicate. */
+static int ids_unique(uint32_t *ids, size_t n, const char *what, struct pim_error *err)
+{
+	qsort(ids, n, sizeof *ids, cmp_u32);
+	for (size_t i = 1; i < n; i++)
+		if (ids[i] == ids[i - 1])
+			return err_set(err, -EINVAL, "%s: %u appears more than once", what, ids[i]);
+	return 0;
+}
+
+static int extents_check(const char *field, const uint64_t *e, size_t n, uint64_t *product,
+			 struct pim_error *err)
+{
+	uint64_t p = 1;
+
+	if (n > MANIFEST_EXTENTS_MAX)
+		return err_set(err, -EINVAL, "%s: %zu extents, at most %u allowed", field, n,
+			       MANIFEST_EXTENTS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if (e[i] == 0)
+			return err_set(err, -EINVAL, "%s[%zu]: must be at least 1", field, i);
+		if (!mul_u64(p, e[i], &p) || p > MANIFEST_ITERATIONS_MAX)
+			return err_set(err, -EINVAL, "%s: product exceeds %" PRIu64, field,
+				       MANIFEST_ITERATIONS_MAX);
+	}
+	*product = p;
+	return 0;
+}
+
+static int cmp_alloc_ref(const void *a, const void *b);
+
+static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *refs,
+			const Pim__Manifest *m, struct pim_error *err)
+{
+	char f[96];
+	int k;
+
+	snprintf(f, sizeof f, "regions[%zu].name", i);
+	if ((k = text_check(f, r->name, MANIFEST_TEXT_MAX, true, err)) < 0)
+		return k;
+	snprintf(f, sizeof f, "regions[%zu].op", i);
+	if ((k = text_check(f, r->op, MANIFEST_TEXT_MAX, true, err)) < 0)
+		return k;
+	snprintf(f, sizeof f, "regions[%zu].location", i);
+	if ((k = text_check(f, r->location, MANIFEST_TEXT_MAX, false, err)) < 0)
+		return k;
+	if (r->n_par == 0)
+		return err_set(err, -EINVAL, "regions[%zu].n_par: must be at least 1", i);
+	if (r->n_total == 0 || r->n_total > MANIFEST_ITERATIONS_MAX)
+		return err_set(err, -EINVAL, "regions[%zu].n_total: %" PRIu64
+			       " is outside 1..%" PRIu64, i, r->n_total, MANIFEST_ITERATIONS_MAX);
+	if (r->n_par > r->n_total)
+		return err_set(err, -EINVAL, "regions[%zu].n_par: %" PRIu64
+			       " exceeds n_total %" PRIu64, i, r->n_par, r->n_total);
+	if (r->trip > MANIFEST_ITERATIONS_MAX)
+		return err_set(err, -EINVAL, "regions[%zu].trip: %" PRIu64 " exceeds %" PRIu64, i,
+			       r->trip, MANIFEST_ITERATIONS_MAX);
+	if (r->n_parallel_extents || r->n_reduction_extents) {
+		uint64_t pp, rp, all;
+		snprintf(f, sizeof f, "regions[%zu].parallel_extents", i);
+		if ((k = extents_check(f, r->parallel_extents, r->n_parallel_extents, &pp, err)) < 0)
+			return k;
+		snprintf(f, sizeof f, "regions[%zu].reduction_extents", i);
+		if ((k = extents_check(f, r->reduction_extents, r->n_reduction_extents, &rp, err)) < 0)
+			return k;
+		if (pp != r->n_par)
+			return err_set(err, -EINVAL, "regions[%zu].parallel_extents: product %" PRIu64
+				       " differs from n_par %" PRIu64, i, pp, r->n_par);
+		if (!mul_u64(pp, rp, &all) || all != r->n_total)
+			return err_set(err, -EINVAL, "regions[%zu].reduction_extents: parallel x reduction "
+				       "extents differ from n_total %" PRIu64, i, r->n_total);
+	}
+	if (r->n_operands == 0)
+		return err_set(err, -EINVAL, "regions[%zu].operands: a region needs at least one operand", i);
+	if (r->n_operands > MANIFEST_OPERANDS_MAX)
+		return err_set(err, -EINVAL, "regions[%zu].operands: %zu operands, at most %u allowed", i,
+			       r->n_operands, MANIFEST_OPERANDS_MAX);
+	for (size_t j = 0; j < r->n_operands; j++) {
+		const Pim__Operand *o = r->operands[j];
+		const struct alloc_ref key = { o->allocation_id, 0 };
+		const struct alloc_ref *hit = bsearch(&key, refs, m->n_allocations, sizeof *refs,
+						      cmp_alloc_ref);
+		if (!hit)
+			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].allocation_id: %u is not a "
+				       "known allocation", i, j, o->allocation_id);
+		const Pim__Allocation *a = m->allocations[hit->index];
+		if (o->bytes == 0)
+			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].bytes: must be at least 1", i, j);
+		if (o->bytes > a->bytes)
+			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].bytes: %" PRIu64
+				       " exceeds allocation %u (%" PRIu64 " bytes)", i, j, o->bytes,
+				       a->id, a->bytes);
+		if (o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_UNSPECIFIED ||
+		    (unsigned)o->role >= ELEMENTSOF(role_names))
+			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].role: must be in, out or inout", i, j);
+		if (o->elem_bits > 1024)
+			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].elem_bits: %u exceeds 1024", i,
+				       j, o->elem_bits);
+		snprintf(f, sizeof f, "regions[%zu].operands[%zu].elem_type", i, j);
+		if ((k = text_check(f, o->elem_type, MANIFEST_ELEM_TYPE_MAX, false, err)) < 0)
+			return k;
+	}
+	return 0;
+}
+
+static int cmp_alloc_ref(const void *a, const void *b)
+{
+	return cmp_u32(&((const struct alloc_ref *)a)->id, &((const struct alloc_ref *)b)->id);
+}
+
+int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
+{
+	_cleanup_(freep) struct alloc_ref *refs = NULL;
+	uint64_t total = 0;
+	int k;
+
+	if (!manifest_name_valid(m->name))
+		return err_set(err, -EINVAL, "name: \"%.64s\" is not a valid model name (1-%d characters "
+			       "of A-Z a-z 0-9 . _ -, not starting with . or -)", m->name ? m->name : "",
+			       MANIFEST_NAME_MAX);
+	if ((k = text_check("source", m->source, MANIFEST_TEXT_MAX, false, err)) < 0)
+		return k;
+	if (m->n_allocations == 0)
+		return err_set(err, -EINVAL, "allocations: a manifest needs at least one allocation");
+	if (m->n_allocations > MANIFEST_ALLOCATIONS_MAX)
+		return err_set(err, -EINVAL, "allocations: %zu allocations, at most %u allowed",
+			       m->n_allocations, MANIFEST_ALLOCATIONS_MAX);
+	if (m->n_regions == 0)
+		return err_set(err, -EINVAL, "regions: a manifest needs at least one region");
+	if (m->n_regions > MANIFEST_REGIONS_MAX)
+		return err_set(err, -EINVAL, "regions: %zu regions, at most %u allowed", m->n_regions,
+			       MANIFEST_REGIONS_MAX);
+
+	for (size_t i = 0; i < m->n_allocations; i++) {
+		const Pim__Allocation *a = m->allocations[i];
+		char f[64];
+		if (a->bytes == 0 || a->bytes > MANIFEST_BYTES_MAX)
+			return err_set(err, -EINVAL, "allocations[%zu].bytes: %" PRIu64 " is outside 1..%" PRIu64,
+				       i, a->bytes, MANIFEST_BYTES_MAX);
+		if (!add_u64(total, a->bytes, &total) || total > MANIFEST_BYTES_MAX)
+			return err_set(err, -EINVAL, "allocations[%zu].bytes: the allocations add up to more "
+				       "than %" PRIu64 " bytes", i, MANIFEST_BYTES_MAX);
+		if (a->kind == PIM__ALLOC_KIND__ALLOC_KIND_UNSPECIFIED ||
+		    (unsigned)a->kind >= ELEMENTSOF(alloc_kind_names))
+			return err_set(err, -EINVAL, "allocations[%zu].kind: must be argument, alloc or global", i);
+		snprintf(f, sizeof f, "allocations[%zu].name", i);
+		if ((k = text_check(f, a->name, MANIFEST_TEXT_MAX, false, err)) < 0)
+			return k;
+	}
+	refs = malloc(m->n_allocations * sizeof *refs);
+	if (!refs)
+		return err_set(err, -ENOMEM, "out of memory validating the manifest");
+	for (size_t i = 0; i < m->n_allocations; i++)
+		refs[i] = (struct alloc_ref){ m->allocations[i]->id, i };
+	qsort(refs, m->n_allocations, sizeof *refs, cmp_alloc_ref);
+	for (size_t i = 1; i < m->n_allocations; i++)
+		if (refs[i].id == refs[i - 1].id)
+			return err_set(err, -EINVAL, "allocations: id %u appears more than once", refs[i].id);
+
+	{
+		_cleanup_(freep) uint32_t *rid = malloc(m->n_regions * sizeof *rid);
+		_cleanup_(freep) uint32_t *ord = malloc(m->n_regions * sizeof *ord);
+		if (!rid || !ord)
+			return err_set(err, -ENOMEM, "out of memory validating the manifest");
+		for (size_t i = 0; i < m->n_regions; i++) {
+			rid[i] = m->regions[i]->id;
+			ord[i] = m->regions[i]->order;
+		}
+		if ((k = ids_unique(rid, m->n_regions, "regions: id", err)) < 0)
+			return k;
+		if ((k = ids_unique(ord, m->n_regions, "regions: order", err)) < 0)
+			return k;
+	}
+	for (size_t i = 0; i < m->n_regions; i++)
+		if ((k = region_check(m->regions[i], i, refs, m, err)) < 0)
+			return k;
+	return 0;
+}
+
+uint64_t manifest_allocation_bytes(const Pim__Manifest *m)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; i < m->n_allocations; i++)
+		t += m->allocations[i]->bytes;
+	return t;
+}
+
+/* ---------------------------------------------------------------- JSON in */
+
+static int json_u64(json_object *v, const char *field, uint64_t *out, struct pim_error *err)
+{
+	if (!json_object_is_type(v, json_type_int))
+		return err_set(err, -EINVAL, "%s: must be a non-negative integer", field);
+	errno = 0;
+	int64_t s = json_object_get_int64(v);
+	if (s < 0)
+		return err_set(err, -EINVAL, "%s: must be a non-negative integer", field);
+	errno = 0;
+	uint64_t u = json_object_get_uint64(v);
+	if (errno == ERANGE)
+		return err_set(err, -EINVAL, "%s: out of range", field);
+	*out = u;
+	return 0;
+}
+
+static int json_u32(json_object *v, const char *field, uint32_t *out, struct pim_error *err)
+{
+	uint64_t u;
+	int k = json_u64(v, field, &u, err);
+	if (k < 0)
+		return k;
+	if (u > UINT32_MAX)
+		return err_set(err, -EINVAL, "%s: %" PRIu64 " exceeds %u", field, u, UINT32_MAX);
+	*out = (uint32_t)u;
+	return 0;
+}
+
+static int json_str(json_object *v, const char *field, char **out, struct pim_error *err)
+{
+	if (!json_object_is_type(v, json_type_string))
+		return err_set(err, -EINVAL, "%s: must be a string", field);
+	const char *s = json_object_get_string(v);
+	if (strlen(s) != (size_t)json_object_get_string_len(v))
+		return err_set(err, -EINVAL, "%s: contains a NUL byte", field);
+	char *d = strdup(s);
+	if (!d)
+		return err_set(err, -ENOMEM, "out of memory");
+	if (*out != protobuf_c_empty_string)
+		free(*out);
+	*out = d;
+	return 0;
+}
+
+static int json_array(json_object *v, const char *field, size_t max, size_t *n, struct pim_error *err)
+{
+	if (!json_object_is_type(v, json_type_array))
+		return err_set(err, -EINVAL, "%s: must be an array", field);
+	*n = json_object_array_length(v);
+	if (*n > max)
+		return err_set(err, -EINVAL, "%s: %zu entries, at most %zu allowed", field, *n, max);
+	return 0;
+}
+
+static int json_extents(json_object *v, const char *field, uint64_t **out, size_t *n,
+			struct pim_error *err)
+{
+	size_t len;
+	int k = json_array(v, field, MANIFEST_EXTENTS_MAX, &len, err);
+	if (k < 0)
+		return k;
+	*out = calloc(len ? len : 1, sizeof **out);
+	if (!*out)
+		return err_set(err, -ENOMEM, "out of memory");
+	*n = len;
+	for (size_t i = 0; i < len; i++) {
+		char f[128];
+		snprintf(f, sizeof f, "%s[%zu]", field, i);
+		if ((k = json_u64(json_object_array_get_idx(v, i), f, &(*out)[i], err)) < 0)
+			return k;
+	}
+	return 0;
+}
+
+static int enum_from_name(const char *const *names, size_t n, json_object *v, const char *field,
+			  const char *allowed, int *out, struct pim_error *err)
+{
+	if (json_object_is_type(v, json_type_string)) {
+		const char *s = json_object_get_string(v);
+		for (size_t i = 1; i < n; i++)
+			if (strcmp(s, names[i]) == 0) {
+				*out = (int)i;
+				return 0;
+			}
+		return err_set(err, -EINVAL, "%s: \"%.32s\" is not one of %s", field, s, allowed);
+	}
+	return err_set(err, -EINVAL, "%s: must be one of %s", field, allowed);
+}
+
+#define FOREACH_KEY(obj, key, val) json_object_object_foreach(obj, key, val)
+
+static int json_operand(json_object *o, const char *field, Pim__Operand *op, struct pim_error *err)
+{
+	char f[160];
+	int k;
+	bool have_alloc = false;
+
+	if (!json_object_is_type(o, json_type_object))
+		return err_set(err, -EINVAL, "%s: must be an object", field);
+	FOREACH_KEY(o, key, val) {
+		snprintf(f, sizeof f, "%s.%s", field, key);
+		if (strcmp(key, "allocation") == 0 || strcmp(key, "allocation_id") == 0) {
+			k = json_u32(val, f, &op->allocation_id, err);
+			have_alloc = true;
+		} else if (strcmp(key, "bytes") == 0)
+			k = json_u64(val, f, &op->bytes, err);
+		else if (strcmp(key, "elem_type") == 0)
+			k = json_str(val, f, &op->elem_type, err);
+		else if (strcmp(key, "elem_bits") == 0)
+			k = json_u32(val, f, &op->elem_bits, err);
+		else if (strcmp(key, "role") == 0) {
+			int e;
+			k = enum_from_name(role_names, ELEMENTSOF(role_names), val, f, "in, out, inout", &e, err);
+			op->role = (Pim__OperandRole)e;
+		} else
+			k = err_set(err, -EINVAL, "%s: unknown key", f);
+		if (k < 0)
+			return k;
+	}
+	if (!have_alloc)
+		return err_set(err, -EINVAL, "%s.allocation: missing", field);
+	return 0;
+}
+
+static int json_region(json_object *o, const char *field, Pim__Region *r, struct pim_error *err)
+{
+	char f[160];
+	int k;
+
+	if (!json_object_is_type(o, json_type_object))
+		return err_set(err, -EINVAL, "%s: must be an object", field);
+	bool have_id = false;
+	FOREACH_KEY(o, key, val) {
+		snprintf(f, sizeof f, "%s.%s", field, key);
+		if (strcmp(key, "id") == 0) {
+			k = json_u32(val, f, &r->id, err);
+			have_id = true;
+		} else if (strcmp(key, "name") == 0)
+			k = json_str(val, f, &r->name, err);
+		else if (strcmp(key, "op") == 0)
+			k = json_str(val, f, &r->op, err);
+		else if (strcmp(key, "location") == 0)
+			k = json_str(val, f, &r->location, err);
+		else if (strcmp(key, "order") == 0)
+			k = json_u32(val, f, &r->order, err);
+		else if (strcmp(key, "n_par") == 0)
+			k = json_u64(val, f, &r->n_par, err);
+		else if (strcmp(key, "n_total") == 0)
+			k = json_u64(val, f, &r->n_total, err);
+		else if (strcmp(key, "trip") == 0)
+			k = json_u64(val, f, &r->trip, err);
+		else if (strcmp(key, "parallel_extents") == 0)
+			k = json_extents(val, f, &r->parallel_extents, &r->n_parallel_extents, err);
+		else if (strcmp(key, "reduction_extents") == 0)
+			k = json_extents(val, f, &r->reduction_extents, &r->n_reduction_extents, err);
+		else if (strcmp(key, "operands") == 0) {
+			size_t n;
+			if ((k = json_array(val, f, MANIFEST_OPERANDS_MAX, &n, err)) < 0)
+				return k;
+			r->operands = calloc(n ? n : 1, sizeof *r->operands);
+			if (!r->operands)
+				return err_set(err, -ENOMEM, "out of memory");
+			for (size_t j = 0; j < n; j++) {
+				Pim__Operand *op = malloc(sizeof *op);
+				if (!op)
+					return err_set(err, -ENOMEM, "out of memory");
+				pim__operand__init(op);
+				r->operands[r->n_operands++] = op;
+				char g[192];
+				snprintf(g, sizeof g, "%s[%zu]", f, j);
+				if ((k = json_operand(json_object_array_get_idx(val, j), g, op, err)) < 0)
+					return k;
+			}
+		} else
+			k = err_set(err, -EINVAL, "%s: unknown key", f);
+		if (k < 0)
+			return k;
+	}
+	if (!have_id)
+		return err_set(err, -EINVAL, "%s.id: missing", field);
+	return 0;
+}
+
+static int json_allocation(json_object *o, const char *field, Pim__Allocation *a, struct pim_error *err)
+{
+	char f[160];
+	int k;
+	bool have_id = false;
+
+	if (!json_object_is_type(o, json_type_object))
+		return err_set(err, -EINVAL, "%s: must be an object", field);
+	FOREACH_KEY(o, key, val) {
+		snprintf(f, sizeof f, "%s.%s", field, key);
+		if (strcmp(key, "id") == 0) {
+			k = json_u32(val, f, &a->id, err);
+			have_id = true;
+		} else if (strcmp(key, "bytes") == 0)
+			k = json_u64(val, f, &a->bytes, err);
+		else if (strcmp(key, "name") == 0)
+			k = json_str(val, f, &a->name, err);
+		else if (strcmp(key, "kind") == 0) {
+			int e;
+			k = enum_from_name(alloc_kind_names, ELEMENTSOF(alloc_kind_names), val, f,
+					   "argument, alloc, global", &e, err);
+			a->kind = (Pim__AllocKind)e;
+		} else
+			k = err_set(err, -EINVAL, "%s: unknown key", f);
+		if (k < 0)
+			return k;
+	}
+	if (!have_id)
+		return err_set(err, -EINVAL, "%s.id: missing", field);
+	return 0;
+}
+
+static void manifest_freep(Pim__Manifest **m)
+{
+	if (*m)
+		pim__manifest__free_unpacked(*m, NULL);
+}
+
+static void json_putp(json_object **o)
+{
+	if (*o)
+		json_object_put(*o);
+}
+
+int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct pim_error *err)
+{
+	_cleanup_(json_putp) json_object *root = NULL;
+	_cleanup_(manifest_freep) Pim__Manifest *m = NULL;
+	json_tokener *tok;
+	enum json_tokener_error jerr;
+	int k;
+
+	if (len > MANIFEST_FILE_MAX || len > INT32_MAX)
+		return err_set(err, -EFBIG, "manifest: %zu bytes, at most %u allowed", len, MANIFEST_FILE_MAX);
+	tok = json_tokener_new_ex(64);
+	if (!tok)
+		return err_set(err, -ENOMEM, "out of memory");
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	root = json_tokener_parse_ex(tok, buf, (int)len);
+	jerr = json_tokener_get_error(tok);
+	size_t consumed = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	if (!root || jerr != json_tokener_success) {
+		/* Report the line of the error to help whoever edits the file by hand. */
+		size_t line = 1;
+		for (size_t i = 0; i < consumed && i < len; i++)
+			line += buf[i] == '\n';
+		return err_set(err, -EINVAL, "manifest: JSON syntax error near line %zu: %s", line,
+			       root ? "trailing data" : json_tokener_error_desc(jerr));
+	}
+	for (size_t i = consumed; i < len; i++)
+		if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t' && buf[i] != '\r')
+			return err_set(err, -EINVAL, "manifest: trailing data after the JSON object");
+	if (!json_object_is_type(root, json_type_object))
+		return err_set(err, -EINVAL, "manifest: the top level must be a JSON object");
+
+	m = malloc(sizeof *m);
+	if (!m)
+		return err_set(err, -ENOMEM, "out of memory");
+	pim__manifest__init(m);
+
+	FOREACH_KEY(root, key, val) {
+		if (strcmp(key, "name") == 0)
+			k = json_str(val, "name", &m->name, err);
+		else if (strcmp(key, "source") == 0)
+			k = json_str(val, "source", &m->source, err);
+		else if (strcmp(key, "allocations") == 0) {
+			size_t n;
+			if ((k = json_array(val, "allocations", MANIFEST_ALLOCATIONS_MAX, &n, err)) < 0)
+				return k;
+			m->allocations = calloc(n ? n : 1, sizeof *m->allocations);
+			if (!m->allocations)
+				return err_set(err, -ENOMEM, "out of memory");
+			for (size_t i = 0; i < n && k >= 0; i++) {
+				Pim__Allocation *a = malloc(sizeof *a);
+				if (!a)
+					return err_set(err, -ENOMEM, "out of memory");
+				pim__allocation__init(a);
+				m->allocations[m->n_allocations++] = a;
+				char f[64];
+				snprintf(f, sizeof f, "allocations[%zu]", i);
+				k = json_allocation(json_object_array_get_idx(val, i), f, a, err);
+			}
+		} else if (strcmp(key, "regions") == 0) {
+			size_t n;
+			if ((k = json_array(val, "regions", MANIFEST_REGIONS_MAX, &n, err)) < 0)
+				return k;
+			m->regions = calloc(n ? n : 1, sizeof *m->regions);
+			if (!m->regions)
+				return err_set(err, -ENOMEM, "out of memory");
+			for (size_t i = 0; i < n && k >= 0; i++) {
+				Pim__Region *r = malloc(sizeof *r);
+				if (!r)
+					return err_set(err, -ENOMEM, "out of memory");
+				pim__region__init(r);
+				m->regions[m->n_regions++] = r;
+				char f[64];
+				snprintf(f, sizeof f, "regions[%zu]", i);
+				k = json_region(json_object_array_get_idx(val, i), f, r, err);
+			}
+		} else
+			k = err_set(err, -EINVAL, "%s: unknown key", key);
+		if (k < 0)
+			return k;
+	}
+	*out = TAKE_PTR(m);
+	return 0;
+}
+
+int manifest_read_file(const char *path, Pim__Manifest **out, struct pim_error *err)
+{
+	_cleanup_(closep) int fd = -1;
+	_cleanup_(freep) uint8_t *buf = NULL;
+	_cleanup_(manifest_freep) Pim__Manifest *m = NULL;
+	struct stat st;
+	size_t len = 0;
+	int k;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(err, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return err_set(err, -errno, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return err_set(err, -EINVAL, "%s: not a regular file", path);
+	if ((uint64_t)st.st_size > MANIFEST_FILE_MAX)
+		return err_set(err, -EFBIG, "%s: %jd bytes, a manifest may have at most %u", path,
+			       (intmax_t)st.st_size, MANIFEST_FILE_MAX);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return err_set(err, -ENOMEM, "out of memory");
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return err_set(err, -errno, "%s: %s", path, strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	size_t i = 0;
+	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r'))
+		i++;
+	if (i < len && buf[i] == '{') {
+		if ((k = manifest_from_json((const char *)buf, len, &m, err)) < 0)
+			return err_prefix(err, "%s", path);
+	} else {
+		m = pim__manifest__unpack(NULL, len, buf);
+		if (!m)
+			return err_set(err, -EINVAL, "%s: neither JSON nor a valid protobuf Manifest", path);
+	}
+	if ((k = manifest_validate(m, err)) < 0)
+		return err_prefix(err, "%s", path);
+	*out = TAKE_PTR(m);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- JSON out */
+
+static json_object *json_u64_new(uint64_t v)
+{
+	return v > INT64_MAX ? json_object_new_uint64(v) : json_object_new_int64((int64_t)v);
+}
+
+json_object *manifest_to_json(const Pim__Manifest *m)
+{
+	json_object *root = json_object_new_object();
+	json_object *allocs = json_object_new_array_ext((int)m->n_allocations);
+	json_object *regions = json_object_new_array_ext((int)m->n_regions);
+
+	json_object_object_add(root, "name", json_object_new_string(m->name));
+	if (m->source && *m->source)
+		json_object_object_add(root, "source", json_object_new_string(m->source));
+	for (size_t i = 0; i < m->n_allocations; i++) {
+		const Pim__Allocation *a = m->allocations[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "id", json_object_new_int64(a->id));
+		json_object_object_add(o, "bytes", json_u64_new(a->bytes));
+		json_object_object_add(o, "kind", json_object_new_string(manifest_alloc_kind_name(a->kind)));
+		if (a->name && *a->name)
+			json_object_object_add(o, "name", json_object_new_string(a->name));
+		json_object_array_add(allocs, o);
+	}
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const Pim__Region *r = m->regions[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "id", json_object_new_int64(r->id));
+		json_object_object_add(o, "name", json_object_new_string(r->name));
+		json_object_object_add(o, "op", json_object_new_string(r->op));
+		json_object_object_add(o, "order", json_object_new_int64(r->order));
+		json_object_object_add(o, "n_par", json_u64_new(r->n_par));
+		json_object_object_add(o, "n_total", json_u64_new(r->n_total));
+		json_object_object_add(o, "trip", json_u64_new(r->trip ? r->trip : 1));
+		if (r->n_parallel_extents || r->n_reduction_extents) {
+			json_object *pe = json_object_new_array(), *re = json_object_new_array();
+			for (size_t j = 0; j < r->n_parallel_extents; j++)
+				json_object_array_add(pe, json_u64_new(r->parallel_extents[j]));
+			for (size_t j = 0; j < r->n_reduction_extents; j++)
+				json_object_array_add(re, json_u64_new(r->reduction_extents[j]));
+			json_object_object_add(o, "parallel_extents", pe);
+			json_object_object_add(o, "reduction_extents", re);
+		}
+		if (r->location && *r->location)
+			json_object_object_add(o, "location", json_object_new_string(r->location));
+		json_object *ops = json_object_new_array_ext((int)r->n_operands);
+		for (size_t j = 0; j < r->n_operands; j++) {
+			const Pim__Operand *op = r->operands[j];
+			json_object *p = json_object_new_object();
+			json_object_object_add(p, "allocation", json_object_new_int64(op->allocation_id));
+			json_object_object_add(p, "bytes", json_u64_new(op->bytes));
+			if (op->elem_type && *op->elem_type)
+				json_object_object_add(p, "elem_type", json_object_new_string(op->elem_type));
+			if (op->elem_bits)
+				json_object_object_add(p, "elem_bits", json_object_new_int64(op->elem_bits));
+			json_object_object_add(p, "role", json_object_new_string(manifest_role_name(op->role)));
+			json_object_array_add(ops, p);
+		}
+		json_object_object_add(o, "operands", ops);
+		json_object_array_add(regions, o);
+	}
+	json_object_object_add(root, "allocations", allocs);
+	json_object_object_add(root, "regions", regions);
+	return root;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * manifest.h: the model manifest (proto/pim.proto, message Manifest): reading it from a file in
+ * protobuf binary or JSON form, validating it, and writing it as JSON.
+ *
+ * JSON form (documented in pimd(8), MANIFEST):
+ *   { "name": "gemv", "source": "gemv.mlir",
+ *     "allocations": [ { "id": 0, "bytes": 4194304, "kind": "argument", "name": "%arg0" } ],
+ *     "regions": [ { "id": 0, "name": "matvec", "op": "linalg.matvec", "order": 0,
+ *                    "n_par": 1024, "n_total": 1048576, "trip": 1,
+ *                    "parallel_extents": [1024], "reduction_extents": [1024],
+ *                    "location": "gemv.mlir:4:10",
+ *                    "operands": [ { "allocation": 0, "bytes": 4194304,
+ *                                    "elem_type": "f32", "elem_bits": 32, "role": "in" } ] } ] }
+ * Unknown keys are errors.  "trip" may be omitted (1); extents may be omitted.
+ */
+#ifndef PIMD_MANIFEST_H
+#define PIMD_MANIFEST_H
+
+#include "pim.pb-c.h"
+#include "util.h"
+
+#include <json-c/json.h>
+
+/* Limits on every count and size a manifest can state (BRIEF: "absurd counts" are refused). */
+#define MANIFEST_NAME_MAX 128             /* model name */
+#define MANIFEST_TEXT_MAX 256             /* region name, op, location, source, allocation name */
+#define MANIFEST_ELEM_TYPE_MAX 16
+#define MANIFEST_REGIONS_MAX 1000000u
+#define MANIFEST_ALLOCATIONS_MAX 1000000u
+#define MANIFEST_OPERANDS_MAX 1024u       /* per region */
+#define MANIFEST_EXTENTS_MAX 16u          /* per kind, per region */
+#define MANIFEST_BYTES_MAX (UINT64_C(1) << 50)   /* 1 PiB: any allocation, and their sum */
+#define MANIFEST_ITERATIONS_MAX (UINT64_C(1) << 62)
+#define MANIFEST_FILE_MAX (256u * 1024u * 1024u)
+
+/* True if name is a valid model name: 1..128 of [A-Za-z0-9._-], not starting with '.' or '-'. */
+bool manifest_name_valid(const char *name);
+
+/*
+ * Checks everything: names, unique ids and orders, non-zero and non-overflowing sizes,
+ * N_par <= N_total, extents consistent with N_par/N_total, operands referring to known
+ * allocations and no larger than them.  On failure returns -EINVAL with a message naming the
+ * field, e.g. "regions[3].operands[1].allocation_id: 17 is not a known allocation".
+ */
+int manifest_validate(const Pim__Manifest *m, struct pim_error *err);
+
+/* Parses a JSON manifest from a buffer; the result is freed with pim__manifest__free_unpacked(m, NULL). */
+int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct pim_error *err);
+
+/* Reads a file in either form ('{' as first non-blank byte selects JSON) and validates it. */
+int manifest_read_file(const char *path, Pim__Manifest **out, struct pim_error *err);
+
+/* JSON form of a manifest (the same shape manifest_from_json reads). */
+json_object *manifest_to_json(const Pim__Manifest *m);
+
+/* Total bytes of the allocations (validated manifests cannot overflow). */
+uint64_t manifest_allocation_bytes(const Pim__Manifest *m);
+
+const char *manifest_alloc_kind_name(Pim__AllocKind k);
+const char *manifest_role_name(Pim__OperandRole r);
+
+#endif

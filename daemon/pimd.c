@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pimd: the per-host PIM placement and JIT-Q scheduling service.  See pimd(8).
+ *
+ * This file is the shell: options, configuration, signals, systemd notification and the
+ * event loop.  The store, the transport and the request handlers live in their own modules.
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <systemd/sd-daemon.h>
+
+#include "config.h"
+#include "log.h"
+#include "loop.h"
+#include "server.h"
+#include "store.h"
+
+struct pimd {
+	struct config cfg;
+	const char *config_path;
+	bool config_given;
+	/* command-line values, which win over the file on every (re)load */
+	const char *opt_socket, *opt_state_dir, *opt_log_level;
+	bool foreground;
+	struct loop *loop;
+	struct store *store;
+	struct server *server;
+	struct watch sig, wd;
+	char status[256];
+};
+
+static void help(void)
+{
+	printf("Usage: pimd [OPTION]...\n"
+	       "Per-host service that decides which loop nests run in processing-in-memory.\n\n"
+	       "  -s, --socket PATH      listen on PATH (default %s); ignored when\n"
+	       "                         systemd passes the socket\n"
+	       "  -d, --state-dir DIR    keep the database in DIR/pimd.db (default %s)\n"
+	       "  -c, --config FILE      read FILE (default %s; absent is fine unless given)\n"
+	       "  -f, --foreground       do not detach (the default under systemd)\n"
+	       "  -l, --log-level LEVEL  err, warning, notice, info (default) or debug\n"
+	       "      --check-config     parse the configuration, print it and exit\n"
+	       "  -h, --help             show this help\n"
+	       "  -V, --version          show the version\n\n"
+	       "Signals: SIGHUP reloads the configuration, SIGTERM and SIGINT stop pimd.\n"
+	       "See pimd(8) and pimd.conf(5).\n",
+	       CONFIG_DEFAULT_SOCKET, CONFIG_DEFAULT_STATE_DIR, CONFIG_DEFAULT_PATH);
+}
+
+/* Loads the file, then applies command-line overrides; on error cfg is unchanged. */
+static int load_config(struct pimd *d, struct config *cfg, struct pim_error *err)
+{
+	struct config c;
+	int r;
+
+	config_init(&c);
+	r = config_load(&c, d->config_path, !d->config_given, err);
+	if (r < 0)
+		return r;
+	if (d->opt_socket) {
+		if (strlen(d->opt_socket) >= sizeof c.socket_path)
+			return err_set(err, -ENAMETOOLONG, "--socket: path longer than %zu bytes",
+				       sizeof c.socket_path - 1);
+		snprintf(c.socket_path, sizeof c.socket_path, "%s", d->opt_socket);
+	}
+	if (d->opt_state_dir) {
+		if (strlen(d->opt_state_dir) >= sizeof c.state_dir)
+			return err_set(err, -ENAMETOOLONG, "--state-dir: path too long");
+		snprintf(c.state_dir, sizeof c.state_dir, "%s", d->opt_state_dir);
+	}
+	if (d->opt_log_level) {
+		r = log_level_from_name(d->opt_log_level);
+		if (r < 0)
+			return err_set(err, -EINVAL, "--log-level: \"%s\" is not one of err, warning, notice, "
+				       "info, debug", d->opt_log_level);
+		c.log_level = r;
+	}
+	*cfg = c;
+	return 0;
+}
+
+static void update_status(struct pimd *d)
+{
+	const struct rpc_context *ctx = server_context(d->server);
+	unsigned models = 0;
+	char buf[sizeof d->status];
+
+	store_model_count(d->store, &models, NULL);
+	snprintf(buf, sizeof buf, "Serving %u client%s, %u model%s", ctx->clients,
+		 ctx->clients == 1 ? "" : "s", models, models == 1 ? "" : "s");
+	if (strcmp(buf, d->status) != 0) {
+		memcpy(d->status, buf, sizeof buf);
+		sd_notifyf(0, "STATUS=%s", buf);
+	}
+}
+
+static void on_change(struct server *s, void *data)
+{
+	update_status(data);
+}
+
+static void reload(struct pimd *d)
+{
+	struct pim_error err = { 0 };
+	struct config c;
+
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, now_ns() / 1000);
+	if (load_config(d, &c, &err) < 0) {
+		log_error("Reload failed, keeping the current configuration: %s", err.msg);
+	} else {
+		if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.state_dir, d->cfg.state_dir) != 0)
+			log_warning("socket and state_dir changes take effect only after a restart");
+		log_set_level(c.log_level);
+		server_apply_config(d->server, &c);
+		store_set_busy_timeout(d->store, c.busy_timeout_ms);
+		/* Keep the paths in use; they only change with a restart. */
+		memcpy(c.socket_path, d->cfg.socket_path, sizeof c.socket_path);
+		memcpy(c.state_dir, d->cfg.state_dir, sizeof c.state_dir);
+		d->cfg = c;
+		log_notice("Configuration reloaded from %s", d->config_path);
+	}
+	sd_notify(0, "READY=1");
+	d->status[0] = 0;
+	update_status(d);
+}
+
+static void on_signal(struct watch *w, uint32_t events)
+{
+	struct pimd *d = w->data;
+	struct signalfd_siginfo si;
+
+	while (read(w->fd, &si, sizeof si) == sizeof si) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			log_info("Received %s, stopping", strsignal((int)si.ssi_signo));
+			sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
+			loop_quit(d->loop, 0);
+			return;
+		case SIGHUP:
+			reload(d);
+			break;
+		}
+	}
+}
+
+static void on_watchdog(struct watch *w, uint32_t events)
+{
+	uint64_t expirations;
+
+	if (read(w->fd, &expirations, sizeof expirations) > 0)
+		sd_notify(0, "WATCHDOG=1");
+}
+
+static int setup_signals(struct pimd *d)
+{
+	sigset_t mask;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d->sig = (struct watch){ .fd = fd, .fn = on_signal, .data = d };
+	return loop_add(d->loop, &d->sig, EPOLLIN);
+}
+
+/* WATCHDOG=1 at half the interval systemd asked for (sd_watchdog_enabled). */
+static int setup_watchdog(struct pimd *d)
+{
+	uint64_t usec;
+	int r = sd_watchdog_enabled(0, &usec);
+
+	d->wd.fd = -1;
+	if (r <= 0)
+		return r;
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint64_t half = usec / 2;
+	struct itimerspec its = {
+		.it_interval = { .tv_sec = (time_t)(half / 1000000), .tv_nsec = (long)(half % 1000000) * 1000 },
+	};
+	its.it_value = its.it_interval;
+	if (timerfd_settime(fd, 0, &its, NULL) < 0) {
+		close(fd);
+		return -errno;
+	}
+	d->wd = (struct watch){ .fd = fd, .fn = on_watchdog, .data = d };
+	log_debug("Watchdog enabled: pinging every %" PRIu64 " ms", half / 1000);
+	return loop_add(d->loop, &d->wd, EPOLLIN);
+}
+
+static int ensure_state_dir(const char *dir)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+		return -errno;
+	if (stat(dir, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static bool under_systemd(void)
+{
+	return getenv("NOTIFY_SOCKET") || getenv("LISTEN_FDS") || getenv("INVOCATION_ID");
+}
+
+/* Classic detach, after everything that can fail has been set up and reported. */
+static int detach(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		return -errno;
+	if (chdir("/") < 0)
+		return -errno;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		close(fd);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
+	struct pimd d = { .config_path = CONFIG_DEFAULT_PATH };
+	struct pim_error err = { 0 };
+	bool check_only = false;
+	char db_path[PATH_MAX + 16];
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "s:d:c:fl:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': d.opt_socket = optarg; break;
+		case 'd': d.opt_state_dir = optarg; break;
+		case 'c': d.config_path = optarg; d.config_given = true; break;
+		case 'f': d.foreground = true; break;
+		case 'l': d.opt_log_level = optarg; break;
+		case 'C': check_only = true; break;
+		case 'h': help(); return 0;
+		case 'V': printf("pimd %s\n", PIMD_VERSION); return 0;
+		default:
+			fprintf(stderr, "Try 'pimd --help'.\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "pimd: unexpected argument '%s'\nTry 'pimd --help'.\n", argv[optind]);
+		return 2;
+	}
+	if (load_config(&d, &d.cfg, &err) < 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	log_set_level(d.cfg.log_level);
+	if (check_only) {
+		printf("socket = %s\nstate_dir = %s\nlog_level = %s\nmax_frame_bytes = %u\n"
+		       "max_clients = %u\nmax_pending_bytes = %" PRIu64 "\nmax_requests_in_flight = %u\n"
+		       "busy_timeout_ms = %u\n",
+		       d.cfg.socket_path, d.cfg.state_dir, log_level_name(d.cfg.log_level),
+		       d.cfg.max_frame_bytes, d.cfg.max_clients, d.cfg.max_pending_bytes,
+		       d.cfg.max_requests_in_flight, d.cfg.busy_timeout_ms);
+		return 0;
+	}
+	if (under_systemd())
+		d.foreground = true;
+
+	if ((r = ensure_state_dir(d.cfg.state_dir)) < 0) {
+		log_error("State directory %s: %s", d.cfg.state_dir, strerror(-r));
+		return 1;
+	}
+	snprintf(db_path, sizeof db_path, "%s/pimd.db", d.cfg.state_dir);
+	if (store_open(db_path, d.cfg.busy_timeout_ms, &d.store, &err) < 0) {
+		log_error("Cannot open the store: %s", err.msg);
+		return 1;
+	}
+	if ((r = loop_new(&d.loop)) < 0) {
+		log_error("epoll: %s", strerror(-r));
+		return 1;
+	}
+	if (server_new(d.loop, &d.cfg, d.store, &d.server, &err) < 0) {
+		log_error("Cannot listen: %s", err.msg);
+		return 1;
+	}
+	if (!d.foreground && (r = detach()) < 0) {
+		log_error("Cannot detach: %s", strerror(-r));
+		return 1;
+	}
+	/* After detaching: epoll reports a signalfd's signals only to the process that created it. */
+	if ((r = setup_signals(&d)) < 0) {
+		log_error("signals: %s", strerror(-r));
+		return 1;
+	}
+	if ((r = setup_watchdog(&d)) < 0)
+		log_warning("Watchdog not armed: %s", strerror(-r));
+	server_set_change_hook(d.server, on_change, &d);
+	log_info("pimd %s ready: socket %s%s, database %s (schema %u)", PIMD_VERSION,
+		 server_socket_activated(d.server) ? "from systemd" : d.cfg.socket_path,
+		 "", db_path, store_schema_version(d.store));
+	sd_notify(0, "READY=1");
+	update_status(&d);
+
+	r = loop_run(d.loop);
+
+	server_free(d.server);
+	store_close(d.store);
+	if (d.wd.fd >= 0)
+		close(d.wd.fd);
+	close(d.sig.fd);
+	loop_free(d.loop);
+	if (r < 0) {
+		log_error("Event loop failed: %s", strerror(-r));
+		return 1;
+	}
+	log_info("pimd stopped");
+	return 0;
+}

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+#include "rpc.h"
+
+#include <string.h>
+
+#include "log.h"
+#include "manifest.h"
+
+#define PROTOCOL_VERSION PIM__VERSION__VERSION_CURRENT
+
+static Pim__Response *response_new(uint64_t id)
+{
+	Pim__Response *r = malloc(sizeof *r);
+	if (r) {
+		pim__response__init(r);
+		r->id = id;
+	}
+	return r;
+}
+
+Pim__ErrorCode rpc_code_from_errno(int e)
+{
+	switch (e) {
+	case -EINVAL:
+	case -E2BIG:
+	case -EFBIG:
+	case -ENAMETOOLONG:
+		return PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	case -ENOENT:
+		return PIM__ERROR_CODE__ERROR_NOT_FOUND;
+	case -EEXIST:
+		return PIM__ERROR_CODE__ERROR_ALREADY_EXISTS;
+	case -EPERM:
+	case -EACCES:
+		return PIM__ERROR_CODE__ERROR_PERMISSION_DENIED;
+	case -EBUSY:
+	case -EAGAIN:
+	case -ENOSPC:
+		return PIM__ERROR_CODE__ERROR_BUSY;
+	case -EPROTO:
+		return PIM__ERROR_CODE__ERROR_PROTOCOL;
+	case -EPROTONOSUPPORT:
+		return PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION;
+	case -EOPNOTSUPP:
+		return PIM__ERROR_CODE__ERROR_UNIMPLEMENTED;
+	default:
+		return PIM__ERROR_CODE__ERROR_INTERNAL;
+	}
+}
+
+Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)
+{
+	Pim__Response *r = response_new(id);
+	Pim__Error *e = malloc(sizeof *e);
+	char *msg = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (!r || !e || !msg) {
+		free(r);
+		free(e);
+		free(msg);
+		return NULL;
+	}
+	pim__error__init(e);
+	e->code = code;
+	e->message = msg;
+	r->body_case = PIM__RESPONSE__BODY_ERROR;
+	r->error = e;
+	return r;
+}
+
+static Pim__Response *error_from(uint64_t id, const struct pim_error *err)
+{
+	return rpc_error_response(id, rpc_code_from_errno(err->code), "%s", err->msg);
+}
+
+static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
+			       enum rpc_after *after)
+{
+	const Pim__Hello *h = req->hello;
+
+	if (peer->hello_done)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_PROTOCOL,
+					  "Hello was already sent on this connection");
+	if (h->protocol_version != PROTOCOL_VERSION) {
+		*after = RPC_CLOSE;
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION,
+					  "protocol version %u is not supported; this pimd speaks %u",
+					  h->protocol_version, PROTOCOL_VERSION);
+	}
+	snprintf(peer->name, sizeof peer->name, "%s", h->client_name ? h->client_name : "");
+	for (char *p = peer->name; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+			*p = '?';
+	peer->hello_done = true;
+
+	Pim__Response *r = response_new(req->id);
+	Pim__HelloReply *hr = malloc(sizeof *hr);
+	char *ver = strdup(PIMD_VERSION);
+	if (!r || !hr || !ver) {
+		free(r);
+		free(hr);
+		free(ver);
+		return NULL;
+	}
+	pim__hello_reply__init(hr);
+	hr->protocol_version = PROTOCOL_VERSION;
+	hr->server_version = ver;
+	hr->max_frame_bytes = ctx->max_frame_bytes;
+	r->body_case = PIM__RESPONSE__BODY_HELLO;
+	r->hello = hr;
+	return r;
+}
+
+static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req)
+{
+	struct pim_error err = { 0 };
+	unsigned models = 0;
+
+	if (store_model_count(ctx->store, &models, &err) < 0)
+		return error_from(req->id, &err);
+	Pim__Response *r = response_new(req->id);
+	Pim__StatusReply *s = malloc(sizeof *s);
+	char *ver = strdup(PIMD_VERSION), *db = strdup(store_path(ctx->store));
+	if (!r || !s || !ver || !db) {
+		free(r);
+		free(s);
+		free(ver);
+		free(db);
+		return NULL;
+	}
+	pim__status_reply__init(s);
+	s->server_version = ver;
+	s->protocol_version = PROTOCOL_VERSION;
+	s->uptime_ms = (now_ns() - ctx->started_ns) / 1000000;
+	s->models = models;
+	s->clients = ctx->clients;
+	s->schema_version = store_schema_version(ctx->store);
+	s->database = db;
+	s->requests = ctx->requests;
+	s->max_frame_bytes = ctx->max_frame_bytes;
+	s->pid = (uint32_t)getpid();
+	r->body_case = PIM__RESPONSE__BODY_STATUS;
+	r->status = s;
+	return r;
+}
+
+static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *peer,
+				    const Pim__Request *req)
+{
+	struct pim_error err = { 0 };
+	const Pim__ModelLoad *ml = req->model_load;
+	Pim__ModelSummary *sum = NULL;
+	bool replaced;
+	int k;
+
+	if (!ml->manifest)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "model_load: manifest is missing");
+	if ((k = manifest_validate(ml->manifest, &err)) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "manifest: %s", err.msg);
+	k = store_model_put(ctx->store, ml->manifest, peer->cred.uid, ml->replace, &replaced, &sum, &err);
+	if (k < 0) {
+		if (k != -EEXIST && k != -EPERM)
+			log_error("Failed to store model \"%s\": %s", ml->manifest->name, err.msg);
+		return error_from(req->id, &err);
+	}
+	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
+		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, ml->manifest->n_regions,
+		 ml->manifest->n_allocations);
+	Pim__Response *r = response_new(req->id);
+	Pim__ModelLoadReply *lr = malloc(sizeof *lr);
+	if (!r || !lr) {
+		free(r);
+		free(lr);
+		pim__model_summary__free_unpacked(sum, NULL);
+		return NULL;
+	}
+	pim__model_load_reply__init(lr);
+	lr->model = sum;
+	lr->replaced = replaced;
+	r->body_case = PIM__RESPONSE__BODY_MODEL_LOAD;
+	r->model_load = lr;
+	return r;
+}
+
+static Pim__Response *do_model_list(struct rpc_context *ctx, const Pim__Request *req)
+{
+	struct pim_error err = { 0 };
+	Pim__ModelSummary **v;
+	size_t n;
+
+	if (store_model_list(ctx->store, &v, &n, &err) < 0)
+		return error_from(req->id, &err);
+	Pim__Response *r = response_new(req->id);
+	Pim__ModelListReply *lr = malloc(sizeof *lr);
+	if (!r || !lr) {
+		free(r);
+		free(lr);
+		for (size_t i = 0; i < n; i++)
+			pim__model_summary__free_unpacked(v[i], NULL);
+		free(v);
+		return NULL;
+	}
+	pim__model_list_reply__init(lr);
+	lr->models = v;
+	lr->n_models = n;
+	r->body_case = PIM__RESPONSE__BODY_MODEL_LIST;
+	r->model_list = lr;
+	return r;
+}
+
+static Pim__Response *check_name(uint64_t id, const char *name)
+{
+	if (!manifest_name_valid(name))
+		return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "\"%.64s\" is not a valid model name", name ? name : "");
+	return NULL;
+}
+
+static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request *req)
+{
+	struct pim_error err = { 0 };
+	Pim__ModelSummary *sum;
+	Pim__Manifest *m;
+	Pim__Response *r = check_name(req->id, req->model_show->name);
+
+	if (r)
+		return r;
+	if (store_model_get(ctx->store, req->model_show->name, &sum, &m, &err) < 0)
+		return error_from(req->id, &err);
+	r = response_new(req->id);
+	Pim__ModelShowReply *sr = malloc(sizeof *sr);
+	if (!r || !sr) {
+		free(r);
+		free(sr);
+		pim__model_summary__free_unpacked(sum, NULL);
+		pim__manifest__free_unpacked(m, NULL);
+		return NULL;
+	}
+	pim__model_show_reply__init(sr);
+	sr->model = sum;
+	sr->manifest = m;
+	r->body_case = PIM__RESPONSE__BODY_MODEL_SHOW;
+	r->model_show = sr;
+	return r;
+}
+
+static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *peer,
+				      const Pim__Request *req)
+{
+	struct pim_error err = { 0 };
+	const char *name = req->model_remove->name;
+	Pim__Response *r = check_name(req->id, name);
+
+	if (r)
+		return r;
+	if (store_model_remove(ctx->store, name, peer->cred.uid, &err) < 0)
+		return error_from(req->id, &err);
+	log_info("Model \"%s\" removed by uid %u", name, (unsigned)peer->cred.uid);
+	r = response_new(req->id);
+	Pim__ModelRemoveReply *rr = malloc(sizeof *rr);
+	char *n = strdup(name);
+	if (!r || !rr || !n) {
+		free(r);
+		free(rr);
+		free(n);
+		return NULL;
+	}
+	pim__model_remove_reply__init(rr);
+	rr->name = n;
+	r->body_case = PIM__RESPONSE__BODY_MODEL_REMOVE;
+	r->model_remove = rr;
+	return r;
+}
+
+Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
+			  enum rpc_after *after)
+{
+	*after = RPC_KEEP;
+	ctx->requests++;
+
+	if (!peer->hello_done && req->body_case != PIM__REQUEST__BODY_HELLO) {
+		*after = RPC_CLOSE;
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_PROTOCOL,
+					  "the first request on a connection must be Hello");
+	}
+	switch (req->body_case) {
+	case PIM__REQUEST__BODY_HELLO:
+		return do_hello(ctx, peer, req, after);
+	case PIM__REQUEST__BODY_STATUS:
+		return do_status(ctx, req);
+	case PIM__REQUEST__BODY_MODEL_LOAD:
+		return do_model_load(ctx, peer, req);
+	case PIM__REQUEST__BODY_MODEL_LIST:
+		return do_model_list(ctx, req);
+	case PIM__REQUEST__BODY_MODEL_SHOW:
+		return do_model_show(ctx, req);
+	case PIM__REQUEST__BODY_MODEL_REMOVE:
+		return do_model_remove(ctx, peer, req);
+	default:
+		/* A newer client may send bodies this daemon does not know; that is not fatal. */
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,
+					  "request body not known to this pimd (version %s)", PIMD_VERSION);
+	}
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rpc.h: answers one decoded Request.  The transport (server.c) owns connections and frames;
+ * this module owns what each request means.
+ */
+#ifndef PIMD_RPC_H
+#define PIMD_RPC_H
+
+#include <sys/socket.h>
+
+#include "pim.pb-c.h"
+#include "store.h"
+
+struct rpc_context {
+	struct store *store;
+	uint64_t started_ns;
+	uint64_t requests;      /* answered so far */
+	unsigned clients;       /* open connections */
+	uint32_t max_frame_bytes;
+};
+
+/* What the transport knows about the peer of a request. */
+struct rpc_peer {
+	struct ucred cred;
+	bool hello_done;
+	char name[65];
+};
+
+enum rpc_after {
+	RPC_KEEP,   /* keep serving the connection */
+	RPC_CLOSE,  /* send the response, then close (protocol violation) */
+};
+
+/*
+ * Builds the response to req.  The response and everything it points to is heap-allocated;
+ * free it with pim__response__free_unpacked(resp, NULL).  Returns NULL only when out of memory.
+ */
+Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
+			  enum rpc_after *after);
+
+/* A response carrying only an Error. */
+Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)
+	_printf_(3, 4);
+
+/* Maps a negative errno from the store or validators to a protocol error code. */
+Pim__ErrorCode rpc_code_from_errno(int e);
+
+#endif

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+#include "server.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+
+#include "frame.h"
+#include "log.h"
+
+/* Frames decoded per wakeup of one connection, so one busy client cannot starve the others. */
+#define FRAMES_PER_WAKEUP 32
+
+struct outbuf {
+	uint8_t *data;
+	size_t len, off, cap;
+};
+
+struct conn {
+	struct watch watch;
+	struct server *server;
+	struct conn *prev, *next;
+	struct frame_reader rd;
+	struct outbuf out;
+	struct rpc_peer peer;
+	uint32_t unanswered;  /* responses queued but not fully sent */
+	bool closing;         /* close once out is drained */
+	uint64_t serial;
+};
+
+struct server {
+	struct loop *loop;
+	struct watch listener;
+	bool activated;
+	char *bound_path;     /* path we created and must unlink, NULL when socket-activated */
+	struct rpc_context ctx;
+	uint32_t max_frame, max_clients, max_in_flight;
+	uint64_t max_pending;
+	struct conn *conns;
+	uint64_t serial;
+	void (*change_fn)(struct server *, void *);
+	void *change_data;
+};
+
+static void changed(struct server *s)
+{
+	if (s->change_fn)
+		s->change_fn(s, s->change_data);
+}
+
+static void conn_free(struct conn *c)
+{
+	struct server *s = c->server;
+
+	loop_del(s->loop, &c->watch);
+	close(c->watch.fd);
+	frame_reader_reset(&c->rd);
+	free(c->out.data);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->ctx.clients--;
+	log_debug("Connection #%" PRIu64 " (pid %d uid %u) closed", c->serial, (int)c->peer.cred.pid,
+		  (unsigned)c->peer.cred.uid);
+	free(c);
+	changed(s);
+}
+
+static int outbuf_append(struct outbuf *o, const uint8_t *p, size_t n)
+{
+	if (o->off > 0 && o->off == o->len)
+		o->off = o->len = 0;
+	if (o->len + n > o->cap) {
+		/* Compact before growing. */
+		if (o->off > 0) {
+			memmove(o->data, o->data + o->off, o->len - o->off);
+			o->len -= o->off;
+			o->off = 0;
+		}
+		if (o->len + n > o->cap) {
+			size_t cap = o->cap ? o->cap : 4096;
+			while (cap < o->len + n)
+				cap *= 2;
+			uint8_t *d = realloc(o->data, cap);
+			if (!d)
+				return -ENOMEM;
+			o->data = d;
+			o->cap = cap;
+		}
+	}
+	memcpy(o->data + o->len, p, n);
+	o->len += n;
+	return 0;
+}
+
+static size_t outbuf_pending(const struct outbuf *o) { return o->len - o->off; }
+
+/* Events the connection wants: input unless closing or over a limit, output while pending. */
+static void conn_update_events(struct conn *c)
+{
+	struct server *s = c->server;
+	uint32_t ev = 0;
+
+	if (!c->closing && outbuf_pending(&c->out) < s->max_pending && c->unanswered < s->max_in_flight)
+		ev |= EPOLLIN;
+	if (outbuf_pending(&c->out))
+		ev |= EPOLLOUT;
+	loop_mod(s->loop, &c->watch, ev);
+}
+
+/* Sends what it can; returns <0 if the connection must be dropped. */
+static int conn_flush(struct conn *c)
+{
+	struct outbuf *o = &c->out;
+
+	while (outbuf_pending(o)) {
+		ssize_t n = send(c->watch.fd, o->data + o->off, outbuf_pending(o), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			return -errno;
+		}
+		o->off += (size_t)n;
+	}
+	if (!outbuf_pending(o)) {
+		c->unanswered = 0;
+		o->off = o->len = 0;
+	}
+	return 0;
+}
+
+static int conn_queue(struct conn *c, Pim__Response *resp)
+{
+	size_t n = pim__response__get_packed_size(resp);
+	uint8_t hdr[FRAME_HEADER_BYTES];
+	int r;
+
+	if (n > c->server->max_frame) {
+		/* Never send what the peer is entitled to refuse; say so instead. */
+		uint64_t id = resp->id;
+		pim__response__free_unpacked(resp, NULL);
+		resp = rpc_error_response(id, PIM__ERROR_CODE__ERROR_BUSY,
+					  "response of %zu bytes exceeds max_frame_bytes %u", n,
+					  c->server->max_frame);
+		if (!resp)
+			return -ENOMEM;
+		n = pim__response__get_packed_size(resp);
+	}
+	_cleanup_(freep) uint8_t *buf = malloc(n ? n : 1);
+	if (!buf) {
+		pim__response__free_unpacked(resp, NULL);
+		return -ENOMEM;
+	}
+	pim__response__pack(resp, buf);
+	pim__response__free_unpacked(resp, NULL);
+	frame_put_header(hdr, (uint32_t)n);
+	if ((r = outbuf_append(&c->out, hdr, sizeof hdr)) < 0 || (r = outbuf_append(&c->out, buf, n)) < 0)
+		return r;
+	c->unanswered++;
+	return 0;
+}
+
+/* Best effort: tell the peer why it is being dropped, then close after the send. */
+static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
+{
+	Pim__Response *r = rpc_error_response(0, code, "%s", msg);
+	if (r && conn_queue(c, r) == 0)
+		conn_flush(c);
+	c->closing = true;
+}
+
+static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len)
+{
+	struct server *s = c->server;
+	Pim__Request *req = pim__request__unpack(NULL, len, payload);
+	enum rpc_after after;
+
+	free(payload);
+	if (!req) {
+		log_warning("Connection #%" PRIu64 " (pid %d uid %u): undecodable request of %u bytes; "
+			    "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, len);
+		conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL, "request frame is not a valid Request message");
+		return;
+	}
+	Pim__Response *resp = rpc_handle(&s->ctx, &c->peer, req, &after);
+	bool model_change = req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
+			    req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
+	pim__request__free_unpacked(req, NULL);
+	if (!resp || conn_queue(c, resp) < 0) {
+		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
+		c->closing = true;
+		return;
+	}
+	if (after == RPC_CLOSE)
+		c->closing = true;
+	if (model_change)
+		changed(s);
+}
+
+static void conn_event(struct watch *w, uint32_t events)
+{
+	struct conn *c = w->data;
+	struct server *s = c->server;
+	int r;
+
+	if (events & EPOLLOUT) {
+		if (conn_flush(c) < 0) {
+			conn_free(c);
+			return;
+		}
+	}
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) {
+		for (int i = 0; i < FRAMES_PER_WAKEUP && !c->closing; i++) {
+			if (outbuf_pending(&c->out) >= s->max_pending || c->unanswered >= s->max_in_flight)
+				break;
+			r = frame_reader_read(&c->rd, w->fd);
+			if (r == 0)
+				break;
+			if (r < 0) {
+				if (r == -EMSGSIZE) {
+					char msg[128];
+					snprintf(msg, sizeof msg, "frame of %u bytes exceeds max_frame_bytes %u",
+						 c->rd.len, s->max_frame);
+					log_warning("Connection #%" PRIu64 " (pid %d uid %u): %s; closing it",
+						    c->serial, (int)c->peer.cred.pid,
+						    (unsigned)c->peer.cred.uid, msg);
+					conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL, msg);
+					break;
+				}
+				if (r == -ECONNRESET) {
+					/* Clean end of input: answer what was asked, then close. */
+					c->closing = true;
+					break;
+				}
+				if (r == -EPIPE)
+					log_warning("Connection #%" PRIu64 " (pid %d uid %u): closed in the middle "
+						    "of a frame", c->serial, (int)c->peer.cred.pid,
+						    (unsigned)c->peer.cred.uid);
+				else if (r != -ECONNRESET)
+					log_debug("Connection #%" PRIu64 ": read: %s", c->serial, strerror(-r));
+				conn_free(c);
+				return;
+			}
+			uint32_t len;
+			uint8_t *payload = frame_reader_take(&c->rd, &len);
+			conn_handle_frame(c, payload, len);
+		}
+		if (conn_flush(c) < 0) {
+			conn_free(c);
+			return;
+		}
+	}
+	if (c->closing && !outbuf_pending(&c->out)) {
+		conn_free(c);
+		return;
+	}
+	if (events & (EPOLLHUP | EPOLLERR) && !(events & EPOLLIN)) {
+		conn_free(c);
+		return;
+	}
+	conn_update_events(c);
+}
+
+static void listener_event(struct watch *w, uint32_t events)
+{
+	struct server *s = w->data;
+
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+				return;
+			if (errno == EMFILE || errno == ENFILE) {
+				log_warning("Cannot accept a connection: %s", strerror(errno));
+				return;
+			}
+			log_error("accept: %s", strerror(errno));
+			return;
+		}
+		struct conn *c = calloc(1, sizeof *c);
+		if (!c) {
+			close(fd);
+			log_error("Out of memory accepting a connection");
+			continue;
+		}
+		socklen_t sl = sizeof c->peer.cred;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->peer.cred, &sl) < 0) {
+			log_warning("SO_PEERCRED: %s; refusing the connection", strerror(errno));
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->watch = (struct watch){ .fd = fd, .fn = conn_event, .data = c };
+		c->server = s;
+		c->serial = ++s->serial;
+		frame_reader_init(&c->rd, s->max_frame);
+		if (loop_add(s->loop, &c->watch, EPOLLIN) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		s->ctx.clients++;
+		log_debug("Connection #%" PRIu64 " from pid %d uid %u gid %u", c->serial,
+			  (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, (unsigned)c->peer.cred.gid);
+		if (s->ctx.clients > s->max_clients) {
+			log_warning("Refusing connection from pid %d uid %u: max_clients (%u) reached",
+				    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, s->max_clients);
+			conn_reject(c, PIM__ERROR_CODE__ERROR_BUSY, "too many clients connected; retry later");
+			if (!outbuf_pending(&c->out)) {
+				conn_free(c);
+				continue;
+			}
+			conn_update_events(c);
+		}
+		changed(s);
+	}
+}
+
+/* Is a live daemon answering at path? */
+static bool socket_alive(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool alive;
+
+	if (fd < 0)
+		return false;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	alive = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	close(fd);
+	return alive;
+}
+
+static int bind_socket(struct server *s, const char *path, struct pim_error *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_(closep) int fd = -1;
+	struct stat st;
+
+	char abs[PATH_MAX];
+	if (path[0] != '/') {
+		/* Kept absolute so the socket can be removed after detaching (chdir "/"). */
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof cwd))
+			return err_set(err, -errno, "getcwd: %s", strerror(errno));
+		if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, path) >= sizeof abs)
+			return err_set(err, -ENAMETOOLONG, "socket path %s is too long", path);
+		path = abs;
+	}
+	if (strlen(path) >= sizeof sa.sun_path)
+		return err_set(err, -ENAMETOOLONG, "socket path %s is longer than %zu bytes", path,
+			       sizeof sa.sun_path - 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	/* The runtime directory (/run/pimd) exists under systemd; create it for a manual start. */
+	{
+		char parent[sizeof sa.sun_path];
+		memcpy(parent, path, strlen(path) + 1);
+		char *slash = strrchr(parent, '/');
+		if (slash && slash != parent) {
+			*slash = 0;
+			if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+				return err_set(err, -errno, "creating %s: %s", parent, strerror(errno));
+		}
+	}
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return err_set(err, -EEXIST, "%s exists and is not a socket; refusing to replace it",
+				       path);
+		if (socket_alive(path))
+			return err_set(err, -EADDRINUSE, "%s: another pimd is serving this socket", path);
+		if (unlink(path) < 0)
+			return err_set(err, -errno, "removing stale socket %s: %s", path, strerror(errno));
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_set(err, -errno, "socket: %s", strerror(errno));
+	mode_t old = umask(0117);
+	int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+	umask(old);
+	if (r < 0)
+		return err_set(err, -errno, "binding %s: %s", path, strerror(errno));
+	if (chmod(path, 0660) < 0 || listen(fd, 128) < 0) {
+		r = -errno;
+		unlink(path);
+		return err_set(err, r, "setting up %s: %s", path, strerror(-r));
+	}
+	s->bound_path = strdup(path);
+	s->listener.fd = TAKE_FD(fd);
+	return 0;
+}
+
+int server_new(struct loop *loop, const struct config *cfg, struct store *store,
+	       struct server **out, struct pim_error *err)
+{
+	struct server *s = calloc(1, sizeof *s);
+	int n, r;
+
+	if (!s)
+		return err_set(err, -ENOMEM, "out of memory");
+	s->loop = loop;
+	s->listener = (struct watch){ .fd = -1, .fn = listener_event, .data = s };
+	s->ctx.store = store;
+	s->ctx.started_ns = now_ns();
+	server_apply_config(s, cfg);
+
+	n = sd_listen_fds(1);
+	if (n < 0) {
+		r = err_set(err, n, "sd_listen_fds: %s", strerror(-n));
+		goto fail;
+	}
+	if (n > 1) {
+		r = err_set(err, -EINVAL, "systemd passed %d sockets; pimd takes exactly one", n);
+		goto fail;
+	}
+	if (n == 1) {
+		int fd = SD_LISTEN_FDS_START;
+		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+			r = err_set(err, -EINVAL, "the socket passed by systemd is not a listening "
+				    "AF_UNIX stream socket");
+			goto fail;
+		}
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+			r = err_set(err, -errno, "configuring the systemd socket: %s", strerror(errno));
+			goto fail;
+		}
+		s->listener.fd = fd;
+		s->activated = true;
+	} else if ((r = bind_socket(s, cfg->socket_path, err)) < 0)
+		goto fail;
+	if ((r = loop_add(loop, &s->listener, EPOLLIN)) < 0) {
+		err_set(err, r, "epoll: %s", strerror(-r));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	server_free(s);
+	return r;
+}
+
+void server_free(struct server *s)
+{
+	if (!s)
+		return;
+	s->change_fn = NULL;
+	while (s->conns)
+		conn_free(s->conns);
+	if (s->listener.fd >= 0) {
+		loop_del(s->loop, &s->listener);
+		close(s->listener.fd);
+	}
+	if (s->bound_path) {
+		unlink(s->bound_path);
+		free(s->bound_path);
+	}
+	free(s);
+}
+
+void server_apply_config(struct server *s, const struct config *cfg)
+{
+	s->max_frame = cfg->max_frame_bytes;
+	s->ctx.max_frame_bytes = cfg->max_frame_bytes;
+	s->max_clients = cfg->max_clients;
+	s->max_pending = cfg->max_pending_bytes;
+	s->max_in_flight = cfg->max_requests_in_flight;
+	for (struct conn *c = s->conns; c; c = c->next)
+		c->rd.max = cfg->max_frame_bytes;
+}
+
+bool server_socket_activated(const struct server *s) { return s->activated; }
+unsigned server_clients(const struct server *s) { return s->ctx.clients; }
+const struct rpc_context *server_context(const struct server *s) { return &s->ctx; }
+
+void server_set_change_hook(struct server *s, void (*fn)(struct server *s, void *data), void *data)
+{
+	s->change_fn = fn;
+	s->change_data = data;
+}

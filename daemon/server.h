@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.h: the listening socket and the client connections of pimd: framing, per-connection
+ * limits and peer credentials.  Requests are handed to rpc.c.
+ */
+#ifndef PIMD_SERVER_H
+#define PIMD_SERVER_H
+
+#include "config.h"
+#include "loop.h"
+#include "rpc.h"
+
+struct server;
+
+/*
+ * Takes the listening socket from systemd (sd_listen_fds) or binds cfg->socket_path itself
+ * (mode 0660, refusing to steal the socket of a running pimd, replacing a stale one).
+ */
+int server_new(struct loop *loop, const struct config *cfg, struct store *store,
+	       struct server **out, struct pim_error *err);
+void server_free(struct server *s);
+
+/* Applies reloadable limits (max_clients, frame and pending limits) from a new config. */
+void server_apply_config(struct server *s, const struct config *cfg);
+
+bool server_socket_activated(const struct server *s);
+unsigned server_clients(const struct server *s);
+const struct rpc_context *server_context(const struct server *s);
+
+/* Called whenever the number of clients or models may have changed (for STATUS=). */
+void server_set_change_hook(struct server *s, void (*fn)(struct server *s, void *data), void *data);
+
+#endif

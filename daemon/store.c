@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: MIT */
+#include "store.h"
+
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <string.h>
+#include <time.h>
+
+enum stmt_id {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_MODEL_FIND,
+	ST_MODEL_INSERT,
+	ST_MODEL_DELETE,
+	ST_MODEL_LIST,
+	ST_MODEL_COUNT,
+	ST_ALLOC_INSERT,
+	ST_REGION_INSERT,
+	ST_OPERAND_INSERT,
+	ST_ALLOC_SELECT,
+	ST_REGION_SELECT,
+	ST_OPERAND_SELECT,
+	ST__MAX
+};
+
+static const char *const stmt_sql[ST__MAX] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_MODEL_FIND] = "SELECT id, name, source, owner_uid, loaded_at, n_regions, n_allocations, "
+			  "allocation_bytes FROM models WHERE name = ?1",
+	[ST_MODEL_INSERT] = "INSERT INTO models (name, source, owner_uid, loaded_at, n_regions, "
+			    "n_allocations, allocation_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_MODEL_DELETE] = "DELETE FROM models WHERE id = ?1",
+	[ST_MODEL_LIST] = "SELECT id, name, source, owner_uid, loaded_at, n_regions, n_allocations, "
+			  "allocation_bytes FROM models ORDER BY name",
+	[ST_MODEL_COUNT] = "SELECT count(*) FROM models",
+	[ST_ALLOC_INSERT] = "INSERT INTO allocations (model_id, alloc_id, bytes, kind, name) "
+			    "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_REGION_INSERT] = "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, "
+			     "trip, parallel_extents, reduction_extents, location) "
+			     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	[ST_OPERAND_INSERT] = "INSERT INTO operands (model_id, region_id, idx, alloc_id, bytes, "
+			      "elem_type, elem_bits, role) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_ALLOC_SELECT] = "SELECT alloc_id, bytes, kind, name FROM allocations WHERE model_id = ?1 "
+			    "ORDER BY alloc_id",
+	[ST_REGION_SELECT] = "SELECT region_id, name, op, ord, n_par, n_total, trip, parallel_extents, "
+			     "reduction_extents, location FROM regions WHERE model_id = ?1 ORDER BY ord",
+	[ST_OPERAND_SELECT] = "SELECT r.ord, o.alloc_id, o.bytes, o.elem_type, o.elem_bits, o.role "
+			      "FROM operands o JOIN regions r ON r.model_id = o.model_id AND "
+			      "r.region_id = o.region_id WHERE o.model_id = ?1 ORDER BY r.ord, o.idx",
+};
+
+struct store {
+	sqlite3 *db;
+	char *path;
+	unsigned version;
+	sqlite3_stmt *stmt[ST__MAX];
+};
+
+static int db_err(struct store *s, struct pim_error *err, const char *what)
+{
+	int code = sqlite3_extended_errcode(s->db);
+	int e = (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ? -EBUSY
+		: (code & 0xff) == SQLITE_FULL ? -ENOSPC
+		: (code & 0xff) == SQLITE_CONSTRAINT ? -EINVAL
+		: (code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_PERM ? -EACCES
+		: -EIO;
+	return err_set(err, e, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static sqlite3_stmt *stmt_get(struct store *s, enum stmt_id id)
+{
+	sqlite3_stmt *st = s->stmt[id];
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return st;
+}
+
+static int exec_simple(struct store *s, enum stmt_id id, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, id);
+	int r = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE)
+		return db_err(s, err, stmt_sql[id]);
+	return 0;
+}
+
+static void rollback(struct store *s)
+{
+	if (!sqlite3_get_autocommit(s->db))
+		exec_simple(s, ST_ROLLBACK, NULL);
+}
+
+static int read_user_version(sqlite3 *db, unsigned *v)
+{
+	sqlite3_stmt *st;
+	int r = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+	if (r != SQLITE_OK)
+		return r;
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		*v = (unsigned)sqlite3_column_int(st, 0);
+		r = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int migrate(struct store *s, const struct store_migration *migs, unsigned n,
+		   struct pim_error *err)
+{
+	unsigned v = 0;
+
+	if (read_user_version(s->db, &v) != SQLITE_OK)
+		return db_err(s, err, "reading PRAGMA user_version");
+	if (v > n)
+		return err_set(err, -EPROTONOSUPPORT, "%s: database schema version %u is newer than "
+			       "this pimd knows (%u); use a newer pimd or another state directory",
+			       s->path, v, n);
+	for (unsigned i = v; i < n; i++) {
+		char *msg = NULL;
+		char bump[64];
+		if (migs[i].version != i + 1)
+			return err_set(err, -EINVAL, "migration %s has version %u, expected %u",
+				       migs[i].name, migs[i].version, i + 1);
+		/* The migration and its version bump commit together or not at all. */
+		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK)
+			goto fail;
+		if (sqlite3_exec(s->db, migs[i].sql, NULL, NULL, &msg) != SQLITE_OK)
+			goto fail;
+		snprintf(bump, sizeof bump, "PRAGMA user_version = %u", i + 1);
+		if (sqlite3_exec(s->db, bump, NULL, NULL, &msg) != SQLITE_OK)
+			goto fail;
+		if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK)
+			goto fail;
+		continue;
+	fail:
+		err_set(err, -EIO, "%s: migration %s failed: %s", s->path, migs[i].name,
+			msg ? msg : sqlite3_errmsg(s->db));
+		sqlite3_free(msg);
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return err->code ? err->code : -EIO;
+	}
+	s->version = n;
+	return 0;
+}
+
+int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
+		    unsigned n_migs, struct store **out, struct pim_error *err)
+{
+	struct store *s;
+	char *msg = NULL;
+	int r;
+
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return err_set(err, -ENOMEM, "out of memory");
+	s->path = strdup(path);
+	if (!s->path) {
+		free(s);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
+	r = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
+	if (r != SQLITE_OK) {
+		r = s->db ? db_err(s, err, "opening the database")
+			  : err_set(err, -ENOMEM, "out of memory opening %s", path);
+		goto fail;
+	}
+	sqlite3_busy_timeout(s->db, (int)busy_timeout_ms);
+	if (sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; "
+			 "PRAGMA foreign_keys = ON;", NULL, NULL, &msg) != SQLITE_OK) {
+		r = err_set(err, -EIO, "%s: setting up the database: %s", path, msg);
+		sqlite3_free(msg);
+		goto fail;
+	}
+	r = migrate(s, migs, n_migs, err);
+	if (r < 0)
+		goto fail;
+	for (int i = 0; i < ST__MAX; i++)
+		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i],
+				       NULL) != SQLITE_OK) {
+			/* Only reachable with a migration list that lacks the tables. */
+			r = db_err(s, err, "preparing statements");
+			goto fail;
+		}
+	*out = s;
+	return 0;
+fail:
+	store_close(s);
+	return r;
+}
+
+int store_open(const char *path, unsigned busy_timeout_ms, struct store **out, struct pim_error *err)
+{
+	return store_open_with(path, busy_timeout_ms, store_migrations, store_n_migrations, out, err);
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < ST__MAX; i++)
+		sqlite3_finalize(s->stmt[i]);
+	sqlite3_close(s->db);
+	free(s->path);
+	free(s);
+}
+
+void store_set_busy_timeout(struct store *s, unsigned busy_timeout_ms)
+{
+	sqlite3_busy_timeout(s->db, (int)busy_timeout_ms);
+}
+
+unsigned store_schema_version(struct store *s) { return s->version; }
+const char *store_path(struct store *s) { return s->path; }
+
+static char *col_strdup(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return strdup(t ? (const char *)t : "");
+}
+
+static Pim__ModelSummary *summary_from_row(sqlite3_stmt *st)
+{
+	Pim__ModelSummary *m = malloc(sizeof *m);
+	if (!m)
+		return NULL;
+	pim__model_summary__init(m);
+	m->name = col_strdup(st, 1);
+	m->source = col_strdup(st, 2);
+	if (!m->name || !m->source) {
+		pim__model_summary__free_unpacked(m, NULL);
+		return NULL;
+	}
+	m->owner_uid = (uint32_t)sqlite3_column_int64(st, 3);
+	m->loaded_at = sqlite3_column_int64(st, 4);
+	m->regions = (uint32_t)sqlite3_column_int64(st, 5);
+	m->allocations = (uint32_t)sqlite3_column_int64(st, 6);
+	m->allocation_bytes = (uint64_t)sqlite3_column_int64(st, 7);
+	return m;
+}
+
+/* Finds a model: 1 and its id (and summary) if present, 0 if not. */
+static int model_find(struct store *s, const char *name, int64_t *id, uint32_t *owner,
+		      Pim__ModelSummary **summary, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_FIND);
+	int r;
+
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (r != SQLITE_ROW)
+		return db_err(s, err, "looking up a model");
+	*id = sqlite3_column_int64(st, 0);
+	if (owner)
+		*owner = (uint32_t)sqlite3_column_int64(st, 3);
+	if (summary) {
+		*summary = summary_from_row(st);
+		if (!*summary) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+	}
+	sqlite3_reset(st);
+	return 1;
+}
+
+static int may_modify(uid_t uid, uint32_t owner)
+{
+	return uid == 0 || uid == owner || uid == geteuid();
+}
+
+static void join_extents(char *buf, size_t cap, const uint64_t *e, size_t n)
+{
+	size_t pos = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && pos < cap; i++)
+		pos += (size_t)snprintf(buf + pos, cap - pos, "%s%" PRIu64, i ? "," : "", e[i]);
+}
+
+static int step_done(struct store *s, sqlite3_stmt *st, const char *what, struct pim_error *err)
+{
+	int r = sqlite3_step(st);
+	sqlite3_reset(st);
+	return r == SQLITE_DONE ? 0 : db_err(s, err, what);
+}
+
+static int model_insert(struct store *s, const Pim__Manifest *m, uid_t uid, int64_t *model_id,
+			struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_INSERT);
+	uint64_t bytes = 0;
+	int r;
+
+	for (size_t i = 0; i < m->n_allocations; i++)
+		bytes += m->allocations[i]->bytes;
+	sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, m->source ? m->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, uid);
+	sqlite3_bind_int64(st, 4, (int64_t)time(NULL));
+	sqlite3_bind_int64(st, 5, (int64_t)m->n_regions);
+	sqlite3_bind_int64(st, 6, (int64_t)m->n_allocations);
+	sqlite3_bind_int64(st, 7, (int64_t)bytes);
+	if ((r = step_done(s, st, "inserting the model", err)) < 0)
+		return r;
+	*model_id = sqlite3_last_insert_rowid(s->db);
+
+	st = stmt_get(s, ST_ALLOC_INSERT);
+	for (size_t i = 0; i < m->n_allocations; i++) {
+		const Pim__Allocation *a = m->allocations[i];
+		sqlite3_bind_int64(st, 1, *model_id);
+		sqlite3_bind_int64(st, 2, a->id);
+		sqlite3_bind_int64(st, 3, (int64_t)a->bytes);
+		sqlite3_bind_int(st, 4, a->kind);
+		sqlite3_bind_text(st, 5, a->name ? a->name : "", -1, SQLITE_STATIC);
+		if ((r = step_done(s, st, "inserting an allocation", err)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const Pim__Region *g = m->regions[i];
+		char pe[MANIFEST_EXTENTS_TEXT], re[MANIFEST_EXTENTS_TEXT];
+		join_extents(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
+		join_extents(re, sizeof re, g->reduction_extents, g->n_reduction_extents);
+		st = stmt_get(s, ST_REGION_INSERT);
+		sqlite3_bind_int64(st, 1, *model_id);
+		sqlite3_bind_int64(st, 2, g->id);
+		sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, g->op, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, g->order);
+		sqlite3_bind_int64(st, 6, (int64_t)g->n_par);
+		sqlite3_bind_int64(st, 7, (int64_t)g->n_total);
+		sqlite3_bind_int64(st, 8, (int64_t)(g->trip ? g->trip : 1));
+		sqlite3_bind_text(st, 9, pe, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 10, re, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 11, g->location ? g->location : "", -1, SQLITE_STATIC);
+		if ((r = step_done(s, st, "inserting a region", err)) < 0)
+			return r;
+		st = stmt_get(s, ST_OPERAND_INSERT);
+		for (size_t j = 0; j < g->n_operands; j++) {
+			const Pim__Operand *o = g->operands[j];
+			sqlite3_bind_int64(st, 1, *model_id);
+			sqlite3_bind_int64(st, 2, g->id);
+			sqlite3_bind_int64(st, 3, (int64_t)j);
+			sqlite3_bind_int64(st, 4, o->allocation_id);
+			sqlite3_bind_int64(st, 5, (int64_t)o->bytes);
+			sqlite3_bind_text(st, 6, o->elem_type ? o->elem_type : "", -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 7, o->elem_bits);
+			sqlite3_bind_int(st, 8, o->role);
+			if ((r = step_done(s, st, "inserting an operand", err)) < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
+		    Pim__ModelSummary **summary, struct pim_error *err)
+{
+	int64_t id, new_id;
+	uint32_t owner;
+	int r;
+
+	*replaced = false;
+	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+		return r;
+	r = model_find(s, m->name, &id, &owner, NULL, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0) {
+		if (!replace) {
+			r = err_set(err, -EEXIST, "model \"%s\" exists; remove it first or load with replace",
+				    m->name);
+			goto fail;
+		}
+		if (!may_modify(uid, owner)) {
+			r = err_set(err, -EPERM, "model \"%s\" belongs to uid %u; only its owner, root or pimd's "
+				    "own user may replace it", m->name, owner);
+			goto fail;
+		}
+		sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
+		sqlite3_bind_int64(st, 1, id);
+		if ((r = step_done(s, st, "removing the old model", err)) < 0)
+			goto fail;
+		*replaced = true;
+	}
+	if ((r = model_insert(s, m, uid, &new_id, err)) < 0)
+		goto fail;
+	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+		goto fail;
+	if (summary) {
+		r = model_find(s, m->name, &id, NULL, summary, err);
+		if (r <= 0)
+			return r < 0 ? r : err_set(err, -EIO, "model vanished after commit");
+	}
+	return 0;
+fail:
+	rollback(s);
+	*replaced = false;
+	return r;
+}
+
+int store_model_list(struct store *s, Pim__ModelSummary ***out, size_t *n, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_LIST);
+	Pim__ModelSummary **v = NULL;
+	size_t len = 0, cap = 0;
+	int r;
+
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 16;
+			Pim__ModelSummary **nv = realloc(v, cap * sizeof *v);
+			if (!nv)
+				goto oom;
+			v = nv;
+		}
+		v[len] = summary_from_row(st);
+		if (!v[len])
+			goto oom;
+		len++;
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE) {
+		r = db_err(s, err, "listing models");
+		goto fail;
+	}
+	*out = v;
+	*n = len;
+	return 0;
+oom:
+	sqlite3_reset(st);
+	r = err_set(err, -ENOMEM, "out of memory");
+fail:
+	for (size_t i = 0; i < len; i++)
+		pim__model_summary__free_unpacked(v[i], NULL);
+	free(v);
+	return r;
+}
+
+static int parse_extents(const char *t, uint64_t **out, size_t *n)
+{
+	size_t cnt = 0, cap = 0;
+	uint64_t *v = NULL;
+
+	*out = NULL;
+	*n = 0;
+	while (t && *t) {
+		char *end;
+		uint64_t x = strtoull(t, &end, 10);
+		if (end == t)
+			break;
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 4;
+			uint64_t *nv = realloc(v, cap * sizeof *v);
+			if (!nv) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[cnt++] = x;
+		t = *end == ',' ? end + 1 : end;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+static int load_manifest(struct store *s, int64_t model_id, Pim__Manifest *m, struct pim_error *err)
+{
+	sqlite3_stmt *st;
+	int r;
+	size_t n;
+
+	/* allocations */
+	n = 0;
+	st = stmt_get(s, ST_ALLOC_SELECT);
+	sqlite3_bind_int64(st, 1, model_id);
+	m->allocations = calloc(m->n_allocations ? m->n_allocations : 1, sizeof *m->allocations);
+	size_t want_alloc = m->n_allocations;
+	m->n_allocations = 0;
+	if (!m->allocations)
+		return err_set(err, -ENOMEM, "out of memory");
+	while ((r = sqlite3_step(st)) == SQLITE_ROW && n < want_alloc) {
+		Pim__Allocation *a = malloc(sizeof *a);
+		if (!a) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+		pim__allocation__init(a);
+		m->allocations[m->n_allocations++] = a;
+		a->id = (uint32_t)sqlite3_column_int64(st, 0);
+		a->bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		a->kind = (Pim__AllocKind)sqlite3_column_int(st, 2);
+		a->name = col_strdup(st, 3);
+		if (!a->name) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+		n++;
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE && r != SQLITE_ROW)
+		return db_err(s, err, "reading allocations");
+
+	/* regions, in program order */
+	size_t want_regions = m->n_regions;
+	m->n_regions = 0;
+	m->regions = calloc(want_regions ? want_regions : 1, sizeof *m->regions);
+	if (!m->regions)
+		return err_set(err, -ENOMEM, "out of memory");
+	st = stmt_get(s, ST_REGION_SELECT);
+	sqlite3_bind_int64(st, 1, model_id);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW && m->n_regions < want_regions) {
+		Pim__Region *g = malloc(sizeof *g);
+		if (!g) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+		pim__region__init(g);
+		m->regions[m->n_regions++] = g;
+		g->id = (uint32_t)sqlite3_column_int64(st, 0);
+		g->name = col_strdup(st, 1);
+		g->op = col_strdup(st, 2);
+		g->order = (uint32_t)sqlite3_column_int64(st, 3);
+		g->n_par = (uint64_t)sqlite3_column_int64(st, 4);
+		g->n_total = (uint64_t)sqlite3_column_int64(st, 5);
+		g->trip = (uint64_t)sqlite3_column_int64(st, 6);
+		g->location = col_strdup(st, 9);
+		if (!g->name || !g->op || !g->location ||
+		    parse_extents((const char *)sqlite3_column_text(st, 7), &g->parallel_extents,
+				  &g->n_parallel_extents) < 0 ||
+		    parse_extents((const char *)sqlite3_column_text(st, 8), &g->reduction_extents,
+				  &g->n_reduction_extents) < 0) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE && r != SQLITE_ROW)
+		return db_err(s, err, "reading regions");
+
+	/* operands, ordered by region order then index: attach in one pass */
+	st = stmt_get(s, ST_OPERAND_SELECT);
+	sqlite3_bind_int64(st, 1, model_id);
+	size_t ri = 0, cap = 0;
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		uint32_t ord = (uint32_t)sqlite3_column_int64(st, 0);
+		while (ri < m->n_regions && m->regions[ri]->order != ord) {
+			ri++;
+			cap = 0;
+		}
+		if (ri == m->n_regions)
+			break;
+		Pim__Region *g = m->regions[ri];
+		if (g->n_operands == cap) {
+			cap = cap ? cap * 2 : 4;
+			Pim__Operand **nv = realloc(g->operands, cap * sizeof *nv);
+			if (!nv) {
+				sqlite3_reset(st);
+				return err_set(err, -ENOMEM, "out of memory");
+			}
+			g->operands = nv;
+		}
+		Pim__Operand *o = malloc(sizeof *o);
+		if (!o) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+		pim__operand__init(o);
+		g->operands[g->n_operands++] = o;
+		o->allocation_id = (uint32_t)sqlite3_column_int64(st, 1);
+		o->bytes = (uint64_t)sqlite3_column_int64(st, 2);
+		o->elem_type = col_strdup(st, 3);
+		o->elem_bits = (uint32_t)sqlite3_column_int64(st, 4);
+		o->role = (Pim__OperandRole)sqlite3_column_int(st, 5);
+		if (!o->elem_type) {
+			sqlite3_reset(st);
+			return err_set(err, -ENOMEM, "out of memory");
+		}
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE && r != SQLITE_ROW)
+		return db_err(s, err, "reading operands");
+	return 0;
+}
+
+int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summary,
+		    Pim__Manifest **manifest, struct pim_error *err)
+{
+	Pim__ModelSummary *sum = NULL;
+	Pim__Manifest *m = NULL;
+	int64_t id;
+	int r;
+
+	/* One read transaction, so the parts come from the same version of the model. */
+	if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(s, err, "starting a read");
+	r = model_find(s, name, &id, NULL, &sum, err);
+	if (r == 0)
+		r = err_set(err, -ENOENT, "no model named \"%s\"", name);
+	if (r < 0)
+		goto out;
+	if (manifest) {
+		m = malloc(sizeof *m);
+		if (!m) {
+			r = err_set(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+		pim__manifest__init(m);
+		m->name = strdup(sum->name);
+		m->source = strdup(sum->source);
+		m->n_allocations = sum->allocations;
+		m->n_regions = sum->regions;
+		if (!m->name || !m->source) {
+			r = err_set(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+		r = load_manifest(s, id, m, err);
+		if (r < 0)
+			goto out;
+	}
+	r = 0;
+out:
+	sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+	if (r < 0) {
+		if (sum)
+			pim__model_summary__free_unpacked(sum, NULL);
+		if (m)
+			pim__manifest__free_unpacked(m, NULL);
+		return r;
+	}
+	if (summary)
+		*summary = sum;
+	else
+		pim__model_summary__free_unpacked(sum, NULL);
+	if (manifest)
+		*manifest = m;
+	return 0;
+}
+
+int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err)
+{
+	int64_t id;
+	uint32_t owner;
+	int r;
+
+	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+		return r;
+	r = model_find(s, name, &id, &owner, NULL, err);
+	if (r == 0)
+		r = err_set(err, -ENOENT, "no model named \"%s\"", name);
+	if (r < 0)
+		goto fail;
+	if (!may_modify(uid, owner)) {
+		r = err_set(err, -EPERM, "model \"%s\" belongs to uid %u; only its owner, root or pimd's "
+			    "own user may remove it", name, owner);
+		goto fail;
+	}
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
+	sqlite3_bind_int64(st, 1, id);
+	if ((r = step_done(s, st, "removing the model", err)) < 0)
+		goto fail;
+	return exec_simple(s, ST_COMMIT, err);
+fail:
+	rollback(s);
+	return r;
+}
+
+int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_COUNT);
+	int r = sqlite3_step(st);
+	if (r != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return db_err(s, err, "counting models");
+	}
+	*n = (unsigned)sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return 0;
+}
+
+int store_check_integrity(struct store *s, struct pim_error *err)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (sqlite3_prepare_v2(s->db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, err, "integrity check");
+	r = sqlite3_step(st);
+	if (r != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		return db_err(s, err, "integrity check");
+	}
+	const char *res = (const char *)sqlite3_column_text(st, 0);
+	r = res && strcmp(res, "ok") == 0 ? 0
+		: err_set(err, -EIO, "%s: integrity check: %s", s->path, res ? res : "(null)");
+	sqlite3_finalize(st);
+	return r;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util.h: small helpers shared by every module of pimd, pimctl and the tests.
+ *
+ * Conventions (see README "Code layout"):
+ *   - functions return 0 (or a non-negative count) on success, a negative errno on failure;
+ *   - modules that validate input fill a struct pim_error with a message that names what was
+ *     wrong, so the caller can log it or send it to a client; modules never log;
+ *   - _cleanup_ attributes instead of goto ladders.
+ */
+#ifndef PIMD_UTIL_H
+#define PIMD_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+#define TAKE_PTR(p)                                                                                \
+	({                                                                                         \
+		__typeof__(p) _p_ = (p);                                                           \
+		(p) = NULL;                                                                        \
+		_p_;                                                                               \
+	})
+#define TAKE_FD(fd)                                                                                \
+	({                                                                                         \
+		int _fd_ = (fd);                                                                   \
+		(fd) = -1;                                                                         \
+		_fd_;                                                                              \
+	})
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+/* An error with a message for a human; code is a negative errno. */
+struct pim_error {
+	int code;
+	char msg[512];
+};
+
+/* Fills e (if not NULL) and returns code, so "return err_set(e, -EINVAL, ...)" reads well. */
+int err_set(struct pim_error *e, int code, const char *fmt, ...) _printf_(3, 4);
+/* Prefixes the existing message with "prefix: " (used to add context while unwinding). */
+int err_prefix(struct pim_error *e, const char *fmt, ...) _printf_(2, 3);
+
+/* Overflow-checked arithmetic; return false on overflow. */
+static inline bool mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline bool add_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_add_overflow(a, b, r); }
+
+/* Monotonic clock in nanoseconds. */
+uint64_t now_ns(void);
+
+#endif

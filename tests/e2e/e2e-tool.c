@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * e2e-tool: helpers for tests/e2e/run.sh.
+ *   e2e-tool hostile SOCKET N     N concurrent hostile clients (garbage, 0xffffffff length,
+ *                                 truncated frames, unknown oneof, no Hello, version mismatch)
+ *                                 while a good client keeps being served; exit 0 if it was.
+ *   e2e-tool client SOCKET FILE   exercises libpimclient: two handles, four threads on one
+ *                                 handle, load/list/show/remove, error codes and messages.
+ *   e2e-tool notify PATH SECONDS  receives sd_notify datagrams on PATH and prints them.
+ *   e2e-tool pipeline SOCKET N    N requests pipelined unread, then read back in order.
+ *   e2e-tool busy SOCKET          with max_clients = 1, a second client gets ERROR_BUSY.
+ *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "manifest.h"
+#include "pim.h"
+#include "pim.pb-c.h"
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "e2e-tool: %s:%d: ", __FILE__, __LINE__);                  \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect %s: %s", path,
+	      strerror(errno));
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	return fd;
+}
+
+static void send_request(int fd, Pim__Request *req)
+{
+	size_t n = pim__request__get_packed_size(req);
+	uint8_t *b = malloc(n + 1);
+	pim__request__pack(req, b);
+	frame_send(fd, b, (uint32_t)n);
+	free(b);
+}
+
+static void send_hello(int fd, uint32_t version)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Hello h = PIM__HELLO__INIT;
+	h.protocol_version = version;
+	h.client_name = "hostile";
+	req.id = 1;
+	req.body_case = PIM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	send_request(fd, &req);
+}
+
+/* Reads until the daemon closes; returns the error code of the last Error response seen, or -1. */
+static int drain_until_closed(int fd, char *msg, size_t cap)
+{
+	uint8_t *p;
+	uint32_t len;
+	int code = -1;
+
+	while (frame_recv(fd, FRAME_MAX_LIMIT, &p, &len) == 0) {
+		Pim__Response *r = pim__response__unpack(NULL, len, p);
+		free(p);
+		if (r && r->body_case == PIM__RESPONSE__BODY_ERROR) {
+			code = r->error->code;
+			if (msg)
+				snprintf(msg, cap, "%s", r->error->message);
+		}
+		if (r)
+			pim__response__free_unpacked(r, NULL);
+	}
+	return code;
+}
+
+static Pim__Response *recv_response(int fd)
+{
+	uint8_t *p;
+	uint32_t len;
+	CHECK(frame_recv(fd, FRAME_MAX_LIMIT, &p, &len) == 0, "no response");
+	Pim__Response *r = pim__response__unpack(NULL, len, p);
+	free(p);
+	CHECK(r, "undecodable response");
+	return r;
+}
+
+/* Each hostile case; returns normally when the daemon behaved as specified. */
+static void hostile_one(const char *path, int kind)
+{
+	char msg[512] = "";
+	int fd = raw_connect(path), code;
+	uint8_t hdr[4];
+
+	switch (kind) {
+	case 0: /* garbage that is not a length-prefixed Request */
+		send_hello(fd, 1);
+		recv_response(fd);
+		frame_send(fd, "\xff\xff\xff\xff\xff\xff\xff\xff\x01\x02", 10);
+		code = drain_until_closed(fd, msg, sizeof msg);
+		CHECK(code == PIM__ERROR_CODE__ERROR_PROTOCOL, "garbage: code %d (%s)", code, msg);
+		break;
+	case 1: /* announced length 0xffffffff */
+		frame_put_header(hdr, 0xffffffffu);
+		CHECK(write(fd, hdr, 4) == 4, "write");
+		code = drain_until_closed(fd, msg, sizeof msg);
+		CHECK(code == PIM__ERROR_CODE__ERROR_PROTOCOL && strstr(msg, "exceeds max_frame_bytes"),
+		      "oversize: code %d (%s)", code, msg);
+		break;
+	case 2: /* truncated: header says 100, 10 bytes come, then the client vanishes */
+		frame_put_header(hdr, 100);
+		CHECK(write(fd, hdr, 4) == 4 && write(fd, "0123456789", 10) == 10, "write");
+		break;
+	case 3: { /* unknown oneof field (99): an error reply, connection kept */
+		send_hello(fd, 1);
+		Pim__Response *r = recv_response(fd);
+		pim__response__free_unpacked(r, NULL);
+		/* field 1 (id) = 5, field 99 (length-delimited, empty) */
+		const uint8_t unknown[] = { 0x08, 0x05, 0x9a, 0x06, 0x00 };
+		frame_send(fd, unknown, sizeof unknown);
+		r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_ERROR &&
+		      r->error->code == PIM__ERROR_CODE__ERROR_UNIMPLEMENTED && r->id == 5,
+		      "unknown oneof: body %d", r->body_case);
+		pim__response__free_unpacked(r, NULL);
+		/* and the connection still serves */
+		Pim__Request req = PIM__REQUEST__INIT;
+		Pim__StatusRequest st = PIM__STATUS_REQUEST__INIT;
+		req.id = 6;
+		req.body_case = PIM__REQUEST__BODY_STATUS;
+		req.status = &st;
+		send_request(fd, &req);
+		r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_STATUS && r->id == 6, "status after unknown");
+		pim__response__free_unpacked(r, NULL);
+		break;
+	}
+	case 4: { /* a request before Hello */
+		Pim__Request req = PIM__REQUEST__INIT;
+		Pim__ModelList ml = PIM__MODEL_LIST__INIT;
+		req.body_case = PIM__REQUEST__BODY_MODEL_LIST;
+		req.model_list = &ml;
+		send_request(fd, &req);
+		code = drain_until_closed(fd, msg, sizeof msg);
+		CHECK(code == PIM__ERROR_CODE__ERROR_PROTOCOL && strstr(msg, "must be Hello"),
+		      "no hello: code %d (%s)", code, msg);
+		break;
+	}
+	case 5: /* a protocol version from the future */
+		send_hello(fd, 77);
+		code = drain_until_closed(fd, msg, sizeof msg);
+		CHECK(code == PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION, "version: code %d (%s)", code, msg);
+		break;
+	case 6: /* a zero-length frame is an empty Request: no Hello → protocol error */
+		frame_send(fd, NULL, 0);
+		code = drain_until_closed(fd, msg, sizeof msg);
+		CHECK(code == PIM__ERROR_CODE__ERROR_PROTOCOL, "empty: code %d (%s)", code, msg);
+		break;
+	case 7: { /* a model load with an invalid manifest: an error, connection kept */
+		send_hello(fd, 1);
+		pim__response__free_unpacked(recv_response(fd), NULL);
+		Pim__Request req = PIM__REQUEST__INIT;
+		Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
+		Pim__Manifest m = PIM__MANIFEST__INIT;
+		m.name = "bad name!";
+		ml.manifest = &m;
+		req.id = 9;
+		req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+		req.model_load = &ml;
+		send_request(fd, &req);
+		Pim__Response *r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_ERROR &&
+		      r->error->code == PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT &&
+		      strstr(r->error->message, "not a valid model name"), "invalid manifest");
+		pim__response__free_unpacked(r, NULL);
+		break;
+	}
+	}
+	close(fd);
+}
+
+static int good_client_rounds(const char *path, int rounds)
+{
+	pim_client *c = pim_client_new();
+	struct pim_status st;
+	CHECK(pim_client_connect(c, path, "good") == 0, "good connect: %s", pim_client_error(c));
+	for (int i = 0; i < rounds; i++)
+		CHECK(pim_status(c, &st) == 0, "good client not served: %s", pim_client_error(c));
+	pim_client_free(c);
+	return 0;
+}
+
+static int cmd_hostile(const char *path, int n)
+{
+	pid_t *kids = calloc((size_t)n, sizeof *kids);
+	int failed = 0;
+
+	for (int i = 0; i < n; i++) {
+		kids[i] = fork();
+		CHECK(kids[i] >= 0, "fork");
+		if (kids[i] == 0) {
+			for (int k = 0; k < 8; k++)
+				hostile_one(path, (i + k) % 8);
+			_exit(0);
+		}
+	}
+	/* meanwhile a good client is served */
+	good_client_rounds(path, 200);
+	for (int i = 0; i < n; i++) {
+		int st;
+		waitpid(kids[i], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			failed++;
+	}
+	free(kids);
+	CHECK(failed == 0, "%d hostile clients saw unexpected behaviour", failed);
+	good_client_rounds(path, 10);
+	printf("hostile: %d clients x 8 hostile cases; good client served throughout\n", n);
+	return 0;
+}
+
+struct thread_arg {
+	pim_client *c;
+	int ok;
+};
+
+static void *status_thread(void *p)
+{
+	struct thread_arg *a = p;
+	struct pim_status st;
+	for (int i = 0; i < 200; i++)
+		if (pim_status(a->c, &st) < 0)
+			return NULL;
+	a->ok = 1;
+	return NULL;
+}
+
+static int cmd_client(const char *path, const char *file)
+{
+	struct pim_error err = { 0 };
+	Pim__Manifest *m;
+	pim_client *a = pim_client_new(), *b = pim_client_new();
+
+	CHECK(manifest_read_file(file, &m, &err) == 0, "%s", err.msg);
+	/* a name of its own, so the test does not depend on what else is loaded */
+	free(m->name);
+	m->name = strdup("e2e-client-model");
+	size_t len = pim__manifest__get_packed_size(m);
+	uint8_t *buf = malloc(len);
+	pim__manifest__pack(m, buf);
+
+	CHECK(pim_status(a, &(struct pim_status){ 0 }) == -ENOTCONN, "status before connect");
+	CHECK(pim_client_connect(a, path, "e2e-a") == 0, "%s", pim_client_error(a));
+	CHECK(pim_client_connect(b, path, "e2e-b") == 0, "%s", pim_client_error(b));
+	CHECK(strcmp(pim_client_server_version(a), PIMD_VERSION) == 0, "server version");
+
+	struct pim_model_info info;
+	int replaced = -1;
+	CHECK(pim_model_load(a, buf, len, 0, &info, &replaced) == 0, "%s", pim_client_error(a));
+	CHECK(replaced == 0 && info.regions == m->n_regions, "load info");
+	/* the second handle sees it; a duplicate load is EEXIST from the daemon */
+	CHECK(pim_model_load(b, buf, len, 0, NULL, NULL) == -EEXIST, "duplicate");
+	CHECK(pim_client_remote_error(b) == PIM_REMOTE_ALREADY_EXISTS, "remote code");
+	CHECK(strstr(pim_client_error(b), "exists"), "message: %s", pim_client_error(b));
+	/* handle a's error state is independent of b's */
+	CHECK(pim_client_error(a)[0] == 0, "a has no error");
+	CHECK(pim_model_load(b, buf, len, PIM_LOAD_REPLACE, NULL, &replaced) == 0 && replaced == 1,
+	      "replace: %s", pim_client_error(b));
+
+	struct pim_model_info *list;
+	size_t n;
+	CHECK(pim_model_list(a, &list, &n) == 0 && n >= 1, "list");
+	free(list);
+	void *mb;
+	size_t mlen;
+	CHECK(pim_model_show(a, m->name, &info, &mb, &mlen) == 0, "show: %s", pim_client_error(a));
+	Pim__Manifest *back = pim__manifest__unpack(NULL, mlen, mb);
+	CHECK(back && back->n_regions == m->n_regions && back->n_allocations == m->n_allocations,
+	      "show returns the manifest");
+	pim__manifest__free_unpacked(back, NULL);
+	free(mb);
+	CHECK(pim_model_show(a, "no-such-model", NULL, NULL, NULL) == -ENOENT, "show missing");
+	CHECK(pim_client_remote_error(a) == PIM_REMOTE_NOT_FOUND, "not found code");
+	CHECK(pim_model_show(a, "../x", NULL, NULL, NULL) == -EINVAL, "bad name");
+	CHECK(pim_model_load(a, "junk", 4, 0, NULL, NULL) == -EINVAL, "junk manifest");
+
+	/* four threads on one handle */
+	pthread_t t[4];
+	struct thread_arg args[4];
+	for (int i = 0; i < 4; i++) {
+		args[i] = (struct thread_arg){ .c = a };
+		pthread_create(&t[i], NULL, status_thread, &args[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(args[i].ok, "thread %d failed: %s", i, pim_client_error(a));
+	}
+	/* raw call with an unknown body comes back as data */
+	const uint8_t unknown[] = { 0x08, 0x05, 0x9a, 0x06, 0x00 };
+	void *resp;
+	size_t rlen;
+	CHECK(pim_call(a, unknown, sizeof unknown, &resp, &rlen) == 0, "raw call");
+	Pim__Response *r = pim__response__unpack(NULL, rlen, resp);
+	CHECK(r && r->body_case == PIM__RESPONSE__BODY_ERROR &&
+	      r->error->code == PIM__ERROR_CODE__ERROR_UNIMPLEMENTED, "raw unknown");
+	pim__response__free_unpacked(r, NULL);
+	free(resp);
+
+	CHECK(pim_model_remove(b, m->name) == 0, "remove: %s", pim_client_error(b));
+	CHECK(pim_model_remove(b, m->name) == -ENOENT, "remove twice");
+
+	pim_client *c = pim_client_new();
+	CHECK(pim_client_connect(c, "/nonexistent/pimd.sock", NULL) == -ENOENT, "connect missing");
+	CHECK(strstr(pim_client_error(c), "/nonexistent/pimd.sock"), "message names the path");
+	pim_client_free(c);
+	pim_client_free(a);
+	pim_client_free(b);
+	pim__manifest__free_unpacked(m, NULL);
+	free(buf);
+	printf("client: libpimclient checks passed\n");
+	return 0;
+}
+
+static int cmd_notify(const char *path, int seconds)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	unlink(path);
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "bind %s", path);
+	struct timeval tv = { .tv_sec = seconds };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	char buf[4096];
+	ssize_t n;
+	while ((n = recv(fd, buf, sizeof buf - 1, 0)) > 0) {
+		buf[n] = 0;
+		for (char *p = strtok(buf, "\n"); p; p = strtok(NULL, "\n"))
+			printf("%s\n", p);
+		if (strstr(buf, "STOPPING=1"))
+			break;
+	}
+	return 0;
+}
+
+/* Pipelines n status requests without reading, then reads n responses in order: the daemon must
+ * pause reading at its per-connection limits instead of failing or dropping anything. */
+static int cmd_pipeline(const char *path, int n)
+{
+	int fd = raw_connect(path);
+	send_hello(fd, 1);
+	pim__response__free_unpacked(recv_response(fd), NULL);
+	pid_t kid = fork();
+	CHECK(kid >= 0, "fork");
+	if (kid == 0) {
+		Pim__Request req = PIM__REQUEST__INIT;
+		Pim__StatusRequest st = PIM__STATUS_REQUEST__INIT;
+		req.body_case = PIM__REQUEST__BODY_STATUS;
+		req.status = &st;
+		for (int i = 0; i < n; i++) {
+			req.id = 100 + (uint64_t)i;
+			send_request(fd, &req);
+		}
+		_exit(0);
+	}
+	/* let the writer run ahead so the daemon's limits are reached */
+	usleep(300000);
+	for (int i = 0; i < n; i++) {
+		Pim__Response *r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_STATUS && r->id == 100 + (uint64_t)i,
+		      "response %d out of order or not a status (id %llu)", i, (unsigned long long)r->id);
+		pim__response__free_unpacked(r, NULL);
+	}
+	int st;
+	waitpid(kid, &st, 0);
+	close(fd);
+	printf("pipeline: %d requests answered in order\n", n);
+	return 0;
+}
+
+/* With max_clients = 1: a second connection gets ERROR_BUSY and is closed; the first still works. */
+static int cmd_busy(const char *path)
+{
+	pim_client *a = pim_client_new();
+	CHECK(pim_client_connect(a, path, "first") == 0, "first: %s", pim_client_error(a));
+	pim_client *b = pim_client_new();
+	int r = pim_client_connect(b, path, "second");
+	CHECK(r == -EBUSY && strstr(pim_client_error(b), "too many clients"), "second: %d %s", r,
+	      pim_client_error(b));
+	struct pim_status st;
+	CHECK(pim_status(a, &st) == 0 && st.clients == 1, "first still served");
+	pim_client_free(a);
+	pim_client_free(b);
+	printf("busy: second client refused with ERROR_BUSY\n");
+	return 0;
+}
+
+static void write_file(const char *dir, const char *name, const void *buf, size_t len)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "wb");
+	CHECK(f && fwrite(buf, 1, len, f) == len && fclose(f) == 0, "writing %s", path);
+}
+
+static void write_request(const char *dir, const char *name, Pim__Request *req)
+{
+	size_t n = pim__request__get_packed_size(req);
+	uint8_t *b = malloc(n + 1);
+	pim__request__pack(req, b);
+	write_file(dir, name, b, n);
+	free(b);
+}
+
+/* Seed corpora for the fuzz targets: one of each request, and the example manifest. */
+static int cmd_seeds(const char *reqdir, const char *mandir, const char *file)
+{
+	struct pim_error err = { 0 };
+	Pim__Manifest *m;
+	CHECK(manifest_read_file(file, &m, &err) == 0, "%s", err.msg);
+	size_t n = pim__manifest__get_packed_size(m);
+	uint8_t *b = malloc(n);
+	pim__manifest__pack(m, b);
+	write_file(mandir, "decoder-block.pb", b, n);
+	free(b);
+	json_object *j = manifest_to_json(m);
+	const char *s = json_object_to_json_string(j);
+	write_file(mandir, "decoder-block.json", s, strlen(s));
+	json_object_put(j);
+
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Hello h = PIM__HELLO__INIT;
+	h.protocol_version = 1;
+	h.client_name = "seed";
+	req.id = 1;
+	req.body_case = PIM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	write_request(reqdir, "hello", &req);
+	Pim__StatusRequest st = PIM__STATUS_REQUEST__INIT;
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &st;
+	write_request(reqdir, "status", &req);
+	Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
+	ml.manifest = m;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+	req.model_load = &ml;
+	write_request(reqdir, "model-load", &req);
+	Pim__ModelList ls = PIM__MODEL_LIST__INIT;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LIST;
+	req.model_list = &ls;
+	write_request(reqdir, "model-list", &req);
+	Pim__ModelShow sh = PIM__MODEL_SHOW__INIT;
+	sh.name = m->name;
+	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
+	req.model_show = &sh;
+	write_request(reqdir, "model-show", &req);
+	Pim__ModelRemove rm = PIM__MODEL_REMOVE__INIT;
+	rm.name = m->name;
+	req.body_case = PIM__REQUEST__BODY_MODEL_REMOVE;
+	req.model_remove = &rm;
+	write_request(reqdir, "model-remove", &req);
+	pim__manifest__free_unpacked(m, NULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "pipeline") == 0)
+		return cmd_pipeline(argv[2], atoi(argv[3]));
+	if (argc == 3 && strcmp(argv[1], "busy") == 0)
+		return cmd_busy(argv[2]);
+	if (argc == 5 && strcmp(argv[1], "seeds") == 0)
+		return cmd_seeds(argv[2], argv[3], argv[4]);
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 4 && strcmp(argv[1], "hostile") == 0)
+		return cmd_hostile(argv[2], atoi(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "client") == 0)
+		return cmd_client(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "notify") == 0)
+		return cmd_notify(argv[2], atoi(argv[3]));
+	fprintf(stderr, "usage: e2e-tool hostile SOCKET N | client SOCKET FILE | notify PATH SECONDS\n");
+	return 2;
+}

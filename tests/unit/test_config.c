@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of daemon/config.c: pimd.conf(5) parsing. */
+#include <fcntl.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "config.h"
+#include "frame.h"
+#include "test_util.h"
+
+static int parse(struct config *c, const char *text, struct pim_error *err)
+{
+	return config_parse(c, text, strlen(text), "test.conf", err);
+}
+
+START_TEST(defaults)
+{
+	struct config c;
+	config_init(&c);
+	ck_assert_str_eq(c.socket_path, "/run/pimd/pimd.sock");
+	ck_assert_str_eq(c.state_dir, "/var/lib/pimd");
+	ck_assert_uint_eq(c.max_frame_bytes, 16u << 20);
+	ck_assert_int_eq(c.log_level, LOG_INFO);
+}
+END_TEST
+
+START_TEST(values_and_comments)
+{
+	struct config c;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	int r = parse(&c, "# a comment\n\n  socket = /tmp/x.sock  \nmax_frame_bytes=1M\n"
+			  "max_pending_bytes = 2G\nlog_level = debug\nmax_clients = 8\n"
+			  "max_requests_in_flight = 4\nbusy_timeout_ms = 0\nstate_dir = /srv/pimd\n", &err);
+	ck_assert_msg(r == 0, "%s", err.msg);
+	ck_assert_str_eq(c.socket_path, "/tmp/x.sock");
+	ck_assert_str_eq(c.state_dir, "/srv/pimd");
+	ck_assert_uint_eq(c.max_frame_bytes, 1048576);
+	ck_assert_uint_eq(c.max_pending_bytes, 2ull << 30);
+	ck_assert_int_eq(c.log_level, LOG_DEBUG);
+	ck_assert_uint_eq(c.max_clients, 8);
+	ck_assert_uint_eq(c.max_requests_in_flight, 4);
+	ck_assert_uint_eq(c.busy_timeout_ms, 0);
+}
+END_TEST
+
+static void expect(const char *text, const char *want)
+{
+	struct config c, before;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	before = c;
+	ck_assert_int_lt(parse(&c, text, &err), 0);
+	ck_assert_msg(strstr(err.msg, want) != NULL, "error \"%s\" lacks \"%s\"", err.msg, want);
+	/* a failed parse leaves the configuration untouched */
+	ck_assert_mem_eq(&c, &before, sizeof c);
+}
+
+START_TEST(errors_name_file_and_line)
+{
+	expect("socket = /a\nfrobnicate = 1\n", "test.conf:2: unknown key \"frobnicate\"");
+	expect("max_clients = 4\nmax_clients = 5\n", "test.conf:2: key \"max_clients\" is set twice");
+	expect("\n\nsocket /a\n", "test.conf:3: expected \"key = value\"");
+	expect("max_frame_bytes = 12\n", "test.conf:1: max_frame_bytes \"12\" must be an integer");
+	expect("max_frame_bytes = 1G\n", "between 4096 and 268435456");
+	expect("max_clients = -1\n", "max_clients \"-1\"");
+	expect("max_clients = 10x\n", "max_clients \"10x\"");
+	expect("max_clients = 99999999999999999999999\n", "max_clients");
+	expect("log_level = loud\n", "log_level \"loud\" is not one of");
+	expect("socket = relative.sock\n", "socket must be an absolute path");
+	expect("state_dir =\n", "key \"state_dir\" has no value");
+	char longsock[200];
+	snprintf(longsock, sizeof longsock, "socket = /%0150d\n", 0);
+	expect(longsock, "socket is longer than 107 bytes");
+	struct config c;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	ck_assert_int_eq(config_parse(&c, "max_clients = 1\0\n", 17, "t", &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "t:1: contains a NUL byte"), "%s", err.msg);
+}
+END_TEST
+
+START_TEST(files)
+{
+	struct config c;
+	struct pim_error err = { 0 };
+	char path[] = "/tmp/pimd-test-conf-XXXXXX";
+	int fd = mkstemp(path);
+	const char text[] = "max_clients = 3\n";
+
+	config_init(&c);
+	ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)sizeof text - 1);
+	close(fd);
+	ck_assert_int_eq(config_load(&c, path, false, &err), 0);
+	ck_assert_uint_eq(c.max_clients, 3);
+	unlink(path);
+	/* absent: fine for the default path, an error when named explicitly */
+	ck_assert_int_eq(config_load(&c, path, true, &err), 0);
+	ck_assert_int_eq(config_load(&c, path, false, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, path) != NULL, "%s", err.msg);
+	ck_assert_int_eq(config_load(&c, "/tmp", false, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = test_case(s, "config");
+	tcase_add_test(tc, defaults);
+	tcase_add_test(tc, values_and_comments);
+	tcase_add_test(tc, errors_name_file_and_line);
+	tcase_add_test(tc, files);
+	return test_run_suite(s);
+}

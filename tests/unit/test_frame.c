@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of client/frame.c: the length-prefixed framing shared by pimd and libpimclient. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "test_util.h"
+
+static void pair(int sv[2], int nonblock_reader)
+{
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	if (nonblock_reader)
+		fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+}
+
+START_TEST(header_is_big_endian)
+{
+	uint8_t h[4];
+	frame_put_header(h, 0x01020304u);
+	ck_assert_int_eq(h[0], 1);
+	ck_assert_int_eq(h[3], 4);
+	ck_assert_uint_eq(frame_get_header(h), 0x01020304u);
+	frame_put_header(h, 0xffffffffu);
+	ck_assert_uint_eq(frame_get_header(h), 0xffffffffu);
+}
+END_TEST
+
+/* A frame delivered one byte at a time is assembled across many reads. */
+START_TEST(reader_assembles_partial_frames)
+{
+	int sv[2];
+	struct frame_reader r;
+	const char msg[] = "hello, pimd";
+	uint8_t hdr[4];
+	uint32_t len;
+
+	pair(sv, 1);
+	frame_reader_init(&r, 1024);
+	frame_put_header(hdr, sizeof msg);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0); /* nothing yet: EAGAIN → 0 */
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_int_eq(write(sv[1], hdr + i, 1), 1);
+		ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0);
+	}
+	ck_assert(frame_reader_partial(&r));
+	for (size_t i = 0; i < sizeof msg; i++) {
+		ck_assert_int_eq(write(sv[1], msg + i, 1), 1);
+		int k = frame_reader_read(&r, sv[0]);
+		ck_assert_int_eq(k, i + 1 == sizeof msg ? 1 : 0);
+	}
+	uint8_t *p = frame_reader_take(&r, &len);
+	ck_assert_uint_eq(len, sizeof msg);
+	ck_assert_mem_eq(p, msg, sizeof msg);
+	ck_assert(!frame_reader_partial(&r));
+	free(p);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* An announced length above the maximum is refused before any payload is read or allocated. */
+START_TEST(reader_refuses_oversized_before_allocating)
+{
+	int sv[2];
+	struct frame_reader r;
+	uint8_t hdr[4];
+
+	pair(sv, 1);
+	frame_reader_init(&r, 4096);
+	frame_put_header(hdr, 0xffffffffu);
+	ck_assert_int_eq(write(sv[1], hdr, 4), 4);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), -EMSGSIZE);
+	ck_assert_ptr_null(r.buf);
+	ck_assert_uint_eq(r.len, 0xffffffffu);
+	frame_reader_reset(&r);
+	/* the maximum itself is fine */
+	frame_put_header(hdr, 4096);
+	ck_assert_int_eq(write(sv[1], hdr, 4), 4);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0);
+	ck_assert_ptr_nonnull(r.buf);
+	frame_reader_reset(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(reader_reports_truncation_and_clean_eof)
+{
+	int sv[2];
+	struct frame_reader r;
+	uint8_t hdr[4];
+
+	/* EOF at a frame boundary: a clean close */
+	pair(sv, 1);
+	frame_reader_init(&r, 1024);
+	close(sv[1]);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), -ECONNRESET);
+	close(sv[0]);
+
+	/* EOF inside the header */
+	pair(sv, 1);
+	ck_assert_int_eq(write(sv[1], "\0\0", 2), 2);
+	close(sv[1]);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), -EPIPE);
+	frame_reader_reset(&r);
+	close(sv[0]);
+
+	/* EOF inside the payload */
+	pair(sv, 1);
+	frame_put_header(hdr, 10);
+	ck_assert_int_eq(write(sv[1], hdr, 4), 4);
+	ck_assert_int_eq(write(sv[1], "abc", 3), 3);
+	close(sv[1]);
+	int k;
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, -EPIPE);
+	frame_reader_reset(&r);
+	close(sv[0]);
+}
+END_TEST
+
+START_TEST(zero_length_frame)
+{
+	int sv[2];
+	struct frame_reader r;
+	uint32_t len = 99;
+
+	pair(sv, 1);
+	frame_reader_init(&r, 1024);
+	ck_assert_int_eq(frame_send(sv[1], NULL, 0), 0);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 1);
+	free(frame_reader_take(&r, &len));
+	ck_assert_uint_eq(len, 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* 4 MiB through a socket buffer far smaller than that: partial writes and reads on both sides. */
+START_TEST(blocking_round_trip_large)
+{
+	int sv[2];
+	size_t n = 4u << 20;
+	uint8_t *buf = malloc(n), *got;
+	uint32_t len;
+
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (uint8_t)(i * 131 + 7);
+	pair(sv, 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(frame_send(sv[1], buf, (uint32_t)n) == 0 ? 0 : 1);
+	}
+	close(sv[1]);
+	ck_assert_int_eq(frame_recv(sv[0], n, &got, &len), 0);
+	ck_assert_uint_eq(len, n);
+	ck_assert_mem_eq(got, buf, n);
+	free(got);
+	/* the sender is gone: next read is a clean EOF */
+	ck_assert_int_eq(frame_recv(sv[0], n, &got, &len), -ECONNRESET);
+	int st;
+	waitpid(pid, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* blocking receive also refuses oversize */
+	int sv2[2];
+	pair(sv2, 0);
+	ck_assert_int_eq(frame_send(sv2[1], buf, 5000), 0);
+	ck_assert_int_eq(frame_recv(sv2[0], 4096, &got, &len), -EMSGSIZE);
+	close(sv2[0]);
+	close(sv2[1]);
+	free(buf);
+	close(sv[0]);
+}
+END_TEST
+
+/* Sending to a closed peer gives -EPIPE, not SIGPIPE (MSG_NOSIGNAL). */
+START_TEST(send_to_closed_peer_is_epipe)
+{
+	int sv[2];
+	pair(sv, 0);
+	close(sv[0]);
+	ck_assert_int_eq(frame_send(sv[1], "x", 1), -EPIPE);
+	close(sv[1]);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("frame");
+	TCase *tc = test_case(s, "frame");
+	tcase_add_test(tc, header_is_big_endian);
+	tcase_add_test(tc, reader_assembles_partial_frames);
+	tcase_add_test(tc, reader_refuses_oversized_before_allocating);
+	tcase_add_test(tc, reader_reports_truncation_and_clean_eof);
+	tcase_add_test(tc, zero_length_frame);
+	tcase_add_test(tc, blocking_round_trip_large);
+	tcase_add_test(tc, send_to_closed_peer_is_epipe);
+	return test_run_suite(s);
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of daemon/store.c: migrations, the model tables, ownership. */
+#include <sqlite3.h>
+#include <string.h>
+
+#include "manifest.h"
+#include "store.h"
+#include "test_util.h"
+
+static char dir[64];
+static char path[128];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/pimd-test-store-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/pimd.db", dir);
+}
+
+static void teardown(void)
+{
+	char cmd[200];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static int raw_int(const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int v = -1;
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static void raw_exec(const char *sql)
+{
+	sqlite3 *db;
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+START_TEST(fresh_database_is_migrated)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	int r = store_open(path, 1000, &s, &err);
+	ck_assert_msg(r == 0, "%s", err.msg);
+	ck_assert_uint_eq(store_schema_version(s), store_n_migrations);
+	ck_assert_int_eq(store_check_integrity(s, &err), 0);
+	store_close(s);
+	ck_assert_int_eq(raw_int("PRAGMA user_version"), (int)store_n_migrations);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE name IN "
+				 "('platforms','models','regions','operands','allocations')"), 5);
+	/* WAL persists in the file */
+	ck_assert_int_eq(raw_int("SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
+	/* reopening applies nothing and succeeds */
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(newer_database_is_refused)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	store_close(s);
+	raw_exec("PRAGMA user_version = 999");
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), -EPROTONOSUPPORT);
+	ck_assert_msg(strstr(err.msg, "schema version 999 is newer than this pimd knows"), "%s", err.msg);
+	/* and left untouched */
+	ck_assert_int_eq(raw_int("PRAGMA user_version"), 999);
+}
+END_TEST
+
+/* A failing migration leaves the database at the previous whole version. */
+START_TEST(failed_migration_rolls_back)
+{
+	struct store_migration migs[] = {
+		store_migrations[0],
+		{ 2, "0002-broken.sql", "CREATE TABLE half (x INTEGER); THIS IS NOT SQL;" },
+	};
+	struct store *s;
+	struct pim_error err = { 0 };
+	ck_assert_int_lt(store_open_with(path, 1000, migs, 2, &s, &err), 0);
+	ck_assert_msg(strstr(err.msg, "migration 0002-broken.sql failed"), "%s", err.msg);
+	ck_assert_int_eq(raw_int("PRAGMA user_version"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
+	/* fixing the migration lets it apply */
+	migs[1].sql = "CREATE TABLE half (x INTEGER);";
+	ck_assert_int_eq(store_open_with(path, 1000, migs, 2, &s, &err), 0);
+	store_close(s);
+	ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+}
+END_TEST
+
+static Pim__Manifest *manifest(const char *name, unsigned regions)
+{
+	char buf[8192];
+	size_t pos = (size_t)snprintf(buf, sizeof buf,
+		"{ \"name\": \"%s\", \"allocations\": [ { \"id\": 1, \"bytes\": 64, \"kind\": \"alloc\" },"
+		"{ \"id\": 2, \"bytes\": 128, \"kind\": \"global\" } ], \"regions\": [", name);
+	for (unsigned i = 0; i < regions; i++)
+		pos += (size_t)snprintf(buf + pos, sizeof buf - pos,
+			"%s{ \"id\": %u, \"name\": \"r%u\", \"op\": \"op\", \"order\": %u, \"n_par\": 4, "
+			"\"n_total\": 8, \"trip\": 2, \"parallel_extents\": [4], \"reduction_extents\": [2], "
+			"\"operands\": [ { \"allocation\": 2, \"bytes\": 128, \"role\": \"in\" }, "
+			"{ \"allocation\": 1, \"bytes\": 64, \"elem_type\": \"f32\", \"elem_bits\": 32, "
+			"\"role\": \"out\" } ] }", i ? "," : "", 10 + i, i, regions - i);
+	snprintf(buf + pos, sizeof buf - pos, "] }");
+	struct pim_error err = { 0 };
+	Pim__Manifest *m;
+	ck_assert_msg(manifest_from_json(buf, strlen(buf), &m, &err) == 0, "%s", err.msg);
+	ck_assert_msg(manifest_validate(m, &err) == 0, "%s", err.msg);
+	return m;
+}
+
+START_TEST(models_round_trip)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__ModelSummary *sum, **list;
+	Pim__Manifest *m = manifest("alpha", 3), *got;
+	size_t n;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, &sum, &err), 0);
+	ck_assert(!replaced);
+	ck_assert_str_eq(sum->name, "alpha");
+	ck_assert_uint_eq(sum->regions, 3);
+	ck_assert_uint_eq(sum->allocation_bytes, 192);
+	ck_assert_uint_eq(sum->owner_uid, 1000);
+	pim__model_summary__free_unpacked(sum, NULL);
+
+	/* the stored manifest equals the loaded one, byte for byte once packed */
+	ck_assert_int_eq(store_model_get(s, "alpha", NULL, &got, &err), 0);
+	/* regions come back in program order: r2 (order 1), r1, r0 */
+	ck_assert_str_eq(got->regions[0]->name, "r2");
+	ck_assert_uint_eq(got->regions[0]->n_operands, 2);
+	ck_assert_uint_eq(got->regions[0]->reduction_extents[0], 2);
+	ck_assert_int_eq(manifest_validate(got, &err), 0);
+	ck_assert_uint_eq(got->n_regions, 3);
+	pim__manifest__free_unpacked(got, NULL);
+
+	/* duplicates need replace; replacing someone else's model needs ownership */
+	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
+	ck_assert_int_eq(store_model_put(s, m, 1001, true, &replaced, NULL, &err), -EPERM);
+	ck_assert_msg(strstr(err.msg, "belongs to uid 1000"), "%s", err.msg);
+	Pim__Manifest *m5 = manifest("alpha", 5);
+	ck_assert_int_eq(store_model_put(s, m5, 0, true, &replaced, NULL, &err), 0);
+	ck_assert(replaced);
+	ck_assert_int_eq(store_model_get(s, "alpha", &sum, NULL, &err), 0);
+	ck_assert_uint_eq(sum->regions, 5);
+	ck_assert_uint_eq(sum->owner_uid, 0);
+	pim__model_summary__free_unpacked(sum, NULL);
+
+	Pim__Manifest *b = manifest("beta", 1);
+	ck_assert_int_eq(store_model_put(s, b, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_list(s, &list, &n, &err), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(list[0]->name, "alpha");
+	ck_assert_str_eq(list[1]->name, "beta");
+	for (size_t i = 0; i < n; i++)
+		pim__model_summary__free_unpacked(list[i], NULL);
+	free(list);
+
+	ck_assert_int_eq(store_model_remove(s, "beta", 1001, &err), -EPERM);
+	ck_assert_int_eq(store_model_remove(s, "beta", 1000, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "beta", 1000, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "no model named \"beta\""), "%s", err.msg);
+	ck_assert_int_eq(store_model_get(s, "beta", &sum, NULL, &err), -ENOENT);
+	ck_assert_int_eq(store_check_integrity(s, &err), 0);
+	store_close(s);
+	/* cascades removed beta's rows */
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 5);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM operands"), 10);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM allocations"), 2);
+	pim__manifest__free_unpacked(m, NULL);
+	pim__manifest__free_unpacked(m5, NULL);
+	pim__manifest__free_unpacked(b, NULL);
+}
+END_TEST
+
+/* A failure in the middle of a load leaves nothing half-stored. */
+START_TEST(failed_put_leaves_nothing)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("gamma", 2);
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	/* bypass validation: an operand naming a missing allocation trips the foreign key */
+	m->regions[1]->operands[0]->allocation_id = 99;
+	ck_assert_int_lt(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_msg(strstr(err.msg, "FOREIGN KEY") || strstr(err.msg, "constraint"), "%s", err.msg);
+	unsigned cnt = 9;
+	ck_assert_int_eq(store_model_count(s, &cnt, &err), 0);
+	ck_assert_uint_eq(cnt, 0);
+	store_close(s);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 0);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = test_case(s, "store");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, fresh_database_is_migrated);
+	tcase_add_test(tc, newer_database_is_refused);
+	tcase_add_test(tc, failed_migration_rolls_back);
+	tcase_add_test(tc, models_round_trip);
+	tcase_add_test(tc, failed_put_leaves_nothing);
+	return test_run_suite(s);
+}
