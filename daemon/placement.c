@@ -1,0 +1,1258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * placement.c: the Torch-PIM placement rule, movement model and end-to-end estimate (BRIEF §3).
+ *
+ * Layout of this file, top to bottom:
+ *   parameters        defaults, validation, derived values (θ, B_rd, B_wb)
+ *   the rule          C1..C4 for one decision unit (placement_decide_unit) — the only place the
+ *                     four formulas appear
+ *   units             loop / operator / block granularity turn regions into decision units
+ *   movement          Eq. 8 ("upper") and the tighter "resident" model
+ *   estimate          T_pim, T_hybrid, speedup, shares
+ *   placement_run     the one entry point
+ */
+#include "placement.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ parameters */
+
+struct placement_params placement_params_default(void)
+{
+	return (struct placement_params){
+		/* One UPMEM DIMM: 128 DPUs, v1A at 350 MHz (notes/mx-and-pim.md, "UPMEM"). */
+		.n_core = 128,
+		.f_pim = 350e6,
+		/* The paper's lower bound: a loop body issues at least one instruction (§4.4). */
+		.i_min = 1,
+		/*
+		 * Host<->PIM switch cost.  Neither the paper excerpt nor the notes give a number;
+		 * 10 µs is an assumption of the order of a DPU launch plus completion poll.
+		 * Configure it per platform.
+		 */
+		.t_ctx = 10e-6,
+		/* The paper's Ice Lake host; θ = 0.12·B_cpu = 2.0 GB/s and σ = 0.4 (BRIEF §3). */
+		.b_cpu = 16.754e9,
+		.theta = 0,
+		.theta_ratio = 0.12,
+		.sigma = 0.4,
+		/* B_rd = B_wb = B_cpu (BRIEF §3; the paper's Section 5.1). */
+		.b_rd = 0,
+		.b_wb = 0,
+		/*
+		 * Per-DPU MRAM bandwidth of the order PrIM (Gómez-Luna et al. 2022) measured at
+		 * 350 MHz, ~0.63 GB/s; not in the notes, an assumption.  B_pim = N_core·b_pim_core, so
+		 * that T_pim's memory term shrinks with the core count as the compute term does.
+		 */
+		.b_pim_core = 0.63e9,
+		.line_bytes = 64,
+	};
+}
+
+double placement_theta(const struct placement_params *p)
+{
+	return p->theta > 0 ? p->theta : p->theta_ratio * p->b_cpu;
+}
+
+double placement_b_rd(const struct placement_params *p)
+{
+	return p->b_rd > 0 ? p->b_rd : p->b_cpu;
+}
+
+double placement_b_wb(const struct placement_params *p)
+{
+	return p->b_wb > 0 ? p->b_wb : p->b_cpu;
+}
+
+static int param_bad(struct pim_error *err, const char *name, double v, const char *rule)
+{
+	return err_set(err, -EINVAL, "invalid placement parameter %s=%g: %s", name, v, rule);
+}
+
+int placement_params_validate(const struct placement_params *p, struct pim_error *err)
+{
+	if (!p)
+		return err_set(err, -EINVAL, "invalid placement parameters: none given");
+	if (!isfinite(p->n_core) || p->n_core < 1)
+		return param_bad(err, "n_core", p->n_core, "PIM core count must be a finite number >= 1");
+	if (!isfinite(p->f_pim) || p->f_pim <= 0)
+		return param_bad(err, "f_pim", p->f_pim, "PIM clock must be a finite frequency > 0 Hz");
+	if (!isfinite(p->i_min) || p->i_min <= 0)
+		return param_bad(err, "i_min", p->i_min, "instructions per iteration must be > 0");
+	if (!isfinite(p->t_ctx) || p->t_ctx < 0)
+		return param_bad(err, "t_ctx", p->t_ctx, "switch time must be a finite number >= 0 s");
+	if (!isfinite(p->b_cpu) || p->b_cpu <= 0)
+		return param_bad(err, "b_cpu", p->b_cpu, "host bandwidth must be a finite number > 0 B/s");
+	if (!isfinite(p->theta))
+		return param_bad(err, "theta", p->theta, "must be finite (B/s; <= 0 derives it from theta_ratio)");
+	if (p->theta <= 0 && (!isfinite(p->theta_ratio) || p->theta_ratio <= 0))
+		return param_bad(err, "theta_ratio", p->theta_ratio,
+				 "must be a finite number > 0 when theta is not given");
+	if (!isfinite(p->sigma) || p->sigma < 0 || p->sigma > 1)
+		return param_bad(err, "sigma", p->sigma, "store-bound fraction threshold must lie in [0, 1]");
+	if (!isfinite(p->b_rd))
+		return param_bad(err, "b_rd", p->b_rd, "must be finite (B/s; <= 0 means b_cpu)");
+	if (!isfinite(p->b_wb))
+		return param_bad(err, "b_wb", p->b_wb, "must be finite (B/s; <= 0 means b_cpu)");
+	if (!isfinite(p->b_pim_core) || p->b_pim_core <= 0)
+		return param_bad(err, "b_pim_core", p->b_pim_core,
+				 "PIM bandwidth per core must be a finite number > 0 B/s");
+	if (!isfinite(p->line_bytes) || p->line_bytes <= 0)
+		return param_bad(err, "line_bytes", p->line_bytes, "cache line must be > 0 bytes");
+	return 0;
+}
+
+static const char *const granularity_names[] = {
+	[PL_GRAN_LOOP] = "loop",
+	[PL_GRAN_OPERATOR] = "operator",
+	[PL_GRAN_BLOCK] = "block",
+};
+
+static const char *const movement_names[] = {
+	[PL_MOVE_UPPER] = "upper",
+	[PL_MOVE_RESIDENT] = "resident",
+};
+
+int placement_granularity_from_name(const char *name)
+{
+	for (size_t i = 0; name && i < ELEMENTSOF(granularity_names); i++)
+		if (strcmp(name, granularity_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+int placement_movement_model_from_name(const char *name)
+{
+	for (size_t i = 0; name && i < ELEMENTSOF(movement_names); i++)
+		if (strcmp(name, movement_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+const char *placement_granularity_name(enum placement_granularity g)
+{
+	return (unsigned)g < ELEMENTSOF(granularity_names) ? granularity_names[g] : "?";
+}
+
+const char *placement_movement_model_name(enum placement_movement_model m)
+{
+	return (unsigned)m < ELEMENTSOF(movement_names) ? movement_names[m] : "?";
+}
+
+/* ------------------------------------------------------------------ the rule */
+
+/* What the rule needs of one decision unit, per execution of that unit. */
+struct unit_metrics {
+	double t_host;    /* T_host, s */
+	double n_par;     /* N_par */
+	double n_total;   /* N_total */
+	double bw;        /* BW_read, B/s; NAN when not evaluable */
+	bool bw_estimated;
+	double f_store;   /* NAN when not evaluable */
+	enum placement_evidence evidence;
+};
+
+/* Higher is stronger; a unit's evidence is the weakest of its members'. */
+static int evidence_strength(enum placement_evidence e)
+{
+	switch (e) {
+	case PL_EVIDENCE_COUNTERS:
+		return 3;
+	case PL_EVIDENCE_IMPORTED:
+		return 2;
+	case PL_EVIDENCE_ESTIMATE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * The two-stage rule (BRIEF §3; paper §4.4).  Offload iff C1 ∧ C2 ∧ (C3 ∨ C4).  Stage 2 is
+ * marked skipped when Stage 1 fails, but its values are still filled in for display.
+ */
+static void placement_decide_unit(const struct unit_metrics *m, const struct placement_params *p,
+				  struct placement_decision *d)
+{
+	struct placement_cond *c = d->cond;
+
+	/* C1: T_host(r) > T_ctx + N_total(r)·I_min / (N_core·f_pim) */
+	c[PL_C1].lhs = m->t_host;
+	c[PL_C1].rhs = p->t_ctx + m->n_total * p->i_min / (p->n_core * p->f_pim);
+	c[PL_C1].state = c[PL_C1].lhs > c[PL_C1].rhs ? PL_COND_TRUE : PL_COND_FALSE;
+
+	/* C2: N_par(r) >= N_core (the brief's reconstruction) */
+	c[PL_C2].lhs = m->n_par;
+	c[PL_C2].rhs = p->n_core;
+	c[PL_C2].state = c[PL_C2].lhs >= c[PL_C2].rhs ? PL_COND_TRUE : PL_COND_FALSE;
+
+	bool stage1 = c[PL_C1].state == PL_COND_TRUE && c[PL_C2].state == PL_COND_TRUE;
+
+	/* C3: BW_read(r) = n_rd·L / T_host(r) >= θ (BW computed by the caller of this function) */
+	c[PL_C3].lhs = m->bw;
+	c[PL_C3].rhs = placement_theta(p);
+	if (!stage1)
+		c[PL_C3].state = PL_COND_SKIPPED;
+	else if (isnan(m->bw))
+		c[PL_C3].state = PL_COND_NO_DATA;
+	else
+		c[PL_C3].state = m->bw >= c[PL_C3].rhs ? PL_COND_TRUE : PL_COND_FALSE;
+
+	/* C4: f_store(r) = c_store / (c_be1 + c_be2 + c_be3 + c_store) >= σ */
+	c[PL_C4].lhs = m->f_store;
+	c[PL_C4].rhs = p->sigma;
+	if (!stage1)
+		c[PL_C4].state = PL_COND_SKIPPED;
+	else if (isnan(m->f_store))
+		c[PL_C4].state = PL_COND_NO_DATA;
+	else
+		c[PL_C4].state = m->f_store >= c[PL_C4].rhs ? PL_COND_TRUE : PL_COND_FALSE;
+
+	d->side = stage1 && (c[PL_C3].state == PL_COND_TRUE || c[PL_C4].state == PL_COND_TRUE) ? PL_PIM
+												: PL_HOST;
+	d->evidence = m->evidence;
+	d->bw_estimated = m->bw_estimated;
+}
+
+/* Distinct allocations of a region with the union of their roles and the largest operand size. */
+struct alloc_ref {
+	uint32_t alloc;
+	bool rd, wr;
+	uint64_t bytes;
+};
+
+static bool role_reads(enum placement_role r)
+{
+	return r == PL_IN || r == PL_INOUT;
+}
+
+static bool role_writes(enum placement_role r)
+{
+	return r == PL_OUT || r == PL_INOUT;
+}
+
+/*
+ * Quadratic in the operands of one region; used only where no allocation index exists
+ * (placement_unique_read_bytes called alone).  placement_run uses the linear path.
+ */
+uint64_t placement_unique_read_bytes(const struct placement_region *r)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < r->n_operands; i++) {
+		const struct placement_operand *o = &r->operands[i];
+		uint64_t bytes = 0;
+		bool first = true, reads = false;
+
+		/* Take each allocation at its first operand; size = largest of its operands. */
+		for (size_t j = 0; j < i && first; j++)
+			if (r->operands[j].alloc_id == o->alloc_id)
+				first = false;
+		if (!first)
+			continue;
+		for (size_t j = i; j < r->n_operands; j++)
+			if (r->operands[j].alloc_id == o->alloc_id) {
+				if (r->operands[j].bytes > bytes)
+					bytes = r->operands[j].bytes;
+				reads |= role_reads(r->operands[j].role);
+			}
+		if (reads)
+			sum += bytes;
+	}
+	return sum;
+}
+
+/*
+ * BW_read of one region: from n_rd when counted; else the caller's estimate; else, for the
+ * timing backend (BRIEF §4.4), unique read bytes / T_host.  NAN when none applies.
+ */
+static double region_bw_read(const struct placement_region *r, const struct placement_params *p,
+			     uint64_t unique_read_bytes, bool *estimated)
+{
+	*estimated = false;
+	if (r->t_host <= 0)
+		return NAN;
+	if (r->have_n_rd)
+		return r->n_rd * p->line_bytes / r->t_host;
+	*estimated = true;
+	if (r->have_bw_read_estimate)
+		return r->bw_read_estimate;
+	if (r->evidence == PL_EVIDENCE_ESTIMATE)
+		return (double)unique_read_bytes / r->t_host;
+	*estimated = false;
+	return NAN;
+}
+
+static double region_f_store(const struct placement_region *r)
+{
+	double den;
+
+	if (!r->have_store)
+		return NAN;
+	den = r->c_be1 + r->c_be2 + r->c_be3 + r->c_store;
+	return den > 0 ? r->c_store / den : NAN;
+}
+
+static void region_metrics(const struct placement_region *r, const struct placement_params *p,
+			   uint64_t unique_read_bytes, struct unit_metrics *m)
+{
+	m->t_host = r->t_host;
+	m->n_par = (double)r->n_par;
+	m->n_total = (double)r->n_total;
+	m->bw = region_bw_read(r, p, unique_read_bytes, &m->bw_estimated);
+	m->f_store = region_f_store(r);
+	m->evidence = r->evidence;
+	if (m->bw_estimated && evidence_strength(m->evidence) > evidence_strength(PL_EVIDENCE_ESTIMATE))
+		m->evidence = PL_EVIDENCE_ESTIMATE;
+}
+
+void placement_decide_region(const struct placement_region *r, const struct placement_params *p,
+			     struct placement_decision *d)
+{
+	struct unit_metrics m;
+	uint64_t urb = 0;
+
+	if (!r->have_n_rd && !r->have_bw_read_estimate && r->evidence == PL_EVIDENCE_ESTIMATE)
+		urb = placement_unique_read_bytes(r);
+	region_metrics(r, p, urb, &m);
+	memset(d, 0, sizeof *d);
+	d->region_id = r->id;
+	d->unit_size = 1;
+	d->n_outer = 1;
+	placement_decide_unit(&m, p, d);
+}
+
+/* ------------------------------------------------------------------ reasons */
+
+static void fmt_seconds(char *b, size_t n, double s)
+{
+	if (isnan(s))
+		snprintf(b, n, "?");
+	else if (s >= 1)
+		snprintf(b, n, "%.2f s", s);
+	else if (s >= 1e-3)
+		snprintf(b, n, "%.2f ms", s * 1e3);
+	else if (s >= 1e-6)
+		snprintf(b, n, "%.2f us", s * 1e6);
+	else
+		snprintf(b, n, "%.2f ns", s * 1e9);
+}
+
+static const char *cmp_text(const struct placement_cond *c, const char *ge, const char *lt)
+{
+	return c->lhs >= c->rhs ? ge : lt;
+}
+
+/* Appends with snprintf semantics: *pos keeps counting past len so the total length is returned. */
+_printf_(4, 5) static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(*pos < len ? buf + *pos : NULL, *pos < len ? len - *pos : 0, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*pos += (size_t)k;
+}
+
+static void reason_c3(const struct placement_decision *d, char *buf, size_t len, size_t *pos)
+{
+	const struct placement_cond *c = &d->cond[PL_C3];
+
+	if (c->state == PL_COND_NO_DATA || isnan(c->lhs)) {
+		append(buf, len, pos, "C3 not evaluable (no read counts)");
+		return;
+	}
+	append(buf, len, pos, "C3: BW_read %.2f GB/s %s θ %.2f GB/s%s", c->lhs / 1e9,
+	       cmp_text(c, ">=", "<"), c->rhs / 1e9, d->bw_estimated ? " (estimated)" : "");
+}
+
+static void reason_c4(const struct placement_decision *d, char *buf, size_t len, size_t *pos)
+{
+	const struct placement_cond *c = &d->cond[PL_C4];
+
+	if (c->state == PL_COND_NO_DATA || isnan(c->lhs)) {
+		append(buf, len, pos, "C4 not evaluable (no store counts)");
+		return;
+	}
+	append(buf, len, pos, "C4: f_store %.2f %s σ %.2f", c->lhs, cmp_text(c, ">=", "<"), c->rhs);
+}
+
+int placement_format_reason(const struct placement_decision *d, char *buf, size_t len)
+{
+	const struct placement_cond *c = d->cond;
+	size_t pos = 0;
+
+	if (len > 0)
+		buf[0] = '\0';
+	if (c[PL_C1].state != PL_COND_TRUE || c[PL_C2].state != PL_COND_TRUE) {
+		bool both = c[PL_C1].state != PL_COND_TRUE && c[PL_C2].state != PL_COND_TRUE;
+		if (c[PL_C1].state != PL_COND_TRUE) {
+			char a[32], b[32];
+			fmt_seconds(a, sizeof a, c[PL_C1].lhs);
+			fmt_seconds(b, sizeof b, c[PL_C1].rhs);
+			append(buf, len, &pos, "C1: T_host %s <= T_ctx + N_total·I_min/(N_core·f_pim) %s", a, b);
+		}
+		if (c[PL_C2].state != PL_COND_TRUE)
+			append(buf, len, &pos, "%sC2: N_par %.0f < N_core %.0f", both ? "; " : "",
+			       c[PL_C2].lhs, c[PL_C2].rhs);
+		append(buf, len, &pos, "; Stage 2 not evaluated");
+	} else if (d->side == PL_PIM) {
+		if (c[PL_C3].state == PL_COND_TRUE) {
+			reason_c3(d, buf, len, &pos);
+			if (c[PL_C4].state == PL_COND_TRUE) {
+				append(buf, len, &pos, "; ");
+				reason_c4(d, buf, len, &pos);
+			}
+		} else {
+			reason_c4(d, buf, len, &pos);
+			append(buf, len, &pos, "; ");
+			reason_c3(d, buf, len, &pos);
+		}
+	} else {
+		append(buf, len, &pos, "Stage 2 failed: ");
+		reason_c3(d, buf, len, &pos);
+		append(buf, len, &pos, "; ");
+		reason_c4(d, buf, len, &pos);
+	}
+	if (d->evidence == PL_EVIDENCE_NONE && d->side == PL_HOST)
+		append(buf, len, &pos, " [no measurements]");
+	if (d->unit_size > 1)
+		append(buf, len, &pos, " [operator group of %zu regions]", d->unit_size);
+	if (d->n_outer > 1)
+		append(buf, len, &pos, " [block: 1/%llu of the nest per execution]",
+		       (unsigned long long)d->n_outer);
+	return (int)pos;
+}
+
+/* ------------------------------------------------------------------ hash maps */
+
+/*
+ * Open addressing, power-of-two capacity, at most half full.  Two maps: allocation id → dense
+ * index (movement needs per-allocation state) and operator name → group (operator granularity).
+ */
+static size_t table_capacity(size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n)
+		cap <<= 1;
+	return cap;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+	return h;
+}
+
+/* ------------------------------------------------------------------ working state */
+
+struct placement_work {
+	const struct placement_region *regions;
+	size_t n;
+	const struct placement_params *p;
+	enum placement_granularity gran;
+	enum placement_movement_model model;
+
+	size_t *order; /* region indices in program order */
+
+	/* distinct allocations per region: refs[ref_off[i] .. ref_off[i+1]) */
+	struct alloc_ref *refs;
+	size_t *ref_off;
+	size_t n_allocs; /* dense allocation indices 0..n_allocs-1 */
+	uint64_t *touched_bytes; /* per region: Σ distinct allocation bytes (read ∪ write) */
+	uint64_t *read_bytes;    /* per region: Σ distinct read allocation bytes */
+
+	/* decision units */
+	size_t n_units;
+	size_t *unit_of;            /* region → unit */
+	size_t *unit_first;         /* unit → first member (array order) */
+	size_t *unit_size;
+	uint64_t *unit_outer;       /* block: blocks per nest execution */
+	struct unit_metrics *unit_m;
+
+	/* per-allocation movement state */
+	uint32_t *a_seg;        /* upper: 1 + segment in which a PIM region last wrote it */
+	uint8_t *a_state;       /* resident: where the valid copy is */
+	bool *a_written;        /* resident: some region writes it (not loop-invariant) */
+	bool *a_read_since;     /* resident: read after its last write */
+	uint64_t *a_wtrip;      /* resident: trip of the last writer (0: none) */
+	size_t *a_wregion;      /* resident: last PIM writer (for attributing flush bytes) */
+};
+
+static void work_free(struct placement_work *w)
+{
+	free(w->order);
+	free(w->refs);
+	free(w->ref_off);
+	free(w->touched_bytes);
+	free(w->read_bytes);
+	free(w->unit_of);
+	free(w->unit_first);
+	free(w->unit_size);
+	free(w->unit_outer);
+	free(w->unit_m);
+	free(w->a_seg);
+	free(w->a_state);
+	free(w->a_written);
+	free(w->a_read_since);
+	free(w->a_wtrip);
+	free(w->a_wregion);
+}
+
+static int region_label(char *b, size_t n, const struct placement_region *r, size_t i)
+{
+	if (r->name)
+		return snprintf(b, n, "regions[%zu] (id %u, %s)", i, r->id, r->name);
+	return snprintf(b, n, "regions[%zu] (id %u)", i, r->id);
+}
+
+static int region_bad(struct pim_error *err, const struct placement_region *r, size_t i, const char *fmt,
+		      double v)
+{
+	char label[160];
+
+	region_label(label, sizeof label, r, i);
+	return err_set(err, -EINVAL, "%s: %s (got %g)", label, fmt, v);
+}
+
+int placement_region_validate(const struct placement_region *r, size_t i, struct pim_error *err)
+{
+	if (r->n_par < 1)
+		return region_bad(err, r, i, "n_par must be >= 1", (double)r->n_par);
+	if (r->n_total < r->n_par)
+		return region_bad(err, r, i, "n_total must be >= n_par", (double)r->n_total);
+	if (r->trip < 1)
+		return region_bad(err, r, i, "trip must be >= 1", (double)r->trip);
+	if (r->n_outer > r->n_total)
+		return region_bad(err, r, i, "n_outer must not exceed n_total", (double)r->n_outer);
+	if ((unsigned)r->evidence > PL_EVIDENCE_IMPORTED)
+		return region_bad(err, r, i, "unknown evidence kind", (double)r->evidence);
+	if (!isfinite(r->t_host) || r->t_host < 0)
+		return region_bad(err, r, i, "t_host must be a finite number >= 0 s", r->t_host);
+	if (r->have_n_rd && (!isfinite(r->n_rd) || r->n_rd < 0))
+		return region_bad(err, r, i, "n_rd must be a finite count >= 0", r->n_rd);
+	if (r->have_bw_read_estimate && (!isfinite(r->bw_read_estimate) || r->bw_read_estimate < 0))
+		return region_bad(err, r, i, "bw_read_estimate must be a finite number >= 0 B/s",
+				  r->bw_read_estimate);
+	if (r->have_store) {
+		const double v[] = { r->c_store, r->c_be1, r->c_be2, r->c_be3 };
+		for (size_t k = 0; k < ELEMENTSOF(v); k++)
+			if (!isfinite(v[k]) || v[k] < 0)
+				return region_bad(err, r, i, "store/backend cycle counts must be finite and >= 0",
+						  v[k]);
+	}
+	if (r->have_t_pim && (!isfinite(r->t_pim_measured) || r->t_pim_measured < 0))
+		return region_bad(err, r, i, "t_pim_measured must be a finite number >= 0 s", r->t_pim_measured);
+	if (r->n_operands > 0 && !r->operands)
+		return region_bad(err, r, i, "operands missing for n_operands", (double)r->n_operands);
+	for (size_t k = 0; k < r->n_operands; k++)
+		if ((unsigned)r->operands[k].role > PL_INOUT)
+			return region_bad(err, r, i, "operand with unknown role", (double)r->operands[k].role);
+	return 0;
+}
+
+static int cmp_order(const void *a, const void *b, void *arg)
+{
+	const struct placement_region *R = arg;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+	if (R[x].order != R[y].order)
+		return R[x].order < R[y].order ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Allocation id → dense index 0..n_allocs-1.  Manifests number allocations densely, so a direct
+ * table is used when the largest id is small against the operand count; otherwise an
+ * open-addressing hash.  UINT32_MAX marks an empty slot.
+ */
+struct alloc_map {
+	bool direct;
+	size_t cap;     /* direct: max id + 1; hash: power of two */
+	uint32_t *keys; /* hash only */
+	uint32_t *vals;
+};
+
+static void alloc_map_free(struct alloc_map *m)
+{
+	free(m->keys);
+	free(m->vals);
+}
+
+static int alloc_map_init(struct alloc_map *m, size_t n_ops, uint32_t max_id)
+{
+	m->direct = (uint64_t)max_id < 4 * (uint64_t)n_ops + 1024;
+	m->cap = m->direct ? (size_t)max_id + 1 : table_capacity(n_ops);
+	m->vals = malloc(m->cap * sizeof *m->vals);
+	if (!m->direct)
+		m->keys = malloc(m->cap * sizeof *m->keys);
+	if (!m->vals || (!m->direct && !m->keys))
+		return -ENOMEM;
+	memset(m->vals, 0xff, m->cap * sizeof *m->vals);
+	return 0;
+}
+
+/* Slot holding id's dense index (UINT32_MAX in it when id is new). */
+static uint32_t *alloc_map_slot(struct alloc_map *m, uint32_t id)
+{
+	size_t h;
+
+	if (m->direct)
+		return &m->vals[id];
+	h = mix64(id) & (m->cap - 1);
+	while (m->vals[h] != UINT32_MAX && m->keys[h] != id)
+		h = (h + 1) & (m->cap - 1);
+	m->keys[h] = id;
+	return &m->vals[h];
+}
+
+/*
+ * Distinct allocations of every region, with dense allocation indices: one pass over all
+ * operands, with a per-allocation stamp so that repeated allocations within a region merge.
+ */
+static int work_index_allocations(struct placement_work *w, struct pim_error *err)
+{
+	size_t n_ops = 0, n_allocs = 0, nref = 0;
+	uint32_t max_id = 0;
+	_cleanup_(alloc_map_free) struct alloc_map map = { 0 };
+	_cleanup_(freep) size_t *stamp = NULL;
+	_cleanup_(freep) size_t *slot_of = NULL;
+
+	for (size_t i = 0; i < w->n; i++) {
+		const struct placement_region *r = &w->regions[i];
+		if (r->n_operands >= UINT32_MAX - n_ops)
+			return err_set(err, -E2BIG, "placement: more than %u operands", UINT32_MAX - 1);
+		n_ops += r->n_operands;
+		for (size_t k = 0; k < r->n_operands; k++)
+			if (r->operands[k].alloc_id > max_id)
+				max_id = r->operands[k].alloc_id;
+	}
+	size_t m = n_ops ? n_ops : 1;
+	w->refs = malloc(m * sizeof *w->refs);
+	w->ref_off = malloc((w->n + 1) * sizeof *w->ref_off);
+	w->touched_bytes = calloc(w->n ? w->n : 1, sizeof *w->touched_bytes);
+	w->read_bytes = calloc(w->n ? w->n : 1, sizeof *w->read_bytes);
+	stamp = malloc(m * sizeof *stamp);     /* per dense allocation: region + 1 */
+	slot_of = malloc(m * sizeof *slot_of); /* per dense allocation: its ref in that region */
+	if (!w->refs || !w->ref_off || !w->touched_bytes || !w->read_bytes || !stamp || !slot_of ||
+	    alloc_map_init(&map, n_ops, max_id) < 0)
+		return err_set(err, -ENOMEM, "placement: out of memory indexing %zu operands", n_ops);
+
+	for (size_t i = 0; i < w->n; i++) {
+		const struct placement_region *r = &w->regions[i];
+
+		w->ref_off[i] = nref;
+		for (size_t k = 0; k < r->n_operands; k++) {
+			const struct placement_operand *o = &r->operands[k];
+			uint32_t *slot = alloc_map_slot(&map, o->alloc_id), a;
+
+			if (*slot == UINT32_MAX) {
+				*slot = (uint32_t)n_allocs;
+				stamp[n_allocs++] = 0;
+			}
+			a = *slot;
+			if (stamp[a] != i + 1) {
+				stamp[a] = i + 1;
+				slot_of[a] = nref;
+				w->refs[nref++] = (struct alloc_ref){ .alloc = a };
+			}
+			struct alloc_ref *ref = &w->refs[slot_of[a]];
+			ref->rd |= role_reads(o->role);
+			ref->wr |= role_writes(o->role);
+			if (o->bytes > ref->bytes)
+				ref->bytes = o->bytes;
+		}
+		for (size_t k = w->ref_off[i]; k < nref; k++) {
+			const struct alloc_ref *ref = &w->refs[k];
+			if (!add_u64(w->touched_bytes[i], ref->bytes, &w->touched_bytes[i]) ||
+			    (ref->rd && !add_u64(w->read_bytes[i], ref->bytes, &w->read_bytes[i]))) {
+				char label[160];
+				region_label(label, sizeof label, r, i);
+				return err_set(err, -EOVERFLOW, "%s: operand bytes overflow 64 bits", label);
+			}
+		}
+	}
+	w->ref_off[w->n] = nref;
+	w->n_allocs = n_allocs;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ units */
+
+static uint64_t block_outer(const struct placement_region *r)
+{
+	if (r->n_outer > 0)
+		return r->n_outer;
+	return r->n_par == r->n_total ? 1 : r->n_par;
+}
+
+static uint64_t div_ceil(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/*
+ * Loop granularity: one unit per region.
+ * Block granularity (BRIEF §3): each innermost loop body judged alone; per execution its time and
+ * counts are the nest's divided by the outer trip count n_outer (so BW_read and f_store, being
+ * ratios, are the nest's; T_host, N_total and N_par shrink by n_outer, N_par at least 1).
+ */
+static void units_per_region(struct placement_work *w)
+{
+	w->n_units = w->n;
+	for (size_t i = 0; i < w->n; i++) {
+		const struct placement_region *r = &w->regions[i];
+		struct unit_metrics *m = &w->unit_m[i];
+		uint64_t outer = w->gran == PL_GRAN_BLOCK ? block_outer(r) : 1;
+
+		region_metrics(r, w->p, w->read_bytes[i], m);
+		if (outer > 1) {
+			m->t_host /= (double)outer;
+			m->n_total = (double)div_ceil(r->n_total, outer);
+			m->n_par = (double)div_ceil(r->n_par, outer);
+		}
+		w->unit_of[i] = i;
+		w->unit_first[i] = i;
+		w->unit_size[i] = 1;
+		w->unit_outer[i] = outer;
+	}
+}
+
+/*
+ * Operator granularity (BRIEF §3; the paper's operator-level configuration): the nests of one
+ * source operator are aggregated and decided together.  Members may sit under different loops, so
+ * sums are weighted by trip(r)/trip_g, trip_g the smallest member trip (one operator execution):
+ * with equal trips these are plain sums.  T_host, N_total, n_rd, c_* are summed; N_par is the
+ * minimum; BW_read = Σ read bytes / Σ T_host over the members (counters where every member has
+ * them, else estimated); f_store from the summed cycle counts.  A region without an operator
+ * name is a group of its own.
+ */
+static int units_per_operator(struct placement_work *w, struct pim_error *err)
+{
+	size_t cap = table_capacity(w->n);
+	_cleanup_(freep) size_t *slots = malloc(cap * sizeof *slots);
+	_cleanup_(freep) uint64_t *trip_g = malloc((w->n ? w->n : 1) * sizeof *trip_g);
+	_cleanup_(freep) double *sum = calloc((w->n ? w->n : 1) * 8, sizeof *sum);
+
+	if (!slots || !trip_g || !sum)
+		return err_set(err, -ENOMEM, "placement: out of memory grouping %zu regions", w->n);
+	for (size_t k = 0; k < cap; k++)
+		slots[k] = SIZE_MAX;
+
+	/* pass 1: group membership, smallest trip, weakest evidence */
+	w->n_units = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		const struct placement_region *r = &w->regions[i];
+		size_t u = SIZE_MAX;
+
+		if (r->op) {
+			size_t h = hash_str(r->op) & (cap - 1);
+			while (slots[h] != SIZE_MAX && strcmp(w->regions[w->unit_first[slots[h]]].op, r->op) != 0)
+				h = (h + 1) & (cap - 1);
+			if (slots[h] == SIZE_MAX)
+				slots[h] = w->n_units;
+			u = slots[h];
+		} else {
+			u = w->n_units;
+		}
+		if (u == w->n_units) {
+			w->n_units++;
+			w->unit_first[u] = i;
+			w->unit_size[u] = 0;
+			w->unit_outer[u] = 1;
+			trip_g[u] = r->trip;
+			w->unit_m[u] = (struct unit_metrics){ .n_par = (double)r->n_par,
+							      .evidence = r->evidence };
+		}
+		w->unit_of[i] = u;
+		w->unit_size[u]++;
+		if (r->trip < trip_g[u])
+			trip_g[u] = r->trip;
+		if ((double)r->n_par < w->unit_m[u].n_par)
+			w->unit_m[u].n_par = (double)r->n_par;
+	}
+
+	/* pass 2: weighted sums; sum[8u + k]: 0 T_host, 1 N_total, 2 read bytes, 3 T_host with BW,
+	   4 c_store, 5 backend total, 6 members with BW, 7 members with stores */
+	for (size_t i = 0; i < w->n; i++) {
+		const struct placement_region *r = &w->regions[i];
+		size_t u = w->unit_of[i];
+		struct unit_metrics rm, *m = &w->unit_m[u];
+		double wt = (double)r->trip / (double)trip_g[u], *s = &sum[8 * u];
+
+		region_metrics(r, w->p, w->read_bytes[i], &rm);
+		s[0] += wt * r->t_host;
+		s[1] += wt * (double)r->n_total;
+		if (!isnan(rm.bw)) {
+			s[2] += wt * rm.bw * r->t_host;
+			s[3] += wt * r->t_host;
+			s[6] += 1;
+			m->bw_estimated |= rm.bw_estimated;
+		}
+		if (!isnan(rm.f_store)) {
+			s[4] += wt * r->c_store;
+			s[5] += wt * (r->c_be1 + r->c_be2 + r->c_be3 + r->c_store);
+			s[7] += 1;
+		}
+		if (evidence_strength(rm.evidence) < evidence_strength(m->evidence))
+			m->evidence = rm.evidence;
+	}
+	for (size_t u = 0; u < w->n_units; u++) {
+		struct unit_metrics *m = &w->unit_m[u];
+		const double *s = &sum[8 * u];
+		double members = (double)w->unit_size[u];
+
+		m->t_host = s[0];
+		m->n_total = s[1];
+		/* a member without the metric makes the group's metric not evaluable */
+		m->bw = s[6] == members && s[3] > 0 ? s[2] / s[3] : NAN;
+		if (isnan(m->bw))
+			m->bw_estimated = false;
+		m->f_store = s[7] == members && s[5] > 0 ? s[4] / s[5] : NAN;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ movement */
+
+/*
+ * Data movement of a placement (BRIEF §3, the paper's Eq. 8):
+ *   T_move = N_region·T_ctx + fetch/B_rd + flush/B_wb
+ * Regions are taken in program order (order, then array index).  Operands are identified by
+ * allocation; within a region an allocation is one entry, sized by its largest operand, with the
+ * union of the operands' roles.
+ *
+ * N_region: a maximal run of consecutive PIM regions is one segment and costs 2 transitions
+ * (BRIEF §3: per segment, not multiplied by the trip counts).  At block granularity every
+ * execution of a block is a separate transition: 2·trip·n_outer per PIM nest, and no two
+ * executions share a segment.
+ *
+ * "upper" (the paper's bound).  For each PIM region r, per execution (× trip(r)):
+ *   - an allocation r writes (out or inout, including an in-place read+write) is charged once,
+ *     to flush: the paper counts an in-place buffer "as one transfer instead of two", and we keep
+ *     the write-back as that one transfer, as the producer→consumer rule below also does;
+ *   - an allocation r only reads is charged to fetch, unless a PIM region earlier in the same
+ *     segment wrote it ("a buffer written by a producer and read back by a consumer in the same
+ *     segment counts once": the producer's flush, not the consumer's fetch);
+ *   - nothing else is deduplicated: two PIM regions of a segment reading one input each fetch
+ *     it, and a buffer produced in one segment and read in the next is fetched again.
+ * Worked example (trip 1, all on PIM unless said, A=100 B, B=200 B, C=50 B):
+ *   r0: ins(A) outs(B)    segment 1   fetch A 100, flush B 200
+ *   r1: ins(B) outs(B)    segment 1   in place: B once, to flush 200 (the read-back of r0's B
+ *                                     is not fetched; r1's own write is charged)
+ *   r2: ins(B, C) outs(C) segment 1   B produced in segment: no fetch; C in place: flush 50
+ *   r3: host
+ *   r4: ins(B) outs(A)    segment 2   B fetched again 200; flush A 100
+ *   fetch = 100 + 200 = 300, flush = 200 + 200 + 50 + 100 = 550, N_region = 4.
+ *
+ * "resident" (tighter; BRIEF §3 "a buffer produced and consumed on PIM is never moved, a
+ * loop-invariant input is not multiplied by the trip count").  Walk all regions (host and PIM) in
+ * program order keeping, per allocation, where its valid copy is: HOST (initially: model inputs
+ * and weights live on the host), PIM, or BOTH.
+ *   - a PIM region reading a HOST-only allocation it does not also write fetches it (→ BOTH).
+ *     Multiplicity: 1 if no region of the model writes the allocation (read-only, hence loop
+ *     invariant); else min(trip(r), trip(last writer)), or trip(r) when its writer comes later in
+ *     program order (it rewrites it each iteration of a shared loop);
+ *   - a PIM region writing an allocation makes it PIM-only; an in-place read+write is the same
+ *     single transfer as in "upper", so it charges no fetch — its write-back is charged if the
+ *     host ever needs it;
+ *   - a host region reading a PIM-only allocation charges a flush to its last PIM writer
+ *     (→ BOTH), multiplicity min(trip(host reader), trip(writer));
+ *   - a host region writing an allocation makes it HOST-only;
+ *   - at the end, a PIM-only allocation that no region read after its last write is a model
+ *     output the host reads once: one flush.  One that was read after its last write (produced
+ *     and consumed on PIM) is never moved.
+ * Every resident charge has a matching upper charge at least as large, so resident <= upper.
+ * Same example, resident: r0 fetches A 100; r1, r2 charge nothing (B is PIM-only, C in place);
+ * r3 (host) touches nothing; r4 writes A.  End: B was read after its write (never moved), C was
+ * not read after r2 wrote it (flush 50), A was not read after r4 (flush 100).
+ *   fetch = 100, flush = 150, N_region = 4.
+ */
+enum { A_HOST, A_PIM, A_BOTH };
+
+static int move_charge(uint64_t *acc, uint64_t *region_acc, uint64_t bytes, uint64_t mult)
+{
+	uint64_t v;
+
+	if (!mul_u64(bytes, mult, &v) || !add_u64(*acc, v, acc) || !add_u64(*region_acc, v, region_acc))
+		return -EOVERFLOW;
+	return 0;
+}
+
+static int movement_upper(struct placement_work *w, struct placement_estimate *e)
+{
+	struct placement_movement *mv = &e->move;
+	uint32_t seg = 0;
+	bool in_seg = false;
+
+	memset(w->a_seg, 0, w->n_allocs * sizeof *w->a_seg);
+	for (size_t k = 0; k < w->n; k++) {
+		size_t i = w->order[k];
+		const struct placement_region *r = &w->regions[i];
+		struct placement_decision *d = &e->decisions[i];
+
+		if (d->side != PL_PIM) {
+			in_seg = false;
+			continue;
+		}
+		if (w->gran == PL_GRAN_BLOCK) {
+			/* every execution its own segment: no producer→consumer reuse either */
+			in_seg = false;
+			seg++;
+		} else if (!in_seg) {
+			in_seg = true;
+			seg++;
+			mv->segments++;
+			mv->transitions += 2;
+		}
+		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
+			const struct alloc_ref *a = &w->refs[j];
+			int rc = 0;
+
+			if (a->wr)
+				rc = move_charge(&mv->flush_bytes, &d->flush_bytes, a->bytes, r->trip);
+			else if (a->rd && w->a_seg[a->alloc] != seg)
+				rc = move_charge(&mv->fetch_bytes, &d->fetch_bytes, a->bytes, r->trip);
+			if (rc < 0)
+				return rc;
+		}
+		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++)
+			if (w->refs[j].wr)
+				w->a_seg[w->refs[j].alloc] = seg;
+	}
+	return 0;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static int movement_resident(struct placement_work *w, struct placement_estimate *e)
+{
+	struct placement_movement *mv = &e->move;
+	bool in_seg = false;
+	int rc;
+
+	memset(w->a_state, A_HOST, w->n_allocs * sizeof *w->a_state);
+	memset(w->a_read_since, 0, w->n_allocs * sizeof *w->a_read_since);
+	memset(w->a_wtrip, 0, w->n_allocs * sizeof *w->a_wtrip);
+	for (size_t a = 0; a < w->n_allocs; a++)
+		w->a_wregion[a] = SIZE_MAX;
+
+	for (size_t k = 0; k < w->n; k++) {
+		size_t i = w->order[k];
+		const struct placement_region *r = &w->regions[i];
+		struct placement_decision *d = &e->decisions[i];
+		bool pim = d->side == PL_PIM;
+
+		if (!pim)
+			in_seg = false;
+		else if (w->gran != PL_GRAN_BLOCK && !in_seg) {
+			in_seg = true;
+			mv->segments++;
+			mv->transitions += 2;
+		}
+		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
+			const struct alloc_ref *ref = &w->refs[j];
+			uint32_t a = ref->alloc;
+
+			if (ref->rd) {
+				if (pim && !ref->wr && w->a_state[a] == A_HOST) {
+					uint64_t mult = !w->a_written[a] ? 1
+							: w->a_wtrip[a] ? min_u64(r->trip, w->a_wtrip[a])
+									: r->trip;
+					rc = move_charge(&mv->fetch_bytes, &d->fetch_bytes, ref->bytes, mult);
+					if (rc < 0)
+						return rc;
+					w->a_state[a] = A_BOTH;
+				} else if (!pim && w->a_state[a] == A_PIM) {
+					struct placement_decision *wd = &e->decisions[w->a_wregion[a]];
+					rc = move_charge(&mv->flush_bytes, &wd->flush_bytes, ref->bytes,
+							 min_u64(r->trip, w->a_wtrip[a]));
+					if (rc < 0)
+						return rc;
+					w->a_state[a] = A_BOTH;
+				}
+				w->a_read_since[a] = true;
+			}
+			if (ref->wr) {
+				w->a_state[a] = pim ? A_PIM : A_HOST;
+				w->a_wtrip[a] = r->trip;
+				w->a_wregion[a] = pim ? i : SIZE_MAX;
+				w->a_read_since[a] = false;
+			}
+		}
+	}
+	/* model outputs left on PIM come back once; the flush is sized by the last writer's operand */
+	for (size_t i = 0; i < w->n; i++) {
+		struct placement_decision *d = &e->decisions[i];
+
+		if (d->side != PL_PIM)
+			continue;
+		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
+			const struct alloc_ref *ref = &w->refs[j];
+			uint32_t a = ref->alloc;
+
+			if (ref->wr && w->a_wregion[a] == i && w->a_state[a] == A_PIM && !w->a_read_since[a]) {
+				rc = move_charge(&mv->flush_bytes, &d->flush_bytes, ref->bytes, 1);
+				if (rc < 0)
+					return rc;
+				w->a_state[a] = A_BOTH; /* once */
+			}
+		}
+	}
+	return 0;
+}
+
+static int movement_run(struct placement_work *w, struct placement_estimate *e, struct pim_error *err)
+{
+	struct placement_movement *mv = &e->move;
+	const struct placement_params *p = w->p;
+	int rc;
+
+	memset(mv, 0, sizeof *mv);
+	mv->model = w->model;
+	if (w->gran == PL_GRAN_BLOCK) {
+		for (size_t i = 0; i < w->n; i++) {
+			const struct placement_decision *d = &e->decisions[i];
+			if (d->side != PL_PIM)
+				continue;
+			uint64_t t2;
+			if (!mul_u64(d->executions, 2, &t2) || !add_u64(mv->segments, d->executions, &mv->segments) ||
+			    !add_u64(mv->transitions, t2, &mv->transitions))
+				return err_set(err, -EOVERFLOW, "placement: transition count overflows 64 bits");
+		}
+	}
+	rc = w->model == PL_MOVE_RESIDENT ? movement_resident(w, e) : movement_upper(w, e);
+	if (rc < 0)
+		return err_set(err, rc, "placement: movement bytes overflow 64 bits (%s model)",
+			       placement_movement_model_name(w->model));
+	mv->t_switch = (double)mv->transitions * p->t_ctx;
+	mv->t_fetch = (double)mv->fetch_bytes / placement_b_rd(p);
+	mv->t_flush = (double)mv->flush_bytes / placement_b_wb(p);
+	mv->t_move = mv->t_switch + mv->t_fetch + mv->t_flush;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ estimate */
+
+/*
+ * T_pim(r) = max(N_total·I_min/(N_core·f_pim), bytes(r)/B_pim), B_pim = N_core·b_pim_core, or the
+ * measured time when a client reported one (BRIEF §3).  bytes(r): the distinct allocations r
+ * touches.  Per nest execution; block granularity splits it n_outer ways and runs n_outer times
+ * as often, which is the same total.
+ */
+static double region_t_pim(const struct placement_work *w, const struct placement_params *p, size_t i,
+			   bool *measured)
+{
+	const struct placement_region *r = &w->regions[i];
+	double tc, tm;
+
+	*measured = r->have_t_pim;
+	if (r->have_t_pim)
+		return r->t_pim_measured;
+	tc = (double)r->n_total * p->i_min / (p->n_core * p->f_pim);
+	tm = (double)w->touched_bytes[i] / (p->n_core * p->b_pim_core);
+	return tc > tm ? tc : tm;
+}
+
+static int estimate_one(struct placement_work *w, double n_core, struct placement_estimate *e,
+			struct pim_error *err)
+{
+	struct placement_params pc = *w->p;
+	_cleanup_(freep) struct placement_decision *units = NULL;
+	double t_pim_side_host = 0;
+	int rc;
+
+	pc.n_core = n_core;
+	e->n_core = n_core;
+	e->decisions = calloc(w->n ? w->n : 1, sizeof *e->decisions);
+	if (!e->decisions)
+		return err_set(err, -ENOMEM, "placement: out of memory for %zu decisions", w->n);
+	/* operator groups are decided once, then copied to their members; other units are regions */
+	if (w->gran == PL_GRAN_OPERATOR) {
+		units = calloc(w->n_units ? w->n_units : 1, sizeof *units);
+		if (!units)
+			return err_set(err, -ENOMEM, "placement: out of memory for %zu decisions", w->n_units);
+		for (size_t u = 0; u < w->n_units; u++)
+			placement_decide_unit(&w->unit_m[u], &pc, &units[u]);
+	}
+
+	for (size_t i = 0; i < w->n; i++) {
+		const struct placement_region *r = &w->regions[i];
+		struct placement_decision *d = &e->decisions[i];
+		size_t u = w->unit_of[i];
+
+		if (units)
+			*d = units[u];
+		else
+			placement_decide_unit(&w->unit_m[u], &pc, d);
+		d->region = i;
+		d->region_id = r->id;
+		d->unit = w->unit_first[u];
+		d->unit_size = w->unit_size[u];
+		d->n_outer = w->unit_outer[u];
+		if (!mul_u64(r->trip, d->n_outer, &d->executions))
+			return err_set(err, -EOVERFLOW, "placement: executions of region %u overflow 64 bits", r->id);
+		d->t_host = r->t_host * (double)r->trip;
+		e->t_cpu += d->t_host;
+		if (d->side == PL_PIM) {
+			d->t_pim = region_t_pim(w, &pc, i, &d->t_pim_is_measured) * (double)r->trip;
+			e->t_pim += d->t_pim;
+			t_pim_side_host += d->t_host;
+			e->n_offloaded++;
+		} else {
+			e->t_host += d->t_host;
+			if (d->cond[PL_C1].state != PL_COND_TRUE || d->cond[PL_C2].state != PL_COND_TRUE)
+				e->n_rejected_stage1++;
+			else
+				e->n_rejected_stage2++;
+		}
+	}
+	rc = movement_run(w, e, err);
+	if (rc < 0)
+		return rc;
+
+	e->t_hybrid = e->t_host + e->t_pim + e->move.t_move;
+	e->speedup = e->t_hybrid > 0 ? e->t_cpu / e->t_hybrid : 1.0;
+	e->captured_share = e->t_cpu > 0 ? t_pim_side_host / e->t_cpu : 0;
+	e->residual_share = e->t_cpu > 0 ? e->t_host / e->t_cpu : 1;
+	/* depthwise_conv reasoning: with the PIM and movement terms at zero, 1/residual remains */
+	e->bound = e->residual_share > 0 ? 1.0 / e->residual_share : HUGE_VAL;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ entry point */
+
+void placement_result_free(struct placement_result *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n_estimates; i++)
+		free(r->estimates[i].decisions);
+	free(r->estimates);
+	memset(r, 0, sizeof *r);
+}
+
+int placement_run(const struct placement_region *regions, size_t n, const struct placement_params *p,
+		  const struct placement_query *q, struct placement_result *out, struct pim_error *err)
+{
+	_cleanup_(work_free) struct placement_work w = { 0 };
+	struct placement_query dq = { PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0 };
+	struct placement_result res = { 0 };
+	size_t n_counts;
+	int rc;
+
+	if (!out)
+		return err_set(err, -EINVAL, "placement: no result given");
+	memset(out, 0, sizeof *out);
+	if (n > 0 && !regions)
+		return err_set(err, -EINVAL, "placement: %zu regions but no region array", n);
+	rc = placement_params_validate(p, err);
+	if (rc < 0)
+		return rc;
+	if (!q)
+		q = &dq;
+	if ((unsigned)q->granularity > PL_GRAN_BLOCK)
+		return err_set(err, -EINVAL, "placement: unknown granularity %d", (int)q->granularity);
+	if ((unsigned)q->movement > PL_MOVE_RESIDENT)
+		return err_set(err, -EINVAL, "placement: unknown movement model %d", (int)q->movement);
+	n_counts = q->core_counts && q->n_core_counts ? q->n_core_counts : 1;
+	for (size_t k = 0; q->core_counts && k < q->n_core_counts; k++)
+		if (!isfinite(q->core_counts[k]) || q->core_counts[k] < 1)
+			return err_set(err, -EINVAL,
+				       "placement: core count #%zu is %g: must be a finite number >= 1", k + 1,
+				       q->core_counts[k]);
+	for (size_t i = 0; i < n; i++) {
+		rc = placement_region_validate(&regions[i], i, err);
+		if (rc < 0)
+			return rc;
+	}
+
+	w.regions = regions;
+	w.n = n;
+	w.p = p;
+	w.gran = q->granularity;
+	w.model = q->movement;
+	res.params = *p;
+	res.params.theta = placement_theta(p);
+	res.params.b_rd = placement_b_rd(p);
+	res.params.b_wb = placement_b_wb(p);
+	res.granularity = q->granularity;
+	res.movement = q->movement;
+	res.n_regions = n;
+
+	size_t m = n ? n : 1;
+	w.order = malloc(m * sizeof *w.order);
+	w.unit_of = malloc(m * sizeof *w.unit_of);
+	w.unit_first = malloc(m * sizeof *w.unit_first);
+	w.unit_size = malloc(m * sizeof *w.unit_size);
+	w.unit_outer = malloc(m * sizeof *w.unit_outer);
+	w.unit_m = malloc(m * sizeof *w.unit_m);
+	if (!w.order || !w.unit_of || !w.unit_first || !w.unit_size || !w.unit_outer || !w.unit_m)
+		return err_set(err, -ENOMEM, "placement: out of memory for %zu regions", n);
+	bool sorted = true;
+	for (size_t i = 0; i < n; i++) {
+		w.order[i] = i;
+		sorted &= i == 0 || regions[i - 1].order <= regions[i].order;
+	}
+	/* manifests list regions in program order already; sort only when they do not */
+	if (!sorted)
+		qsort_r(w.order, n, sizeof *w.order, cmp_order, (void *)regions);
+
+	rc = work_index_allocations(&w, err);
+	if (rc < 0)
+		return rc;
+	size_t na = w.n_allocs ? w.n_allocs : 1;
+	w.a_seg = malloc(na * sizeof *w.a_seg);
+	w.a_state = malloc(na * sizeof *w.a_state);
+	w.a_written = calloc(na, sizeof *w.a_written);
+	w.a_read_since = malloc(na * sizeof *w.a_read_since);
+	w.a_wtrip = malloc(na * sizeof *w.a_wtrip);
+	w.a_wregion = malloc(na * sizeof *w.a_wregion);
+	if (!w.a_seg || !w.a_state || !w.a_written || !w.a_read_since || !w.a_wtrip || !w.a_wregion)
+		return err_set(err, -ENOMEM, "placement: out of memory for %zu allocations", w.n_allocs);
+	for (size_t j = 0; j < w.ref_off[n]; j++)
+		if (w.refs[j].wr)
+			w.a_written[w.refs[j].alloc] = true;
+
+	if (w.gran == PL_GRAN_OPERATOR) {
+		rc = units_per_operator(&w, err);
+		if (rc < 0)
+			return rc;
+	} else {
+		units_per_region(&w);
+	}
+
+	res.estimates = calloc(n_counts, sizeof *res.estimates);
+	if (!res.estimates)
+		return err_set(err, -ENOMEM, "placement: out of memory for %zu estimates", n_counts);
+	for (size_t k = 0; k < n_counts; k++) {
+		double nc = q->core_counts && q->n_core_counts ? q->core_counts[k] : p->n_core;
+
+		res.n_estimates = k + 1;
+		rc = estimate_one(&w, nc, &res.estimates[k], err);
+		if (rc < 0) {
+			placement_result_free(&res);
+			return rc;
+		}
+	}
+	*out = res;
+	return 0;
+}

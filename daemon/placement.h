@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * placement.h: the Torch-PIM placement rule (BRIEF §3) as a pure function over plain structs.
+ *
+ * One call, placement_run(), takes the profiled regions (loop nests) of a model and the platform
+ * parameters, and returns for each requested PIM core count:
+ *   - per region: C1..C4 (state and the two values compared), the decision, the evidence;
+ *   - the data-movement cost of the whole placement (Eq. 8, "upper", or the tighter "resident"
+ *     model), always labelled with the model that produced it;
+ *   - the end-to-end estimate: T_hybrid, speedup, captured and residual share, attainable bound.
+ *
+ * No I/O, no logging, no global state (reentrant); memory is the result plus work arrays freed
+ * before returning.  Errors are a negative errno plus a message in struct pim_error naming the
+ * region or parameter at fault.
+ */
+#ifndef PIMD_PLACEMENT_H
+#define PIMD_PLACEMENT_H
+
+#include "util.h"
+
+/* How an operand uses its allocation. */
+enum placement_role {
+	PL_IN,    /* ins(r): read */
+	PL_OUT,   /* outs(r): written */
+	PL_INOUT, /* read and written (an outs operand that is also read, e.g. an accumulator) */
+};
+
+/* One operand of a region, already resolved to its allocation (manifest, §2). */
+struct placement_operand {
+	uint32_t alloc_id; /* allocation the operand resolves to after bufferization */
+	uint64_t bytes;    /* bytes of the operand (shape product × element width) */
+	enum placement_role role;
+};
+
+/* Where the metrics of a region come from (BRIEF §3 "evidence quality", §4.4). */
+enum placement_evidence {
+	PL_EVIDENCE_NONE,     /* nothing measured: Stage 2 cannot hold */
+	PL_EVIDENCE_COUNTERS, /* hardware counters on this host */
+	PL_EVIDENCE_ESTIMATE, /* timing backend: T_host measured, BW_read estimated */
+	PL_EVIDENCE_IMPORTED, /* counter data measured elsewhere (perf stat CSV) */
+};
+
+/* One loop nest with its manifest facts and profile metrics (BRIEF §3 table). */
+struct placement_region {
+	uint32_t id;
+	const char *name; /* may be NULL */
+	const char *op;   /* source operator instance (not the linalg op kind): regions sharing it form
+			     one operator group; NULL: a group of its own */
+	uint32_t order;   /* program order; ties keep array order */
+	uint64_t n_par;   /* N_par: product of the parallel dims */
+	uint64_t n_total; /* N_total: product of all dims */
+	uint64_t trip;    /* trip(r): product of enclosing trip counts (>= 1) */
+	/*
+	 * Block granularity only: executions of the nest's innermost loop per nest execution (the
+	 * trip count of the nest's own loops outside it).  0 = derive: 1 when N_par == N_total (the
+	 * scf.parallel is the innermost loop), else N_par (one scf.parallel around one scf.for, the
+	 * shape convert-linalg-to-parallel-loops gives a single-reduction nest).
+	 */
+	uint64_t n_outer;
+	const struct placement_operand *operands;
+	size_t n_operands;
+
+	enum placement_evidence evidence;
+	double t_host; /* T_host: seconds, one execution (median) */
+	bool have_n_rd;
+	double n_rd; /* off-core data read requests, one execution */
+	bool have_bw_read_estimate;
+	double bw_read_estimate; /* B/s, used for C3 when n_rd is missing (timing backend) */
+	bool have_store;
+	double c_store, c_be1, c_be2, c_be3; /* cycles, one execution */
+	bool have_t_pim;
+	double t_pim_measured; /* seconds, one execution on PIM, reported by a client */
+};
+
+/*
+ * Platform parameters (BRIEF §3).  Zero in theta, b_rd, b_wb means "derive": θ = theta_ratio·B_cpu,
+ * B_rd = B_wb = B_cpu.
+ */
+struct placement_params {
+	double n_core;      /* N_core: PIM cores (default 128: one UPMEM DIMM) */
+	double f_pim;       /* f_pim: Hz (default 350e6: UPMEM DPU v1A) */
+	double i_min;       /* I_min: instructions per iteration, lower bound (default 1) */
+	double t_ctx;       /* T_ctx: seconds per host<->PIM switch (default 10e-6, an assumption) */
+	double b_cpu;       /* B_cpu: host read bandwidth, B/s (default 16.754e9, the paper's) */
+	double theta;       /* θ: B/s; <= 0 means theta_ratio·B_cpu */
+	double theta_ratio; /* default 0.12 (θ = 2.0 GB/s at the paper's B_cpu) */
+	double sigma;       /* σ: store-bound fraction threshold (default 0.4) */
+	double b_rd, b_wb;  /* movement bandwidths, B/s; <= 0 means B_cpu */
+	double b_pim_core;  /* PIM-side bandwidth per core, B/s; B_pim = N_core·b_pim_core */
+	double line_bytes;  /* L: cache line (default 64) */
+};
+
+struct placement_params placement_params_default(void);
+/* 0, or -EINVAL with a message naming the first bad parameter and its value. */
+int placement_params_validate(const struct placement_params *p, struct pim_error *err);
+/* Effective values after "<= 0 means derive". */
+double placement_theta(const struct placement_params *p);
+double placement_b_rd(const struct placement_params *p);
+double placement_b_wb(const struct placement_params *p);
+
+enum placement_granularity {
+	PL_GRAN_LOOP,     /* per nest (default, Torch-PIM) */
+	PL_GRAN_OPERATOR, /* nests of one source operator decided together */
+	PL_GRAN_BLOCK,    /* each innermost loop body judged alone */
+};
+
+enum placement_movement_model {
+	PL_MOVE_UPPER,    /* Eq. 8 as in the paper: an upper bound */
+	PL_MOVE_RESIDENT, /* buffers stay resident on PIM; invariant inputs fetched once */
+};
+
+/* Return the enum value (>= 0) or -EINVAL for an unknown name. */
+int placement_granularity_from_name(const char *name);
+int placement_movement_model_from_name(const char *name);
+const char *placement_granularity_name(enum placement_granularity g);
+const char *placement_movement_model_name(enum placement_movement_model m);
+
+enum placement_cond_state {
+	PL_COND_FALSE,
+	PL_COND_TRUE,
+	PL_COND_NO_DATA, /* not evaluable: the metric is missing (lhs is NAN) */
+	PL_COND_SKIPPED, /* not evaluated: Stage 1 failed (lhs/rhs still filled when known) */
+};
+
+enum { PL_C1, PL_C2, PL_C3, PL_C4, PL_N_COND };
+
+struct placement_cond {
+	enum placement_cond_state state;
+	double lhs, rhs; /* C1: T_host vs T_ctx+N_total·I_min/(N_core·f_pim); C2: N_par vs N_core;
+			    C3: BW_read vs θ (B/s); C4: f_store vs σ */
+};
+
+enum placement_side { PL_HOST, PL_PIM };
+
+struct placement_decision {
+	size_t region;     /* index into the caller's array */
+	uint32_t region_id;
+	size_t unit;       /* decision unit: the region itself, or the first member of its operator group */
+	size_t unit_size;  /* regions deciding together (operator granularity), else 1 */
+	uint64_t n_outer;  /* block granularity: blocks per nest execution, else 1 */
+	enum placement_side side;
+	struct placement_cond cond[PL_N_COND];
+	enum placement_evidence evidence; /* weakest evidence behind the Stage-2 values */
+	bool bw_estimated;                /* C3 used an estimated BW_read */
+	/* cost, totals over all executions */
+	uint64_t executions; /* trip, or trip·n_outer at block granularity */
+	double t_host;       /* T_host·trip */
+	double t_pim;        /* T_pim·trip when on PIM, else 0 */
+	bool t_pim_is_measured;
+	uint64_t fetch_bytes, flush_bytes; /* movement charged to this region */
+};
+
+struct placement_movement {
+	enum placement_movement_model model;
+	uint64_t segments;    /* maximal runs of consecutive PIM units */
+	uint64_t transitions; /* N_region */
+	uint64_t fetch_bytes, flush_bytes;
+	double t_switch, t_fetch, t_flush, t_move; /* N_region·T_ctx, fetch/B_rd, flush/B_wb, sum */
+};
+
+/* Everything decided and estimated for one PIM core count. */
+struct placement_estimate {
+	double n_core;
+	struct placement_decision *decisions; /* n_regions, in the caller's order */
+	size_t n_offloaded;                   /* regions on PIM */
+	size_t n_rejected_stage1, n_rejected_stage2;
+	struct placement_movement move;
+	double t_cpu;          /* Σ_all T_host·trip: the all-CPU time */
+	double t_host;         /* Σ_host T_host·trip: the residual */
+	double t_pim;          /* Σ_PIM T_pim·trip */
+	double t_hybrid;       /* t_host + t_pim + move.t_move */
+	double speedup;        /* t_cpu / t_hybrid */
+	double captured_share; /* Σ_PIM T_host·trip / t_cpu */
+	double residual_share; /* t_host / t_cpu */
+	double bound;          /* 1/residual_share: attainable speedup; HUGE_VAL when nothing stays */
+};
+
+struct placement_query {
+	enum placement_granularity granularity;
+	enum placement_movement_model movement;
+	const double *core_counts; /* decide once per count; NULL or 0 entries: params->n_core */
+	size_t n_core_counts;
+};
+
+struct placement_result {
+	enum placement_granularity granularity;
+	enum placement_movement_model movement;
+	struct placement_params params; /* as validated, theta/b_rd/b_wb resolved */
+	size_t n_regions;
+	struct placement_estimate *estimates; /* one per core count, in query order */
+	size_t n_estimates;
+};
+
+/*
+ * Decide every region and estimate the placement, once per core count.  q may be NULL (loop,
+ * upper, params->n_core).  Cost O(n log n + operands) per core count.  On success *out must be
+ * released with placement_result_free(); on failure *out is left empty.
+ */
+int placement_run(const struct placement_region *regions, size_t n, const struct placement_params *p,
+		  const struct placement_query *q, struct placement_result *out, struct pim_error *err);
+void placement_result_free(struct placement_result *r);
+
+/* 0, or -EINVAL naming regions[index] and the bad field (placement_run checks every region). */
+int placement_region_validate(const struct placement_region *r, size_t index, struct pim_error *err);
+
+/*
+ * The rule for one region alone at loop granularity: fills cond[], side, evidence and
+ * bw_estimated (cost fields are zero).  p must be valid.  Used by calibrate.c.
+ */
+void placement_decide_region(const struct placement_region *r, const struct placement_params *p,
+			     struct placement_decision *d);
+
+/*
+ * One-line human reason for d, e.g. "C3: BW_read 6.97 GB/s >= θ 2.00 GB/s".  Returns what
+ * snprintf returns.
+ */
+int placement_format_reason(const struct placement_decision *d, char *buf, size_t len);
+
+/* Distinct allocations with role in/inout, bytes summed (the timing backend's read set, §4.4). */
+uint64_t placement_unique_read_bytes(const struct placement_region *r);
+
+#endif
