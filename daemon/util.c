@@ -26,7 +26,11 @@ int err_prefix(struct pim_error *e, const char *fmt, ...)
 	vsnprintf(prefix, sizeof prefix, fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof old);
+	/* Truncating a long message is intended: it stays a bounded, readable line. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
 	snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, old);
+#pragma GCC diagnostic pop
 	return e->code;
 }
 

@@ -1,0 +1,907 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mx.c: MX9/MX6/MX4 quantization (BRIEF §5.1). The layout and every edge case are documented
+ * in mx.h; this file has three quantizers that must agree bit for bit:
+ *   - the scalar reference mx_quantize_block(), written to read like the specification;
+ *   - a branch-light portable version working on FP32 bit patterns (quant_bits_generic());
+ *   - an AVX2 version chosen at run time with __builtin_cpu_supports("avx2").
+ * tests/unit/test_mx.c compares them on millions of random values.
+ */
+#include "mx.h"
+
+#include <math.h>
+#include <strings.h>
+
+#if defined(__x86_64__)
+#define MX_HAVE_X86 1
+#include <immintrin.h>
+#else
+#define MX_HAVE_X86 0
+#endif
+
+#define FP32_BIAS 127
+#define FP32_MANT_BITS 23
+#define FP32_MANT_MASK 0x007fffffu
+#define FP32_HIDDEN 0x00800000u
+#define FP32_QNAN 0x7fc00000u
+
+unsigned mx_mantissa_bits(enum mx_format f)
+{
+	switch (f) {
+	case MX_FMT_MX9:
+		return 7;
+	case MX_FMT_MX6:
+		return 4;
+	case MX_FMT_MX4:
+		return 2;
+	}
+	return 0;
+}
+
+size_t mx_block_bytes(enum mx_format f)
+{
+	unsigned m = mx_mantissa_bits(f);
+
+	/* E + 8 microexponent bits + 16 x (1 + m) bits: 18 / 12 / 8 bytes. */
+	return m ? 2 + MX_BLOCK * (1 + m) / 8 : 0;
+}
+
+const char *mx_format_name(enum mx_format f)
+{
+	switch (f) {
+	case MX_FMT_MX9:
+		return "mx9";
+	case MX_FMT_MX6:
+		return "mx6";
+	case MX_FMT_MX4:
+		return "mx4";
+	}
+	return "invalid";
+}
+
+int mx_format_from_name(const char *s, enum mx_format *out)
+{
+	static const enum mx_format all[] = { MX_FMT_MX9, MX_FMT_MX6, MX_FMT_MX4 };
+
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < ELEMENTSOF(all); i++)
+		if (strcasecmp(s, mx_format_name(all[i])) == 0) {
+			if (out)
+				*out = all[i];
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static inline uint32_t f32_bits(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof u);
+	return u;
+}
+
+static inline float f32_from_bits(uint32_t u)
+{
+	float x;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* ---- scalar reference ---------------------------------------------------------------- */
+
+/*
+ * v / 2^sh rounded to nearest, ties to even, for a significand v < 2^24 and sh >= 1.
+ * For sh >= 25 the half-ulp 2^(sh-1) exceeds v, so the result is 0.
+ */
+static uint32_t rne_shift_right(uint32_t v, unsigned sh)
+{
+	if (sh >= 25)
+		return 0;
+	uint32_t q = v >> sh, r = v & ((1u << sh) - 1), half = 1u << (sh - 1);
+	if (r > half || (r == half && (q & 1)))
+		q++;
+	return q;
+}
+
+void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *out)
+{
+	unsigned m = mx_mantissa_bits(f), e[MX_BLOCK], E = 0;
+	uint32_t u[MX_BLOCK];
+
+	memset(out, 0, sizeof *out);
+	if (!m)
+		return;
+
+	/* Level-1 exponent: the largest FP32 biased exponent. Subnormals (field 0) flush to
+	 * zero and so contribute 0; NaN/Inf (field 255) win the max and mark the block. */
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		u[j] = f32_bits(in[j]);
+		e[j] = (u[j] >> FP32_MANT_BITS) & 0xff;
+		if (e[j] > E)
+			E = e[j];
+	}
+	if (E == MX_EXP_NAN) {
+		out->exp = MX_EXP_NAN; /* canonical NaN block: everything else 0 (mx.h) */
+		return;
+	}
+	out->exp = (uint8_t)E;
+
+	for (unsigned i = 0; i < MX_BLOCK / 2; i++) {
+		/* Level-2 exponent: d = 1 iff both elements of the pair are below E. */
+		unsigned d = e[2 * i] < E && e[2 * i + 1] < E;
+		out->micro |= (uint8_t)(d << i);
+
+		for (unsigned j = 2 * i; j < 2 * i + 2; j++) {
+			out->sign |= (uint16_t)((u[j] >> 31) << j);
+			if (e[j] == 0)
+				continue; /* zero or flushed subnormal: M = 0 */
+			/*
+			 * |x| = (2^23 + frac) * 2^(e - 127 - 23) and the step is
+			 * 2^(E - 127 - d + 1 - m), so M = (2^23 + frac) / 2^sh with
+			 * sh = 24 - m + (E - e) - d. d = 1 only when e < E, so
+			 * sh >= 24 - m >= 17: a single exact rounding of an integer.
+			 */
+			uint32_t v = FP32_HIDDEN | (u[j] & FP32_MANT_MASK);
+			unsigned sh = 24 - m + (E - e[j]) - d;
+			uint32_t q = rne_shift_right(v, sh);
+			uint32_t max = (1u << m) - 1;
+			out->mag[j] = (uint8_t)(q > max ? max : q); /* saturate (BRIEF §5.1) */
+		}
+	}
+}
+
+/*
+ * M * 2^k as FP32: built directly when the result is normal, else by ldexpf(), which is exact
+ * here too since k >= -134 makes the value a multiple of 2^-149 (mx.h).
+ */
+static float mx_scale(uint32_t M, int k)
+{
+	if (M == 0)
+		return 0.0f;
+	int p = 31 - __builtin_clz(M);
+	int biased = p + k + FP32_BIAS;
+	if (biased >= 1 && biased <= 254)
+		return f32_from_bits((uint32_t)biased << FP32_MANT_BITS |
+				     ((M << (FP32_MANT_BITS - p)) & FP32_MANT_MASK));
+	return ldexpf((float)M, k);
+}
+
+void mx_dequantize_block(enum mx_format f, const struct mx_block *b, float out[16])
+{
+	unsigned m = mx_mantissa_bits(f);
+
+	if (!m || b->exp == MX_EXP_NAN) {
+		for (unsigned j = 0; j < MX_BLOCK; j++)
+			out[j] = f32_from_bits(FP32_QNAN);
+		return;
+	}
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		unsigned d = (b->micro >> (j / 2)) & 1;
+		int k = (int)b->exp - FP32_BIAS - (int)d + 1 - (int)m; /* BRIEF §5.1 */
+		float v = mx_scale(b->mag[j] & ((1u << m) - 1), k);
+		out[j] = (b->sign >> j) & 1 ? -v : v;
+	}
+}
+
+/* Stream of 16 (1+m)-bit fields, LSB first; at most 16 x 8 = 128 bits. */
+typedef unsigned __int128 mx_u128;
+
+static void put_stream(mx_u128 acc, unsigned nbytes, uint8_t *out)
+{
+	for (unsigned i = 0; i < nbytes; i++)
+		out[i] = (uint8_t)(acc >> (8 * i));
+}
+
+void mx_pack_block(enum mx_format f, const struct mx_block *b, uint8_t *out)
+{
+	unsigned m = mx_mantissa_bits(f), w = 1 + m;
+	mx_u128 acc = 0;
+
+	if (!m)
+		return;
+	out[0] = b->exp;
+	out[1] = b->micro;
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		uint32_t field = ((uint32_t)(b->sign >> j) & 1) << m | (b->mag[j] & ((1u << m) - 1));
+		acc |= (mx_u128)field << (w * j);
+	}
+	put_stream(acc, MX_BLOCK * w / 8, out + 2);
+}
+
+void mx_unpack_block(enum mx_format f, const uint8_t *in, struct mx_block *b)
+{
+	unsigned m = mx_mantissa_bits(f), w = 1 + m;
+	mx_u128 acc = 0;
+
+	memset(b, 0, sizeof *b);
+	if (!m)
+		return;
+	b->exp = in[0];
+	b->micro = in[1];
+	for (unsigned i = 0; i < MX_BLOCK * w / 8; i++)
+		acc |= (mx_u128)in[2 + i] << (8 * i);
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		uint32_t field = (uint32_t)(acc >> (w * j)) & ((1u << w) - 1);
+		b->mag[j] = (uint8_t)(field & ((1u << m) - 1));
+		b->sign |= (uint16_t)((field >> m) << j);
+	}
+}
+
+/* ---- shape checks --------------------------------------------------------------------- */
+
+static int check_shape(enum mx_format f, size_t rows, size_t cols, enum mx_dir dir,
+		       size_t *bytes, struct pim_error *err)
+{
+	uint64_t n, nb, sz;
+
+	if (!mx_mantissa_bits(f))
+		return err_set(err, -EINVAL, "invalid MX format %d", (int)f);
+	if (dir != MX_DIR_ROW && dir != MX_DIR_COL)
+		return err_set(err, -EINVAL, "invalid blocking direction %d", (int)dir);
+	if (rows == 0 || cols == 0)
+		return err_set(err, -EINVAL, "empty tensor %zux%zu: both dimensions must be non-zero",
+			       rows, cols);
+	if (dir == MX_DIR_ROW && cols % MX_BLOCK)
+		return err_set(err, -EINVAL,
+			       "row blocking needs cols to be a multiple of %d, got %zux%zu "
+			       "(pad the tensor or block along the other dimension)",
+			       MX_BLOCK, rows, cols);
+	if (dir == MX_DIR_COL && rows % MX_BLOCK)
+		return err_set(err, -EINVAL,
+			       "column blocking needs rows to be a multiple of %d, got %zux%zu "
+			       "(pad the tensor or block along the other dimension)",
+			       MX_BLOCK, rows, cols);
+	/* The FP32 source and the FP32 dequantized output must be addressable too. */
+	if (!mul_u64(rows, cols, &n) || !mul_u64(n, sizeof(float), &sz) || sz > SIZE_MAX)
+		return err_set(err, -EOVERFLOW, "tensor %zux%zu is too large", rows, cols);
+	nb = n / MX_BLOCK;
+	if (!mul_u64(nb, mx_block_bytes(f), &sz) || sz > SIZE_MAX)
+		return err_set(err, -EOVERFLOW, "packed size of tensor %zux%zu overflows", rows,
+			       cols);
+	*bytes = (size_t)sz;
+	return 0;
+}
+
+size_t mx_packed_size(enum mx_format f, size_t rows, size_t cols, enum mx_dir dir)
+{
+	size_t bytes = 0;
+
+	return check_shape(f, rows, cols, dir, &bytes, NULL) < 0 ? 0 : bytes;
+}
+
+/* ---- reference tensor quantizer -------------------------------------------------------- */
+
+static inline uint32_t src_bits(enum mx_src t, const void *src, size_t i)
+{
+	if (t == MX_SRC_BF16)
+		return (uint32_t)((const uint16_t *)src)[i] << 16; /* exact widening */
+	uint32_t u;
+	memcpy(&u, (const char *)src + i * sizeof(float), sizeof u);
+	return u;
+}
+
+/*
+ * Element k (0..15) of block b: its flat index in the row-major source. Row blocking: the
+ * blocks are consecutive runs of 16. Column blocking: block b = c * (rows/16) + rb.
+ */
+static inline size_t block_elem(size_t rows, size_t cols, enum mx_dir dir, size_t b, unsigned k)
+{
+	if (dir == MX_DIR_ROW)
+		return b * MX_BLOCK + k;
+	size_t rblocks = rows / MX_BLOCK, c = b / rblocks, rb = b % rblocks;
+	return (rb * MX_BLOCK + k) * cols + c;
+}
+
+static void quant_ref(enum mx_format f, enum mx_src t, const void *src, size_t rows, size_t cols,
+		      enum mx_dir dir, uint8_t *out)
+{
+	size_t nblocks = rows * cols / MX_BLOCK, bb = mx_block_bytes(f);
+
+	for (size_t b = 0; b < nblocks; b++) {
+		float in[MX_BLOCK];
+		struct mx_block blk;
+
+		for (unsigned k = 0; k < MX_BLOCK; k++)
+			in[k] = f32_from_bits(src_bits(t, src, block_elem(rows, cols, dir, b, k)));
+		mx_quantize_block(f, in, &blk);
+		mx_pack_block(f, &blk, out + b * bb);
+	}
+}
+
+/* ---- portable fast path ---------------------------------------------------------------- */
+
+/* Little-endian store of the low n bytes of x (n <= 8); compilers merge it into one store. */
+static inline void put_le(uint64_t x, unsigned n, uint8_t *out)
+{
+	for (unsigned i = 0; i < n; i++)
+		out[i] = (uint8_t)(x >> (8 * i));
+}
+
+/*
+ * One block from 16 FP32 bit patterns straight to packed bytes, written as simple loops over
+ * the 16 lanes without data-dependent branches (except the rare NaN block), so compilers can
+ * vectorize them where the target has variable shifts. m is a constant after inlining.
+ * Same arithmetic as mx_quantize_block(), with the round-half-even written as
+ * (v + 2^(sh-1) - 1 + bit sh of v) >> sh.
+ */
+static inline __attribute__((always_inline)) void quant_bits_generic(const uint32_t u[16],
+								     unsigned m, uint8_t *out)
+{
+	const unsigned w = 1 + m;
+	const uint32_t max = (1u << m) - 1;
+	uint32_t e[MX_BLOCK], lt[MX_BLOCK], f[MX_BLOCK], E = 0, micro = 0;
+	uint64_t lo = 0, hi = 0;
+
+	for (unsigned j = 0; j < MX_BLOCK; j++)
+		e[j] = (u[j] >> FP32_MANT_BITS) & 0xff;
+	for (unsigned j = 0; j < MX_BLOCK; j++)
+		E = e[j] > E ? e[j] : E;
+	if (__builtin_expect(E == MX_EXP_NAN, 0)) {
+		memset(out, 0, 2 + MX_BLOCK * w / 8);
+		out[0] = MX_EXP_NAN;
+		return;
+	}
+	for (unsigned j = 0; j < MX_BLOCK; j++)
+		lt[j] = e[j] < E;
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		uint32_t d = lt[j] & lt[j ^ 1]; /* both elements of the pair below E */
+		/* Zero significand for zeros and subnormals (flush, BRIEF §5.1). */
+		uint32_t v = (FP32_HIDDEN | (u[j] & FP32_MANT_MASK)) & -(uint32_t)(e[j] != 0);
+		uint32_t sh = 24 - m + (E - e[j]) - d;
+		sh = sh > 25 ? 25 : sh; /* v < 2^24 rounds to 0 from 25 on */
+		uint32_t q = (v + ((1u << (sh - 1)) - 1) + ((v >> sh) & 1)) >> sh;
+		q = q > max ? max : q;
+		f[j] = (u[j] >> 31) << m | q;
+	}
+	for (unsigned i = 0; i < MX_BLOCK / 2; i++)
+		micro |= (lt[2 * i] & lt[2 * i + 1]) << i;
+#pragma GCC unroll 16
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		unsigned bit = w * j;
+		if (bit < 64) {
+			lo |= (uint64_t)f[j] << bit;
+			if (bit + w > 64)
+				hi |= (uint64_t)f[j] >> (64 - bit);
+		} else {
+			hi |= (uint64_t)f[j] << (bit - 64);
+		}
+	}
+	out[0] = (uint8_t)E;
+	out[1] = (uint8_t)micro;
+	if (w == 3) {
+		put_le(lo, 6, out + 2);
+	} else {
+		put_le(lo, 8, out + 2);
+		put_le(hi, MX_BLOCK * w / 8 - 8, out + 10);
+	}
+}
+
+static inline __attribute__((always_inline)) void
+quant_generic_m(unsigned m, enum mx_src t, const void *src, size_t rows, size_t cols,
+		enum mx_dir dir, uint8_t *out)
+{
+	size_t nblocks = rows * cols / MX_BLOCK, bb = 2 + MX_BLOCK * (1 + m) / 8;
+	size_t rblocks = rows / MX_BLOCK;
+	uint32_t u[MX_BLOCK];
+
+	if (dir == MX_DIR_ROW) {
+		for (size_t b = 0; b < nblocks; b++) {
+			if (t == MX_SRC_BF16) {
+				const uint16_t *s = (const uint16_t *)src + b * MX_BLOCK;
+				for (unsigned k = 0; k < MX_BLOCK; k++)
+					u[k] = (uint32_t)s[k] << 16;
+			} else {
+				memcpy(u, (const float *)src + b * MX_BLOCK, sizeof u);
+			}
+			quant_bits_generic(u, m, out + b * bb);
+		}
+		return;
+	}
+	/* Column blocks, rows of 16 at a time so the reads stay close together. */
+	for (size_t rb = 0; rb < rblocks; rb++)
+		for (size_t c = 0; c < cols; c++) {
+			for (unsigned k = 0; k < MX_BLOCK; k++)
+				u[k] = src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
+			quant_bits_generic(u, m, out + (c * rblocks + rb) * bb);
+		}
+}
+
+static void quant_generic(enum mx_format f, enum mx_src t, const void *src, size_t rows,
+			  size_t cols, enum mx_dir dir, uint8_t *out)
+{
+	switch (f) {
+	case MX_FMT_MX9:
+		quant_generic_m(7, t, src, rows, cols, dir, out);
+		break;
+	case MX_FMT_MX6:
+		quant_generic_m(4, t, src, rows, cols, dir, out);
+		break;
+	case MX_FMT_MX4:
+		quant_generic_m(2, t, src, rows, cols, dir, out);
+		break;
+	}
+}
+
+/* ---- AVX2 fast path -------------------------------------------------------------------- */
+
+#if MX_HAVE_X86
+#define AVX2 __attribute__((target("avx2")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
+
+/*
+ * The per-lane part of the quantizer for 8 elements: x are FP32 bit patterns, e their
+ * exponent fields, E the shared exponent in every lane, d all-ones where the microexponent
+ * is 1. Returns the (1+m)-bit fields s << m | M. Same result as quant_bits_generic(); the
+ * round-half-even is done as (v + 2^(sh-1) - 1 + lsb) >> sh, lsb being bit sh of v, which
+ * is the same integer rounding in fewer vector operations.
+ */
+AVX2_INLINE __m256i avx2_fields(__m256i x, __m256i e, __m256i E, __m256i d, unsigned m)
+{
+	const __m256i one = _mm256_set1_epi32(1);
+	__m256i v = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(FP32_MANT_MASK)),
+				    _mm256_set1_epi32(FP32_HIDDEN));
+	/* Zeros and subnormals flush (BRIEF §5.1). */
+	v = _mm256_andnot_si256(_mm256_cmpeq_epi32(e, _mm256_setzero_si256()), v);
+	/* sh = 24 - m + (E - e) - d, d being -1 in the mask: adding it subtracts 1. Clamped at
+	 * 25, where v < 2^24 rounds to 0, so the 32-bit arithmetic below cannot wrap. */
+	__m256i sh = _mm256_add_epi32(_mm256_sub_epi32(E, e), d);
+	sh = _mm256_add_epi32(sh, _mm256_set1_epi32((int)(24 - m)));
+	sh = _mm256_min_epu32(sh, _mm256_set1_epi32(25));
+	__m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(v, sh), one);
+	/* 2^(sh-1) - 1 = 0xffffffff >> (33 - sh) */
+	__m256i halfm1 = _mm256_srlv_epi32(_mm256_set1_epi32(-1),
+					   _mm256_sub_epi32(_mm256_set1_epi32(33), sh));
+	__m256i q = _mm256_srlv_epi32(_mm256_add_epi32(_mm256_add_epi32(v, halfm1), lsb), sh);
+	q = _mm256_min_epu32(q, _mm256_set1_epi32((int)((1u << m) - 1))); /* saturate */
+	/* sign bit 31 -> bit m of the field */
+	__m256i s = _mm256_and_si256(_mm256_srli_epi32(x, (int)(31 - m)),
+				     _mm256_set1_epi32((int)(1u << m)));
+	return _mm256_or_si256(s, q);
+}
+
+/* 16 fields (each < 256) in two vectors of u32 -> 16 bytes in element order. */
+AVX2_INLINE __m128i avx2_fields_to_bytes(__m256i f0, __m256i f1)
+{
+	__m256i w = _mm256_packus_epi32(f0, f1); /* 0-3, 8-11, 4-7, 12-15 as u16 */
+	w = _mm256_permute4x64_epi64(w, 0xd8);   /* 0-15 */
+	return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+
+/* Packs 16 field bytes (element order) into the (1+m)-bit stream of mx.h at out (byte 2 of
+ * the block). */
+AVX2_INLINE void avx2_store_stream(__m128i b, unsigned m, uint8_t *out)
+{
+	const unsigned w = 1 + m;
+
+	if (w == 8) {
+		_mm_storeu_si128((__m128i *)out, b);
+		return;
+	}
+	/* Pairwise merge: bytes -> 2w-bit u16 -> 4w-bit u32 -> 8w-bit u64 lanes. */
+	__m128i p16 = _mm_maddubs_epi16(b, _mm_set1_epi16((short)(1 | (1 << w) << 8)));
+	__m128i p32 = _mm_madd_epi16(p16, _mm_set1_epi32(1 | (1 << (2 * w)) << 16));
+	__m128i p64 = _mm_or_si128(_mm_and_si128(p32, _mm_set1_epi64x(0xffffffff)),
+				   _mm_slli_epi64(_mm_srli_epi64(p32, 32), (int)(4 * w)));
+	/* z0 holds fields 0-7 (8w bits), z1 fields 8-15. */
+	uint64_t z0 = (uint64_t)_mm_cvtsi128_si64(p64);
+	uint64_t z1 = (uint64_t)_mm_extract_epi64(p64, 1);
+	uint64_t lo = z0 | z1 << (8 * w);
+	if (w == 5) { /* 80 bits */
+		uint16_t hi = (uint16_t)(z1 >> (64 - 8 * w));
+		memcpy(out, &lo, 8);
+		memcpy(out + 8, &hi, 2);
+	} else { /* w == 3: 48 bits */
+		uint32_t a = (uint32_t)lo;
+		uint16_t b2 = (uint16_t)(lo >> 32);
+		memcpy(out, &a, 4);
+		memcpy(out + 4, &b2, 2);
+	}
+}
+
+/* Masks d0 (pairs 0-3) and d1 (pairs 4-7), each lane of a pair equal -> 8 micro bits. */
+AVX2_INLINE unsigned avx2_micro8(__m256i d0, __m256i d1)
+{
+	unsigned mm = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d0)) |
+		      (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d1)) << 8;
+	/* keep the even bits and squeeze them together */
+	mm &= 0x5555;
+	mm = (mm | mm >> 1) & 0x3333;
+	mm = (mm | mm >> 2) & 0x0f0f;
+	return (mm | mm >> 4) & 0xff;
+}
+
+AVX2_INLINE __m256i avx2_exp(__m256i x)
+{
+	return _mm256_and_si256(_mm256_srli_epi32(x, FP32_MANT_BITS), _mm256_set1_epi32(0xff));
+}
+
+/* One row block from its 16 elements in x0 (0-7) and x1 (8-15). */
+AVX2_INLINE void avx2_row_block(__m256i x0, __m256i x1, unsigned m, uint8_t *out)
+{
+	__m256i e0 = avx2_exp(x0), e1 = avx2_exp(x1);
+	__m256i E = _mm256_max_epu32(e0, e1);
+	E = _mm256_max_epu32(E, _mm256_permute2x128_si256(E, E, 1));
+	E = _mm256_max_epu32(E, _mm256_shuffle_epi32(E, 0x4e));
+	E = _mm256_max_epu32(E, _mm256_shuffle_epi32(E, 0xb1)); /* E in every lane */
+	unsigned Es = (unsigned)_mm256_cvtsi256_si32(E);
+
+	if (__builtin_expect(Es == MX_EXP_NAN, 0)) {
+		memset(out, 0, 2 + MX_BLOCK * (1 + m) / 8);
+		out[0] = MX_EXP_NAN;
+		return;
+	}
+	/* d = both elements of the pair below E: AND each lane with its pair neighbour. */
+	__m256i lt0 = _mm256_cmpgt_epi32(E, e0), lt1 = _mm256_cmpgt_epi32(E, e1);
+	__m256i d0 = _mm256_and_si256(lt0, _mm256_shuffle_epi32(lt0, 0xb1));
+	__m256i d1 = _mm256_and_si256(lt1, _mm256_shuffle_epi32(lt1, 0xb1));
+	__m256i f0 = avx2_fields(x0, e0, E, d0, m), f1 = avx2_fields(x1, e1, E, d1, m);
+
+	out[0] = (uint8_t)Es;
+	out[1] = (uint8_t)avx2_micro8(d0, d1);
+	avx2_store_stream(avx2_fields_to_bytes(f0, f1), m, out + 2);
+}
+
+/*
+ * BF16 row blocks, a whole block in one vector of 16-bit lanes. A BF16 significand has 8 bits
+ * (hidden + 7), so with v16 = v32 >> 16 the FP32 shift sh becomes sh - 16 =
+ * 8 - m + (E - e) - d, between 1 and 9 after clamping (v16 < 2^8: 9 rounds everything to 0).
+ * AVX2 has no variable 16-bit shift, so v >> sh is mulhi(v, 2^(16 - sh)), with 2^(16 - sh)
+ * and 2^(sh - 1) - 1 read from 16-entry byte tables by pshufb (entry 0, never a valid sh,
+ * is 0, which also zeroes the byte of each lane whose index is the lane's zero high byte).
+ */
+AVX2_INLINE void avx2_row_block_bf16(__m256i x, unsigned m, uint8_t *out)
+{
+	const __m256i ff = _mm256_set1_epi16(0xff), one = _mm256_set1_epi16(1);
+	const __m256i t_plo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, (char)0x80, 0, 0, 0, 0,
+					       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (char)0x80, 0, 0,
+					       0, 0, 0, 0);
+	const __m256i t_phi = _mm256_setr_epi8(0, (char)0x80, 0x40, 0x20, 0x10, 8, 4, 2, 1, 0, 0,
+					       0, 0, 0, 0, 0, 0, (char)0x80, 0x40, 0x20, 0x10, 8,
+					       4, 2, 1, 0, 0, 0, 0, 0, 0, 0);
+	const __m256i t_hm1 = _mm256_setr_epi8(0, 0, 1, 3, 7, 15, 31, 63, 127, (char)255, 0, 0,
+					       0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127,
+					       (char)255, 0, 0, 0, 0, 0, 0);
+	__m256i e = _mm256_and_si256(_mm256_srli_epi16(x, 7), ff);
+
+	/* E = 255 - min(255 - e): phminposuw does the horizontal part in one instruction. */
+	__m128i e8 = _mm_max_epu16(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
+	__m128i mn = _mm_minpos_epu16(_mm_xor_si128(e8, _mm256_castsi256_si128(ff)));
+	unsigned Es = 255 ^ ((unsigned)_mm_cvtsi128_si32(mn) & 0xffff);
+
+	if (__builtin_expect(Es == MX_EXP_NAN, 0)) {
+		memset(out, 0, 2 + MX_BLOCK * (1 + m) / 8);
+		out[0] = MX_EXP_NAN;
+		return;
+	}
+	__m256i E = _mm256_set1_epi16((short)Es);
+	/* d: a 32-bit lane is one pair; both 16-bit halves below E <=> the lane is all ones. */
+	__m256i d = _mm256_cmpeq_epi32(_mm256_cmpgt_epi16(E, e), _mm256_set1_epi32(-1));
+	__m256i v = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(0x7f)),
+				    _mm256_set1_epi16(0x80));
+	v = _mm256_andnot_si256(_mm256_cmpeq_epi16(e, _mm256_setzero_si256()), v);
+	__m256i sh = _mm256_add_epi16(_mm256_sub_epi16(E, e), d);
+	sh = _mm256_add_epi16(sh, _mm256_set1_epi16((short)(8 - m)));
+	sh = _mm256_min_epu16(sh, _mm256_set1_epi16(9));
+	__m256i p = _mm256_or_si256(_mm256_shuffle_epi8(t_plo, sh),
+				    _mm256_shuffle_epi8(t_phi, _mm256_slli_epi16(sh, 8)));
+	__m256i hm1 = _mm256_shuffle_epi8(t_hm1, sh);
+	__m256i lsb = _mm256_and_si256(_mm256_mulhi_epu16(v, p), one);
+	__m256i q = _mm256_mulhi_epu16(_mm256_add_epi16(_mm256_add_epi16(v, hm1), lsb), p);
+	q = _mm256_min_epu16(q, _mm256_set1_epi16((short)((1u << m) - 1)));
+	__m256i f = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, (int)(15 - m)),
+						     _mm256_set1_epi16((short)(1u << m))),
+				    q);
+
+	uint16_t hdr = (uint16_t)(Es | (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d)) << 8);
+	memcpy(out, &hdr, 2);
+	out += 2;
+	if (m == 7) {
+		_mm_storeu_si128((__m128i *)out,
+				 _mm_packus_epi16(_mm256_castsi256_si128(f),
+						  _mm256_extracti128_si256(f, 1)));
+		return;
+	}
+	/* 2 fields per u32 (2w bits), 4 per u64 (4w bits), then 8 per 128-bit half. */
+	const unsigned w = 1 + m;
+	__m256i y = _mm256_madd_epi16(f, _mm256_set1_epi32(1 | (1 << w) << 16));
+	y = _mm256_or_si256(y, _mm256_srli_epi64(y, (int)(32 - 2 * w)));
+	y = _mm256_and_si256(y, _mm256_set1_epi64x((1ll << (4 * w)) - 1));
+	y = _mm256_or_si256(y, _mm256_slli_epi64(_mm256_shuffle_epi32(y, 0x4e), (int)(4 * w)));
+	uint64_t z0 = (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(y));
+	uint64_t z1 = (uint64_t)_mm_cvtsi128_si64(_mm256_extracti128_si256(y, 1));
+	uint64_t lo = z0 | z1 << (8 * w);
+	if (w == 5) { /* 80 bits */
+		uint16_t hi = (uint16_t)(z1 >> (64 - 8 * w));
+		memcpy(out, &lo, 8);
+		memcpy(out + 8, &hi, 2);
+	} else { /* w == 3: 48 bits */
+		uint32_t a = (uint32_t)lo;
+		uint16_t b = (uint16_t)(lo >> 32);
+		memcpy(out, &a, 4);
+		memcpy(out + 4, &b, 2);
+	}
+}
+
+AVX2_INLINE void avx2_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
+			  uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8;
+
+	if (t == MX_SRC_BF16) {
+		const uint16_t *s = src;
+		for (size_t b = 0; b < nblocks; b++, s += MX_BLOCK)
+			avx2_row_block_bf16(_mm256_loadu_si256((const __m256i *)s), m, out + b * bb);
+	} else {
+		const float *s = src;
+		for (size_t b = 0; b < nblocks; b++, s += MX_BLOCK) {
+			__m256i x0 = _mm256_loadu_si256((const __m256i *)s);
+			__m256i x1 = _mm256_loadu_si256((const __m256i *)(s + 8));
+			avx2_row_block(x0, x1, m, out + b * bb);
+		}
+	}
+}
+
+AVX2_INLINE __m256i avx2_load8(enum mx_src t, const void *src, size_t i)
+{
+	if (t == MX_SRC_BF16)
+		return _mm256_slli_epi32(
+			_mm256_cvtepu16_epi32(_mm_loadu_si128(
+				(const __m128i *)((const uint16_t *)src + i))),
+			16);
+	return _mm256_loadu_si256((const __m256i *)((const float *)src + i));
+}
+
+/*
+ * Column blocking's transposition: f[k] holds field k of 8 blocks (one per lane); returns in
+ * bytes[l] the 16 fields of block l in element order. Fields are < 256, so two saturating
+ * packs narrow them to bytes, leaving per 128-bit half a 4 x 4 (row x lane) byte matrix per
+ * group of 4 rows; pshufb transposes each, and 32/64-bit unpacks gather the 4 groups.
+ */
+AVX2_INLINE void avx2_transpose_fields(const __m256i f[16], __m128i bytes[8])
+{
+	const __m256i tr = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+					    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	__m256i g[4];
+
+	for (unsigned j = 0; j < 4; j++) {
+		__m256i a = _mm256_packus_epi32(f[4 * j], f[4 * j + 1]);
+		__m256i b = _mm256_packus_epi32(f[4 * j + 2], f[4 * j + 3]);
+		/* per half: byte row * 4 + lane, then lane * 4 + row */
+		g[j] = _mm256_shuffle_epi8(_mm256_packus_epi16(a, b), tr);
+	}
+	__m256i c0 = _mm256_unpacklo_epi32(g[0], g[1]), c1 = _mm256_unpackhi_epi32(g[0], g[1]);
+	__m256i c2 = _mm256_unpacklo_epi32(g[2], g[3]), c3 = _mm256_unpackhi_epi32(g[2], g[3]);
+	__m256i d0 = _mm256_unpacklo_epi64(c0, c2), d1 = _mm256_unpackhi_epi64(c0, c2);
+	__m256i d2 = _mm256_unpacklo_epi64(c1, c3), d3 = _mm256_unpackhi_epi64(c1, c3);
+
+	bytes[0] = _mm256_castsi256_si128(d0);
+	bytes[1] = _mm256_castsi256_si128(d1);
+	bytes[2] = _mm256_castsi256_si128(d2);
+	bytes[3] = _mm256_castsi256_si128(d3);
+	bytes[4] = _mm256_extracti128_si256(d0, 1);
+	bytes[5] = _mm256_extracti128_si256(d1, 1);
+	bytes[6] = _mm256_extracti128_si256(d2, 1);
+	bytes[7] = _mm256_extracti128_si256(d3, 1);
+}
+
+/*
+ * Column blocking, 8 columns at a time: lane c of the vector loaded from row r is element r
+ * of block (rb, c), so the max and the pair test are vertical (no shuffles), and only the
+ * final bit packing needs the 16 fields of one block side by side (avx2_transpose_fields()).
+ */
+/* Column blocks (rb, c .. c + 7), written to their places in out. */
+AVX2_INLINE void avx2_col8(unsigned m, enum mx_src t, const void *src, size_t cols,
+			   size_t rblocks, size_t rb, size_t c, uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, r0 = rb * MX_BLOCK;
+	__m256i x[MX_BLOCK], e[MX_BLOCK], f[MX_BLOCK], E = _mm256_setzero_si256();
+	__m256i mic = _mm256_setzero_si256();
+	__m128i bytes[8];
+	uint32_t Ev[8] __attribute__((aligned(32)));
+	uint32_t micro[8] __attribute__((aligned(32)));
+
+	for (unsigned k = 0; k < MX_BLOCK; k++) {
+		x[k] = avx2_load8(t, src, (r0 + k) * cols + c);
+		e[k] = avx2_exp(x[k]);
+		E = _mm256_max_epu32(E, e[k]);
+	}
+	for (unsigned i = 0; i < MX_BLOCK / 2; i++) {
+		__m256i d = _mm256_and_si256(_mm256_cmpgt_epi32(E, e[2 * i]),
+					     _mm256_cmpgt_epi32(E, e[2 * i + 1]));
+		mic = _mm256_or_si256(mic, _mm256_and_si256(d, _mm256_set1_epi32(1 << i)));
+		f[2 * i] = avx2_fields(x[2 * i], e[2 * i], E, d, m);
+		f[2 * i + 1] = avx2_fields(x[2 * i + 1], e[2 * i + 1], E, d, m);
+	}
+	avx2_transpose_fields(f, bytes);
+	_mm256_store_si256((__m256i *)micro, mic);
+	_mm256_store_si256((__m256i *)Ev, E);
+	for (unsigned l = 0; l < 8; l++) {
+		uint8_t *o = out + ((c + l) * rblocks + rb) * bb;
+		if (__builtin_expect(Ev[l] == MX_EXP_NAN, 0)) {
+			memset(o, 0, bb);
+			o[0] = MX_EXP_NAN;
+			continue;
+		}
+		o[0] = (uint8_t)Ev[l];
+		o[1] = (uint8_t)micro[l];
+		avx2_store_stream(bytes[l], m, o + 2);
+	}
+}
+
+AVX2_INLINE void avx2_col(unsigned m, enum mx_src t, const void *src, size_t rows, size_t cols,
+			  uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, rblocks = rows / MX_BLOCK;
+	const size_t c8 = cols & ~(size_t)7;
+
+	for (size_t rb = 0; rb < rblocks; rb++) {
+		for (size_t c = 0; c < c8; c += 8)
+			avx2_col8(m, t, src, cols, rblocks, rb, c, out);
+		/* Remaining columns (cols % 8) one block at a time. */
+		for (size_t c = c8; c < cols; c++) {
+			uint32_t u[MX_BLOCK];
+			for (unsigned k = 0; k < MX_BLOCK; k++)
+				u[k] = src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
+			quant_bits_generic(u, m, out + (c * rblocks + rb) * bb);
+		}
+	}
+}
+
+AVX2_INLINE void avx2_m(unsigned m, enum mx_src t, const void *src, size_t rows, size_t cols,
+			enum mx_dir dir, uint8_t *out)
+{
+	if (dir == MX_DIR_ROW)
+		avx2_row(m, t, src, rows * cols / MX_BLOCK, out);
+	else
+		avx2_col(m, t, src, rows, cols, out);
+}
+
+/* Specialized for each format and source type (constants after inlining, no inner branches). */
+static AVX2 void quant_avx2(enum mx_format f, enum mx_src t, const void *src, size_t rows,
+			    size_t cols, enum mx_dir dir, uint8_t *out)
+{
+	unsigned m = mx_mantissa_bits(f);
+
+#define AVX2_CASE(M, T)                                                                            \
+	case M * 2 + T:                                                                            \
+		avx2_m(M, T, src, rows, cols, dir, out);                                          \
+		break
+	switch (m * 2 + (t == MX_SRC_BF16)) {
+		AVX2_CASE(7, MX_SRC_FP32);
+		AVX2_CASE(7, MX_SRC_BF16);
+		AVX2_CASE(4, MX_SRC_FP32);
+		AVX2_CASE(4, MX_SRC_BF16);
+		AVX2_CASE(2, MX_SRC_FP32);
+		AVX2_CASE(2, MX_SRC_BF16);
+	}
+#undef AVX2_CASE
+}
+
+static bool have_avx2(void)
+{
+	static int cached = -1;
+
+	if (cached < 0) {
+		__builtin_cpu_init();
+		cached = __builtin_cpu_supports("avx2") ? 1 : 0;
+	}
+	return cached;
+}
+#else
+static bool have_avx2(void) { return false; }
+#endif
+
+/* ---- tensor entry points --------------------------------------------------------------- */
+
+const char *mx_impl_name(enum mx_impl impl)
+{
+	switch (impl) {
+	case MX_IMPL_AUTO:
+		return "auto";
+	case MX_IMPL_REF:
+		return "ref";
+	case MX_IMPL_GENERIC:
+		return "generic";
+	case MX_IMPL_AVX2:
+		return "avx2";
+	}
+	return "invalid";
+}
+
+enum mx_impl mx_impl_best(void)
+{
+	return have_avx2() ? MX_IMPL_AVX2 : MX_IMPL_GENERIC;
+}
+
+int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src_type,
+			    const void *src, size_t rows, size_t cols, enum mx_dir dir,
+			    uint8_t *out, size_t out_len, struct pim_error *err)
+{
+	size_t need = 0;
+	int r;
+
+	r = check_shape(f, rows, cols, dir, &need, err);
+	if (r < 0)
+		return r;
+	if (src_type != MX_SRC_FP32 && src_type != MX_SRC_BF16)
+		return err_set(err, -EINVAL, "invalid source type %d", (int)src_type);
+	if (!src || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
+	if (out_len < need)
+		return err_set(err, -EINVAL,
+			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
+			       mx_format_name(f), rows, cols, out_len, need);
+	if (impl == MX_IMPL_AUTO)
+		impl = mx_impl_best();
+
+	switch (impl) {
+	case MX_IMPL_REF:
+		quant_ref(f, src_type, src, rows, cols, dir, out);
+		return 0;
+	case MX_IMPL_GENERIC:
+		quant_generic(f, src_type, src, rows, cols, dir, out);
+		return 0;
+	case MX_IMPL_AVX2:
+#if MX_HAVE_X86
+		if (have_avx2()) {
+			quant_avx2(f, src_type, src, rows, cols, dir, out);
+			return 0;
+		}
+#endif
+		return err_set(err, -ENOTSUP, "the avx2 MX quantizer needs a CPU with AVX2");
+	default:
+		return err_set(err, -EINVAL, "invalid MX implementation %d", (int)impl);
+	}
+}
+
+int mx_quantize_tensor(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
+		       size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+		       struct pim_error *err)
+{
+	return mx_quantize_tensor_impl(MX_IMPL_AUTO, f, src_type, src, rows, cols, dir, out,
+				       out_len, err);
+}
+
+int mx_quantize_tensor_ref(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
+			   size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+			   struct pim_error *err)
+{
+	return mx_quantize_tensor_impl(MX_IMPL_REF, f, src_type, src, rows, cols, dir, out,
+				       out_len, err);
+}
+
+int mx_dequantize_tensor(enum mx_format f, const uint8_t *in, size_t in_len, size_t rows,
+			 size_t cols, enum mx_dir dir, float *out, size_t out_count,
+			 struct pim_error *err)
+{
+	size_t need = 0, nblocks, bb;
+	int r;
+
+	r = check_shape(f, rows, cols, dir, &need, err);
+	if (r < 0)
+		return r;
+	if (!in || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", in ? "output" : "input");
+	if (in_len < need)
+		return err_set(err, -EINVAL,
+			       "packed %s input too short for %zux%zu: %zu bytes, need %zu",
+			       mx_format_name(f), rows, cols, in_len, need);
+	if (out_count < rows * cols) /* rows * cols checked by check_shape() */
+		return err_set(err, -EINVAL,
+			       "output too small for %zux%zu: %zu elements, need %zu", rows, cols,
+			       out_count, rows * cols);
+
+	nblocks = rows * cols / MX_BLOCK;
+	bb = mx_block_bytes(f);
+	for (size_t b = 0; b < nblocks; b++) {
+		struct mx_block blk;
+		float v[MX_BLOCK];
+
+		mx_unpack_block(f, in + b * bb, &blk);
+		mx_dequantize_block(f, &blk, v);
+		for (unsigned k = 0; k < MX_BLOCK; k++)
+			out[block_elem(rows, cols, dir, b, k)] = v[k];
+	}
+	return 0;
+}

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mx.h: MX9/MX6/MX4 shared-microexponent formats (BRIEF §5.1; Darvish Rouhani et al. 2023,
+ * "With shared microexponents, a little shifting goes a long way"; JIT-Q §2.2).
+ *
+ * A block holds MX_BLOCK = 16 consecutive elements along the reduction dimension:
+ *   E   8-bit shared exponent = max FP32 biased exponent of the 16 inputs;
+ *   d   1-bit microexponent per pair (elements 2i, 2i+1): d = 1 iff both biased exponents < E;
+ *   s,M per element: sign bit and an unsigned m-bit magnitude, no hidden bit
+ *       (m = 7 / 4 / 2 for MX9 / MX6 / MX4).
+ *   value = (-1)^s * M * 2^(E - 127 - d + 1 - m)
+ * Since E is the largest exponent, the largest element lies in [2^(E-127), 2^(E-126)), so
+ * M = |x| / 2^(E-127+1-m) lies in [2^(m-1), 2^m): the block maximum keeps all m bits.
+ *
+ * Decided edge cases (BRIEF §5.1 plus the choices below, all implemented identically by the
+ * reference and the fast path):
+ *   - M = |x| / 2^(E-127-d+1-m) rounded to nearest, ties to even, computed exactly on the
+ *     integer significand (one rounding, no float arithmetic); M saturates at 2^m - 1.
+ *   - FP32 subnormal inputs (biased exponent 0) flush to zero: their exponent counts as 0,
+ *     M = 0. BF16 inputs are widened exactly to FP32 first, so BF16 subnormals flush too.
+ *   - The sign bit is always the input's sign bit (so -0.0, a flushed negative subnormal, or a
+ *     negative value that rounds to M = 0 dequantize to -0.0).
+ *   - A NaN or Inf anywhere in a block makes the whole block NaN: exp = 255, micro = 0,
+ *     sign = 0, mag[] = 0 (canonical, so equal inputs give equal bytes). Dequantizing any block
+ *     with exp = 255 gives the quiet NaN 0x7fc00000 for all 16 elements, whatever else it holds.
+ *   - A block whose inputs are all zero or subnormal has E = 0, micro = 0, mag[] = 0 (signs
+ *     kept as above). d is 0 there because no exponent is below E = 0.
+ *   - Dequantization is exact for every block: M < 2^m <= 2^7 and the scale 2^k has
+ *     k = E - 127 - d + 1 - m >= -134 and k <= 128 - m, so M * 2^k is a multiple of 2^-149
+ *     below 2^128, i.e. an FP32 number (normal or subnormal), never Inf.
+ *
+ * Packed block (mx_block_bytes(f) = 18 / 12 / 8 bytes for MX9 / MX6 / MX4):
+ *   byte 0     E
+ *   byte 1     microexponent bits, bit i (LSB = bit 0) = d of pair i
+ *   bytes 2..  16 fields of (1 + m) bits, one per element j = 0..15, in a little-endian bit
+ *              stream: field j occupies stream bits [j(1+m), (j+1)(1+m)), stream bit k being
+ *              bit (k % 8) of byte 2 + k / 8. Inside a field the magnitude M is in the low m
+ *              bits and the sign in the top bit: field = s << m | M.
+ *   MX9 fields are thus whole bytes (byte 2 + j = s << 7 | M_j).
+ *
+ * Tensors are 2-D, row-major, [rows x cols], FP32 or BF16 (uint16_t bit patterns).
+ *   MX_DIR_ROW: a block is 16 consecutive elements of a row (reduction dimension = cols);
+ *     block (r, c / 16) is at index r * (cols / 16) + c / 16.
+ *   MX_DIR_COL: a block is 16 consecutive elements down a column (reduction dimension = rows);
+ *     block (r / 16, c) is at index c * (rows / 16) + r / 16.
+ *     The column-blocked packing of A is therefore byte-identical to the row-blocked packing
+ *     of A^T, which is the layout a GEMM consumer wants (each output column's blocks along K
+ *     are contiguous).
+ *   Block b starts at byte b * mx_block_bytes(f).
+ * The blocked dimension must be a non-zero multiple of 16 and the other one non-zero; anything
+ * else is refused with -EINVAL (no implicit padding: padding would change E for nothing and
+ * make sizes ambiguous; transformer hidden sizes are multiples of 16).
+ */
+#ifndef PIMD_MX_H
+#define PIMD_MX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "util.h"
+
+enum mx_format { MX_FMT_MX9, MX_FMT_MX6, MX_FMT_MX4 };
+enum mx_src { MX_SRC_FP32, MX_SRC_BF16 };
+enum mx_dir { MX_DIR_ROW, MX_DIR_COL };
+
+#define MX_BLOCK 16
+#define MX_EXP_NAN 255
+#define MX_BLOCK_BYTES_MAX 18
+
+struct mx_block {
+	uint8_t exp;     /* shared biased exponent E (255: NaN block) */
+	uint8_t micro;   /* bit i: microexponent d of pair i (elements 2i, 2i+1) */
+	uint16_t sign;   /* bit j: sign of element j */
+	uint8_t mag[16]; /* M_j, m bits */
+};
+
+/* Format properties; an out-of-range format gives 0 / 0 / "invalid". */
+unsigned mx_mantissa_bits(enum mx_format f);  /* 7, 4, 2 */
+size_t mx_block_bytes(enum mx_format f);      /* 18, 12, 8 */
+const char *mx_format_name(enum mx_format f); /* "mx9", "mx6", "mx4" */
+/* Accepts "mx9"/"mx6"/"mx4" in any case; 0 or -EINVAL (*out untouched). */
+int mx_format_from_name(const char *s, enum mx_format *out);
+
+/* Scalar reference quantizer of one block (the specification, BRIEF §5.1). */
+void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *out);
+void mx_dequantize_block(enum mx_format f, const struct mx_block *b, float out[16]);
+/* Bits of mag[] above m are ignored by pack; unpack leaves them 0. */
+void mx_pack_block(enum mx_format f, const struct mx_block *b, uint8_t *out);
+void mx_unpack_block(enum mx_format f, const uint8_t *in, struct mx_block *b);
+
+static inline float mx_bf16_to_float(uint16_t v)
+{
+	uint32_t u = (uint32_t)v << 16;
+	float x;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* FP32 -> BF16, round to nearest even; NaN stays a (quiet) NaN. For tests and callers. */
+static inline uint16_t mx_float_to_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/*
+ * Bytes of the packed form of a rows x cols tensor blocked along dir; 0 if the shape is
+ * invalid (see above) or the size, or the source size in FP32, would overflow size_t.
+ */
+size_t mx_packed_size(enum mx_format f, size_t rows, size_t cols, enum mx_dir dir);
+
+/* Implementations of the tensor quantizer; all are bit-identical to the reference. */
+enum mx_impl {
+	MX_IMPL_AUTO,    /* best available on this CPU */
+	MX_IMPL_REF,     /* mx_quantize_block() + mx_pack_block() per block */
+	MX_IMPL_GENERIC, /* branch-light portable C */
+	MX_IMPL_AVX2,    /* AVX2 intrinsics, chosen at run time */
+};
+const char *mx_impl_name(enum mx_impl impl);
+/* What MX_IMPL_AUTO resolves to on this CPU (MX_IMPL_AVX2 or MX_IMPL_GENERIC). */
+enum mx_impl mx_impl_best(void);
+
+/*
+ * Quantizes src (rows x cols, row-major, FP32 floats or BF16 bit patterns) into out, blocked
+ * along dir, packed as described above. out_len is the size of out in bytes and must be at
+ * least mx_packed_size(). Returns 0, or -EINVAL (bad format, source type, direction, shape,
+ * NULL buffer, or out too small) / -EOVERFLOW (size overflow) with err filled.
+ */
+int mx_quantize_tensor(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
+		       size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+		       struct pim_error *err);
+/* Same with the scalar reference (slow; the specification the fast path is tested against). */
+int mx_quantize_tensor_ref(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
+			   size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+			   struct pim_error *err);
+/* Same with a chosen implementation; -ENOTSUP if this CPU cannot run it. */
+int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src_type,
+			    const void *src, size_t rows, size_t cols, enum mx_dir dir,
+			    uint8_t *out, size_t out_len, struct pim_error *err);
+
+/*
+ * Dequantizes a packed tensor (in_len bytes, at least mx_packed_size()) into out, rows x cols
+ * FP32 row-major, out_count elements (at least rows * cols). 0 or negative errno as above.
+ */
+int mx_dequantize_tensor(enum mx_format f, const uint8_t *in, size_t in_len, size_t rows,
+			 size_t cols, enum mx_dir dir, float *out, size_t out_count,
+			 struct pim_error *err);
+
+#endif
