@@ -89,16 +89,24 @@ $(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimclient.a $(B)/libpimcore.a
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
+# -rdynamic: tests that load model libraries provide the pim_region_* hooks to them.
 $(B)/tests/%: tests/unit/%.c $(B)/libpimcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(B)/libpimcore.a $(LIBS_DAEMON) $(LIBS_CHECK)
+	$(CC) $(ALL_CFLAGS) -Itests -rdynamic -o $@ $< $(B)/libpimcore.a $(LIBS_DAEMON) $(LIBS_CHECK) -ldl
+
+# Test model libraries (tests/models/*.c): small shared objects following client/pim_hooks.h.
+MODEL_SRC := $(wildcard tests/models/*.c)
+MODEL_SO := $(patsubst tests/models/%.c,$(B)/tests/models/%.so,$(MODEL_SRC))
+$(B)/tests/models/%.so: tests/models/%.c client/pim_hooks.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iclient -shared -fPIC -o $@ $<
 
 # Runs every unit test binary, then repeats check's summary line of each at the end.
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) $(MODEL_SO)
 	@rm -f $(B)/tests/summary; fail=0; \
 	for t in $(UNIT_BIN); do \
 		echo "== $$t"; \
-		$$t > $(B)/tests/out 2>&1; rc=$$?; cat $(B)/tests/out; \
+		PIMD_TEST_MODELS=$(abspath $(B))/tests/models $$t > $(B)/tests/out 2>&1; rc=$$?; cat $(B)/tests/out; \
 		printf '%-22s %s\n' "$$(basename $$t):" "$$(grep -E '^[0-9]+%: Checks' $(B)/tests/out)" >> $(B)/tests/summary; \
 		[ $$rc -eq 0 ] || fail=1; \
 	done; \
@@ -176,7 +184,7 @@ check-install: all
 
 # make check: everything, from a fresh Debian 12 machine (it installs what it needs when root).
 check: deps
-	$(MAKE) --no-print-directory all $(UNIT_BIN) $(B)/tests/e2e-tool $(B)/tests/header-c99.o
+	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(B)/tests/e2e-tool $(B)/tests/header-c99.o
 	$(MAKE) --no-print-directory check-man
 	$(MAKE) --no-print-directory check-units
 	$(MAKE) --no-print-directory check-install

@@ -107,6 +107,31 @@ int pim_model_remove(pim_client *c, const char *name);
  * An Error response is returned as data, not as a failure. */
 int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len);
 
+/* ---------------------------------------------------------------- the decided path
+ *
+ * pim_model_open() fetches a model's placement once (the daemon's configured parameters,
+ * loop granularity); afterwards pim_model_region_enter() answers PIM_ON_HOST or PIM_ON_PIM for
+ * a region with an array lookup: no system call, no lock, no allocation.  An id the model does
+ * not have answers PIM_ON_HOST and is counted.  A pim_model is independent of its client
+ * handle once opened, and may be used from any number of threads.
+ */
+typedef struct pim_model pim_model;
+
+enum pim_place { PIM_ON_HOST = 0, PIM_ON_PIM = 1 };
+
+int pim_model_open(pim_client *c, const char *name, pim_model **out);
+void pim_model_close(pim_model *m);
+int pim_model_region_enter(pim_model *m, uint32_t region);
+void pim_model_region_exit(pim_model *m, uint32_t region);
+/* Regions placed on PIM, and region ids seen that the model does not have. */
+unsigned pim_model_offloaded(const pim_model *m);
+uint64_t pim_model_unknown_regions(const pim_model *m);
+
+/* Makes the model-library hooks of pim_hooks.h (pim_region_enter/exit, called by code that
+ * pim-extract emitted) consult m in this process; NULL unbinds (everything on the host).  The
+ * binding is the one process-wide state of the library, because emitted code passes no handle. */
+void pim_model_bind_hooks(pim_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@
 
 #include "frame.h"
 #include "pim.pb-c.h"
+#include "pim_hooks.h"
 
 struct pim_client {
 	pthread_mutex_t lock;
@@ -428,4 +429,99 @@ int pim_call(pim_client *c, const void *request, size_t len, void **response, si
 out:
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+/* ---------------------------------------------------------------- the decided path */
+
+struct pim_model {
+	uint32_t id_limit;
+	unsigned offloaded;
+	uint64_t unknown; /* updated with relaxed atomics: a counter, not a lock */
+	uint8_t place[];  /* one byte per region id: PIM_ON_HOST or PIM_ON_PIM */
+};
+
+/* The daemon never answers more ids than this (placement_rpc.h: PLACEMENT_DECISIONS_MAX_ID). */
+#define MODEL_ID_LIMIT_MAX (16u * 1024u * 1024u)
+
+int pim_model_open(pim_client *c, const char *name, pim_model **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Decisions body = PIM__DECISIONS__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	body.model = (char *)name;
+	req.body_case = PIM__REQUEST__BODY_DECISIONS;
+	req.decisions = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_DECISIONS, &resp);
+	if (r == 0) {
+		const Pim__DecisionsReply *d = resp->decisions;
+		if (d->id_limit > MODEL_ID_LIMIT_MAX || d->pim_bitmap.len < (d->id_limit + 7u) / 8u) {
+			r = fail(c, -EBADMSG, "pimd sent an inconsistent decision table");
+		} else {
+			pim_model *m = calloc(1, sizeof *m + d->id_limit + 1);
+			if (!m) {
+				r = fail(c, -ENOMEM, "out of memory");
+			} else {
+				m->id_limit = d->id_limit;
+				for (uint32_t i = 0; i < d->id_limit; i++)
+					if (d->pim_bitmap.data[i / 8] & (1u << (i % 8))) {
+						m->place[i] = PIM_ON_PIM;
+						m->offloaded++;
+					}
+				*out = m;
+			}
+		}
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_model_close(pim_model *m)
+{
+	free(m);
+}
+
+int pim_model_region_enter(pim_model *m, uint32_t region)
+{
+	if (__builtin_expect(region < m->id_limit, 1))
+		return m->place[region];
+	__atomic_fetch_add(&m->unknown, 1, __ATOMIC_RELAXED);
+	return PIM_ON_HOST;
+}
+
+void pim_model_region_exit(pim_model *m, uint32_t region)
+{
+	(void)m;
+	(void)region;
+}
+
+unsigned pim_model_offloaded(const pim_model *m) { return m->offloaded; }
+
+uint64_t pim_model_unknown_regions(const pim_model *m)
+{
+	return __atomic_load_n(&m->unknown, __ATOMIC_RELAXED);
+}
+
+static pim_model *bound_model;
+
+void pim_model_bind_hooks(pim_model *m)
+{
+	__atomic_store_n(&bound_model, m, __ATOMIC_RELEASE);
+}
+
+void pim_region_enter(int32_t region)
+{
+	pim_model *m = __atomic_load_n(&bound_model, __ATOMIC_ACQUIRE);
+	if (m)
+		(void)pim_model_region_enter(m, (uint32_t)region);
+}
+
+void pim_region_exit(int32_t region)
+{
+	pim_model *m = __atomic_load_n(&bound_model, __ATOMIC_ACQUIRE);
+	if (m)
+		pim_model_region_exit(m, (uint32_t)region);
 }

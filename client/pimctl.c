@@ -5,6 +5,8 @@
  * 2 usage error, 3 pimd could not be reached or the connection broke.
  */
 #include <getopt.h>
+#include <math.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -31,7 +33,14 @@ static void usage(FILE *f)
 		"                            load a manifest (JSON or protobuf binary)\n"
 		"  model list                list loaded models\n"
 		"  model show NAME           show a model's allocations and regions\n"
-		"  model rm NAME             remove a model\n\n"
+		"  model rm NAME             remove a model\n"
+		"  placement MODEL [--cores N,N...] [--granularity loop|operator|block]\n"
+		"            [--movement upper|resident] [--param NAME=VALUE]... [--summary]\n"
+		"                            decide which regions run on PIM, with the estimate\n"
+		"  import-perf MODEL REGION FILE [--time SECONDS] [--executions N]\n"
+		"                            store perf stat -x, counts measured elsewhere\n"
+		"  calibrate MODEL --labels FILE [--theta LO:HI:STEP] [--sigma S,...] [--all]\n"
+		"                            sweep theta (GB/s) against labelled regions\n\n"
 		"Options:\n"
 		"  -s, --socket PATH  pimd's socket (default $%s, else %s)\n"
 		"  -j, --json         print JSON instead of tables\n"
@@ -298,6 +307,608 @@ static int cmd_model_rm(struct ctl *ctl, const char *name)
 	return EXIT_OK;
 }
 
+
+/* ---------------------------------------------------------------- raw requests (placement etc.) */
+
+/* Sends req through libpimclient and returns the decoded response body; an Error response is
+ * printed and mapped to an exit status. */
+static int call_body(struct ctl *ctl, Pim__Request *req, Pim__Response__BodyCase want,
+		     Pim__Response **out)
+{
+	size_t n = pim__request__get_packed_size(req);
+	uint8_t *buf = malloc(n ? n : 1);
+	void *rbuf;
+	size_t rlen;
+	int r;
+
+	if (!buf) {
+		fprintf(stderr, "pimctl: out of memory\n");
+		return EXIT_DAEMON;
+	}
+	pim__request__pack(req, buf);
+	r = pim_call(ctl->client, buf, n, &rbuf, &rlen);
+	free(buf);
+	if (r < 0)
+		return request_failed(ctl, r);
+	Pim__Response *resp = pim__response__unpack(NULL, rlen, rbuf);
+	free(rbuf);
+	if (!resp) {
+		fprintf(stderr, "pimctl: pimd sent a response that does not decode\n");
+		return EXIT_CONNECT;
+	}
+	if (resp->body_case == PIM__RESPONSE__BODY_ERROR) {
+		fprintf(stderr, "pimctl: %s\n", resp->error->message);
+		pim__response__free_unpacked(resp, NULL);
+		return EXIT_DAEMON;
+	}
+	if (resp->body_case != want) {
+		fprintf(stderr, "pimctl: pimd answered with an unexpected message (%d); is it older than "
+			"pimctl %s?\n", resp->body_case, PIMD_VERSION);
+		pim__response__free_unpacked(resp, NULL);
+		return EXIT_DAEMON;
+	}
+	*out = resp;
+	return EXIT_OK;
+}
+
+static const struct {
+	const char *name;
+	size_t offset;
+} param_fields[] = {
+	{ "n_core", offsetof(Pim__PlacementParams, n_core) },
+	{ "f_pim", offsetof(Pim__PlacementParams, f_pim) },
+	{ "i_min", offsetof(Pim__PlacementParams, i_min) },
+	{ "t_ctx", offsetof(Pim__PlacementParams, t_ctx) },
+	{ "b_cpu", offsetof(Pim__PlacementParams, b_cpu) },
+	{ "theta", offsetof(Pim__PlacementParams, theta) },
+	{ "theta_ratio", offsetof(Pim__PlacementParams, theta_ratio) },
+	{ "sigma", offsetof(Pim__PlacementParams, sigma) },
+	{ "b_rd", offsetof(Pim__PlacementParams, b_rd) },
+	{ "b_wb", offsetof(Pim__PlacementParams, b_wb) },
+	{ "b_pim_core", offsetof(Pim__PlacementParams, b_pim_core) },
+	{ "line_bytes", offsetof(Pim__PlacementParams, line_bytes) },
+};
+
+/* --param NAME=VALUE: 0 ok, else the usage exit status. */
+static int parse_param(Pim__PlacementParams *p, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char *end;
+
+	if (!eq)
+		return usage_error("--param: expected NAME=VALUE, got '%s'", arg);
+	for (size_t i = 0; i < ELEMENTSOF(param_fields); i++)
+		if (strlen(param_fields[i].name) == (size_t)(eq - arg) &&
+		    strncmp(param_fields[i].name, arg, (size_t)(eq - arg)) == 0) {
+			errno = 0;
+			double v = strtod(eq + 1, &end);
+			if (errno || end == eq + 1 || *end || !isfinite(v) || v <= 0)
+				return usage_error("--param %s: '%s' is not a positive number", param_fields[i].name,
+						   eq + 1);
+			*(double *)((char *)p + param_fields[i].offset) = v;
+			return 0;
+		}
+	return usage_error("--param: unknown parameter '%.*s' (n_core, f_pim, i_min, t_ctx, b_cpu, theta, "
+			   "theta_ratio, sigma, b_rd, b_wb, b_pim_core, line_bytes)", (int)(eq - arg), arg);
+}
+
+/* A comma-separated list of positive numbers. */
+static int parse_list(const char *opt, const char *arg, double *v, size_t max, size_t *n)
+{
+	const char *p = arg;
+	char *end;
+
+	*n = 0;
+	while (*p) {
+		if (*n == max)
+			return usage_error("%s: at most %zu values", opt, max);
+		errno = 0;
+		double x = strtod(p, &end);
+		if (errno || end == p || !isfinite(x) || x <= 0)
+			return usage_error("%s: '%s' is not a list of positive numbers", opt, arg);
+		v[(*n)++] = x;
+		if (*end == ',')
+			end++;
+		else if (*end)
+			return usage_error("%s: '%s' is not a list of positive numbers", opt, arg);
+		p = end;
+	}
+	if (*n == 0)
+		return usage_error("%s: empty list", opt);
+	return 0;
+}
+
+static void fmt_time(char *buf, size_t len, double s)
+{
+	if (!isfinite(s) || s <= 0)
+		snprintf(buf, len, "-");
+	else if (s < 1e-6)
+		snprintf(buf, len, "%.0f ns", s * 1e9);
+	else if (s < 1e-3)
+		snprintf(buf, len, "%.2f us", s * 1e6);
+	else if (s < 1)
+		snprintf(buf, len, "%.2f ms", s * 1e3);
+	else
+		snprintf(buf, len, "%.3f s", s);
+}
+
+static char cond_char(const Pim__Condition *c)
+{
+	switch (c->state) {
+	case PIM__COND_STATE__COND_TRUE: return 'y';
+	case PIM__COND_STATE__COND_FALSE: return 'n';
+	case PIM__COND_STATE__COND_NO_DATA: return '?';
+	default: return '.';
+	}
+}
+
+static const char *evidence_name(Pim__Evidence e)
+{
+	switch (e) {
+	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return "counters";
+	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return "estimate";
+	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return "imported";
+	default: return "none";
+	}
+}
+
+static json_object *jdouble(double v)
+{
+	return isfinite(v) ? json_object_new_double(v) : json_object_new_null();
+}
+
+static json_object *placement_json(const Pim__PlacementReply *r)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "model", json_object_new_string(r->model));
+	json_object_object_add(o, "granularity", json_object_new_string(r->granularity));
+	json_object_object_add(o, "movement", json_object_new_string(r->movement));
+	json_object_object_add(o, "platform", json_object_new_string(r->platform));
+	json_object_object_add(o, "cached", json_object_new_boolean(r->cached));
+	json_object_object_add(o, "regions_with_metrics", json_object_new_int64(r->regions_with_metrics));
+	json_object *pp = json_object_new_object();
+	for (size_t i = 0; r->params && i < ELEMENTSOF(param_fields); i++)
+		json_object_object_add(pp, param_fields[i].name,
+				       jdouble(*(const double *)((const char *)r->params + param_fields[i].offset)));
+	json_object_object_add(o, "params", pp);
+	json_object *notes = json_object_new_array();
+	for (size_t i = 0; i < r->n_notes; i++)
+		json_object_array_add(notes, json_object_new_string(r->notes[i]));
+	json_object_object_add(o, "notes", notes);
+	json_object *ests = json_object_new_array();
+	for (size_t i = 0; i < r->n_estimates; i++) {
+		const Pim__PlacementEstimate *e = r->estimates[i];
+		json_object *je = json_object_new_object();
+		json_object_object_add(je, "n_core", jdouble(e->n_core));
+		json_object_object_add(je, "offloaded", json_object_new_int64(e->offloaded));
+		json_object_object_add(je, "rejected_stage1", json_object_new_int64(e->rejected_stage1));
+		json_object_object_add(je, "rejected_stage2", json_object_new_int64(e->rejected_stage2));
+		json_object_object_add(je, "t_cpu", jdouble(e->t_cpu));
+		json_object_object_add(je, "t_host", jdouble(e->t_host));
+		json_object_object_add(je, "t_pim", jdouble(e->t_pim));
+		json_object_object_add(je, "t_hybrid", jdouble(e->t_hybrid));
+		json_object_object_add(je, "speedup", jdouble(e->speedup));
+		json_object_object_add(je, "captured_share", jdouble(e->captured_share));
+		json_object_object_add(je, "residual_share", jdouble(e->residual_share));
+		json_object_object_add(je, "bound", e->bound > 0 ? jdouble(e->bound) : json_object_new_null());
+		if (e->movement) {
+			json_object *m = json_object_new_object();
+			json_object_object_add(m, "model", json_object_new_string(e->movement->model));
+			json_object_object_add(m, "segments", json_object_new_int64((int64_t)e->movement->segments));
+			json_object_object_add(m, "transitions", json_object_new_int64((int64_t)e->movement->transitions));
+			json_object_object_add(m, "fetch_bytes", json_object_new_int64((int64_t)e->movement->fetch_bytes));
+			json_object_object_add(m, "flush_bytes", json_object_new_int64((int64_t)e->movement->flush_bytes));
+			json_object_object_add(m, "t_switch", jdouble(e->movement->t_switch));
+			json_object_object_add(m, "t_fetch", jdouble(e->movement->t_fetch));
+			json_object_object_add(m, "t_flush", jdouble(e->movement->t_flush));
+			json_object_object_add(m, "t_move", jdouble(e->movement->t_move));
+			json_object_object_add(je, "movement", m);
+		}
+		json_object *regs = json_object_new_array();
+		for (size_t j = 0; j < e->n_regions; j++) {
+			const Pim__RegionDecision *d = e->regions[j];
+			json_object *jr = json_object_new_object();
+			json_object_object_add(jr, "region", json_object_new_int64(d->region_id));
+			json_object_object_add(jr, "name", json_object_new_string(d->name));
+			json_object_object_add(jr, "op", json_object_new_string(d->op));
+			json_object_object_add(jr, "order", json_object_new_int64(d->order));
+			json_object_object_add(jr, "n_par", json_object_new_int64((int64_t)d->n_par));
+			json_object_object_add(jr, "n_total", json_object_new_int64((int64_t)d->n_total));
+			json_object_object_add(jr, "trip", json_object_new_int64((int64_t)d->trip));
+			json_object_object_add(jr, "place", json_object_new_string(d->pim ? "pim" : "host"));
+			json_object_object_add(jr, "evidence", json_object_new_string(evidence_name(d->evidence)));
+			json_object_object_add(jr, "t_host", jdouble(d->t_host));
+			static const char *const cn[] = { "c1", "c2", "c3", "c4" };
+			static const char *const st[] = { "false", "true", "no_data", "skipped" };
+			for (size_t c = 0; c < d->n_conditions && c < 4; c++) {
+				json_object *jc = json_object_new_object();
+				json_object_object_add(jc, "state", json_object_new_string(
+					(unsigned)d->conditions[c]->state < 4 ? st[d->conditions[c]->state] : "?"));
+				json_object_object_add(jc, "lhs", jdouble(d->conditions[c]->lhs));
+				json_object_object_add(jc, "rhs", jdouble(d->conditions[c]->rhs));
+				json_object_object_add(jr, cn[c], jc);
+			}
+			json_object_object_add(jr, "bw_estimated", json_object_new_boolean(d->bw_estimated));
+			json_object_object_add(jr, "reason", json_object_new_string(d->reason));
+			json_object_object_add(jr, "fetch_bytes", json_object_new_int64((int64_t)d->fetch_bytes));
+			json_object_object_add(jr, "flush_bytes", json_object_new_int64((int64_t)d->flush_bytes));
+			json_object_array_add(regs, jr);
+		}
+		json_object_object_add(je, "regions", regs);
+		json_object_array_add(ests, je);
+	}
+	json_object_object_add(o, "estimates", ests);
+	return o;
+}
+
+static void placement_print(const Pim__PlacementReply *r)
+{
+	printf("Placement of %s: granularity %s, movement model %s%s\n", r->model, r->granularity,
+	       r->movement, r->cached ? " (stored answer)" : "");
+	if (r->params)
+		printf("Platform %s; theta %.2f GB/s, sigma %.2f, T_ctx %g s, f_pim %g Hz, B_cpu %.2f GB/s\n",
+		       r->platform, r->params->theta / 1e9, r->params->sigma, r->params->t_ctx,
+		       r->params->f_pim, r->params->b_cpu / 1e9);
+	for (size_t i = 0; i < r->n_estimates; i++) {
+		const Pim__PlacementEstimate *e = r->estimates[i];
+		if (e->n_regions) {
+			printf("\nN_core = %g (conditions: y holds, n fails, ? no data, . not evaluated)\n", e->n_core);
+			printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-4s %-4s %s\n", "REGION", "NAME", "OPERATOR",
+			       "N_PAR", "N_TOTAL", "T_HOST", "BW_READ", "F_STORE", "C1234", "PLACE", "REASON");
+		}
+		for (size_t j = 0; j < e->n_regions; j++) {
+			const Pim__RegionDecision *d = e->regions[j];
+			char t[32], bw[32], fs[32], conds[5] = "....";
+			fmt_time(t, sizeof t, d->t_host);
+			if (d->n_conditions == 4) {
+				for (int c = 0; c < 4; c++)
+					conds[c] = cond_char(d->conditions[c]);
+				double b = d->conditions[2]->lhs, f = d->conditions[3]->lhs;
+				if (isfinite(b))
+					snprintf(bw, sizeof bw, "%.2f%s", b / 1e9, d->bw_estimated ? "e" : "");
+				else
+					snprintf(bw, sizeof bw, "-");
+				if (isfinite(f))
+					snprintf(fs, sizeof fs, "%.2f", f);
+				else
+					snprintf(fs, sizeof fs, "-");
+			} else {
+				snprintf(bw, sizeof bw, "-");
+				snprintf(fs, sizeof fs, "-");
+			}
+			printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %-4s %s\n",
+			       d->region_id, d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds,
+			       d->pim ? "PIM" : "host", d->reason);
+		}
+	}
+	if (r->n_estimates && r->estimates[0]->n_regions)
+		printf("(BW_READ in GB/s; 'e': estimated by the timing backend)\n");
+	printf("\n%7s %9s %10s %10s %10s %8s %9s %9s %8s  %s\n", "N_CORE", "OFFLOADED", "T_CPU", "T_HYBRID",
+	       "T_MOVE", "SPEEDUP", "CAPTURED", "RESIDUAL", "BOUND", "MOVEMENT");
+	for (size_t i = 0; i < r->n_estimates; i++) {
+		const Pim__PlacementEstimate *e = r->estimates[i];
+		char a[32], b[32], c[32], bound[32];
+		fmt_time(a, sizeof a, e->t_cpu);
+		fmt_time(b, sizeof b, e->t_hybrid);
+		fmt_time(c, sizeof c, e->movement ? e->movement->t_move : 0);
+		if (e->bound > 0)
+			snprintf(bound, sizeof bound, "%.3fx", e->bound);
+		else
+			snprintf(bound, sizeof bound, "-");
+		printf("%7g %9u %10s %10s %10s %7.3fx %8.1f%% %8.1f%% %8s  %s: %" PRIu64 " transitions, "
+		       "%" PRIu64 " B fetched, %" PRIu64 " B flushed\n",
+		       e->n_core, e->offloaded, a, b, c, e->speedup, 100 * e->captured_share,
+		       100 * e->residual_share, bound, e->movement ? e->movement->model : "?",
+		       e->movement ? e->movement->transitions : 0, e->movement ? e->movement->fetch_bytes : 0,
+		       e->movement ? e->movement->flush_bytes : 0);
+	}
+	for (size_t i = 0; i < r->n_notes; i++)
+		printf("note: %s\n", r->notes[i]);
+}
+
+static int cmd_placement(struct ctl *ctl, int argc, char **argv)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Placement body = PIM__PLACEMENT__INIT;
+	Pim__PlacementParams params = PIM__PLACEMENT_PARAMS__INIT;
+	const char *model = NULL;
+	double cores[16];
+	size_t n_cores = 0;
+	int r;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--cores") == 0 && v) {
+			if ((r = parse_list("--cores", v, cores, ELEMENTSOF(cores), &n_cores)))
+				return r;
+			i++;
+		} else if (strcmp(a, "--granularity") == 0 && v) {
+			body.granularity = (char *)v;
+			i++;
+		} else if (strcmp(a, "--movement") == 0 && v) {
+			body.movement = (char *)v;
+			i++;
+		} else if (strcmp(a, "--param") == 0 && v) {
+			if ((r = parse_param(&params, v)))
+				return r;
+			i++;
+		} else if (strcmp(a, "--summary") == 0) {
+			body.summary_only = true;
+		} else if (a[0] == '-' && a[1]) {
+			return usage_error("placement: unknown option or missing value '%s'", a);
+		} else if (!model) {
+			model = a;
+		} else
+			return usage_error("placement: unexpected argument '%s'", a);
+	}
+	if (!model)
+		return usage_error("placement: missing MODEL");
+	body.model = (char *)model;
+	if ((r = connect_client(ctl)))
+		return r;
+	body.params = &params;
+	body.core_counts = cores;
+	body.n_core_counts = n_cores;
+	req.body_case = PIM__REQUEST__BODY_PLACEMENT;
+	req.placement = &body;
+	Pim__Response *resp;
+	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_PLACEMENT, &resp)))
+		return r;
+	if (ctl->json)
+		print_json(placement_json(resp->placement));
+	else
+		placement_print(resp->placement);
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
+static int read_text_file(const char *path, size_t max, char **out)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "pimctl: %s: %s\n", path, strerror(errno));
+		return EXIT_DAEMON;
+	}
+	char *buf = malloc(max + 1);
+	size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+	int bad = ferror(f);
+	fclose(f);
+	if (!buf || bad) {
+		free(buf);
+		fprintf(stderr, "pimctl: %s: cannot read\n", path);
+		return EXIT_DAEMON;
+	}
+	if (n > max) {
+		free(buf);
+		fprintf(stderr, "pimctl: %s: larger than %zu bytes\n", path, max);
+		return EXIT_DAEMON;
+	}
+	if (memchr(buf, 0, n)) {
+		free(buf);
+		fprintf(stderr, "pimctl: %s: contains a NUL byte; expected text\n", path);
+		return EXIT_DAEMON;
+	}
+	buf[n] = 0;
+	*out = buf;
+	return EXIT_OK;
+}
+
+static int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ImportPerf body = PIM__IMPORT_PERF__INIT;
+	const char *pos[3];
+	int npos = 0, r;
+	char *end;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--time") == 0 && v) {
+			errno = 0;
+			body.t_host = strtod(v, &end);
+			if (errno || *end || end == v || !isfinite(body.t_host) || body.t_host <= 0)
+				return usage_error("--time: '%s' is not a positive number of seconds", v);
+			i++;
+		} else if (strcmp(a, "--executions") == 0 && v) {
+			errno = 0;
+			unsigned long long e = strtoull(v, &end, 10);
+			if (errno || *end || end == v || e == 0 || v[0] == '-')
+				return usage_error("--executions: '%s' is not a positive integer", v);
+			body.executions = e;
+			i++;
+		} else if (a[0] == '-' && a[1]) {
+			return usage_error("import-perf: unknown option or missing value '%s'", a);
+		} else if (npos < 3) {
+			pos[npos++] = a;
+		} else
+			return usage_error("import-perf: unexpected argument '%s'", a);
+	}
+	if (npos != 3)
+		return usage_error("import-perf: expected MODEL REGION FILE");
+	errno = 0;
+	unsigned long region = strtoul(pos[1], &end, 10);
+	if (errno || *end || end == pos[1] || region > UINT32_MAX || pos[1][0] == '-')
+		return usage_error("import-perf: REGION '%s' is not a region id", pos[1]);
+	char *csv;
+	if ((r = read_text_file(pos[2], 1u << 20, &csv)))
+		return r;
+	if ((r = connect_client(ctl))) {
+		free(csv);
+		return r;
+	}
+	body.model = (char *)pos[0];
+	body.region_id = (uint32_t)region;
+	body.csv = csv;
+	req.body_case = PIM__REQUEST__BODY_IMPORT_PERF;
+	req.import_perf = &body;
+	Pim__Response *resp;
+	r = call_body(ctl, &req, PIM__RESPONSE__BODY_IMPORT_PERF, &resp);
+	free(csv);
+	if (r)
+		return r;
+	const Pim__RegionMetrics *m = resp->import_perf->metrics;
+	if (ctl->json) {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "model", json_object_new_string(pos[0]));
+		json_object_object_add(o, "region", json_object_new_int64(m->region_id));
+		json_object_object_add(o, "evidence", json_object_new_string(evidence_name(m->evidence)));
+		json_object_object_add(o, "t_host", jdouble(m->t_host));
+		json_object_object_add(o, "n_rd", m->have_n_rd ? jdouble(m->n_rd) : json_object_new_null());
+		json_object_object_add(o, "c_store", m->have_store ? jdouble(m->c_store) : json_object_new_null());
+		json_object_object_add(o, "c_be1", m->have_store ? jdouble(m->c_be1) : json_object_new_null());
+		json_object_object_add(o, "c_be2", m->have_store ? jdouble(m->c_be2) : json_object_new_null());
+		json_object_object_add(o, "c_be3", m->have_store ? jdouble(m->c_be3) : json_object_new_null());
+		json_object_object_add(o, "source", json_object_new_string(m->source));
+		json_object *notes = json_object_new_array();
+		for (size_t i = 0; i < resp->import_perf->n_notes; i++)
+			json_object_array_add(notes, json_object_new_string(resp->import_perf->notes[i]));
+		json_object_object_add(o, "notes", notes);
+		print_json(o);
+	} else {
+		char t[32];
+		fmt_time(t, sizeof t, m->t_host);
+		printf("Imported region %u of %s: T_host %s", m->region_id, pos[0], t);
+		if (m->have_n_rd)
+			printf(", n_rd %.0f (BW_read %.2f GB/s)", m->n_rd, m->n_rd * 64 / m->t_host / 1e9);
+		if (m->have_store)
+			printf(", f_store %.3f", m->c_store / (m->c_be1 + m->c_be2 + m->c_be3 + m->c_store));
+		printf("\n");
+		for (size_t i = 0; i < resp->import_perf->n_notes; i++)
+			printf("note: %s\n", resp->import_perf->notes[i]);
+	}
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
+static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Calibrate body = PIM__CALIBRATE__INIT;
+	Pim__PlacementParams params = PIM__PLACEMENT_PARAMS__INIT;
+	const char *labels = NULL, *model = NULL;
+	double sig[16], th[3];
+	size_t n_sig = 0, n_th = 0;
+	bool all = false;
+	int r;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--labels") == 0 && v) {
+			labels = v;
+			i++;
+		} else if (strcmp(a, "--theta") == 0 && v) {
+			/* LO:HI:STEP in GB/s */
+			char tmp[128];
+			snprintf(tmp, sizeof tmp, "%s", v);
+			for (char *c = tmp; *c; c++)
+				if (*c == ':')
+					*c = ',';
+			if ((r = parse_list("--theta", tmp, th, 3, &n_th)))
+				return r;
+			if (n_th != 3 || th[0] > th[1])
+				return usage_error("--theta: expected LO:HI:STEP in GB/s with LO <= HI, got '%s'", v);
+			i++;
+		} else if (strcmp(a, "--sigma") == 0 && v) {
+			if ((r = parse_list("--sigma", v, sig, ELEMENTSOF(sig), &n_sig)))
+				return r;
+			i++;
+		} else if (strcmp(a, "--param") == 0 && v) {
+			if ((r = parse_param(&params, v)))
+				return r;
+			i++;
+		} else if (strcmp(a, "--all") == 0) {
+			all = true;
+		} else if (a[0] == '-' && a[1]) {
+			return usage_error("calibrate: unknown option or missing value '%s'", a);
+		} else if (!model) {
+			model = a;
+		} else
+			return usage_error("calibrate: unexpected argument '%s'", a);
+	}
+	if (!model || !labels)
+		return usage_error("calibrate: expected MODEL --labels FILE");
+	body.model = (char *)model;
+	char *csv;
+	if ((r = read_text_file(labels, 64u << 20, &csv)))
+		return r;
+	if ((r = connect_client(ctl))) {
+		free(csv);
+		return r;
+	}
+	body.labels_csv = csv;
+	body.params = &params;
+	if (n_th == 3) {
+		body.theta_lo = th[0] * 1e9;
+		body.theta_hi = th[1] * 1e9;
+		body.theta_step = th[2] * 1e9;
+	}
+	body.sigmas = sig;
+	body.n_sigmas = n_sig;
+	req.body_case = PIM__REQUEST__BODY_CALIBRATE;
+	req.calibrate = &body;
+	Pim__Response *resp;
+	r = call_body(ctl, &req, PIM__RESPONSE__BODY_CALIBRATE, &resp);
+	free(csv);
+	if (r)
+		return r;
+	const Pim__CalibrateReply *c = resp->calibrate;
+	if (ctl->json) {
+		json_object *o = json_object_new_object(), *pts = json_object_new_array(),
+			    *sug = json_object_new_array();
+		json_object_object_add(o, "labelled", json_object_new_int64(c->labelled));
+		json_object_object_add(o, "beneficial", json_object_new_int64(c->beneficial));
+		for (size_t i = 0; i < c->n_points; i++) {
+			const Pim__CalibratePoint *p = c->points[i];
+			json_object *jp = json_object_new_object();
+			json_object_object_add(jp, "theta", jdouble(p->theta));
+			json_object_object_add(jp, "sigma", jdouble(p->sigma));
+			json_object_object_add(jp, "selected", json_object_new_int64(p->selected));
+			json_object_object_add(jp, "false_positives", json_object_new_int64(p->fp));
+			json_object_object_add(jp, "false_negatives", json_object_new_int64(p->fn));
+			json_object_object_add(jp, "accuracy", jdouble(p->accuracy));
+			json_object_array_add(pts, jp);
+		}
+		for (size_t i = 0; i < c->n_suggestions; i++) {
+			json_object *js = json_object_new_object();
+			json_object_object_add(js, "sigma", jdouble(c->suggestions[i]->sigma));
+			json_object_object_add(js, "theta", jdouble(c->suggestions[i]->theta));
+			json_object_object_add(js, "interval_lo", jdouble(c->suggestion_lo[i]));
+			json_object_object_add(js, "interval_hi", jdouble(c->suggestion_hi[i]));
+			json_object_object_add(js, "selected", json_object_new_int64(c->suggestions[i]->selected));
+			json_object_object_add(js, "accuracy", jdouble(c->suggestions[i]->accuracy));
+			json_object_array_add(sug, js);
+		}
+		json_object_object_add(o, "points", pts);
+		json_object_object_add(o, "suggestions", sug);
+		json_object_object_add(o, "best", json_object_new_int64(c->best));
+		print_json(o);
+		pim__response__free_unpacked(resp, NULL);
+		return EXIT_OK;
+	}
+	printf("Calibration of %s: %u labelled regions, %u beneficial\n", body.model, c->labelled,
+	       c->beneficial);
+	printf("%9s %6s %9s %6s %6s %9s\n", "THETA", "SIGMA", "SELECTED", "FP", "FN", "ACCURACY");
+	for (size_t i = 0; i < c->n_points; i++) {
+		const Pim__CalibratePoint *p = c->points[i], *q = i ? c->points[i - 1] : NULL;
+		/* Without --all, print only where a count changes (and the ends). */
+		bool changed = !q || q->sigma != p->sigma || q->selected != p->selected || q->fp != p->fp ||
+			       q->fn != p->fn || i + 1 == c->n_points;
+		if (all || changed)
+			printf("%6.2f GB/s %5.2f %9u %6u %6u %9.3f\n", p->theta / 1e9, p->sigma, p->selected,
+			       p->fp, p->fn, p->accuracy);
+	}
+	for (size_t i = 0; i < c->n_suggestions; i++) {
+		const Pim__CalibratePoint *s = c->suggestions[i];
+		printf("%s sigma %.2f: theta %.3f GB/s, the midpoint of [%.2f, %.2f] GB/s (fewest false "
+		       "positives); %u selected, accuracy %u/%u = %.3f\n", i == c->best ? "suggested" : "         ",
+		       s->sigma, s->theta / 1e9, c->suggestion_lo[i] / 1e9, c->suggestion_hi[i] / 1e9,
+		       s->selected, s->tp + s->tn, c->labelled, s->accuracy);
+	}
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
 static int run_model(struct ctl *ctl, int argc, char **argv)
 {
 	if (argc < 1)
@@ -374,6 +985,12 @@ int main(int argc, char **argv)
 			r = cmd_status(&ctl);
 	} else if (strcmp(cmd, "model") == 0) {
 		r = run_model(&ctl, argc, argv);
+	} else if (strcmp(cmd, "placement") == 0) {
+		r = cmd_placement(&ctl, argc, argv);
+	} else if (strcmp(cmd, "import-perf") == 0) {
+		r = cmd_import_perf(&ctl, argc, argv);
+	} else if (strcmp(cmd, "calibrate") == 0) {
+		r = cmd_calibrate(&ctl, argc, argv);
 	} else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		r = EXIT_OK;

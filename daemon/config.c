@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <math.h>
+
 #include "frame.h"
 #include "log.h"
 
@@ -21,6 +23,7 @@ void config_init(struct config *c)
 	c->max_pending_bytes = 64ull * 1024 * 1024;
 	c->max_requests_in_flight = 64;
 	c->busy_timeout_ms = 5000;
+	c->placement = placement_params_default();
 }
 
 static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -48,7 +51,7 @@ static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_LOG_LEVEL, KEY_U32, KEY_U64 };
+enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE };
 
 struct key {
 	const char *name;
@@ -59,6 +62,7 @@ struct key {
 
 #define U32(field, lo, hi) KEY_U32, offsetof(struct config, field), lo, hi
 #define U64(field, lo, hi) KEY_U64, offsetof(struct config, field), lo, hi
+#define DBL(field) KEY_DOUBLE, offsetof(struct config, placement.field), 0, 0
 
 static const struct key keys[] = {
 	{ "socket", KEY_PATH_SOCKET, offsetof(struct config, socket_path), 0, 0 },
@@ -69,6 +73,19 @@ static const struct key keys[] = {
 	{ "max_pending_bytes", U64(max_pending_bytes, 64 * 1024, 16ull << 30) },
 	{ "max_requests_in_flight", U32(max_requests_in_flight, 1, 65536) },
 	{ "busy_timeout_ms", U32(busy_timeout_ms, 0, 600000) },
+	/* placement parameters: the same names as in pimctl placement --param and PlacementParams */
+	{ "n_core", DBL(n_core) },
+	{ "f_pim", DBL(f_pim) },
+	{ "i_min", DBL(i_min) },
+	{ "t_ctx", DBL(t_ctx) },
+	{ "b_cpu", DBL(b_cpu) },
+	{ "theta", DBL(theta) },
+	{ "theta_ratio", DBL(theta_ratio) },
+	{ "sigma", DBL(sigma) },
+	{ "b_rd", DBL(b_rd) },
+	{ "b_wb", DBL(b_wb) },
+	{ "b_pim_core", DBL(b_pim_core) },
+	{ "line_bytes", DBL(line_bytes) },
 };
 
 static char *trim(char *s)
@@ -109,6 +126,16 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 				       "notice, info, debug", where, v);
 		*(int *)field = r;
 		return 0;
+	case KEY_DOUBLE: {
+		char *end;
+		errno = 0;
+		double d = strtod(v, &end);
+		if (errno || end == v || *end || !isfinite(d) || d < 0)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be a finite number >= 0 (e.g. 2.0e9)",
+				       where, k->name, v);
+		*(double *)field = d;
+		return 0;
+	}
 	case KEY_U32:
 	case KEY_U64:
 		r = parse_size(v, k->min, k->max, &n);
@@ -171,6 +198,9 @@ int config_parse(struct config *c, const char *buf, size_t len, const char *orig
 		if (r < 0)
 			return r;
 	}
+	/* Each value may be fine alone and the set still not (theta 0 needs theta_ratio). */
+	if (placement_params_validate(&tmp.placement, err) < 0)
+		return err_prefix(err, "%s", origin);
 	*c = tmp;
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <sys/un.h>
 
+#include "placement.h"
 #include "util.h"
 
 #define CONFIG_DEFAULT_PATH "/etc/pimd/pimd.conf"
@@ -26,6 +27,7 @@ struct config {
 	uint64_t max_pending_bytes;       /* per connection: unsent response bytes before reading pauses */
 	uint32_t max_requests_in_flight;  /* per connection: unanswered requests before reading pauses */
 	uint32_t busy_timeout_ms;         /* SQLite busy timeout */
+	struct placement_params placement; /* platform parameters of the placement rule (BRIEF §3) */
 };
 
 void config_init(struct config *c);

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "loop.h"
+#include "platform.h"
 #include "server.h"
 #include "store.h"
 
@@ -31,6 +32,7 @@ struct pimd {
 	struct loop *loop;
 	struct store *store;
 	struct server *server;
+	struct platform platform;
 	struct watch sig, wd;
 	char status[256];
 };
@@ -289,6 +291,11 @@ int main(int argc, char **argv)
 		       d.cfg.socket_path, d.cfg.state_dir, log_level_name(d.cfg.log_level),
 		       d.cfg.max_frame_bytes, d.cfg.max_clients, d.cfg.max_pending_bytes,
 		       d.cfg.max_requests_in_flight, d.cfg.busy_timeout_ms);
+		const struct placement_params *p = &d.cfg.placement;
+		printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
+		       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"
+		       "line_bytes = %g\n", p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, p->theta,
+		       p->theta_ratio, p->sigma, p->b_rd, p->b_wb, p->b_pim_core, p->line_bytes);
 		return 0;
 	}
 	if (under_systemd())
@@ -303,6 +310,15 @@ int main(int argc, char **argv)
 		log_error("Cannot open the store: %s", err.msg);
 		return 1;
 	}
+	platform_detect(&d.platform, &err);
+	if (store_platform_ensure(d.store, &d.platform.id, &d.platform.row, &err) < 0) {
+		log_error("Cannot record the platform: %s", err.msg);
+		return 1;
+	}
+	if (d.platform.counters)
+		log_info("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
+	else
+		log_notice("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
 	if ((r = loop_new(&d.loop)) < 0) {
 		log_error("epoll: %s", strerror(-r));
 		return 1;
@@ -323,6 +339,8 @@ int main(int argc, char **argv)
 	if ((r = setup_watchdog(&d)) < 0)
 		log_warning("Watchdog not armed: %s", strerror(-r));
 	server_set_change_hook(d.server, on_change, &d);
+	server_rpc_context(d.server)->platform = &d.platform;
+	server_rpc_context(d.server)->params = &d.cfg.placement;
 	log_info("pimd %s ready: socket %s%s, database %s (schema %u)", PIMD_VERSION,
 		 server_socket_activated(d.server) ? "from systemd" : d.cfg.socket_path,
 		 "", db_path, store_schema_version(d.store));

@@ -5,10 +5,11 @@
 
 #include "log.h"
 #include "manifest.h"
+#include "placement_rpc.h"
 
 #define PROTOCOL_VERSION PIM__VERSION__VERSION_CURRENT
 
-static Pim__Response *response_new(uint64_t id)
+Pim__Response *rpc_response_new(uint64_t id)
 {
 	Pim__Response *r = malloc(sizeof *r);
 	if (r) {
@@ -50,7 +51,7 @@ Pim__ErrorCode rpc_code_from_errno(int e)
 
 Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)
 {
-	Pim__Response *r = response_new(id);
+	Pim__Response *r = rpc_response_new(id);
 	Pim__Error *e = malloc(sizeof *e);
 	char *msg = NULL;
 	va_list ap;
@@ -73,7 +74,7 @@ Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *
 	return r;
 }
 
-static Pim__Response *error_from(uint64_t id, const struct pim_error *err)
+Pim__Response *rpc_error_from(uint64_t id, const struct pim_error *err)
 {
 	return rpc_error_response(id, rpc_code_from_errno(err->code), "%s", err->msg);
 }
@@ -98,7 +99,7 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 			*p = '?';
 	peer->hello_done = true;
 
-	Pim__Response *r = response_new(req->id);
+	Pim__Response *r = rpc_response_new(req->id);
 	Pim__HelloReply *hr = malloc(sizeof *hr);
 	char *ver = strdup(PIMD_VERSION);
 	if (!r || !hr || !ver) {
@@ -122,8 +123,8 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	unsigned models = 0;
 
 	if (store_model_count(ctx->store, &models, &err) < 0)
-		return error_from(req->id, &err);
-	Pim__Response *r = response_new(req->id);
+		return rpc_error_from(req->id, &err);
+	Pim__Response *r = rpc_response_new(req->id);
 	Pim__StatusReply *s = malloc(sizeof *s);
 	char *ver = strdup(PIMD_VERSION), *db = strdup(store_path(ctx->store));
 	if (!r || !s || !ver || !db) {
@@ -168,12 +169,12 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	if (k < 0) {
 		if (k != -EEXIST && k != -EPERM)
 			log_error("Failed to store model \"%s\": %s", ml->manifest->name, err.msg);
-		return error_from(req->id, &err);
+		return rpc_error_from(req->id, &err);
 	}
 	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
 		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, ml->manifest->n_regions,
 		 ml->manifest->n_allocations);
-	Pim__Response *r = response_new(req->id);
+	Pim__Response *r = rpc_response_new(req->id);
 	Pim__ModelLoadReply *lr = malloc(sizeof *lr);
 	if (!r || !lr) {
 		free(r);
@@ -196,8 +197,8 @@ static Pim__Response *do_model_list(struct rpc_context *ctx, const Pim__Request 
 	size_t n;
 
 	if (store_model_list(ctx->store, &v, &n, &err) < 0)
-		return error_from(req->id, &err);
-	Pim__Response *r = response_new(req->id);
+		return rpc_error_from(req->id, &err);
+	Pim__Response *r = rpc_response_new(req->id);
 	Pim__ModelListReply *lr = malloc(sizeof *lr);
 	if (!r || !lr) {
 		free(r);
@@ -233,8 +234,8 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 	if (r)
 		return r;
 	if (store_model_get(ctx->store, req->model_show->name, &sum, &m, &err) < 0)
-		return error_from(req->id, &err);
-	r = response_new(req->id);
+		return rpc_error_from(req->id, &err);
+	r = rpc_response_new(req->id);
 	Pim__ModelShowReply *sr = malloc(sizeof *sr);
 	if (!r || !sr) {
 		free(r);
@@ -261,9 +262,9 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 	if (r)
 		return r;
 	if (store_model_remove(ctx->store, name, peer->cred.uid, &err) < 0)
-		return error_from(req->id, &err);
+		return rpc_error_from(req->id, &err);
 	log_info("Model \"%s\" removed by uid %u", name, (unsigned)peer->cred.uid);
-	r = response_new(req->id);
+	r = rpc_response_new(req->id);
 	Pim__ModelRemoveReply *rr = malloc(sizeof *rr);
 	char *n = strdup(name);
 	if (!r || !rr || !n) {
@@ -303,6 +304,14 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return do_model_show(ctx, req);
 	case PIM__REQUEST__BODY_MODEL_REMOVE:
 		return do_model_remove(ctx, peer, req);
+	case PIM__REQUEST__BODY_PLACEMENT:
+		return placement_rpc_placement(ctx, req);
+	case PIM__REQUEST__BODY_IMPORT_PERF:
+		return placement_rpc_import_perf(ctx, req);
+	case PIM__REQUEST__BODY_CALIBRATE:
+		return placement_rpc_calibrate(ctx, req);
+	case PIM__REQUEST__BODY_DECISIONS:
+		return placement_rpc_decisions(ctx, req);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,

@@ -9,10 +9,14 @@
 #include <sys/socket.h>
 
 #include "pim.pb-c.h"
+#include "placement.h"
+#include "platform.h"
 #include "store.h"
 
 struct rpc_context {
 	struct store *store;
+	const struct platform *platform;      /* this host, as stored */
+	const struct placement_params *params; /* configured placement parameters */
 	uint64_t started_ns;
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
@@ -44,5 +48,9 @@ Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *
 
 /* Maps a negative errno from the store or validators to a protocol error code. */
 Pim__ErrorCode rpc_code_from_errno(int e);
+/* A response carrying the error in err (its code mapped with rpc_code_from_errno). */
+Pim__Response *rpc_error_from(uint64_t id, const struct pim_error *err);
+/* An empty response with this id (body to be set by the caller); NULL when out of memory. */
+Pim__Response *rpc_response_new(uint64_t id);
 
 #endif

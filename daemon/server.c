@@ -484,6 +484,7 @@ void server_apply_config(struct server *s, const struct config *cfg)
 bool server_socket_activated(const struct server *s) { return s->activated; }
 unsigned server_clients(const struct server *s) { return s->ctx.clients; }
 const struct rpc_context *server_context(const struct server *s) { return &s->ctx; }
+struct rpc_context *server_rpc_context(struct server *s) { return &s->ctx; }
 
 void server_set_change_hook(struct server *s, void (*fn)(struct server *s, void *data), void *data)
 {

@@ -26,6 +26,8 @@ void server_apply_config(struct server *s, const struct config *cfg);
 bool server_socket_activated(const struct server *s);
 unsigned server_clients(const struct server *s);
 const struct rpc_context *server_context(const struct server *s);
+/* The request context, for the daemon to attach the platform and parameters. */
+struct rpc_context *server_rpc_context(struct server *s);
 
 /* Called whenever the number of clients or models may have changed (for STATUS=). */
 void server_set_change_hook(struct server *s, void (*fn)(struct server *s, void *data), void *data);

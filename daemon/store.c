@@ -21,6 +21,16 @@ enum stmt_id {
 	ST_ALLOC_SELECT,
 	ST_REGION_SELECT,
 	ST_OPERAND_SELECT,
+	ST_PLATFORM_FIND,
+	ST_PLATFORM_INSERT,
+	ST_PLATFORM_UPDATE,
+	ST_MODEL_ID,
+	ST_REGION_EXISTS,
+	ST_METRICS_UPSERT,
+	ST_METRICS_SELECT,
+	ST_DECISIONS_DELETE,
+	ST_DECISION_SELECT,
+	ST_DECISION_UPSERT,
 	ST__MAX
 };
 
@@ -50,6 +60,24 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_OPERAND_SELECT] = "SELECT r.ord, o.alloc_id, o.bytes, o.elem_type, o.elem_bits, o.role "
 			      "FROM operands o JOIN regions r ON r.model_id = o.model_id AND "
 			      "r.region_id = o.region_id WHERE o.model_id = ?1 ORDER BY r.ord, o.idx",
+	[ST_PLATFORM_FIND] = "SELECT id FROM platforms WHERE name = ?1",
+	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, b_cpu, created_at) "
+			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_PLATFORM_UPDATE] = "UPDATE platforms SET kernel = ?2, b_cpu = coalesce(?3, b_cpu) WHERE id = ?1",
+	[ST_MODEL_ID] = "SELECT id FROM models WHERE name = ?1",
+	[ST_REGION_EXISTS] = "SELECT 1 FROM regions WHERE model_id = ?1 AND region_id = ?2",
+	[ST_METRICS_UPSERT] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, run_id, "
+			      "evidence, t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, "
+			      "bw_read_estimate, source, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+			      "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+	[ST_METRICS_SELECT] = "SELECT region_id, evidence, t_host, t_host_spread, n_rd, c_store, c_be1, "
+			      "c_be2, c_be3, bw_read_estimate, source, updated_at FROM metrics "
+			      "WHERE model_id = ?1 AND platform_id = ?2 ORDER BY region_id",
+	[ST_DECISIONS_DELETE] = "DELETE FROM decisions WHERE model_id = ?1",
+	[ST_DECISION_SELECT] = "SELECT reply FROM decisions WHERE model_id = ?1 AND platform_id = ?2 "
+			       "AND params_key = ?3",
+	[ST_DECISION_UPSERT] = "INSERT OR REPLACE INTO decisions (model_id, platform_id, params_key, reply, "
+			       "created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
 };
 
 struct store {
@@ -705,4 +733,253 @@ int store_check_integrity(struct store *s, struct pim_error *err)
 		: err_set(err, -EIO, "%s: integrity check: %s", s->path, res ? res : "(null)");
 	sqlite3_finalize(st);
 	return r;
+}
+
+/* ---------------------------------------------------------------- platforms */
+
+int store_platform_ensure(struct store *s, const struct store_platform *p, int64_t *id,
+			  struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_PLATFORM_FIND);
+	int r;
+
+	sqlite3_bind_text(st, 1, p->name, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		*id = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+		st = stmt_get(s, ST_PLATFORM_UPDATE);
+		sqlite3_bind_int64(st, 1, *id);
+		sqlite3_bind_text(st, 2, p->kernel, -1, SQLITE_STATIC);
+		if (p->b_cpu > 0)
+			sqlite3_bind_double(st, 3, p->b_cpu);
+		return step_done(s, st, "updating the platform", err);
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE)
+		return db_err(s, err, "looking up the platform");
+	st = stmt_get(s, ST_PLATFORM_INSERT);
+	sqlite3_bind_text(st, 1, p->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, p->cpu_model, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, p->pmu, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, p->kernel, -1, SQLITE_STATIC);
+	if (p->b_cpu > 0)
+		sqlite3_bind_double(st, 5, p->b_cpu);
+	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	if ((r = step_done(s, st, "adding the platform", err)) < 0)
+		return r;
+	*id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- metrics and decisions */
+
+int store_model_id(struct store *s, const char *name, int64_t *id, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_ID);
+	int r;
+
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		*id = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+		return 0;
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE)
+		return db_err(s, err, "looking up a model");
+	return err_set(err, -ENOENT, "no model named \"%s\"", name);
+}
+
+static const char *evidence_text(Pim__Evidence e)
+{
+	switch (e) {
+	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return "counters";
+	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return "estimate";
+	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return "imported";
+	default: return NULL;
+	}
+}
+
+static Pim__Evidence evidence_from_text(const char *t)
+{
+	if (t && strcmp(t, "counters") == 0)
+		return PIM__EVIDENCE__EVIDENCE_COUNTERS;
+	if (t && strcmp(t, "estimate") == 0)
+		return PIM__EVIDENCE__EVIDENCE_ESTIMATE;
+	if (t && strcmp(t, "imported") == 0)
+		return PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	return PIM__EVIDENCE__EVIDENCE_NONE;
+}
+
+static void bind_opt(sqlite3_stmt *st, int i, bool have, double v)
+{
+	if (have)
+		sqlite3_bind_double(st, i, v);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, int64_t run_id,
+		      const Pim__RegionMetrics *m, struct pim_error *err)
+{
+	const char *ev = evidence_text(m->evidence);
+	sqlite3_stmt *st;
+	int r;
+
+	if (!ev)
+		return err_set(err, -EINVAL, "metrics of region %u: no evidence kind", m->region_id);
+	if (!(m->t_host > 0))
+		return err_set(err, -EINVAL, "metrics of region %u: T_host must be positive", m->region_id);
+	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+		return r;
+	st = stmt_get(s, ST_REGION_EXISTS);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, m->region_id);
+	r = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE) {
+		r = err_set(err, -ENOENT, "the model has no region %u", m->region_id);
+		goto fail;
+	}
+	if (r != SQLITE_ROW) {
+		r = db_err(s, err, "looking up a region");
+		goto fail;
+	}
+	st = stmt_get(s, ST_METRICS_UPSERT);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, m->region_id);
+	sqlite3_bind_int64(st, 3, platform_id);
+	if (run_id > 0)
+		sqlite3_bind_int64(st, 4, run_id);
+	sqlite3_bind_text(st, 5, ev, -1, SQLITE_STATIC);
+	sqlite3_bind_double(st, 6, m->t_host);
+	sqlite3_bind_double(st, 7, m->t_host_spread);
+	bind_opt(st, 8, m->have_n_rd, m->n_rd);
+	bind_opt(st, 9, m->have_store, m->c_store);
+	bind_opt(st, 10, m->have_store, m->c_be1);
+	bind_opt(st, 11, m->have_store, m->c_be2);
+	bind_opt(st, 12, m->have_store, m->c_be3);
+	bind_opt(st, 13, m->bw_read_estimate > 0, m->bw_read_estimate);
+	sqlite3_bind_text(st, 14, m->source ? m->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 15, (int64_t)time(NULL));
+	if ((r = step_done(s, st, "storing metrics", err)) < 0)
+		goto fail;
+	/* Stored answers rest on the old metrics: drop them with the change. */
+	st = stmt_get(s, ST_DECISIONS_DELETE);
+	sqlite3_bind_int64(st, 1, model_id);
+	if ((r = step_done(s, st, "dropping stored decisions", err)) < 0)
+		goto fail;
+	return exec_simple(s, ST_COMMIT, err);
+fail:
+	rollback(s);
+	return r;
+}
+
+int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
+		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_METRICS_SELECT);
+	Pim__RegionMetrics **v = NULL;
+	size_t len = 0, cap = 0;
+	int r;
+
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, platform_id);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 64;
+			Pim__RegionMetrics **nv = realloc(v, cap * sizeof *v);
+			if (!nv)
+				goto oom;
+			v = nv;
+		}
+		Pim__RegionMetrics *m = malloc(sizeof *m);
+		if (!m)
+			goto oom;
+		pim__region_metrics__init(m);
+		v[len++] = m;
+		m->region_id = (uint32_t)sqlite3_column_int64(st, 0);
+		m->evidence = evidence_from_text((const char *)sqlite3_column_text(st, 1));
+		m->t_host = sqlite3_column_double(st, 2);
+		m->t_host_spread = sqlite3_column_double(st, 3);
+		if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+			m->have_n_rd = true;
+			m->n_rd = sqlite3_column_double(st, 4);
+		}
+		if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+			m->have_store = true;
+			m->c_store = sqlite3_column_double(st, 5);
+			m->c_be1 = sqlite3_column_double(st, 6);
+			m->c_be2 = sqlite3_column_double(st, 7);
+			m->c_be3 = sqlite3_column_double(st, 8);
+		}
+		m->bw_read_estimate = sqlite3_column_double(st, 9);
+		m->source = col_strdup(st, 10);
+		m->updated_at = sqlite3_column_int64(st, 11);
+		if (!m->source)
+			goto oom;
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE) {
+		r = db_err(s, err, "reading metrics");
+		goto fail;
+	}
+	*out = v;
+	*n = len;
+	return 0;
+oom:
+	sqlite3_reset(st);
+	r = err_set(err, -ENOMEM, "out of memory");
+fail:
+	for (size_t i = 0; i < len; i++)
+		pim__region_metrics__free_unpacked(v[i], NULL);
+	free(v);
+	return r;
+}
+
+int store_decision_get(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
+		       uint8_t **reply, size_t *len, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_DECISION_SELECT);
+	int r;
+
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, platform_id);
+	sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return 0;
+	}
+	if (r != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return db_err(s, err, "reading a stored decision");
+	}
+	int n = sqlite3_column_bytes(st, 0);
+	uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+	if (!b) {
+		sqlite3_reset(st);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
+	if (n > 0)
+		memcpy(b, sqlite3_column_blob(st, 0), (size_t)n);
+	sqlite3_reset(st);
+	*reply = b;
+	*len = (size_t)n;
+	return 1;
+}
+
+int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
+		       const uint8_t *reply, size_t len, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_DECISION_UPSERT);
+
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, platform_id);
+	sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 4, reply, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
+	return step_done(s, st, "storing a decision", err);
 }

@@ -61,6 +61,41 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err);
 
+/* ---------------------------------------------------------------- platforms */
+
+struct store_platform {
+	char name[256];      /* identity: CPU model and PMU */
+	char cpu_model[128];
+	char pmu[64];
+	char kernel[64];
+	double b_cpu;        /* B/s; 0 when not measured */
+};
+
+/* Finds the platform by name or creates it; *id is its row id. */
+int store_platform_ensure(struct store *s, const struct store_platform *p, int64_t *id,
+			  struct pim_error *err);
+
+/* ---------------------------------------------------------------- metrics and decisions */
+
+/* The model's row id and region count (-ENOENT if absent). */
+int store_model_id(struct store *s, const char *name, int64_t *id, struct pim_error *err);
+
+/* Stores the metrics of one region (replacing earlier ones on this platform) and drops the
+ * model's stored decisions, in one transaction.  -ENOENT for an unknown region. */
+int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, int64_t run_id,
+		      const Pim__RegionMetrics *m, struct pim_error *err);
+
+/* All metrics of a model on a platform, by region id; free each with
+ * pim__region_metrics__free_unpacked and the array with free(). */
+int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
+		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err);
+
+/* A stored placement answer for (model, platform, key): 1 and the packed reply (free()), or 0. */
+int store_decision_get(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
+		       uint8_t **reply, size_t *len, struct pim_error *err);
+int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
+		       const uint8_t *reply, size_t len, struct pim_error *err);
+
 /* PRAGMA integrity_check == "ok". */
 int store_check_integrity(struct store *s, struct pim_error *err);
 

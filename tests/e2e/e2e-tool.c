@@ -27,6 +27,7 @@
 #include "frame.h"
 #include "manifest.h"
 #include "pim.h"
+#include "pim_hooks.h"
 #include "pim.pb-c.h"
 
 #define CHECK(cond, ...)                                                                           \
@@ -414,6 +415,37 @@ static int cmd_busy(const char *path)
 	return 0;
 }
 
+/* The decided path: region 1 of decoder-block on PIM (imported counts), the others on the
+ * host, an unknown id on the host and counted; the hooks consult the bound model. */
+static int cmd_decided(const char *path, const char *model)
+{
+	pim_client *c = pim_client_new();
+	pim_model *m;
+	CHECK(pim_client_connect(c, path, "decided") == 0, "%s", pim_client_error(c));
+	CHECK(pim_model_open(c, "no-such-model", &m) == -ENOENT, "open of a missing model");
+	CHECK(pim_model_open(c, model, &m) == 0, "open: %s", pim_client_error(c));
+	pim_client_free(c); /* the model outlives its client handle */
+	CHECK(pim_model_offloaded(m) == 1, "offloaded %u", pim_model_offloaded(m));
+	CHECK(pim_model_region_enter(m, 1) == PIM_ON_PIM, "region 1 on PIM");
+	pim_model_region_exit(m, 1);
+	for (uint32_t r = 0; r < 9; r++)
+		if (r != 1)
+			CHECK(pim_model_region_enter(m, r) == PIM_ON_HOST, "region %u on host", r);
+	CHECK(pim_model_region_enter(m, 9999) == PIM_ON_HOST, "unknown id");
+	CHECK(pim_model_region_enter(m, UINT32_MAX) == PIM_ON_HOST, "unknown id");
+	CHECK(pim_model_unknown_regions(m) == 2, "unknown counted");
+	pim_model_bind_hooks(m);
+	pim_region_enter(4242);
+	pim_region_exit(4242);
+	CHECK(pim_model_unknown_regions(m) == 3, "hooks consult the bound model");
+	pim_model_bind_hooks(NULL);
+	pim_region_enter(4242);
+	CHECK(pim_model_unknown_regions(m) == 3, "unbound hooks do nothing");
+	pim_model_close(m);
+	printf("decided: region 1 on PIM, 8 on the host, unknown ids counted\n");
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -486,6 +518,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "pipeline") == 0)
 		return cmd_pipeline(argv[2], atoi(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "decided") == 0)
+		return cmd_decided(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)
 		return cmd_busy(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "seeds") == 0)

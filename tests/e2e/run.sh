@@ -59,7 +59,9 @@ if wait_socket "$S"; then ok "pimd binds its socket"; else bad "pimd binds its s
 check "socket mode is 0660" sh -c "[ \"\$(stat -c %a '$S')\" = 660 ]"
 
 expect_rc 0 "pimd 0.1.0" "pimctl status" "$PIMCTL" --socket "$S" status
-expect_rc 0 '"schema_version":1' "pimctl --json status" "$PIMCTL" --socket "$S" --json status
+NMIG=$(ls sql/[0-9][0-9][0-9][0-9]-*.sql | wc -l)
+expect_rc 0 "\"schema_version\":$NMIG" "pimctl --json status (schema = number of migrations)" \
+	"$PIMCTL" --socket "$S" --json status
 expect_rc 0 "Loaded model decoder-block: 9 regions, 12 allocations" "pimctl model load" \
 	"$PIMCTL" --socket "$S" model load "$EXAMPLE"
 expect_rc 1 'exists; remove it first' "duplicate load is a daemon error (exit 1)" \
@@ -88,6 +90,41 @@ check "libpimclient end to end" "$TOOL" client "$S" "$EXAMPLE"
 check "hostile frames from 32 clients; good client served" "$TOOL" hostile "$S" 32
 check "5000 pipelined requests under a 4-in-flight limit, answered in order" "$TOOL" pipeline "$S" 5000
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list
+
+# ------------------------------------------------------------ placement (imported counts)
+D=$(pwd)/tests/e2e/data
+expect_rc 0 "Imported region 1 of decoder-block: T_host 50.00 us, n_rd 12288 (BW_read 15.73 GB/s)" \
+	"import-perf stores counts per execution" \
+	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --executions 100
+printf '1234,,icx::OFFCORE_REQUESTS:ALL_DATA_RD,100,100.00,,\n<not supported>,,icx::EXE_ACTIVITY:BOUND_ON_STORES,0,100.00,,\n' > "$T/bad.csv"
+expect_rc 1 "BOUND_ON_STORES" "import-perf names an event that was not counted" \
+	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$T/bad.csv" --time 0.001
+expect_rc 1 "has no region 99" "import-perf of an unknown region" \
+	"$PIMCTL" --socket "$S" import-perf decoder-block 99 "$D/qkv-matvec.csv"
+expect_rc 1 "no duration_time or task-clock" "import-perf without a time needs --time" \
+	sh -c "grep -v duration_time '$D/qkv-matvec.csv' > '$T/notime.csv' && '$PIMCTL' --socket '$S' import-perf decoder-block 1 '$T/notime.csv'"
+expect_rc 0 "qkv.matvec .* yyyn  PIM  C3: BW_read 15.73 GB/s >= θ 2.01 GB/s" "placement table: the gemv nest passes C3" \
+	"$PIMCTL" --socket "$S" placement decoder-block --cores 32,64,128
+expect_rc 0 "(stored answer)" "a repeated query is answered from the store" \
+	"$PIMCTL" --socket "$S" placement decoder-block --cores 32,64,128
+expect_rc 0 "qkv.matvec .* yynn  host Stage 2 failed" "a changed parameter recomputes (theta 20 GB/s)" \
+	"$PIMCTL" --socket "$S" placement decoder-block --param theta=20e9
+expect_rc 0 '"speedup":' "placement --json" "$PIMCTL" --socket "$S" --json placement decoder-block --summary
+expect_rc 0 "resident: 2 transitions" "movement model resident" \
+	"$PIMCTL" --socket "$S" placement decoder-block --movement resident --summary
+expect_rc 1 "granularity \"tiles\" is not one of" "a bad granularity is refused" \
+	"$PIMCTL" --socket "$S" placement decoder-block --granularity tiles
+expect_rc 1 "invalid placement parameter sigma" "a bad parameter is refused" \
+	"$PIMCTL" --socket "$S" placement decoder-block --param sigma=2
+expect_rc 2 "unknown parameter 'nope'" "an unknown parameter is a usage error" \
+	"$PIMCTL" --socket "$S" placement decoder-block --param nope=1
+printf 'region,beneficial\n1,1\n2,0\nqkv.fill,no\n' > "$T/labels.csv"
+expect_rc 0 "suggested sigma 0.40: theta" "calibrate sweeps theta against labels" \
+	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/labels.csv"
+printf 'region,beneficial\n1,1\n1,0\n' > "$T/dup.csv"
+expect_rc 1 "line 3" "calibrate names the bad label line" \
+	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/dup.csv"
+check "libpimclient decided path" "$TOOL" decided "$S" decoder-block
 
 # a second pimd must not steal the socket
 expect_rc 1 "another pimd is serving this socket" "second pimd refuses a live socket" \
@@ -123,10 +160,11 @@ else bad "a stale socket is replaced"; fi
 expect_rc 0 "decoder-block" "models survive kill -9 and restart" "$PIMCTL" --socket "$S" model list
 kill -TERM "$PID"; wait_exit "$PID"; PID=
 
+V=$(sqlite3 "$T/state/pimd.db" 'PRAGMA user_version')
 sqlite3 "$T/state/pimd.db" 'PRAGMA user_version = 99'
 expect_rc 1 "schema version 99 is newer than this pimd knows" "a newer database is refused" \
 	"$PIMD" --foreground --socket "$S" --state-dir "$T/state"
-sqlite3 "$T/state/pimd.db" 'PRAGMA user_version = 1'
+sqlite3 "$T/state/pimd.db" "PRAGMA user_version = $V"
 printf 'max_frame_bytes = 12\n' > "$T/bad.conf"
 expect_rc 1 "bad.conf:1: max_frame_bytes" "a bad config file stops start-up" \
 	"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/bad.conf"

@@ -83,21 +83,24 @@ END_TEST
 /* A failing migration leaves the database at the previous whole version. */
 START_TEST(failed_migration_rolls_back)
 {
-	struct store_migration migs[] = {
-		store_migrations[0],
-		{ 2, "0002-broken.sql", "CREATE TABLE half (x INTEGER); THIS IS NOT SQL;" },
-	};
+	unsigned n = store_n_migrations;
+	struct store_migration migs[16];
 	struct store *s;
 	struct pim_error err = { 0 };
-	ck_assert_int_lt(store_open_with(path, 1000, migs, 2, &s, &err), 0);
-	ck_assert_msg(strstr(err.msg, "migration 0002-broken.sql failed"), "%s", err.msg);
-	ck_assert_int_eq(raw_int("PRAGMA user_version"), 1);
+	char name[] = "9999-broken.sql";
+
+	ck_assert_uint_lt(n, ELEMENTSOF(migs));
+	memcpy(migs, store_migrations, n * sizeof *migs);
+	migs[n] = (struct store_migration){ n + 1, name, "CREATE TABLE half (x INTEGER); THIS IS NOT SQL;" };
+	ck_assert_int_lt(store_open_with(path, 1000, migs, n + 1, &s, &err), 0);
+	ck_assert_msg(strstr(err.msg, "migration 9999-broken.sql failed"), "%s", err.msg);
+	ck_assert_int_eq(raw_int("PRAGMA user_version"), (int)n);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
 	/* fixing the migration lets it apply */
-	migs[1].sql = "CREATE TABLE half (x INTEGER);";
-	ck_assert_int_eq(store_open_with(path, 1000, migs, 2, &s, &err), 0);
+	migs[n].sql = "CREATE TABLE half (x INTEGER);";
+	ck_assert_int_eq(store_open_with(path, 1000, migs, n + 1, &s, &err), 0);
 	store_close(s);
-	ck_assert_int_eq(raw_int("PRAGMA user_version"), 2);
+	ck_assert_int_eq(raw_int("PRAGMA user_version"), (int)n + 1);
 }
 END_TEST
 
@@ -211,6 +214,71 @@ START_TEST(failed_put_leaves_nothing)
 }
 END_TEST
 
+/* Metrics replace earlier ones, drop stored decisions, and refuse unknown regions. */
+START_TEST(metrics_and_decisions)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("delta", 2);
+	struct store_platform pf = { .name = "test cpu / none", .cpu_model = "test cpu", .pmu = "none",
+				     .kernel = "6.1" };
+	int64_t pid, pid2, mid;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid2, &err), 0);
+	ck_assert_int_eq(pid, pid2); /* found, not duplicated */
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
+
+	Pim__RegionMetrics rm = PIM__REGION_METRICS__INIT;
+	rm.region_id = 10;
+	rm.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	rm.t_host = 2e-3;
+	rm.have_n_rd = true;
+	rm.n_rd = 1000;
+	rm.source = "test";
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
+	const uint8_t blob[] = { 1, 2, 3 };
+	ck_assert_int_eq(store_decision_put(s, mid, pid, "k", blob, sizeof blob, &err), 0);
+	uint8_t *got;
+	size_t len;
+	ck_assert_int_eq(store_decision_get(s, mid, pid, "k", &got, &len, &err), 1);
+	ck_assert_uint_eq(len, 3);
+	ck_assert_mem_eq(got, blob, 3);
+	free(got);
+	ck_assert_int_eq(store_decision_get(s, mid, pid, "other", &got, &len, &err), 0);
+
+	/* new metrics: the stored decision is gone, the metrics replaced */
+	rm.t_host = 4e-3;
+	rm.have_n_rd = false;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
+	ck_assert_int_eq(store_decision_get(s, mid, pid, "k", &got, &len, &err), 0);
+	Pim__RegionMetrics **v;
+	size_t n;
+	ck_assert_int_eq(store_metrics_list(s, mid, pid, &v, &n, &err), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert(v[0]->t_host == 4e-3);
+	ck_assert(!v[0]->have_n_rd);
+	ck_assert_int_eq(v[0]->evidence, PIM__EVIDENCE__EVIDENCE_IMPORTED);
+	pim__region_metrics__free_unpacked(v[0], NULL);
+	free(v);
+
+	rm.region_id = 99;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "no region 99"), "%s", err.msg);
+	rm.region_id = 10;
+	rm.t_host = 0;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -EINVAL);
+	/* removing the model removes its metrics */
+	ck_assert_int_eq(store_model_remove(s, "delta", 0, &err), 0);
+	store_close(s);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics"), 0);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -221,5 +289,6 @@ int main(void)
 	tcase_add_test(tc, failed_migration_rolls_back);
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, failed_put_leaves_nothing);
+	tcase_add_test(tc, metrics_and_decisions);
 	return test_run_suite(s);
 }

@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: MIT */
+#include "placement_rpc.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "calibrate.h"
+#include "log.h"
+#include "manifest.h"
+#include "perfcsv.h"
+#include "placement.h"
+
+/* ---------------------------------------------------------------- model + metrics → regions */
+
+struct loaded {
+	int64_t model_id;
+	Pim__Manifest *manifest;
+	Pim__RegionMetrics **metrics;
+	size_t n_metrics;
+	struct placement_region *regions;  /* manifest order */
+	struct placement_operand *operands;
+	size_t n_with_metrics;
+	size_t n_estimates, n_counters, n_imported;
+};
+
+static void loaded_free(struct loaded *l)
+{
+	if (l->manifest)
+		pim__manifest__free_unpacked(l->manifest, NULL);
+	for (size_t i = 0; i < l->n_metrics; i++)
+		pim__region_metrics__free_unpacked(l->metrics[i], NULL);
+	free(l->metrics);
+	free(l->regions);
+	free(l->operands);
+	memset(l, 0, sizeof *l);
+}
+
+static int cmp_metric_id(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = (*(Pim__RegionMetrics *const *)b)->region_id;
+	return (x > y) - (x < y);
+}
+
+static enum placement_role role_of(Pim__OperandRole r)
+{
+	return r == PIM__OPERAND_ROLE__OPERAND_ROLE_IN ? PL_IN
+	       : r == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT ? PL_OUT : PL_INOUT;
+}
+
+static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
+{
+	size_t n_ops = 0, k = 0;
+	int r;
+
+	memset(l, 0, sizeof *l);
+	if (!manifest_name_valid(name))
+		return err_set(err, -EINVAL, "\"%.64s\" is not a valid model name", name ? name : "");
+	if ((r = store_model_id(ctx->store, name, &l->model_id, err)) < 0)
+		return r;
+	if ((r = store_model_get(ctx->store, name, NULL, &l->manifest, err)) < 0)
+		return r;
+	if ((r = store_metrics_list(ctx->store, l->model_id, ctx->platform->row, &l->metrics,
+				    &l->n_metrics, err)) < 0)
+		return r;
+	const Pim__Manifest *m = l->manifest;
+	for (size_t i = 0; i < m->n_regions; i++)
+		n_ops += m->regions[i]->n_operands;
+	l->regions = calloc(m->n_regions ? m->n_regions : 1, sizeof *l->regions);
+	l->operands = calloc(n_ops ? n_ops : 1, sizeof *l->operands);
+	if (!l->regions || !l->operands)
+		return err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const Pim__Region *g = m->regions[i];
+		struct placement_region *p = &l->regions[i];
+		p->id = g->id;
+		p->name = g->name;
+		/* Operator instance: the source location when known (one linalg op per location),
+		 * else the op name, which groups every instance of that op kind. */
+		p->op = g->location && *g->location ? g->location : g->op;
+		p->order = g->order;
+		p->n_par = g->n_par;
+		p->n_total = g->n_total;
+		p->trip = g->trip ? g->trip : 1;
+		/* Blocks per nest execution: N_total over the innermost (last reduction, else last
+		 * parallel) extent, when the extents are known. */
+		if (g->n_reduction_extents)
+			p->n_outer = g->n_total / g->reduction_extents[g->n_reduction_extents - 1];
+		else if (g->n_parallel_extents)
+			p->n_outer = g->n_total / g->parallel_extents[g->n_parallel_extents - 1];
+		p->operands = &l->operands[k];
+		p->n_operands = g->n_operands;
+		for (size_t j = 0; j < g->n_operands; j++) {
+			l->operands[k].alloc_id = g->operands[j]->allocation_id;
+			l->operands[k].bytes = g->operands[j]->bytes;
+			l->operands[k].role = role_of(g->operands[j]->role);
+			k++;
+		}
+		Pim__RegionMetrics *const *hit = bsearch(&g->id, l->metrics, l->n_metrics,
+							 sizeof *l->metrics, cmp_metric_id);
+		if (!hit)
+			continue;
+		const Pim__RegionMetrics *mt = *hit;
+		l->n_with_metrics++;
+		p->evidence = (enum placement_evidence)mt->evidence;
+		p->t_host = mt->t_host;
+		p->have_n_rd = mt->have_n_rd;
+		p->n_rd = mt->n_rd;
+		p->have_store = mt->have_store;
+		p->c_store = mt->c_store;
+		p->c_be1 = mt->c_be1;
+		p->c_be2 = mt->c_be2;
+		p->c_be3 = mt->c_be3;
+		if (mt->bw_read_estimate > 0) {
+			p->have_bw_read_estimate = true;
+			p->bw_read_estimate = mt->bw_read_estimate;
+		}
+		l->n_estimates += mt->evidence == PIM__EVIDENCE__EVIDENCE_ESTIMATE;
+		l->n_counters += mt->evidence == PIM__EVIDENCE__EVIDENCE_COUNTERS;
+		l->n_imported += mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	}
+	return 0;
+}
+
+/* Configured parameters with the request's non-zero fields on top, validated. */
+static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
+			struct placement_params *p, struct pim_error *err)
+{
+	*p = *ctx->params;
+	if (q) {
+#define TAKE(f)                                                                                    \
+	do {                                                                                       \
+		if (q->f != 0)                                                                     \
+			p->f = q->f;                                                               \
+	} while (0)
+		TAKE(n_core);
+		TAKE(f_pim);
+		TAKE(i_min);
+		TAKE(t_ctx);
+		TAKE(b_cpu);
+		TAKE(theta);
+		TAKE(theta_ratio);
+		TAKE(sigma);
+		TAKE(b_rd);
+		TAKE(b_wb);
+		TAKE(b_pim_core);
+		TAKE(line_bytes);
+#undef TAKE
+	}
+	return placement_params_validate(p, err);
+}
+
+/* ---------------------------------------------------------------- building messages */
+
+struct builder {
+	bool oom;
+};
+
+static void *bcalloc(struct builder *b, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+	if (!p)
+		b->oom = true;
+	return p;
+}
+
+static char *bstrdup(struct builder *b, const char *s)
+{
+	char *d = strdup(s ? s : "");
+	if (!d)
+		b->oom = true;
+	return d;
+}
+
+static Pim__PlacementParams *params_msg(struct builder *b, const struct placement_params *p)
+{
+	Pim__PlacementParams *m = bcalloc(b, 1, sizeof *m);
+	if (!m)
+		return NULL;
+	pim__placement_params__init(m);
+	m->n_core = p->n_core;
+	m->f_pim = p->f_pim;
+	m->i_min = p->i_min;
+	m->t_ctx = p->t_ctx;
+	m->b_cpu = p->b_cpu;
+	m->theta = placement_theta(p);
+	m->theta_ratio = p->theta_ratio;
+	m->sigma = p->sigma;
+	m->b_rd = placement_b_rd(p);
+	m->b_wb = placement_b_wb(p);
+	m->b_pim_core = p->b_pim_core;
+	m->line_bytes = p->line_bytes;
+	return m;
+}
+
+static Pim__RegionDecision *decision_msg(struct builder *b, const struct placement_region *r,
+					 const struct placement_decision *d)
+{
+	Pim__RegionDecision *m = bcalloc(b, 1, sizeof *m);
+	char reason[256];
+
+	if (!m)
+		return NULL;
+	pim__region_decision__init(m);
+	m->region_id = r->id;
+	m->name = bstrdup(b, r->name);
+	m->op = bstrdup(b, r->op);
+	m->order = r->order;
+	m->n_par = r->n_par;
+	m->n_total = r->n_total;
+	m->trip = r->trip;
+	m->pim = d->side == PL_PIM;
+	m->conditions = bcalloc(b, PL_N_COND, sizeof *m->conditions);
+	if (m->conditions)
+		for (int c = 0; c < PL_N_COND; c++) {
+			Pim__Condition *k = bcalloc(b, 1, sizeof *k);
+			if (!k)
+				break;
+			pim__condition__init(k);
+			k->state = (Pim__CondState)d->cond[c].state;
+			k->lhs = d->cond[c].lhs;
+			k->rhs = d->cond[c].rhs;
+			m->conditions[m->n_conditions++] = k;
+		}
+	m->evidence = (Pim__Evidence)d->evidence;
+	m->bw_estimated = d->bw_estimated;
+	m->t_host = r->t_host;
+	placement_format_reason(d, reason, sizeof reason);
+	m->reason = bstrdup(b, reason);
+	m->t_pim = d->t_pim;
+	m->fetch_bytes = d->fetch_bytes;
+	m->flush_bytes = d->flush_bytes;
+	m->unit_size = (uint32_t)d->unit_size;
+	return m;
+}
+
+static Pim__PlacementEstimate *estimate_msg(struct builder *b, const struct loaded *l,
+					    const struct placement_estimate *e, bool summary_only)
+{
+	Pim__PlacementEstimate *m = bcalloc(b, 1, sizeof *m);
+	if (!m)
+		return NULL;
+	pim__placement_estimate__init(m);
+	m->n_core = e->n_core;
+	m->offloaded = (uint32_t)e->n_offloaded;
+	m->rejected_stage1 = (uint32_t)e->n_rejected_stage1;
+	m->rejected_stage2 = (uint32_t)e->n_rejected_stage2;
+	m->t_cpu = e->t_cpu;
+	m->t_host = e->t_host;
+	m->t_pim = e->t_pim;
+	m->t_hybrid = e->t_hybrid;
+	m->speedup = e->speedup;
+	m->captured_share = e->captured_share;
+	m->residual_share = e->residual_share;
+	m->bound = isfinite(e->bound) ? e->bound : 0;
+	Pim__Movement *mv = bcalloc(b, 1, sizeof *mv);
+	if (mv) {
+		pim__movement__init(mv);
+		mv->model = bstrdup(b, placement_movement_model_name(e->move.model));
+		mv->segments = e->move.segments;
+		mv->transitions = e->move.transitions;
+		mv->fetch_bytes = e->move.fetch_bytes;
+		mv->flush_bytes = e->move.flush_bytes;
+		mv->t_switch = e->move.t_switch;
+		mv->t_fetch = e->move.t_fetch;
+		mv->t_flush = e->move.t_flush;
+		mv->t_move = e->move.t_move;
+		m->movement = mv;
+	}
+	if (summary_only)
+		return m;
+	size_t n = l->manifest->n_regions;
+	m->regions = bcalloc(b, n, sizeof *m->regions);
+	if (!m->regions)
+		return m;
+	for (size_t i = 0; i < n && !b->oom; i++) {
+		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], &e->decisions[i]);
+		if (d)
+			m->regions[m->n_regions++] = d;
+	}
+	return m;
+}
+
+static void add_note(struct builder *b, Pim__PlacementReply *r, const char *fmt, ...) _printf_(3, 4);
+static void add_note(struct builder *b, Pim__PlacementReply *r, const char *fmt, ...)
+{
+	char *s = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	char **nv = s ? realloc(r->notes, (r->n_notes + 1) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(s);
+		b->oom = true;
+		return;
+	}
+	r->notes = nv;
+	r->notes[r->n_notes++] = s;
+}
+
+static void evidence_notes(struct builder *b, Pim__PlacementReply *r, const struct loaded *l,
+			   const struct rpc_context *ctx)
+{
+	size_t n = l->manifest->n_regions;
+
+	if (l->n_with_metrics < n)
+		add_note(b, r, "%zu of %zu regions have no metrics yet: they stay on the host (profile "
+			 "the model or import perf counts)", n - l->n_with_metrics, n);
+	if (l->n_estimates)
+		add_note(b, r, "%zu regions rest on timing-backend estimates: BW_read estimated from "
+			 "unique read bytes / T_host, C4 not evaluable (%s)", l->n_estimates,
+			 ctx->platform->counters ? "measured before counters were available"
+						 : ctx->platform->backend_reason);
+	if (l->n_imported)
+		add_note(b, r, "%zu regions use counter data imported from perf stat", l->n_imported);
+	if (l->n_counters)
+		add_note(b, r, "%zu regions use hardware counters measured on this host", l->n_counters);
+}
+
+/* Every input that shapes an answer, in one string. */
+static void cache_key(char *buf, size_t len, const struct placement_params *p, const char *gran,
+		      const char *move, const double *cores, size_t n_cores, bool summary)
+{
+	size_t pos = (size_t)snprintf(buf, len, "v1 %s %s %d n_core=%.17g f_pim=%.17g i_min=%.17g "
+				      "t_ctx=%.17g b_cpu=%.17g theta=%.17g sigma=%.17g b_rd=%.17g "
+				      "b_wb=%.17g b_pim_core=%.17g L=%.17g cores=", gran, move, summary,
+				      p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, placement_theta(p),
+				      p->sigma, placement_b_rd(p), placement_b_wb(p), p->b_pim_core,
+				      p->line_bytes);
+	for (size_t i = 0; i < n_cores && pos < len; i++)
+		pos += (size_t)snprintf(buf + pos, len - pos, "%s%.17g", i ? "," : "", cores[i]);
+}
+
+static Pim__Response *reply_response(uint64_t id, Pim__PlacementReply *pr)
+{
+	Pim__Response *resp = rpc_response_new(id);
+	if (!resp) {
+		pim__placement_reply__free_unpacked(pr, NULL);
+		return NULL;
+	}
+	resp->body_case = PIM__RESPONSE__BODY_PLACEMENT;
+	resp->placement = pr;
+	return resp;
+}
+
+Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__Placement *q = req->placement;
+	struct pim_error err = { 0 };
+	struct placement_params p;
+	struct loaded l;
+	struct placement_result res = { 0 };
+	struct builder b = { 0 };
+	int gran = PL_GRAN_LOOP, move = PL_MOVE_UPPER;
+	char key[1024];
+
+	if (q->granularity && *q->granularity && (gran = placement_granularity_from_name(q->granularity)) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "granularity \"%.32s\" is not one of loop, operator, block",
+					  q->granularity);
+	if (q->movement && *q->movement && (move = placement_movement_model_from_name(q->movement)) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "movement \"%.32s\" is not one of upper, resident", q->movement);
+	if (q->n_core_counts > PLACEMENT_MAX_CORE_COUNTS)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%zu core counts; at most %d per query", q->n_core_counts,
+					  PLACEMENT_MAX_CORE_COUNTS);
+	for (size_t i = 0; i < q->n_core_counts; i++)
+		if (!isfinite(q->core_counts[i]) || q->core_counts[i] < 1 || q->core_counts[i] > 1e9)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "core count %g is outside 1..1e9", q->core_counts[i]);
+	if (merge_params(ctx, q->params, &p, &err) < 0)
+		return rpc_error_from(req->id, &err);
+	if (load(ctx, q->model, &l, &err) < 0) {
+		loaded_free(&l);
+		return rpc_error_from(req->id, &err);
+	}
+
+	double one = p.n_core;
+	const double *cores = q->n_core_counts ? q->core_counts : &one;
+	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
+	cache_key(key, sizeof key, &p, placement_granularity_name(gran), placement_movement_model_name(move),
+		  cores, n_cores, q->summary_only);
+
+	/* A stored answer is valid: metrics changes delete them (store_metrics_put). */
+	uint8_t *blob;
+	size_t blen;
+	int k = store_decision_get(ctx->store, l.model_id, ctx->platform->row, key, &blob, &blen, &err);
+	if (k > 0) {
+		Pim__PlacementReply *pr = pim__placement_reply__unpack(NULL, blen, blob);
+		free(blob);
+		if (pr) {
+			pr->cached = true;
+			loaded_free(&l);
+			return reply_response(req->id, pr);
+		}
+		log_warning("A stored decision of model \"%s\" does not decode; recomputing", q->model);
+	}
+
+	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
+				      .movement = (enum placement_movement_model)move,
+				      .core_counts = cores, .n_core_counts = n_cores };
+	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {
+		loaded_free(&l);
+		return rpc_error_from(req->id, &err);
+	}
+	Pim__PlacementReply *pr = bcalloc(&b, 1, sizeof *pr);
+	if (pr) {
+		pim__placement_reply__init(pr);
+		pr->model = bstrdup(&b, l.manifest->name);
+		pr->granularity = bstrdup(&b, placement_granularity_name(gran));
+		pr->movement = bstrdup(&b, placement_movement_model_name(move));
+		pr->params = params_msg(&b, &res.params);
+		pr->platform = bstrdup(&b, ctx->platform->id.name);
+		pr->regions_with_metrics = (uint32_t)l.n_with_metrics;
+		pr->estimates = bcalloc(&b, res.n_estimates, sizeof *pr->estimates);
+		for (size_t i = 0; pr->estimates && i < res.n_estimates && !b.oom; i++) {
+			Pim__PlacementEstimate *e = estimate_msg(&b, &l, &res.estimates[i], q->summary_only);
+			if (e)
+				pr->estimates[pr->n_estimates++] = e;
+		}
+		evidence_notes(&b, pr, &l, ctx);
+	}
+	placement_result_free(&res);
+	if (b.oom) {
+		if (pr)
+			pim__placement_reply__free_unpacked(pr, NULL);
+		loaded_free(&l);
+		return NULL;
+	}
+	/* Store the answer for the next identical query; failing to is not the client's problem. */
+	size_t n = pim__placement_reply__get_packed_size(pr);
+	uint8_t *buf = malloc(n ? n : 1);
+	if (buf) {
+		pim__placement_reply__pack(pr, buf);
+		if (store_decision_put(ctx->store, l.model_id, ctx->platform->row, key, buf, n, &err) < 0)
+			log_warning("Could not store the placement of \"%s\": %s", q->model, err.msg);
+		free(buf);
+	}
+	loaded_free(&l);
+	return reply_response(req->id, pr);
+}
+
+/* ---------------------------------------------------------------- import-perf */
+
+Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__ImportPerf *q = req->import_perf;
+	struct pim_error err = { 0 };
+	struct perfcsv_result *csv;
+	int64_t model_id;
+	int k;
+
+	if (!manifest_name_valid(q->model))
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+	if (!isfinite(q->t_host) || q->t_host < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "t_host must be a finite number of seconds >= 0");
+	if ((k = store_model_id(ctx->store, q->model, &model_id, &err)) < 0)
+		return rpc_error_from(req->id, &err);
+	csv = malloc(sizeof *csv);
+	if (!csv)
+		return NULL;
+	size_t len = q->csv ? strlen(q->csv) : 0;
+	if ((k = perfcsv_parse(q->csv ? q->csv : "", len, csv, &err)) < 0) {
+		free(csv);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "perf stat CSV: %s", err.msg);
+	}
+	uint64_t execs = q->executions ? q->executions : 1;
+	double t = q->t_host > 0 ? q->t_host : csv->has_t_host ? csv->t_host_s : 0;
+	if (!(t > 0)) {
+		free(csv);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "the CSV has no duration_time or task-clock line: give the region's "
+					  "time per execution (--time)");
+	}
+	if (q->t_host == 0)
+		t /= (double)execs;
+	Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
+	m.region_id = q->region_id;
+	m.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	m.t_host = t;
+	unsigned bit_rd = 1u << EVENTS_ROLE_N_RD, bit_store = 1u << EVENTS_ROLE_C_STORE;
+	unsigned bits_be = (1u << EVENTS_ROLE_BE1) | (1u << EVENTS_ROLE_BE2) | (1u << EVENTS_ROLE_BE3);
+	if (csv->present & bit_rd) {
+		m.have_n_rd = true;
+		m.n_rd = (double)csv->value[EVENTS_ROLE_N_RD] / (double)execs;
+	}
+	if ((csv->present & bit_store) && (csv->present & bits_be) == bits_be) {
+		m.have_store = true;
+		m.c_store = (double)csv->value[EVENTS_ROLE_C_STORE] / (double)execs;
+		m.c_be1 = (double)csv->value[EVENTS_ROLE_BE1] / (double)execs;
+		m.c_be2 = (double)csv->value[EVENTS_ROLE_BE2] / (double)execs;
+		m.c_be3 = (double)csv->value[EVENTS_ROLE_BE3] / (double)execs;
+	}
+	if (!m.have_n_rd && !m.have_store) {
+		free(csv);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "the CSV gives neither the off-core read count (n_rd) nor the "
+					  "store-bound and three backend events: nothing for C3 or C4");
+	}
+	char source[128];
+	snprintf(source, sizeof source, "perf stat import: %u events%s", csv->n_events,
+		 csv->multiplexed ? ", some scaled by perf (multiplexed)" : "");
+	m.source = source;
+	if ((k = store_metrics_put(ctx->store, model_id, ctx->platform->row, 0, &m, &err)) < 0) {
+		free(csv);
+		return rpc_error_from(req->id, &err);
+	}
+	Pim__Response *resp = rpc_response_new(req->id);
+	Pim__ImportPerfReply *ir = malloc(sizeof *ir);
+	Pim__RegionMetrics *mm = malloc(sizeof *mm);
+	char *src = strdup(source);
+	char *note = NULL;
+	if (!m.have_store && asprintf(&note, "C4 not evaluable for region %u: the store-bound and "
+				      "backend events are missing", q->region_id) < 0)
+		note = NULL;
+	if (!m.have_n_rd && asprintf(&note, "C3 not evaluable for region %u: the off-core read "
+				     "count is missing", q->region_id) < 0)
+		note = NULL;
+	char **notes = note ? malloc(sizeof *notes) : NULL;
+	if (!resp || !ir || !mm || !src || (note && !notes)) {
+		free(resp);
+		free(ir);
+		free(mm);
+		free(src);
+		free(note);
+		free(notes);
+		free(csv);
+		return NULL;
+	}
+	*mm = m;
+	mm->source = src;
+	pim__import_perf_reply__init(ir);
+	ir->metrics = mm;
+	if (note) {
+		notes[0] = note;
+		ir->notes = notes;
+		ir->n_notes = 1;
+	}
+	log_info("Imported perf counts for model \"%s\" region %u (%u events)", q->model, q->region_id,
+		 csv->n_events);
+	free(csv);
+	resp->body_case = PIM__RESPONSE__BODY_IMPORT_PERF;
+	resp->import_perf = ir;
+	return resp;
+}
+
+/* ---------------------------------------------------------------- calibrate */
+
+static void point_fill(Pim__CalibratePoint *m, const struct calibrate_point *p)
+{
+	pim__calibrate_point__init(m);
+	m->theta = p->theta;
+	m->sigma = p->sigma;
+	m->selected = (uint32_t)p->selected;
+	m->tp = (uint32_t)p->tp;
+	m->fp = (uint32_t)p->fp;
+	m->tn = (uint32_t)p->tn;
+	m->fn = (uint32_t)p->fn;
+	m->accuracy = p->accuracy;
+}
+
+Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__Calibrate *q = req->calibrate;
+	struct pim_error err = { 0 };
+	struct placement_params p;
+	struct loaded l;
+	struct calibrate_labels labels = { 0 };
+	struct calibrate_result res = { 0 };
+	struct calibrate_sweep sw = calibrate_sweep_default();
+	struct builder b = { 0 };
+
+	if (q->n_sigmas > PLACEMENT_MAX_SIGMAS)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%zu sigma values; at most %d", q->n_sigmas, PLACEMENT_MAX_SIGMAS);
+	if (q->theta_lo)
+		sw.theta_lo = q->theta_lo;
+	if (q->theta_hi)
+		sw.theta_hi = q->theta_hi;
+	if (q->theta_step)
+		sw.theta_step = q->theta_step;
+	sw.sigmas = q->sigmas;
+	sw.n_sigmas = q->n_sigmas;
+	if (merge_params(ctx, q->params, &p, &err) < 0)
+		return rpc_error_from(req->id, &err);
+	if (load(ctx, q->model, &l, &err) < 0) {
+		loaded_free(&l);
+		return rpc_error_from(req->id, &err);
+	}
+	const char *csv = q->labels_csv ? q->labels_csv : "";
+	if (calibrate_parse_labels(csv, strlen(csv), l.regions, l.manifest->n_regions, &labels, &err) < 0 ||
+	    calibrate_run(l.regions, l.manifest->n_regions, &p, &labels, &sw, &res, &err) < 0) {
+		calibrate_labels_free(&labels);
+		loaded_free(&l);
+		return rpc_error_from(req->id, &err);
+	}
+	size_t n_points = res.n_thetas * res.n_sigmas;
+	Pim__CalibrateReply *cr = bcalloc(&b, 1, sizeof *cr);
+	if (cr) {
+		pim__calibrate_reply__init(cr);
+		cr->labelled = (uint32_t)res.n_labelled;
+		cr->beneficial = (uint32_t)res.n_beneficial;
+		cr->best = (uint32_t)res.best;
+		cr->points = bcalloc(&b, n_points, sizeof *cr->points);
+		for (size_t i = 0; cr->points && i < n_points; i++) {
+			Pim__CalibratePoint *m = bcalloc(&b, 1, sizeof *m);
+			if (!m)
+				break;
+			point_fill(m, &res.points[i]);
+			cr->points[cr->n_points++] = m;
+		}
+		cr->suggestions = bcalloc(&b, res.n_sigmas, sizeof *cr->suggestions);
+		cr->suggestion_lo = bcalloc(&b, res.n_sigmas, sizeof *cr->suggestion_lo);
+		cr->suggestion_hi = bcalloc(&b, res.n_sigmas, sizeof *cr->suggestion_hi);
+		for (size_t i = 0; cr->suggestions && cr->suggestion_lo && cr->suggestion_hi &&
+				   i < res.n_sigmas; i++) {
+			Pim__CalibratePoint *m = bcalloc(&b, 1, sizeof *m);
+			if (!m)
+				break;
+			point_fill(m, &res.suggestions[i].at);
+			m->theta = res.suggestions[i].theta;
+			cr->suggestions[cr->n_suggestions++] = m;
+			cr->suggestion_lo[cr->n_suggestion_lo++] = res.suggestions[i].lo;
+			cr->suggestion_hi[cr->n_suggestion_hi++] = res.suggestions[i].hi;
+		}
+	}
+	calibrate_result_free(&res);
+	calibrate_labels_free(&labels);
+	loaded_free(&l);
+	Pim__Response *resp = b.oom ? NULL : rpc_response_new(req->id);
+	if (!resp) {
+		if (cr)
+			pim__calibrate_reply__free_unpacked(cr, NULL);
+		return NULL;
+	}
+	resp->body_case = PIM__RESPONSE__BODY_CALIBRATE;
+	resp->calibrate = cr;
+	return resp;
+}
+
+/* ---------------------------------------------------------------- decisions for the client */
+
+Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__Decisions *q = req->decisions;
+	struct pim_error err = { 0 };
+	struct placement_params p;
+	struct loaded l;
+	struct placement_result res = { 0 };
+	int gran = PL_GRAN_LOOP, move = PL_MOVE_UPPER;
+
+	if (q->granularity && *q->granularity && (gran = placement_granularity_from_name(q->granularity)) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "granularity \"%.32s\" is not one of loop, operator, block",
+					  q->granularity);
+	if (q->movement && *q->movement && (move = placement_movement_model_from_name(q->movement)) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "movement \"%.32s\" is not one of upper, resident", q->movement);
+	if (merge_params(ctx, q->params, &p, &err) < 0)
+		return rpc_error_from(req->id, &err);
+	if (load(ctx, q->model, &l, &err) < 0) {
+		loaded_free(&l);
+		return rpc_error_from(req->id, &err);
+	}
+	uint32_t limit = 0;
+	for (size_t i = 0; i < l.manifest->n_regions; i++)
+		if (l.regions[i].id >= limit)
+			limit = l.regions[i].id + 1;
+	if (limit > PLACEMENT_DECISIONS_MAX_ID) {
+		loaded_free(&l);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "region ids up to %u: the client's lookup table allows ids below %u",
+					  limit - 1, PLACEMENT_DECISIONS_MAX_ID);
+	}
+	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
+				      .movement = (enum placement_movement_model)move };
+	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {
+		loaded_free(&l);
+		return rpc_error_from(req->id, &err);
+	}
+	Pim__Response *resp = rpc_response_new(req->id);
+	Pim__DecisionsReply *dr = malloc(sizeof *dr);
+	uint8_t *bits = calloc((limit + 7) / 8 + 1, 1);
+	char *name = strdup(l.manifest->name);
+	if (!resp || !dr || !bits || !name) {
+		free(resp);
+		free(dr);
+		free(bits);
+		free(name);
+		placement_result_free(&res);
+		loaded_free(&l);
+		return NULL;
+	}
+	pim__decisions_reply__init(dr);
+	const struct placement_estimate *e = &res.estimates[0];
+	Pim__Evidence weakest = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+	for (size_t i = 0; i < l.manifest->n_regions; i++)
+		if (e->decisions[i].side == PL_PIM) {
+			uint32_t id = l.regions[i].id;
+			bits[id / 8] |= (uint8_t)(1u << (id % 8));
+			dr->offloaded++;
+			/* estimate < imported < counters, as evidence goes */
+			Pim__Evidence ev = (Pim__Evidence)e->decisions[i].evidence;
+			if (ev == PIM__EVIDENCE__EVIDENCE_ESTIMATE ||
+			    (ev == PIM__EVIDENCE__EVIDENCE_IMPORTED && weakest == PIM__EVIDENCE__EVIDENCE_COUNTERS))
+				weakest = ev;
+		}
+	dr->model = name;
+	dr->id_limit = limit;
+	dr->pim_bitmap.data = bits;
+	dr->pim_bitmap.len = (limit + 7) / 8;
+	dr->evidence = dr->offloaded ? weakest : PIM__EVIDENCE__EVIDENCE_NONE;
+	placement_result_free(&res);
+	loaded_free(&l);
+	resp->body_case = PIM__RESPONSE__BODY_DECISIONS;
+	resp->decisions = dr;
+	return resp;
+}

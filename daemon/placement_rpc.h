@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * placement_rpc.h: the daemon side of the placement engine: Placement, ImportPerf, Calibrate
+ * and Decisions requests.  Loads manifests and metrics from the store, runs the pure modules
+ * (placement.c, calibrate.c, perfcsv.c) and turns their results into protocol messages.
+ */
+#ifndef PIMD_PLACEMENT_RPC_H
+#define PIMD_PLACEMENT_RPC_H
+
+#include "rpc.h"
+
+Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req);
+
+/* Limits on what a request may ask for. */
+#define PLACEMENT_MAX_CORE_COUNTS 16
+#define PLACEMENT_MAX_SIGMAS 16
+#define PLACEMENT_DECISIONS_MAX_ID (16u * 1024u * 1024u) /* bitmap of at most 2 MiB */
+
+#endif
