@@ -341,6 +341,7 @@ int main(int argc, char **argv)
 	server_set_change_hook(d.server, on_change, &d);
 	server_rpc_context(d.server)->platform = &d.platform;
 	server_rpc_context(d.server)->params = &d.cfg.placement;
+	server_rpc_context(d.server)->pid = getpid();
 	log_info("pimd %s ready: socket %s%s, database %s (schema %u)", PIMD_VERSION,
 		 server_socket_activated(d.server) ? "from systemd" : d.cfg.socket_path,
 		 "", db_path, store_schema_version(d.store));

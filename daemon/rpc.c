@@ -144,7 +144,7 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	s->database = db;
 	s->requests = ctx->requests;
 	s->max_frame_bytes = ctx->max_frame_bytes;
-	s->pid = (uint32_t)getpid();
+	s->pid = (uint32_t)ctx->pid;
 	r->body_case = PIM__RESPONSE__BODY_STATUS;
 	r->status = s;
 	return r;

@@ -21,6 +21,7 @@ struct rpc_context {
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
 	uint32_t max_frame_bytes;
+	pid_t pid;              /* of pimd, after detaching */
 };
 
 /* What the transport knows about the peer of a request. */

@@ -84,6 +84,7 @@ struct store {
 	sqlite3 *db;
 	char *path;
 	unsigned version;
+	int models;  /* cached model count (-1: unknown); pimd is the only writer of its store */
 	sqlite3_stmt *stmt[ST__MAX];
 };
 
@@ -186,6 +187,7 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return err_set(err, -ENOMEM, "out of memory");
+	s->models = -1;
 	s->path = strdup(path);
 	if (!s->path) {
 		free(s);
@@ -423,6 +425,7 @@ int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool rep
 		goto fail;
 	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
 		goto fail;
+	s->models = -1;
 	if (summary) {
 		r = model_find(s, m->name, &id, NULL, summary, err);
 		if (r <= 0)
@@ -697,6 +700,7 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 	sqlite3_bind_int64(st, 1, id);
 	if ((r = step_done(s, st, "removing the model", err)) < 0)
 		goto fail;
+	s->models = -1;
 	return exec_simple(s, ST_COMMIT, err);
 fail:
 	rollback(s);
@@ -705,6 +709,11 @@ fail:
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
 {
+	/* Status asks on every call: answer from memory (a query costs a WAL read lock). */
+	if (s->models >= 0) {
+		*n = (unsigned)s->models;
+		return 0;
+	}
 	sqlite3_stmt *st = stmt_get(s, ST_MODEL_COUNT);
 	int r = sqlite3_step(st);
 	if (r != SQLITE_ROW) {
@@ -712,6 +721,7 @@ int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
 		return db_err(s, err, "counting models");
 	}
 	*n = (unsigned)sqlite3_column_int64(st, 0);
+	s->models = (int)*n;
 	sqlite3_reset(st);
 	return 0;
 }

@@ -1,0 +1,908 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_query: round-trip cost of a pimd query (Status through libpimclient over the Unix
+ * socket), compared side by side with a bare echo server that uses the same socket type, the
+ * same framing (frame.h) and the same single-threaded epoll loop shape as pimd, and answers
+ * with frames of exactly the sizes of a real Status request and response.
+ *
+ *   bench_query [PIMD_PATH (default build/pimd)] [--quick]
+ *
+ * In one run it:
+ *   1. starts a private pimd (temporary socket, state dir and empty configuration);
+ *   2. measures the packed sizes of a Status request and its response with raw frames, and
+ *      starts the echo server (forked child) that answers every frame with a payload of the
+ *      response's size;
+ *   3. latency: pim_status() and raw echo round trips in alternating batches (the order
+ *      alternates every round, so drift and noise from other users of the machine hit both
+ *      alike); p50/p99 of per-request CLOCK_MONOTONIC timings and the ratio pimd/echo, against
+ *      the project's goal of <= 1.5x;
+ *   4. throughput: 8 client processes, each with its own connection, for a fixed duration,
+ *      against pimd and against the echo server (alternating);
+ *   5. stops everything and removes the temporary directory.
+ *
+ * Exit status: 0 on success (whether or not the goal is met), 1 if something failed, 2 on a
+ * usage error.  --quick runs far fewer iterations (a smoke test of well under 3 s).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "pim.h"
+#include "pim.pb-c.h"
+
+#define N_CLIENTS 8
+#define MAX_FRAME FRAME_MAX_DEFAULT
+
+enum kind { K_PIMD, K_ECHO };
+static const char *const kind_name[] = { "pimd status", "raw echo" };
+
+struct params {
+	unsigned rounds, batch, warmup;   /* latency */
+	unsigned tput_rounds;             /* throughput rounds (each: pimd and echo) */
+	uint64_t tput_ns;                 /* duration of one throughput run */
+};
+
+static const struct params normal_params = { 20, 2000, 1000, 2, 2000000000ull };
+static const struct params quick_params = { 4, 250, 100, 1, 250000000ull };
+
+/* Global so the signal handler and cleanup can reach them. */
+static char tmp_dir[64];
+static char pimd_sock[128], echo_sock[128], state_dir[128], conf_path[128];
+static pid_t pimd_pid = -1, echo_pid = -1, main_pid;
+
+/* Sizes measured on a real Status round trip (payload bytes, without the frame header). */
+static uint32_t req_size, resp_size;
+static uint8_t *req_payload;  /* a packed Status request of req_size bytes */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("bench_query: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -1;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ------------------------------------------------------------------ cleanup */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	if (remove(path) < 0 && errno != ENOENT)
+		fprintf(stderr, "bench_query: removing %s: %s\n", path, strerror(errno));
+	return 0;
+}
+
+static pid_t reap(pid_t pid, unsigned timeout_ms, int *status)
+{
+	for (unsigned waited = 0;; waited += 5) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r != 0 || waited >= timeout_ms)
+			return r;
+		sleep_ms(5);
+	}
+}
+
+/* Returns 0 if pimd stopped cleanly on SIGTERM. */
+static int cleanup(void)
+{
+	int ret = 0, st;
+
+	if (echo_pid > 0) {
+		kill(echo_pid, SIGKILL);
+		waitpid(echo_pid, NULL, 0);
+		echo_pid = -1;
+	}
+	if (pimd_pid > 0) {
+		kill(pimd_pid, SIGTERM);
+		pid_t r = reap(pimd_pid, 5000, &st);
+		if (r == 0) {
+			ret = fail("pimd did not stop within 5 s of SIGTERM; killing it");
+			kill(pimd_pid, SIGKILL);
+			waitpid(pimd_pid, NULL, 0);
+		} else if (r > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+			ret = WIFEXITED(st) ? fail("pimd exited with status %d on SIGTERM", WEXITSTATUS(st))
+					    : fail("pimd died of signal %d", WTERMSIG(st));
+		}
+		pimd_pid = -1;
+	}
+	if (tmp_dir[0]) {
+		nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		tmp_dir[0] = 0;
+	}
+	return ret;
+}
+
+/* Interrupted: stop the children and remove what we know of with async-signal-safe calls. */
+static void on_signal(int sig)
+{
+	static const char *const db_files[] = { "pimd.db", "pimd.db-wal", "pimd.db-shm",
+						"pimd.db-journal" };
+	char p[256];
+
+	if (getpid() != main_pid)
+		_exit(128 + sig);
+	if (echo_pid > 0) {
+		kill(echo_pid, SIGKILL);
+		waitpid(echo_pid, NULL, 0);
+	}
+	if (pimd_pid > 0) {
+		kill(pimd_pid, SIGTERM);
+		waitpid(pimd_pid, NULL, 0);
+	}
+	if (tmp_dir[0]) {
+		for (size_t i = 0; i < sizeof db_files / sizeof db_files[0]; i++) {
+			size_t a = strlen(state_dir), b = strlen(db_files[i]);
+			if (a + b + 2 > sizeof p)
+				continue;
+			memcpy(p, state_dir, a);
+			p[a] = '/';
+			memcpy(p + a + 1, db_files[i], b + 1);
+			unlink(p);
+		}
+		rmdir(state_dir);
+		unlink(pimd_sock);
+		unlink(echo_sock);
+		unlink(conf_path);
+		rmdir(tmp_dir);
+	}
+	_exit(128 + sig);
+}
+
+/* ------------------------------------------------------------------ sockets */
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* One raw round trip; returns the response payload (caller frees) or NULL. */
+static Pim__Response *raw_call(int fd, Pim__Request *req, size_t *req_len, uint32_t *resp_len)
+{
+	size_t n = pim__request__get_packed_size(req);
+	uint8_t *buf = malloc(n ? n : 1), *rbuf;
+	int r;
+
+	if (!buf)
+		return NULL;
+	pim__request__pack(req, buf);
+	r = frame_send(fd, buf, (uint32_t)n);
+	free(buf);
+	if (r < 0 || (r = frame_recv(fd, MAX_FRAME, &rbuf, resp_len)) < 0) {
+		fail("raw round trip with pimd: %s", strerror(-r));
+		return NULL;
+	}
+	Pim__Response *resp = pim__response__unpack(NULL, *resp_len, rbuf);
+	free(rbuf);
+	if (!resp)
+		fail("pimd sent a response that does not decode");
+	*req_len = n;
+	return resp;
+}
+
+/*
+ * Sizes of a real Status exchange, with raw frames.  The request id is that of a request in
+ * the middle of the latency run (ids are varints, so their size depends on the value).
+ */
+static int probe_sizes(uint64_t typical_id)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Hello hello = PIM__HELLO__INIT;
+	Pim__StatusRequest status = PIM__STATUS_REQUEST__INIT;
+	Pim__Response *resp;
+	size_t qlen;
+	uint32_t rlen;
+	int fd = unix_connect(pimd_sock);
+
+	if (fd < 0)
+		return fail("connecting to %s: %s", pimd_sock, strerror(-fd));
+	hello.protocol_version = PIM_PROTOCOL_VERSION;
+	hello.client_name = (char *)"bench_query-probe";
+	req.id = 1;
+	req.body_case = PIM__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	resp = raw_call(fd, &req, &qlen, &rlen);
+	if (!resp || resp->body_case != PIM__RESPONSE__BODY_HELLO) {
+		if (resp)
+			pim__response__free_unpacked(resp, NULL);
+		close(fd);
+		return fail("pimd did not answer Hello with a HelloReply");
+	}
+	pim__response__free_unpacked(resp, NULL);
+
+	req.id = typical_id;
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &status;
+	resp = raw_call(fd, &req, &qlen, &rlen);
+	close(fd);
+	if (!resp || resp->body_case != PIM__RESPONSE__BODY_STATUS) {
+		if (resp)
+			pim__response__free_unpacked(resp, NULL);
+		return fail("pimd did not answer Status with a StatusReply");
+	}
+	pim__response__free_unpacked(resp, NULL);
+	req_size = (uint32_t)qlen;
+	resp_size = rlen;
+	req_payload = malloc(req_size ? req_size : 1);
+	if (!req_payload)
+		return fail("out of memory");
+	pim__request__pack(&req, req_payload);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ pimd */
+
+static int start_pimd(const char *path)
+{
+	int fd = open(conf_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return fail("creating %s: %s", conf_path, strerror(errno));
+	close(fd);  /* an empty configuration: defaults, independent of /etc/pimd */
+	if (access(path, X_OK) < 0)
+		return fail("%s: %s (build it with make, or pass the path of pimd)", path,
+			    strerror(errno));
+
+	pid_t pid = fork();
+	if (pid < 0)
+		return fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != main_pid)
+			_exit(127);
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("LISTEN_FDS");
+		unsetenv("LISTEN_PID");
+		unsetenv("WATCHDOG_USEC");
+		execl(path, path, "--foreground", "--config", conf_path, "--socket", pimd_sock,
+		      "--state-dir", state_dir, "--log-level", "warning", (char *)NULL);
+		fprintf(stderr, "bench_query: exec %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	pimd_pid = pid;
+
+	/* Wait until it answers a Status. */
+	uint64_t deadline = now_ns() + 10000000000ull;
+	for (;;) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			pimd_pid = -1;
+			return WIFEXITED(st) ? fail("pimd exited with status %d at start", WEXITSTATUS(st))
+					     : fail("pimd died of signal %d at start", WTERMSIG(st));
+		}
+		pim_client *c = pim_client_new();
+		struct pim_status s;
+		if (!c)
+			return fail("out of memory");
+		int r = pim_client_connect(c, pimd_sock, "bench_query-wait");
+		if (r == 0)
+			r = pim_status(c, &s);
+		if (r == 0) {
+			pim_client_free(c);
+			return 0;
+		}
+		if (now_ns() > deadline) {
+			fail("pimd does not answer on %s after 10 s: %s", pimd_sock, pim_client_error(c));
+			pim_client_free(c);
+			return -1;
+		}
+		pim_client_free(c);
+		sleep_ms(5);
+	}
+}
+
+/* ------------------------------------------------------------------ echo server */
+
+struct echo_conn {
+	int fd;
+	struct frame_reader rd;
+	uint8_t *out;
+	size_t out_len, out_off, out_cap;
+	uint32_t events;
+};
+
+static void echo_conn_free(int ep, struct echo_conn *c)
+{
+	epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	frame_reader_reset(&c->rd);
+	free(c->out);
+	free(c);
+}
+
+/* Queues a frame of resp_size bytes: the request's bytes, padded (or cut) to that size. */
+static int echo_queue(struct echo_conn *c, const uint8_t *p, uint32_t len)
+{
+	size_t need = FRAME_HEADER_BYTES + resp_size;
+
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_len + need > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		while (cap < c->out_len + need)
+			cap *= 2;
+		uint8_t *d = realloc(c->out, cap);
+		if (!d)
+			return -ENOMEM;
+		c->out = d;
+		c->out_cap = cap;
+	}
+	uint8_t *w = c->out + c->out_len;
+	frame_put_header(w, resp_size);
+	w += FRAME_HEADER_BYTES;
+	uint32_t k = len < resp_size ? len : resp_size;
+	memcpy(w, p, k);
+	memset(w + k, 0x5a, resp_size - k);
+	c->out_len += need;
+	return 0;
+}
+
+static int echo_flush(struct echo_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			return -errno;
+		}
+		c->out_off += (size_t)n;
+	}
+	c->out_off = c->out_len = 0;
+	return 0;
+}
+
+static void echo_set_events(int ep, struct echo_conn *c)
+{
+	uint32_t ev = c->out_off < c->out_len ? EPOLLIN | EPOLLOUT : EPOLLIN;
+	if (ev != c->events) {
+		struct epoll_event e = { .events = ev, .data.ptr = c };
+		c->events = ev;
+		epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &e);
+	}
+}
+
+/* The event loop of the echo child: the same shape as pimd's (one thread, epoll, frames read
+ * with frame_reader, at most 32 frames per wakeup, answers sent with one non-blocking send). */
+static __attribute__((noreturn)) void echo_serve(int lfd)
+{
+	struct epoll_event evs[64], e = { .events = EPOLLIN, .data.ptr = NULL };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &e) < 0)
+		_exit(1);
+	for (;;) {
+		int n = epoll_wait(ep, evs, 64, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		for (int i = 0; i < n; i++) {
+			struct echo_conn *c = evs[i].data.ptr;
+			if (!c) {
+				int fd;
+				while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+					c = calloc(1, sizeof *c);
+					if (!c) {
+						close(fd);
+						continue;
+					}
+					c->fd = fd;
+					c->events = EPOLLIN;
+					frame_reader_init(&c->rd, MAX_FRAME);
+					struct epoll_event ce = { .events = EPOLLIN, .data.ptr = c };
+					if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ce) < 0) {
+						close(fd);
+						free(c);
+					}
+				}
+				continue;
+			}
+			if ((evs[i].events & EPOLLOUT) && echo_flush(c) < 0) {
+				echo_conn_free(ep, c);
+				continue;
+			}
+			bool drop = false;
+			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+				for (int k = 0; k < 32; k++) {
+					int r = frame_reader_read(&c->rd, c->fd);
+					if (r == 0)
+						break;
+					if (r < 0) {
+						drop = true;
+						break;
+					}
+					uint32_t len;
+					uint8_t *p = frame_reader_take(&c->rd, &len);
+					r = echo_queue(c, p, len);
+					free(p);
+					if (r < 0) {
+						drop = true;
+						break;
+					}
+				}
+				if (!drop && echo_flush(c) < 0)
+					drop = true;
+			}
+			if (drop) {
+				echo_conn_free(ep, c);
+				continue;
+			}
+			echo_set_events(ep, c);
+		}
+	}
+}
+
+static int start_echo(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (lfd < 0)
+		return fail("socket: %s", strerror(errno));
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", echo_sock);
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 128) < 0) {
+		fail("echo server on %s: %s", echo_sock, strerror(errno));
+		close(lfd);
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(lfd);
+		return fail("fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != main_pid)
+			_exit(1);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		echo_serve(lfd);
+	}
+	close(lfd);
+	echo_pid = pid;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ clients */
+
+struct client {
+	enum kind kind;
+	pim_client *pc;  /* K_PIMD */
+	int fd;          /* K_ECHO */
+};
+
+static int client_open(struct client *c, enum kind kind)
+{
+	c->kind = kind;
+	c->pc = NULL;
+	c->fd = -1;
+	if (kind == K_PIMD) {
+		c->pc = pim_client_new();
+		if (!c->pc)
+			return fail("out of memory");
+		int r = pim_client_connect(c->pc, pimd_sock, "bench_query");
+		if (r < 0)
+			return fail("%s", pim_client_error(c->pc));
+		return 0;
+	}
+	c->fd = unix_connect(echo_sock);
+	if (c->fd < 0)
+		return fail("connecting to the echo server at %s: %s", echo_sock, strerror(-c->fd));
+	return 0;
+}
+
+static void client_close(struct client *c)
+{
+	pim_client_free(c->pc);
+	c->pc = NULL;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* One request and its answer. */
+static inline int client_query(struct client *c)
+{
+	if (c->kind == K_PIMD) {
+		struct pim_status st;
+		int r = pim_status(c->pc, &st);
+		if (r < 0)
+			return fail("pim_status: %s", pim_client_error(c->pc));
+		return 0;
+	}
+	uint8_t *p;
+	uint32_t len;
+	int r = frame_send(c->fd, req_payload, req_size);
+	if (r == 0)
+		r = frame_recv(c->fd, MAX_FRAME, &p, &len);
+	if (r < 0)
+		return fail("echo round trip: %s", strerror(-r));
+	free(p);
+	if (len != resp_size)
+		return fail("echo server answered %u bytes instead of %u", len, resp_size);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ latency */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static uint64_t pct(const uint64_t *v, size_t n, double p)
+{
+	size_t k = (size_t)(p * (double)n + 0.999999);
+	if (k < 1)
+		k = 1;
+	if (k > n)
+		k = n;
+	return v[k - 1];
+}
+
+static int run_batch(struct client *c, uint64_t *out, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t t0 = now_ns();
+		if (client_query(c) < 0)
+			return -1;
+		uint64_t t1 = now_ns();
+		if (out)
+			out[i] = t1 - t0;
+	}
+	return 0;
+}
+
+struct lat_result {
+	uint64_t p50[2], p99[2], mean[2];
+	double round_ratio_med, round_ratio_min, round_ratio_max;
+};
+
+static int measure_latency(const struct params *pp, struct lat_result *res)
+{
+	struct client cl[2];
+	size_t total = (size_t)pp->rounds * pp->batch;
+	uint64_t *t[2] = { calloc(total, sizeof(uint64_t)), calloc(total, sizeof(uint64_t)) };
+	uint64_t *tmp = calloc(pp->batch, sizeof(uint64_t));
+	double *ratio = calloc(pp->rounds, sizeof(double));
+	int ret = -1;
+
+	memset(cl, 0, sizeof cl);
+	cl[0].fd = cl[1].fd = -1;
+	if (!t[0] || !t[1] || !tmp || !ratio) {
+		fail("out of memory");
+		goto out;
+	}
+	if (client_open(&cl[K_PIMD], K_PIMD) < 0 || client_open(&cl[K_ECHO], K_ECHO) < 0)
+		goto out;
+	if (run_batch(&cl[K_PIMD], NULL, pp->warmup) < 0 || run_batch(&cl[K_ECHO], NULL, pp->warmup) < 0)
+		goto out;
+	for (unsigned r = 0; r < pp->rounds; r++) {
+		uint64_t p50r[2];
+		for (int j = 0; j < 2; j++) {
+			enum kind k = (enum kind)((r + (unsigned)j) % 2);  /* pimd first in even rounds */
+			uint64_t *dst = t[k] + (size_t)r * pp->batch;
+			if (run_batch(&cl[k], dst, pp->batch) < 0)
+				goto out;
+			memcpy(tmp, dst, pp->batch * sizeof(uint64_t));
+			qsort(tmp, pp->batch, sizeof(uint64_t), cmp_u64);
+			p50r[k] = pct(tmp, pp->batch, 0.50);
+		}
+		ratio[r] = (double)p50r[K_PIMD] / (double)(p50r[K_ECHO] ? p50r[K_ECHO] : 1);
+	}
+	for (int k = 0; k < 2; k++) {
+		uint64_t sum = 0;
+		for (size_t i = 0; i < total; i++)
+			sum += t[k][i];
+		qsort(t[k], total, sizeof(uint64_t), cmp_u64);
+		res->p50[k] = pct(t[k], total, 0.50);
+		res->p99[k] = pct(t[k], total, 0.99);
+		res->mean[k] = sum / total;
+	}
+	ret = 0;
+out:
+	client_close(&cl[0]);
+	client_close(&cl[1]);
+	if (ret == 0) {
+		/* Sort the per-round ratios (insertion sort: a few dozen values). */
+		for (unsigned i = 1; i < pp->rounds; i++)
+			for (unsigned j = i; j > 0 && ratio[j - 1] > ratio[j]; j--) {
+				double x = ratio[j];
+				ratio[j] = ratio[j - 1];
+				ratio[j - 1] = x;
+			}
+		res->round_ratio_min = ratio[0];
+		res->round_ratio_max = ratio[pp->rounds - 1];
+		res->round_ratio_med = pp->rounds % 2 ? ratio[pp->rounds / 2]
+						      : (ratio[pp->rounds / 2 - 1] + ratio[pp->rounds / 2]) / 2;
+	}
+	free(t[0]);
+	free(t[1]);
+	free(tmp);
+	free(ratio);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ throughput */
+
+struct tput_msg {
+	uint64_t count, elapsed_ns;
+	int32_t ok;
+	int32_t pad;
+};
+
+static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, int start_r, int res_w,
+						 uint64_t dur_ns)
+{
+	struct tput_msg m = { 0, 0, 0, 0 };
+	struct client c;
+	char b = 1;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	if (client_open(&c, kind) < 0) {
+		if (write(res_w, &m, sizeof m) < 0)
+			_exit(1);
+		_exit(1);
+	}
+	if (write(ready_w, &b, 1) != 1)
+		_exit(1);
+	while (read(start_r, &b, 1) < 0 && errno == EINTR)  /* EOF: go */
+		;
+	uint64_t t0 = now_ns(), t = t0, end = t0 + dur_ns;
+	m.ok = 1;
+	while (t < end) {
+		if (client_query(&c) < 0) {
+			m.ok = 0;
+			break;
+		}
+		m.count++;
+		t = now_ns();
+	}
+	m.elapsed_ns = t - t0;
+	client_close(&c);
+	if (write(res_w, &m, sizeof m) != (ssize_t)sizeof m)
+		_exit(1);
+	_exit(m.ok ? 0 : 1);
+}
+
+/* Runs N_CLIENTS processes against one server; *rps is the sum of their request rates. */
+static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
+{
+	int ready[2], start[2], res[2];
+	pid_t pids[N_CLIENTS];
+	int n = 0, ret = 0;
+
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return fail("pipe: %s", strerror(errno));
+	if (pipe2(start, O_CLOEXEC) < 0) {
+		close(ready[0]), close(ready[1]);
+		return fail("pipe: %s", strerror(errno));
+	}
+	if (pipe2(res, O_CLOEXEC) < 0) {
+		close(ready[0]), close(ready[1]), close(start[0]), close(start[1]);
+		return fail("pipe: %s", strerror(errno));
+	}
+	fflush(stdout);
+	for (; n < N_CLIENTS; n++) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			ret = fail("fork: %s", strerror(errno));
+			break;
+		}
+		if (pid == 0) {
+			close(ready[0]);
+			close(start[1]);
+			close(res[0]);
+			tput_child(kind, ready[1], start[0], res[1], dur_ns);
+		}
+		pids[n] = pid;
+	}
+	close(ready[1]);
+	close(start[0]);
+	close(res[1]);
+	/* Wait until every child is connected (or gone), then release them all at once. */
+	for (int got = 0; got < n;) {
+		char b[N_CLIENTS];
+		ssize_t r = read(ready[0], b, sizeof b);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (int)r;
+	}
+	close(start[1]);
+
+	double total = 0;
+	int reported = 0;
+	struct tput_msg m;
+	for (;;) {
+		ssize_t r = read(res[0], &m, sizeof m);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != (ssize_t)sizeof m)
+			break;
+		reported++;
+		if (!m.ok)
+			ret = -1;
+		else if (m.elapsed_ns)
+			total += (double)m.count * 1e9 / (double)m.elapsed_ns;
+	}
+	for (int i = 0; i < n; i++) {
+		int st;
+		while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			ret = -1;
+	}
+	close(ready[0]);
+	close(res[0]);
+	if (ret == 0 && reported != N_CLIENTS)
+		ret = fail("%d of %d throughput clients reported", reported, N_CLIENTS);
+	if (ret < 0)
+		return fail("throughput run against the %s failed", kind == K_PIMD ? "pimd" : "echo server");
+	*rps = total;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static double us(uint64_t ns) { return (double)ns / 1000.0; }
+
+static int run(const char *pimd_path, const struct params *pp, bool quick)
+{
+	struct lat_result lr;
+	double load[3] = { 0, 0, 0 };
+
+	if (getloadavg(load, 3) < 0)
+		load[0] = load[1] = load[2] = -1;
+	printf("bench_query%s: %s, %ld CPUs online, loadavg %.2f %.2f %.2f\n", quick ? " (quick)" : "",
+	       pimd_path, sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
+
+	if (start_pimd(pimd_path) < 0)
+		return -1;
+	if (probe_sizes((uint64_t)pp->warmup + (uint64_t)pp->rounds * pp->batch / 2 + 2) < 0)
+		return -1;
+	printf("frames: Status request %u B, Status response %u B (payload, + %u B header); "
+	       "echo frames are the same sizes\n", req_size, resp_size, FRAME_HEADER_BYTES);
+	if (start_echo() < 0)
+		return -1;
+
+	printf("latency: %u rounds x %u requests each, alternating order (warm-up %u each)\n",
+	       pp->rounds, pp->batch, pp->warmup);
+	fflush(stdout);
+	if (measure_latency(pp, &lr) < 0)
+		return -1;
+	printf("                        p50 (us)   p99 (us)  mean (us)\n");
+	for (int k = 0; k < 2; k++)
+		printf("  %-18s %11.2f %10.2f %10.2f\n", k == K_PIMD ? "pimd (pim_status)" : "raw echo",
+		       us(lr.p50[k]), us(lr.p99[k]), us(lr.mean[k]));
+	double r50 = (double)lr.p50[K_PIMD] / (double)lr.p50[K_ECHO];
+	double r99 = (double)lr.p99[K_PIMD] / (double)lr.p99[K_ECHO];
+	printf("  %-18s %10.2fx %9.2fx\n", "ratio pimd/echo", r50, r99);
+	printf("  per-round p50 ratio: median %.2fx, range %.2fx .. %.2fx\n", lr.round_ratio_med,
+	       lr.round_ratio_min, lr.round_ratio_max);
+	printf("goal <= 1.5x: p50 %s (%.2fx), p99 %s (%.2fx): %s\n", r50 <= 1.5 ? "met" : "missed", r50,
+	       r99 <= 1.5 ? "met" : "missed", r99, r50 <= 1.5 && r99 <= 1.5 ? "met" : "missed");
+
+	printf("throughput: %d client processes x %.2f s, %u round%s alternating pimd/echo\n",
+	       N_CLIENTS, (double)pp->tput_ns / 1e9, pp->tput_rounds, pp->tput_rounds == 1 ? "" : "s");
+	fflush(stdout);
+	double sum[2] = { 0, 0 };
+	for (unsigned r = 0; r < pp->tput_rounds; r++) {
+		for (int j = 0; j < 2; j++) {
+			enum kind k = (enum kind)((r + (unsigned)j) % 2);
+			double rps = 0;
+			if (measure_tput(k, pp->tput_ns, &rps) < 0)
+				return -1;
+			sum[k] += rps;
+		}
+	}
+	for (int k = 0; k < 2; k++)
+		printf("  %-18s %10.0f requests/s\n", kind_name[k], sum[k] / pp->tput_rounds);
+	printf("  %-18s %10.2fx\n", "ratio echo/pimd", sum[K_ECHO] / sum[K_PIMD]);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *pimd_path = "build/pimd";
+	bool quick = false, path_given = false;
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: bench_query [PIMD_PATH (default build/pimd)] [--quick]\n");
+			return 0;
+		} else if (argv[i][0] != '-' && !path_given) {
+			pimd_path = argv[i];
+			path_given = true;
+		} else {
+			fprintf(stderr, "usage: bench_query [PIMD_PATH (default build/pimd)] [--quick]\n");
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	main_pid = getpid();
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	snprintf(tmp_dir, sizeof tmp_dir, "/tmp/bench_query.XXXXXX");
+	if (!mkdtemp(tmp_dir)) {
+		tmp_dir[0] = 0;
+		fail("mkdtemp: %s", strerror(errno));
+		return 1;
+	}
+	snprintf(pimd_sock, sizeof pimd_sock, "%s/pimd.sock", tmp_dir);
+	snprintf(echo_sock, sizeof echo_sock, "%s/echo.sock", tmp_dir);
+	snprintf(state_dir, sizeof state_dir, "%s/state", tmp_dir);
+	snprintf(conf_path, sizeof conf_path, "%s/pimd.conf", tmp_dir);
+
+	uint64_t t0 = now_ns();
+	int r = run(pimd_path, quick ? &quick_params : &normal_params, quick);
+	if (cleanup() < 0)
+		r = -1;
+	free(req_payload);
+	if (r < 0) {
+		fprintf(stderr, "bench_query: FAILED\n");
+		return 1;
+	}
+	printf("done in %.1f s\n", (double)(now_ns() - t0) / 1e9);
+	return 0;
+}
