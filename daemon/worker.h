@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.h: the profiling worker (BRIEF §4.2-4.4): one forked process per job that runs a model
+ * library as the requesting user, contained, and streams per-region measurements back over a
+ * pipe as fixed-size binary records.
+ *
+ * Parent side (pimd's event loop, never blocks):
+ *     worker_job_init(&job); job.model_fd = fd; ...; worker_spawn(&job, &w, &err);
+ *     epoll on worker_fd(w) (results) and worker_pidfd(w) (exit); on either:
+ *         worker_read(w, on_record, ctx) until it returns 1 (EOF), then worker_reap(w, &st);
+ *     on a timer: worker_check_timeout(w, now_ns());
+ *     worker_free(w).
+ *
+ * Worker side (the forked child): setpgid, every fd closed but the result pipe and the model
+ * fd, perf groups opened (while CAP_PERFMON is still held), setgroups(0)/setresgid/setresuid to
+ * the job's ids, PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, ambient, bounding (when permitted),
+ * permitted, effective and inheritable capabilities cleared, rlimits (CPU, address space,
+ * core = 0), CPU pinned, model dlopen()ed through /proc/self/fd, arguments allocated and filled,
+ * warm-up runs, then K repetitions per event group (groups are never multiplexed).
+ *
+ * The hooks pim_region_enter/exit (client/pim_hooks.h) are defined in worker_hooks.c and must be
+ * exported from the executable that links this module (-rdynamic, or
+ * -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit), so
+ * that the model library resolves them there. libpimclient defines the decided-path versions
+ * of the same symbols: an executable links one of the two. In profiling mode a boundary costs
+ * a vDSO clock read, plus one read() of the group leader when a counter group is open.
+ *
+ * Records come from a process that runs client code: the model can write to the pipe too. The
+ * parent validates every record (type, region, group, repetition, sizes) and kills a worker
+ * that sends a malformed one; a model can still forge plausible numbers about itself.
+ */
+#ifndef PIMD_WORKER_H
+#define PIMD_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "counters.h"
+#include "util.h"
+
+#define WORKER_REGION_ID_MAX 1000000    /* region ids are 0..this (a lookup array is sized to it) */
+#define WORKER_REGIONS_MAX 1000000u
+#define WORKER_ARGS_MAX 4096u
+#define WORKER_REPS_MAX 100000u
+#define WORKER_WARMUPS_MAX 1000u
+#define WORKER_GROUPS_MAX COUNTERS_MAX_EVENTS
+#define WORKER_DEPTH_MAX 256u           /* regions open at once (nesting depth) */
+#define WORKER_MESSAGE_MAX 448
+
+/* ------------------------------------------------------------------ the job */
+
+enum worker_fill {
+	WORKER_FILL_ZERO,   /* every argument byte written with 0 (pages really touched) */
+	WORKER_FILL_RANDOM, /* xorshift64 bytes, fixed seed: reproducible */
+};
+
+/* One perf group of the event plan (events[0] leads). */
+struct worker_group {
+	const struct counters_event *events;
+	unsigned n;
+};
+
+struct worker_job {
+	int model_fd;             /* open fd of the model .so (SCM_RIGHTS); read by the child only */
+	const uint64_t *arg_bytes; /* bytes of each ARGUMENT allocation, increasing allocation id */
+	size_t n_args;
+	const int32_t *regions;   /* every region id of the manifest (0..WORKER_REGION_ID_MAX) */
+	size_t n_regions;
+	const int32_t *measure;   /* the ids to measure (subset of regions); NULL: all */
+	size_t n_measure;
+	unsigned warmups;         /* unrecorded runs first (default 1) */
+	unsigned reps;            /* K recorded repetitions per group (default 10) */
+	uid_t uid;                /* credentials to run as (SO_PEERCRED); no supplementary groups */
+	gid_t gid;
+	int cpu;                  /* CPU to pin to; -1: no pinning (default) */
+	unsigned cpu_seconds;     /* RLIMIT_CPU; 0: none (default 60) */
+	uint64_t as_bytes;        /* address space the model may add to the worker's own footprint
+				   * (library, arguments, its allocations): RLIMIT_AS = footprint +
+				   * as_bytes; 0: none (default 4 GiB) */
+	unsigned timeout_ms;      /* wall clock, enforced by worker_check_timeout(); 0: none
+				   * (default 120000) */
+	const struct worker_group *groups; /* the event plan; n_groups 0: timing backend */
+	unsigned n_groups;
+	enum worker_fill fill;
+	int output_fd;            /* the model's stdout/stderr; -1: /dev/null (default) */
+	const char *reason;       /* why this backend (e.g. counters_probe's reason), for HELLO */
+};
+
+/* Defaults as documented above; uid/gid are set to the caller's real ids. */
+void worker_job_init(struct worker_job *job);
+/* Checks every field against the bounds above; -EINVAL/-EBADF/-E2BIG with a message. */
+int worker_job_validate(const struct worker_job *job, struct pim_error *err);
+
+/* ------------------------------------------------------------------ records (child -> parent) */
+
+enum worker_record_type {
+	WORKER_REC_HELLO = 1, /* first: who runs, which backend */
+	WORKER_REC_SAMPLE,    /* one region, one group, one repetition */
+	WORKER_REC_PROGRESS,  /* after every repetition */
+	WORKER_REC_ERROR,     /* the job fails (setup, model, contract violation, limit) */
+	WORKER_REC_DONE,      /* last, on success only */
+};
+
+enum worker_backend {
+	WORKER_BACKEND_TIMING = 1,   /* CLOCK_MONOTONIC only: no counter values at all */
+	WORKER_BACKEND_COUNTERS = 2, /* perf groups, one per pass */
+};
+
+struct worker_hello {
+	int32_t pid;
+	uint32_t uid;      /* getuid()/getgid() after the switch, before the model runs */
+	uint32_t gid;
+	uint32_t backend;  /* enum worker_backend */
+	uint32_t n_groups; /* passes (1 for timing) */
+	uint32_t reps;
+	uint32_t warmups;
+	int32_t cpu;       /* pinned CPU, -1 when not pinned */
+	char reason[WORKER_MESSAGE_MAX];
+};
+
+/* Sums over every execution of the region inside one repetition (a region inside an outer loop
+ * executes trip times): T_host per execution = time_ns / executions. */
+struct worker_sample {
+	int32_t region;
+	uint32_t group;        /* pass index into the job's groups; 0 for timing */
+	uint32_t rep;          /* 0..reps-1 */
+	uint32_t n_values;     /* events of the group; 0 for timing */
+	uint64_t executions;
+	uint64_t first_seq;    /* order of the region's first entry in this repetition */
+	uint64_t time_ns;      /* CLOCK_MONOTONIC, summed */
+	uint64_t time_enabled; /* perf group times, summed deltas; 0 for timing */
+	uint64_t time_running; /* < time_enabled: the group was multiplexed (flag, scale) */
+	uint64_t value[COUNTERS_MAX_GROUP]; /* raw deltas, in the group's event order */
+};
+
+struct worker_progress {
+	uint32_t group;
+	uint32_t n_groups;
+	uint32_t rep;          /* repetitions done in this group */
+	uint32_t reps;
+	uint64_t done;         /* repetitions done over all groups */
+	uint64_t total;
+};
+
+struct worker_error {
+	int32_t code;          /* negative errno: -ENOMEM limit, -EPROTO hook contract, ... */
+	int32_t region;        /* the region named, -1 when none */
+	char message[WORKER_MESSAGE_MAX];
+};
+
+struct worker_done {
+	uint64_t samples;
+	uint64_t wall_ns;      /* from HELLO to DONE */
+};
+
+struct worker_record {
+	uint32_t type;         /* enum worker_record_type */
+	uint32_t reserved;
+	union {
+		struct worker_hello hello;
+		struct worker_sample sample;
+		struct worker_progress progress;
+		struct worker_error error;
+		struct worker_done done;
+		uint8_t pad[504];
+	};
+};
+_Static_assert(sizeof(struct worker_record) == 512, "worker records are 512 bytes");
+
+/* ------------------------------------------------------------------ parent side */
+
+struct worker;
+
+enum worker_end {
+	WORKER_END_OK = 1,
+	WORKER_END_FAILED,    /* the worker reported an error (setup, model return, contract) */
+	WORKER_END_EXITED,    /* exited with a code and no explanation */
+	WORKER_END_SIGNALED,  /* killed by a signal */
+	WORKER_END_CPU_LIMIT,
+	WORKER_END_AS_LIMIT,
+	WORKER_END_TIMEOUT,
+	WORKER_END_PROTOCOL,  /* sent malformed records; killed */
+};
+
+struct worker_status {
+	enum worker_end end;
+	int exit_code;        /* when it exited */
+	int signal;           /* when it was killed */
+	double cpu_s;         /* user + system CPU of the worker */
+	char message[512];    /* "killed by SIGSEGV", "wall-clock timeout of 500 ms exceeded", ... */
+};
+
+/* Validates the job, forks the worker; 0 or a negative errno with a message. */
+int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_error *err);
+
+/* The read end of the result pipe (non-blocking, close-on-exec). */
+int worker_fd(const struct worker *w);
+/* A pidfd of the worker, readable when it has exited; -1 when the kernel has none. */
+int worker_pidfd(const struct worker *w);
+pid_t worker_pid(const struct worker *w);
+
+/* Reads what is available and calls on_record for every complete, valid record.
+ * 0: more may come (wait for readability); 1: EOF (every writer closed the pipe);
+ * negative errno: malformed input (-EPROTO, the worker is killed; worker_reap names it) or a
+ * read error. */
+int worker_read(struct worker *w, void (*on_record)(void *ctx, const struct worker_record *r),
+		void *ctx);
+
+/* Kills the worker's process group once now (CLOCK_MONOTONIC ns, now_ns()) is past the job's
+ * deadline. Returns 1 when it killed it now, else 0. */
+int worker_check_timeout(struct worker *w, uint64_t now);
+/* The deadline (CLOCK_MONOTONIC ns), UINT64_MAX when none. */
+uint64_t worker_deadline(const struct worker *w);
+
+/* waitpid(WNOHANG): 0 while running; 1 when it ended, with st filled (read to EOF first, so that
+ * the worker's last ERROR record is known); negative errno on failure. Idempotent once ended. */
+int worker_reap(struct worker *w, struct worker_status *st);
+
+/* Kills (SIGKILL to the process group) and reaps a worker still running, closes the fds. */
+void worker_free(struct worker *w);
+
+/* Names a signal: "SIGSEGV" (static storage). */
+const char *worker_signal_name(int sig);
+
+/* ------------------------------------------------------------------ the hooks' engine
+ * Used by the worker child around pim_model_entry; exposed for bench_hooks and the tests.
+ * One engine per process, driven by one thread: hooks called from another thread are counted
+ * and reported as an error at the end of the repetition. */
+
+/* The hooks themselves; pim_region_enter/exit are aliases of these. Call these names where
+ * libpimclient's decided-path pim_region_* may be linked too (bench_hooks). */
+void worker_region_enter(int32_t region);
+void worker_region_exit(int32_t region);
+
+/* Allocates the region tables (job->regions, job->measure) for samples of n_values values.
+ * The hooks stay inert until worker_hooks_begin(). */
+int worker_hooks_setup(const struct worker_job *job, unsigned n_values, struct pim_error *err);
+/* Selects the group the hooks read (leader fd, n values), or leader -1 for timing only. */
+void worker_hooks_arm(int leader_fd, unsigned n_values);
+/* Starts a run of the model on the calling thread. */
+void worker_hooks_begin(void);
+/* Ends it: calls emit for one SAMPLE per measured region that executed (when emit is not NULL),
+ * resets the accumulators. 0, or -EPROTO after filling err_rec (an ERROR record) when the model
+ * broke the hook contract (re-entry, unknown region, bad nesting, region left open, foreign
+ * thread) or a counter read failed. */
+int worker_hooks_end(uint32_t group, uint32_t rep,
+		     void (*emit)(void *ctx, const struct worker_record *r), void *ctx,
+		     struct worker_record *err_rec);
+void worker_hooks_teardown(void);
+
+#endif
