@@ -58,8 +58,11 @@ $(B)/obj/%.o: %.c $(B)/proto/pim.pb-c.h
 $(B)/libpimcore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+# The profiling worker gives model libraries the two hooks of client/pim_hooks.h.
+HOOK_EXPORTS := -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit
 $(B)/pimd: $(B)/obj/daemon/pimd.o $(B)/libpimcore.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON)
+	$(CC) $(ALL_CFLAGS) $(HOOK_EXPORTS) -o $@ $(B)/obj/daemon/pimd.o -Wl,--whole-archive $(B)/libpimcore.a \
+		-Wl,--no-whole-archive $(LIBS_DAEMON)
 
 # ---------------------------------------------------------------- libpimclient and pimctl
 CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/frame.o $(B)/obj/gen/pim.pb-c.o
@@ -169,7 +172,7 @@ check-install: all
 	@rm -rf $(B)/destdir
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(B))/destdir PREFIX=/usr >/dev/null
 	@for f in usr/sbin/pimd usr/bin/pimctl usr/lib/libpimclient.so.$(SOVERSION) usr/lib/libpimclient.a \
-		usr/include/pim.h usr/lib/pkgconfig/pimclient.pc usr/lib/systemd/system/pimd.service \
+		usr/include/pim.h usr/include/pim_hooks.h usr/lib/pkgconfig/pimclient.pc usr/lib/systemd/system/pimd.service \
 		usr/lib/systemd/system/pimd.socket usr/lib/sysusers.d/pimd.conf usr/lib/tmpfiles.d/pimd.conf \
 		usr/share/man/man8/pimd.8 usr/share/man/man1/pimctl.1 usr/share/man/man3/libpimclient.3 \
 		usr/share/man/man5/pimd.conf.5; do \
@@ -251,6 +254,7 @@ install: all
 	ln -sf libpimclient.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libpimclient.so
 	install -m 0644 $(B)/libpimclient.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 client/pim.h $(DESTDIR)$(INCLUDEDIR)/pim.h
+	install -m 0644 client/pim_hooks.h $(DESTDIR)$(INCLUDEDIR)/pim_hooks.h
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' -e 's|@includedir@|$(INCLUDEDIR)|' \
 		-e 's|@version@|$(VERSION)|' client/pimclient.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/pimclient.pc
 	sed 's|@sbindir@|$(SBINDIR)|g' systemd/pimd.service.in > $(DESTDIR)$(UNITDIR)/pimd.service

@@ -24,12 +24,57 @@ void frame_reader_init(struct frame_reader *r, uint32_t max)
 {
 	memset(r, 0, sizeof *r);
 	r->max = max;
+	r->fd = -1;
 }
 
 void frame_reader_reset(struct frame_reader *r)
 {
 	free(r->buf);
+	if (r->fd >= 0)
+		close(r->fd);
 	frame_reader_init(r, r->max);
+}
+
+/* read(2) that also collects descriptors passed with SCM_RIGHTS (at most one per frame). */
+static ssize_t read_fds(struct frame_reader *r, int fd, void *buf, size_t len)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl,
+			      .msg_controllen = sizeof ctl };
+	ssize_t n;
+
+	do
+		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == ENOTSOCK)
+		do
+			n = read(fd, buf, len);
+		while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int *fds = (int *)CMSG_DATA(c);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+			memcpy(&got, &fds[i], sizeof got);
+			if (r->fd < 0) {
+				r->fd = got;
+			} else {
+				close(got);
+				r->extra_fds++;
+			}
+		}
+	}
+	if (msg.msg_flags & MSG_CTRUNC)
+		r->extra_fds++;
+	return n;
 }
 
 int frame_reader_partial(const struct frame_reader *r)
@@ -49,9 +94,7 @@ int frame_reader_read(struct frame_reader *r, int fd)
 	if (frame_reader_ready(r))
 		return 1;
 	if (r->hdr_got < FRAME_HEADER_BYTES) {
-		do
-			n = read(fd, r->hdr + r->hdr_got, FRAME_HEADER_BYTES - r->hdr_got);
-		while (n < 0 && errno == EINTR);
+		n = read_fds(r, fd, r->hdr + r->hdr_got, FRAME_HEADER_BYTES - r->hdr_got);
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 		if (n == 0)
@@ -70,9 +113,7 @@ int frame_reader_read(struct frame_reader *r, int fd)
 		if (r->len == 0)
 			return 1;
 	}
-	do
-		n = read(fd, r->buf + r->got, r->len - r->got);
-	while (n < 0 && errno == EINTR);
+	n = read_fds(r, fd, r->buf + r->got, r->len - r->got);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 	if (n == 0)
@@ -81,11 +122,15 @@ int frame_reader_read(struct frame_reader *r, int fd)
 	return frame_reader_ready(r);
 }
 
-uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len)
+uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len, int *fd)
 {
 	uint8_t *p = r->buf;
 
 	*len = r->len;
+	if (fd)
+		*fd = r->fd;
+	else if (r->fd >= 0)
+		close(r->fd);
 	r->buf = NULL;
 	frame_reader_init(r, r->max);
 	return p;
@@ -122,6 +167,37 @@ int frame_send(int fd, const void *payload, uint32_t len)
 	}
 	r = send_all(fd, hdr, FRAME_HEADER_BYTES);
 	if (r < 0)
+		return r;
+	return send_all(fd, payload, len);
+}
+
+int frame_send_fd(int fd, const void *payload, uint32_t len, int pass_fd)
+{
+	uint8_t hdr[FRAME_HEADER_BYTES];
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = hdr, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl,
+			      .msg_controllen = sizeof ctl };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	ssize_t n;
+
+	frame_put_header(hdr, len);
+	memset(&ctl, 0, sizeof ctl);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
+	/* The descriptor rides on the first byte of the frame; the rest follows normally. */
+	do
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	int r = send_all(fd, hdr + 1, FRAME_HEADER_BYTES - 1);
+	if (r < 0 || len == 0)
 		return r;
 	return send_all(fd, payload, len);
 }

@@ -24,6 +24,8 @@ struct frame_reader {
 	uint32_t len;   /* payload length once the header is complete */
 	uint32_t got;   /* payload bytes received */
 	uint8_t *buf;   /* payload (len bytes), allocated once the header is complete */
+	int fd;         /* a file descriptor that came with the frame (SCM_RIGHTS), or -1 */
+	int extra_fds;  /* descriptors beyond one per frame: closed on arrival, counted */
 };
 
 void frame_reader_init(struct frame_reader *r, uint32_t max);
@@ -38,8 +40,11 @@ void frame_reader_reset(struct frame_reader *r);  /* frees the payload */
  */
 int frame_reader_read(struct frame_reader *r, int fd);
 
-/* Hands over the completed payload (caller frees it) and resets the reader for the next frame. */
-uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len);
+/* Hands over the completed payload (caller frees it) and resets the reader for the next frame.
+ * The descriptor that came with the frame, if any, goes to *fd (-1 if none; caller closes it);
+ * fd may be NULL, then it is closed.  Descriptors are only accepted on sockets: a frame
+ * carrying more than one has extra_fds > 0 before it is taken. */
+uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len, int *fd);
 
 /* True if the reader holds part of a frame. */
 int frame_reader_partial(const struct frame_reader *r);
@@ -50,6 +55,8 @@ uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES]);
 /* Blocking helpers (for clients): write/read a whole frame, retrying on EINTR and partial I/O.
  * Sends use MSG_NOSIGNAL, so a closed peer gives -EPIPE rather than SIGPIPE. */
 int frame_send(int fd, const void *payload, uint32_t len);
+/* As frame_send, passing pass_fd along with the frame's first byte (SCM_RIGHTS). */
+int frame_send_fd(int fd, const void *payload, uint32_t len, int pass_fd);
 int frame_recv(int fd, uint32_t max, uint8_t **payload, uint32_t *len);
 
 #endif

@@ -107,6 +107,37 @@ int pim_model_remove(pim_client *c, const char *name);
  * An Error response is returned as data, not as a failure. */
 int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len);
 
+/* ---------------------------------------------------------------- profiling
+ *
+ * pim_profile_start() sends the model library as a descriptor (SCM_RIGHTS) with the request;
+ * pimd runs it in a worker under the caller's uid and gid and stores what it measures.  The
+ * job runs on; poll it with pim_profile_status() until state is "done" or "failed".
+ */
+struct pim_profile_options {
+	unsigned repetitions;      /* 0: pimd's default */
+	unsigned warmups;          /* 0: pimd's default */
+	unsigned timeout_ms;       /* 0: pimd's default */
+	const uint32_t *regions;   /* regions to measure; NULL: all */
+	size_t n_regions;
+};
+
+struct pim_profile_job {
+	uint64_t id;
+	char state[16];            /* queued, running, done, failed */
+	char model[129];
+	char backend[16];          /* counters, timing (pending until the worker starts) */
+	char backend_reason[512];
+	char message[512];         /* failure (the signal or limit named) or summary */
+	unsigned regions_done, regions_total;
+	uint64_t repetitions_done, repetitions_total;
+	uint64_t samples;
+	unsigned uid;              /* the worker's uid */
+};
+
+int pim_profile_start(pim_client *c, const char *model, int library_fd,
+		      const struct pim_profile_options *opt, struct pim_profile_job *job);
+int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job);
+
 /* ---------------------------------------------------------------- the decided path
  *
  * pim_model_open() fetches a model's placement once (the daemon's configured parameters,

@@ -91,8 +91,9 @@ static void drop_connection(pim_client *c)
 	c->fd = -1;
 }
 
-/* Sends req and receives its response; on transport failure the connection is dropped. */
-static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
+/* Sends req (with pass_fd when >= 0) and receives its response; on transport failure the
+ * connection is dropped. */
+static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response **out)
 {
 	size_t n;
 	uint8_t *buf, *rbuf;
@@ -110,7 +111,7 @@ static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
 	if (!buf)
 		return fail(c, -ENOMEM, "out of memory");
 	pim__request__pack(req, buf);
-	r = frame_send(c->fd, buf, (uint32_t)n);
+	r = pass_fd >= 0 ? frame_send_fd(c->fd, buf, (uint32_t)n, pass_fd) : frame_send(c->fd, buf, (uint32_t)n);
 	free(buf);
 	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
 		drop_connection(c);
@@ -147,11 +148,17 @@ static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
 	return 0;
 }
 
+static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
+{
+	return roundtrip_fd(c, req, -1, out);
+}
+
 /* Round trip expecting a body; an Error response becomes a failure with its message. */
-static int call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
+static int call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
+		   Pim__Response **out)
 {
 	Pim__Response *resp;
-	int r = roundtrip(c, req, &resp);
+	int r = roundtrip_fd(c, req, pass_fd, &resp);
 
 	if (r < 0)
 		return r;
@@ -170,6 +177,11 @@ static int call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, 
 	c->error[0] = 0;
 	c->remote = PIM_REMOTE_NONE;
 	return 0;
+}
+
+static int call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
+{
+	return call_fd(c, req, -1, want, out);
 }
 
 int pim_client_connect(pim_client *c, const char *path, const char *client_name)
@@ -437,8 +449,10 @@ struct pim_model {
 	uint32_t id_limit;
 	unsigned offloaded;
 	uint64_t unknown; /* updated with relaxed atomics: a counter, not a lock */
-	uint8_t place[];  /* one byte per region id: PIM_ON_HOST or PIM_ON_PIM */
+	uint8_t place[];  /* one byte per region id: PIM_ON_HOST, PIM_ON_PIM or PLACE_UNKNOWN */
 };
+
+#define PLACE_UNKNOWN 2 /* an id below the limit that names no region */
 
 /* The daemon never answers more ids than this (placement_rpc.h: PLACEMENT_DECISIONS_MAX_ID). */
 #define MODEL_ID_LIMIT_MAX (16u * 1024u * 1024u)
@@ -457,7 +471,8 @@ int pim_model_open(pim_client *c, const char *name, pim_model **out)
 	r = call(c, &req, PIM__RESPONSE__BODY_DECISIONS, &resp);
 	if (r == 0) {
 		const Pim__DecisionsReply *d = resp->decisions;
-		if (d->id_limit > MODEL_ID_LIMIT_MAX || d->pim_bitmap.len < (d->id_limit + 7u) / 8u) {
+		if (d->id_limit > MODEL_ID_LIMIT_MAX || d->pim_bitmap.len < (d->id_limit + 7u) / 8u ||
+		    d->known_bitmap.len < (d->id_limit + 7u) / 8u) {
 			r = fail(c, -EBADMSG, "pimd sent an inconsistent decision table");
 		} else {
 			pim_model *m = calloc(1, sizeof *m + d->id_limit + 1);
@@ -466,7 +481,9 @@ int pim_model_open(pim_client *c, const char *name, pim_model **out)
 			} else {
 				m->id_limit = d->id_limit;
 				for (uint32_t i = 0; i < d->id_limit; i++)
-					if (d->pim_bitmap.data[i / 8] & (1u << (i % 8))) {
+					if (!(d->known_bitmap.data[i / 8] & (1u << (i % 8)))) {
+						m->place[i] = PLACE_UNKNOWN;
+					} else if (d->pim_bitmap.data[i / 8] & (1u << (i % 8))) {
 						m->place[i] = PIM_ON_PIM;
 						m->offloaded++;
 					}
@@ -486,8 +503,11 @@ void pim_model_close(pim_model *m)
 
 int pim_model_region_enter(pim_model *m, uint32_t region)
 {
-	if (__builtin_expect(region < m->id_limit, 1))
-		return m->place[region];
+	if (__builtin_expect(region < m->id_limit, 1)) {
+		uint8_t p = m->place[region];
+		if (__builtin_expect(p != PLACE_UNKNOWN, 1))
+			return p;
+	}
 	__atomic_fetch_add(&m->unknown, 1, __ATOMIC_RELAXED);
 	return PIM_ON_HOST;
 }
@@ -524,4 +544,76 @@ void pim_region_exit(int32_t region)
 	pim_model *m = __atomic_load_n(&bound_model, __ATOMIC_ACQUIRE);
 	if (m)
 		pim_model_region_exit(m, (uint32_t)region);
+}
+
+/* ---------------------------------------------------------------- profiling */
+
+static void job_from(struct pim_profile_job *job, const Pim__ProfileReply *p)
+{
+	memset(job, 0, sizeof *job);
+	job->id = p->job;
+	copy_str(job->state, sizeof job->state, p->state);
+	copy_str(job->model, sizeof job->model, p->model);
+	copy_str(job->backend, sizeof job->backend, p->backend);
+	copy_str(job->backend_reason, sizeof job->backend_reason, p->backend_reason);
+	copy_str(job->message, sizeof job->message, p->message);
+	job->regions_done = p->regions_done;
+	job->regions_total = p->regions_total;
+	job->repetitions_done = p->repetitions_done;
+	job->repetitions_total = p->repetitions_total;
+	job->samples = p->samples;
+	job->uid = p->uid;
+}
+
+int pim_profile_start(pim_client *c, const char *model, int library_fd,
+		      const struct pim_profile_options *opt, struct pim_profile_job *job)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Profile body = PIM__PROFILE__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (library_fd < 0) {
+		r = fail(c, -EBADF, "no model library descriptor");
+		goto out;
+	}
+	body.model = (char *)model;
+	if (opt) {
+		body.repetitions = opt->repetitions;
+		body.warmups = opt->warmups;
+		body.timeout_ms = opt->timeout_ms;
+		body.regions = (uint32_t *)opt->regions;
+		body.n_regions = opt->n_regions;
+	}
+	req.body_case = PIM__REQUEST__BODY_PROFILE;
+	req.profile = &body;
+	r = call_fd(c, &req, library_fd, PIM__RESPONSE__BODY_PROFILE, &resp);
+	if (r == 0) {
+		job_from(job, resp->profile);
+		pim__response__free_unpacked(resp, NULL);
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	body.job = id;
+	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
+	req.profile_status = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_PROFILE, &resp);
+	if (r == 0) {
+		job_from(job, resp->profile);
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }

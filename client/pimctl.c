@@ -4,6 +4,7 @@
  * Exit status: 0 success, 1 the request failed (pimd refused it, or the input file is invalid),
  * 2 usage error, 3 pimd could not be reached or the connection broke.
  */
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stddef.h>
@@ -34,13 +35,27 @@ static void usage(FILE *f)
 		"  model list                list loaded models\n"
 		"  model show NAME           show a model's allocations and regions\n"
 		"  model rm NAME             remove a model\n"
+		"  profile MODEL --library PATH [--reps K] [--warmups W] [--regions ID,...]\n"
+		"            [--timeout-ms N] [--no-wait]\n"
+		"                            run the model library under counters (or timing) as you\n"
+		"  profile --status JOB [--wait]\n"
+		"                            a profiling job's state\n"
 		"  placement MODEL [--cores N,N...] [--granularity loop|operator|block]\n"
 		"            [--movement upper|resident] [--param NAME=VALUE]... [--summary]\n"
 		"                            decide which regions run on PIM, with the estimate\n"
 		"  import-perf MODEL REGION FILE [--time SECONDS] [--executions N]\n"
 		"                            store perf stat -x, counts measured elsewhere\n"
-		"  calibrate MODEL --labels FILE [--theta LO:HI:STEP] [--sigma S,...] [--all]\n"
-		"                            sweep theta (GB/s) against labelled regions\n\n"
+		"  calibrate MODEL --labels FILE [--theta LO:HI:STEP] [--sigma S,...]\n"
+		"            [--param NAME=VALUE]... [--all]\n"
+		"                            sweep theta (GB/s) against labelled regions\n"
+		"  jitq plan --model PRESET | --layers N --hidden H [--heads A] [--seq S] [--batch B]\n"
+		"            [--tslice T] [--format mx9|mx6|mx4] [--from bf16|fp32]\n"
+		"            [--mapping tiled|strided|strided-opt] [--peak-flops F] [--efficiency E]\n"
+		"            [--times FILE] [--lookahead N] [--stacks N] [--per-block]\n"
+		"                            schedule just-in-time weight quantization on PIM\n"
+		"  jitq quantize --shape ROWSxCOLS [--format F] [--from bf16|fp32] [--direction row|col]\n"
+		"            [--engine reference|tiled|strided|strided-opt] IN OUT\n"
+		"                            convert a raw tensor file to packed MX\n\n"
 		"Options:\n"
 		"  -s, --socket PATH  pimd's socket (default $%s, else %s)\n"
 		"  -j, --json         print JSON instead of tables\n"
@@ -553,7 +568,7 @@ static void placement_print(const Pim__PlacementReply *r)
 		const Pim__PlacementEstimate *e = r->estimates[i];
 		if (e->n_regions) {
 			printf("\nN_core = %g (conditions: y holds, n fails, ? no data, . not evaluated)\n", e->n_core);
-			printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-4s %-4s %s\n", "REGION", "NAME", "OPERATOR",
+			printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-5s %-4s %s\n", "REGION", "NAME", "OPERATOR",
 			       "N_PAR", "N_TOTAL", "T_HOST", "BW_READ", "F_STORE", "C1234", "PLACE", "REASON");
 		}
 		for (size_t j = 0; j < e->n_regions; j++) {
@@ -892,8 +907,9 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 	for (size_t i = 0; i < c->n_points; i++) {
 		const Pim__CalibratePoint *p = c->points[i], *q = i ? c->points[i - 1] : NULL;
 		/* Without --all, print only where a count changes (and the ends). */
+		const Pim__CalibratePoint *nx = i + 1 < c->n_points ? c->points[i + 1] : NULL;
 		bool changed = !q || q->sigma != p->sigma || q->selected != p->selected || q->fp != p->fp ||
-			       q->fn != p->fn || i + 1 == c->n_points;
+			       q->fn != p->fn || !nx || nx->sigma != p->sigma;
 		if (all || changed)
 			printf("%6.2f GB/s %5.2f %9u %6u %6u %9.3f\n", p->theta / 1e9, p->sigma, p->selected,
 			       p->fp, p->fn, p->accuracy);
@@ -907,6 +923,523 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 	}
 	pim__response__free_unpacked(resp, NULL);
 	return EXIT_OK;
+}
+
+
+/* ---------------------------------------------------------------- jitq */
+
+static int parse_u32(const char *opt, const char *v, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long x = strtoul(v, &end, 10);
+	if (errno || *end || end == v || v[0] == '-' || x == 0 || x > UINT32_MAX)
+		return usage_error("%s: '%s' is not a positive integer", opt, v);
+	*out = (uint32_t)x;
+	return 0;
+}
+
+static int parse_pos_double(const char *opt, const char *v, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || *end || end == v || !isfinite(x) || x <= 0)
+		return usage_error("%s: '%s' is not a positive number", opt, v);
+	*out = x;
+	return 0;
+}
+
+/* --times FILE: one line per block, "FORWARD_SECONDS,BACKWARD_SECONDS"; '#' comments. */
+static int read_times(const char *path, double **fwd, double **bwd, size_t *n)
+{
+	char *text;
+	int r = read_text_file(path, 16u << 20, &text);
+	if (r)
+		return r;
+	size_t cap = 0, cnt = 0;
+	double *f = NULL, *b = NULL;
+	unsigned lineno = 0;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		lineno++;
+		while (*line == ' ' || *line == '\t')
+			line++;
+		if (!*line || *line == '#' || *line == '\r')
+			continue;
+		char *end;
+		double x = strtod(line, &end), y;
+		if (end == line || *end != ',' || (y = strtod(end + 1, &end), !isfinite(x) || !isfinite(y)) ||
+		    x <= 0 || y <= 0 || (*end && *end != '\r' && *end != ' ')) {
+			fprintf(stderr, "pimctl: %s: line %u: expected FORWARD_SECONDS,BACKWARD_SECONDS\n", path,
+				lineno);
+			free(text);
+			free(f);
+			free(b);
+			return EXIT_DAEMON;
+		}
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 64;
+			double *nf = realloc(f, cap * sizeof *f), *nb = nf ? realloc(b, cap * sizeof *b) : NULL;
+			if (nf)
+				f = nf;
+			if (!nf || !nb) {
+				free(text);
+				free(f);
+				free(b);
+				fprintf(stderr, "pimctl: out of memory\n");
+				return EXIT_DAEMON;
+			}
+			b = nb;
+		}
+		f[cnt] = x;
+		b[cnt++] = y;
+	}
+	free(text);
+	*fwd = f;
+	*bwd = b;
+	*n = cnt;
+	return EXIT_OK;
+}
+
+static json_object *jitq_json(const Pim__JitqPlanReply *r)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "model", json_object_new_string(r->model));
+	json_object_object_add(o, "layers", json_object_new_int64(r->layers));
+	json_object_object_add(o, "format", json_object_new_string(r->format));
+	json_object_object_add(o, "source", json_object_new_string(r->source));
+	json_object_object_add(o, "mapping", json_object_new_string(r->mapping));
+	json_object_object_add(o, "loss", jdouble(r->loss));
+	json_object_object_add(o, "loss_stall", jdouble(r->loss_stall));
+	json_object_object_add(o, "loss_interference", jdouble(r->loss_interference));
+	json_object *phases = json_object_new_array();
+	for (size_t i = 0; i < r->n_phases; i++) {
+		const Pim__JitqPhase *p = r->phases[i];
+		json_object *jp = json_object_new_object();
+		json_object_object_add(jp, "phase", json_object_new_string(p->phase));
+		json_object_object_add(jp, "lookahead", json_object_new_int64(p->lookahead));
+		json_object_object_add(jp, "accel_s", jdouble(p->accel_s));
+		json_object_object_add(jp, "pim_s", jdouble(p->pim_s));
+		json_object_object_add(jp, "stall_s", jdouble(p->stall_s));
+		json_object_object_add(jp, "pim_bound", json_object_new_boolean(p->pim_bound));
+		json_object_object_add(jp, "overlap_s", jdouble(p->overlap_s));
+		json_object_object_add(jp, "slack_min", jdouble(p->slack_min));
+		json_object_object_add(jp, "slack_median", jdouble(p->slack_median));
+		json_object_object_add(jp, "resident_bytes", json_object_new_int64((int64_t)p->resident_bytes));
+		json_object *ls = json_object_new_array();
+		for (size_t j = 0; j < p->n_launches; j++) {
+			const Pim__JitqLaunch *l = p->launches[j];
+			json_object *jl = json_object_new_object();
+			json_object_object_add(jl, "block", json_object_new_int64(l->block));
+			json_object_object_add(jl, "boundary", json_object_new_int64(l->boundary));
+			json_object_object_add(jl, "tensor", json_object_new_string(l->tensor));
+			json_object_object_add(jl, "direction", json_object_new_string(l->direction));
+			json_object_object_add(jl, "rows", json_object_new_int64(l->rows));
+			json_object_object_add(jl, "cols", json_object_new_int64(l->cols));
+			json_object_object_add(jl, "bytes", json_object_new_int64((int64_t)l->bytes));
+			json_object_object_add(jl, "pim_s", jdouble(l->pim_s));
+			json_object_array_add(ls, jl);
+		}
+		json_object_object_add(jp, "launches", ls);
+		json_object *bs = json_object_new_array();
+		for (size_t j = 0; j < p->n_blocks; j++) {
+			json_object *jb = json_object_new_object();
+			json_object_object_add(jb, "accel_s", jdouble(p->blocks[j]->accel_s));
+			json_object_object_add(jb, "pim_s", jdouble(p->blocks[j]->pim_s));
+			json_object_object_add(jb, "slack", jdouble(p->blocks[j]->slack));
+			json_object_object_add(jb, "stall_s", jdouble(p->blocks[j]->stall_s));
+			json_object_array_add(bs, jb);
+		}
+		json_object_object_add(jp, "blocks", bs);
+		json_object_array_add(phases, jp);
+	}
+	json_object_object_add(o, "phases", phases);
+	if (r->capacity) {
+		const Pim__JitqCapacity *c = r->capacity;
+		json_object *jc = json_object_new_object();
+#define CAP(f) json_object_object_add(jc, #f, json_object_new_int64((int64_t)c->f))
+		CAP(params);
+		CAP(params_quant);
+		CAP(master);
+		CAP(grads);
+		CAP(optim);
+		CAP(acts);
+		CAP(lp_both);
+		CAP(lp_one);
+		CAP(lp_jitq);
+		CAP(total_both);
+		CAP(total_one);
+		CAP(total_jitq);
+		CAP(saved_vs_both);
+		CAP(saved_vs_one);
+#undef CAP
+		json_object_object_add(jc, "pct_vs_both", jdouble(c->pct_vs_both));
+		json_object_object_add(jc, "pct_vs_one", jdouble(c->pct_vs_one));
+		json_object_object_add(o, "capacity", jc);
+	}
+	json_object *as = json_object_new_array();
+	for (size_t i = 0; i < r->n_assumptions; i++)
+		json_object_array_add(as, json_object_new_string(r->assumptions[i]));
+	json_object_object_add(o, "assumptions", as);
+	return o;
+}
+
+static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__JitqPlan body = PIM__JITQ_PLAN__INIT;
+	Pim__JitqModel model = PIM__JITQ_MODEL__INIT;
+	double *fwd = NULL, *bwd = NULL;
+	size_t n_times = 0;
+	bool have_model = false;
+	int r = 0;
+
+	for (int i = 0; i < argc && !r; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		bool takes = v != NULL;
+		if (strcmp(a, "--model") == 0 && takes) {
+			model.preset = (char *)v;
+			have_model = true;
+		} else if (strcmp(a, "--layers") == 0 && takes) {
+			r = parse_u32(a, v, &model.layers);
+			have_model = true;
+		} else if (strcmp(a, "--hidden") == 0 && takes) {
+			r = parse_u32(a, v, &model.hidden);
+			have_model = true;
+		} else if (strcmp(a, "--heads") == 0 && takes)
+			r = parse_u32(a, v, &model.heads);
+		else if (strcmp(a, "--seq") == 0 && takes)
+			r = parse_u32(a, v, &model.seq);
+		else if (strcmp(a, "--batch") == 0 && takes)
+			r = parse_u32(a, v, &model.batch);
+		else if (strcmp(a, "--tslice") == 0 && takes)
+			r = parse_u32(a, v, &model.tslice);
+		else if (strcmp(a, "--format") == 0 && takes)
+			body.format = (char *)v;
+		else if (strcmp(a, "--from") == 0 && takes)
+			body.source = (char *)v;
+		else if (strcmp(a, "--mapping") == 0 && takes)
+			body.mapping = (char *)v;
+		else if (strcmp(a, "--peak-flops") == 0 && takes)
+			r = parse_pos_double(a, v, &body.peak_flops);
+		else if (strcmp(a, "--efficiency") == 0 && takes)
+			r = parse_pos_double(a, v, &body.efficiency);
+		else if (strcmp(a, "--lookahead") == 0 && takes)
+			r = parse_u32(a, v, &body.max_lookahead);
+		else if (strcmp(a, "--stacks") == 0 && takes)
+			r = parse_u32(a, v, &body.pim_stacks);
+		else if (strcmp(a, "--times") == 0 && takes) {
+			free(fwd);
+			free(bwd);
+			fwd = bwd = NULL;
+			r = read_times(v, &fwd, &bwd, &n_times);
+		} else if (strcmp(a, "--per-block") == 0) {
+			body.per_block = true;
+			continue;
+		} else if (a[0] == '-')
+			r = usage_error("jitq plan: unknown option or missing value '%s'", a);
+		else
+			r = usage_error("jitq plan: unexpected argument '%s'", a);
+		i++;
+	}
+	if (!r && !have_model)
+		r = usage_error("jitq plan: give --model PRESET or a custom shape (--layers, --hidden, ...)");
+	if (!r)
+		r = connect_client(ctl);
+	if (r) {
+		free(fwd);
+		free(bwd);
+		return r;
+	}
+	body.model = &model;
+	body.fwd_times = fwd;
+	body.bwd_times = bwd;
+	body.n_fwd_times = body.n_bwd_times = n_times;
+	req.body_case = PIM__REQUEST__BODY_JITQ_PLAN;
+	req.jitq_plan = &body;
+	Pim__Response *resp;
+	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
+	free(fwd);
+	free(bwd);
+	if (r)
+		return r;
+	const Pim__JitqPlanReply *p = resp->jitq_plan;
+	if (ctl->json)
+		print_json(jitq_json(p));
+	else {
+		fputs(p->text, stdout);
+		for (size_t i = 0; i < p->n_assumptions; i++)
+			if (strncmp(p->assumptions[i], "PIM:", 4) == 0)
+				printf("  %s\n", p->assumptions[i]);
+	}
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
+static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__JitqQuantize body = PIM__JITQ_QUANTIZE__INIT;
+	const char *pos[2];
+	int npos = 0, r = 0;
+	bool have_shape = false;
+
+	for (int i = 0; i < argc && !r; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--format") == 0 && v)
+			body.format = (char *)v;
+		else if (strcmp(a, "--from") == 0 && v)
+			body.source = (char *)v;
+		else if (strcmp(a, "--direction") == 0 && v)
+			body.direction = (char *)v;
+		else if (strcmp(a, "--engine") == 0 && v)
+			body.engine = (char *)v;
+		else if (strcmp(a, "--shape") == 0 && v) {
+			unsigned long rr, cc;
+			char x;
+			if (sscanf(v, "%lu%c%lu", &rr, &x, &cc) != 3 || x != 'x' || !rr || !cc ||
+			    rr > UINT32_MAX || cc > UINT32_MAX)
+				r = usage_error("--shape: expected ROWSxCOLS, got '%s'", v);
+			body.rows = (uint32_t)rr;
+			body.cols = (uint32_t)cc;
+			have_shape = true;
+		} else if (a[0] == '-' && a[1]) {
+			r = usage_error("jitq quantize: unknown option or missing value '%s'", a);
+			continue;
+		} else {
+			if (npos == 2)
+				r = usage_error("jitq quantize: unexpected argument '%s'", a);
+			else
+				pos[npos++] = a;
+			continue;
+		}
+		i++;
+	}
+	if (r)
+		return r;
+	if (npos != 2 || !have_shape)
+		return usage_error("jitq quantize: expected --shape ROWSxCOLS IN OUT");
+	FILE *f = fopen(pos[0], "re");
+	if (!f) {
+		fprintf(stderr, "pimctl: %s: %s\n", pos[0], strerror(errno));
+		return EXIT_DAEMON;
+	}
+	size_t max = 256u << 20;
+	uint8_t *data = malloc(max + 1);
+	size_t n = data ? fread(data, 1, max + 1, f) : 0;
+	fclose(f);
+	if (!data || n > max) {
+		free(data);
+		fprintf(stderr, "pimctl: %s: %s\n", pos[0], data ? "larger than 256 MiB" : "out of memory");
+		return EXIT_DAEMON;
+	}
+	if ((r = connect_client(ctl))) {
+		free(data);
+		return r;
+	}
+	body.data.data = data;
+	body.data.len = n;
+	req.body_case = PIM__REQUEST__BODY_JITQ_QUANTIZE;
+	req.jitq_quantize = &body;
+	Pim__Response *resp;
+	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_QUANTIZE, &resp);
+	free(data);
+	if (r)
+		return r;
+	const Pim__JitqQuantizeReply *q = resp->jitq_quantize;
+	FILE *o = fopen(pos[1], "we");
+	if (!o || fwrite(q->data.data, 1, q->data.len, o) != q->data.len || fclose(o) != 0) {
+		fprintf(stderr, "pimctl: %s: %s\n", pos[1], strerror(errno));
+		pim__response__free_unpacked(resp, NULL);
+		return EXIT_DAEMON;
+	}
+	if (ctl->json) {
+		json_object *jo = json_object_new_object();
+		json_object_object_add(jo, "output", json_object_new_string(pos[1]));
+		json_object_object_add(jo, "bytes", json_object_new_int64((int64_t)q->data.len));
+		json_object_object_add(jo, "blocks", json_object_new_int64((int64_t)q->blocks));
+		json_object_object_add(jo, "engine", json_object_new_string(q->engine));
+		if (strcmp(q->engine, "reference") != 0) {
+			json_object_object_add(jo, "pim_time_ns", jdouble(q->pim_time_ns));
+			json_object_object_add(jo, "pim_commands", json_object_new_int64((int64_t)q->pim_commands));
+		}
+		print_json(jo);
+	} else {
+		printf("Wrote %zu bytes (%" PRIu64 " MX blocks) to %s with the %s engine", q->data.len,
+		       q->blocks, pos[1], q->engine);
+		if (strcmp(q->engine, "reference") != 0)
+			printf("; PIM model %.1f us, %" PRIu64 " commands, output identical to the reference",
+			       q->pim_time_ns / 1e3, q->pim_commands);
+		printf("\n");
+	}
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
+
+/* ---------------------------------------------------------------- profile */
+
+static json_object *job_json(const struct pim_profile_job *j)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "job", json_object_new_int64((int64_t)j->id));
+	json_object_object_add(o, "state", json_object_new_string(j->state));
+	json_object_object_add(o, "model", json_object_new_string(j->model));
+	json_object_object_add(o, "backend", json_object_new_string(j->backend));
+	json_object_object_add(o, "backend_reason", json_object_new_string(j->backend_reason));
+	json_object_object_add(o, "regions_done", json_object_new_int64(j->regions_done));
+	json_object_object_add(o, "regions_total", json_object_new_int64(j->regions_total));
+	json_object_object_add(o, "repetitions_done", json_object_new_int64((int64_t)j->repetitions_done));
+	json_object_object_add(o, "repetitions_total", json_object_new_int64((int64_t)j->repetitions_total));
+	json_object_object_add(o, "samples", json_object_new_int64((int64_t)j->samples));
+	json_object_object_add(o, "uid", json_object_new_int64(j->uid));
+	json_object_object_add(o, "message", json_object_new_string(j->message));
+	return o;
+}
+
+static bool job_finished(const struct pim_profile_job *j)
+{
+	return strcmp(j->state, "done") == 0 || strcmp(j->state, "failed") == 0;
+}
+
+/* Polls until the job ends, showing progress on a terminal; the exit status says how it ended. */
+static int profile_wait(struct ctl *ctl, struct pim_profile_job *j)
+{
+	bool tty = isatty(STDERR_FILENO) && !ctl->json;
+	int r;
+
+	while (!job_finished(j)) {
+		if (tty)
+			fprintf(stderr, "\rjob %" PRIu64 ": %s, repetitions %" PRIu64 "/%" PRIu64 " ", j->id,
+				j->state, j->repetitions_done, j->repetitions_total);
+		usleep(100000);
+		if ((r = pim_profile_status(ctl->client, j->id, j)) < 0)
+			return request_failed(ctl, r);
+	}
+	if (tty)
+		fprintf(stderr, "\r\033[K");
+	return EXIT_OK;
+}
+
+static void job_print(const struct pim_profile_job *j)
+{
+	printf("Profile job %" PRIu64 " of %s: %s", j->id, j->model, j->state);
+	if (job_finished(j))
+		printf(" (%s backend, worker uid %u): %s\n", j->backend, j->uid, j->message);
+	else
+		printf(", repetitions %" PRIu64 "/%" PRIu64 "; poll with: pimctl profile --status %" PRIu64 "\n",
+		       j->repetitions_done, j->repetitions_total, j->id);
+	if (job_finished(j))
+		printf("  regions with metrics %u/%u, %" PRIu64 " samples stored\n", j->regions_done,
+		       j->regions_total, j->samples);
+	if (strcmp(j->backend, "timing") == 0 && j->backend_reason[0])
+		printf("  %s\n", j->backend_reason);
+}
+
+static int cmd_profile(struct ctl *ctl, int argc, char **argv)
+{
+	struct pim_profile_options opt = { 0 };
+	struct pim_profile_job job;
+	const char *model = NULL, *library = NULL;
+	uint32_t regions[1024];
+	int wait = -1; /* default: wait for a new job, not for --status */
+	bool have_status = false;
+	uint64_t status_id = 0;
+	int r = 0;
+
+	for (int i = 0; i < argc && !r; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--library") == 0 && v)
+			library = v;
+		else if (strcmp(a, "--reps") == 0 && v)
+			r = parse_u32(a, v, &opt.repetitions);
+		else if (strcmp(a, "--warmups") == 0 && v)
+			r = parse_u32(a, v, &opt.warmups);
+		else if (strcmp(a, "--timeout-ms") == 0 && v)
+			r = parse_u32(a, v, &opt.timeout_ms);
+		else if (strcmp(a, "--regions") == 0 && v) {
+			char buf[8192];
+			snprintf(buf, sizeof buf, "%s", v);
+			size_t k = 0;
+			for (char *t = strtok(buf, ","); t && !r; t = strtok(NULL, ","), k++) {
+				char *end;
+				errno = 0;
+				unsigned long x = strtoul(t, &end, 10);
+				if (errno || *end || end == t || t[0] == '-' || x > UINT32_MAX || k == 1024)
+					r = usage_error("--regions: '%s' is not a list of region ids", v);
+				else
+					regions[k] = (uint32_t)x;
+			}
+			opt.regions = regions;
+			opt.n_regions = k;
+		} else if (strcmp(a, "--status") == 0 && v) {
+			char *end;
+			errno = 0;
+			status_id = strtoull(v, &end, 10);
+			if (errno || *end || end == v || v[0] == '-')
+				r = usage_error("--status: '%s' is not a job id", v);
+			have_status = true;
+		} else if (strcmp(a, "--no-wait") == 0) {
+			wait = 0;
+			continue;
+		} else if (strcmp(a, "--wait") == 0) {
+			wait = 1;
+			continue;
+		} else if (a[0] == '-') {
+			r = usage_error("profile: unknown option or missing value '%s'", a);
+			continue;
+		} else if (!model) {
+			model = a;
+			continue;
+		} else {
+			r = usage_error("profile: unexpected argument '%s'", a);
+			continue;
+		}
+		i++;
+	}
+	if (r)
+		return r;
+	if (wait < 0)
+		wait = !have_status;
+	if (have_status) {
+		if (model || library)
+			return usage_error("profile --status JOB takes no MODEL or --library");
+		if ((r = connect_client(ctl)))
+			return r;
+		if ((r = pim_profile_status(ctl->client, status_id, &job)) < 0)
+			return request_failed(ctl, r);
+	} else {
+		if (!model || !library)
+			return usage_error("profile: expected MODEL --library PATH");
+		/* The library goes to pimd as an open descriptor: pimd never opens our paths. */
+		int fd = open(library, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			fprintf(stderr, "pimctl: %s: %s\n", library, strerror(errno));
+			return EXIT_DAEMON;
+		}
+		if ((r = connect_client(ctl))) {
+			close(fd);
+			return r;
+		}
+		r = pim_profile_start(ctl->client, model, fd, &opt, &job);
+		close(fd);
+		if (r < 0)
+			return request_failed(ctl, r);
+		if (!wait) {
+			if (ctl->json)
+				print_json(job_json(&job));
+			else
+				job_print(&job);
+			return EXIT_OK;
+		}
+	}
+	if (wait && (r = profile_wait(ctl, &job)))
+		return r;
+	if (ctl->json)
+		print_json(job_json(&job));
+	else
+		job_print(&job);
+	return strcmp(job.state, "failed") == 0 ? EXIT_DAEMON : EXIT_OK;
 }
 
 static int run_model(struct ctl *ctl, int argc, char **argv)
@@ -985,12 +1518,21 @@ int main(int argc, char **argv)
 			r = cmd_status(&ctl);
 	} else if (strcmp(cmd, "model") == 0) {
 		r = run_model(&ctl, argc, argv);
+	} else if (strcmp(cmd, "profile") == 0) {
+		r = cmd_profile(&ctl, argc, argv);
 	} else if (strcmp(cmd, "placement") == 0) {
 		r = cmd_placement(&ctl, argc, argv);
 	} else if (strcmp(cmd, "import-perf") == 0) {
 		r = cmd_import_perf(&ctl, argc, argv);
 	} else if (strcmp(cmd, "calibrate") == 0) {
 		r = cmd_calibrate(&ctl, argc, argv);
+	} else if (strcmp(cmd, "jitq") == 0) {
+		if (argc >= 1 && strcmp(argv[0], "plan") == 0)
+			r = cmd_jitq_plan(&ctl, argc - 1, argv + 1);
+		else if (argc >= 1 && strcmp(argv[0], "quantize") == 0)
+			r = cmd_jitq_quantize(&ctl, argc - 1, argv + 1);
+		else
+			r = usage_error("jitq: expected plan or quantize");
 	} else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		r = EXIT_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <assert.h>
 #include <math.h>
 
 #include "frame.h"
@@ -24,6 +25,13 @@ void config_init(struct config *c)
 	c->max_requests_in_flight = 64;
 	c->busy_timeout_ms = 5000;
 	c->placement = placement_params_default();
+	c->profile_concurrency = 1;
+	c->profile_queue_max = 32;
+	c->profile_repetitions = 10;
+	c->profile_warmups = 1;
+	c->profile_timeout_ms = 120000;
+	c->profile_cpu_seconds = 60;
+	c->profile_memory_bytes = 4ull << 30;
 }
 
 static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -51,7 +59,7 @@ static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE };
+enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_PATH_FILE, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE };
 
 struct key {
 	const char *name;
@@ -67,12 +75,20 @@ struct key {
 static const struct key keys[] = {
 	{ "socket", KEY_PATH_SOCKET, offsetof(struct config, socket_path), 0, 0 },
 	{ "state_dir", KEY_PATH_DIR, offsetof(struct config, state_dir), 0, 0 },
+	{ "pim_config", KEY_PATH_FILE, offsetof(struct config, pim_config), 0, 0 },
 	{ "log_level", KEY_LOG_LEVEL, offsetof(struct config, log_level), 0, 0 },
 	{ "max_frame_bytes", U32(max_frame_bytes, FRAME_MAX_MIN, FRAME_MAX_LIMIT) },
 	{ "max_clients", U32(max_clients, 1, 65536) },
 	{ "max_pending_bytes", U64(max_pending_bytes, 64 * 1024, 16ull << 30) },
 	{ "max_requests_in_flight", U32(max_requests_in_flight, 1, 65536) },
 	{ "busy_timeout_ms", U32(busy_timeout_ms, 0, 600000) },
+	{ "profile_concurrency", U32(profile_concurrency, 1, 64) },
+	{ "profile_queue_max", U32(profile_queue_max, 1, 4096) },
+	{ "profile_repetitions", U32(profile_repetitions, 1, 100000) },
+	{ "profile_warmups", U32(profile_warmups, 0, 1000) },
+	{ "profile_timeout_ms", U32(profile_timeout_ms, 100, 86400000) },
+	{ "profile_cpu_seconds", U32(profile_cpu_seconds, 1, 86400) },
+	{ "profile_memory_bytes", U64(profile_memory_bytes, 16 << 20, 1ull << 44) },
 	/* placement parameters: the same names as in pimctl placement --param and PlacementParams */
 	{ "n_core", DBL(n_core) },
 	{ "f_pim", DBL(f_pim) },
@@ -109,8 +125,10 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 
 	switch (k->type) {
 	case KEY_PATH_SOCKET:
-	case KEY_PATH_DIR: {
+	case KEY_PATH_DIR:
+	case KEY_PATH_FILE: {
 		size_t cap = k->type == KEY_PATH_SOCKET ? sizeof c->socket_path : sizeof c->state_dir;
+		static_assert(sizeof c->state_dir == sizeof c->pim_config, "path fields share a size");
 		if (v[0] != '/')
 			return err_set(err, -EINVAL, "%s: %s must be an absolute path", where, k->name);
 		if (strlen(v) >= cap)

@@ -21,6 +21,7 @@
 struct config {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char state_dir[PATH_MAX];
+	char pim_config[PATH_MAX];        /* HBM-PIM organisation and timing for JIT-Q; "" = defaults */
 	int log_level;                    /* LOG_ERR .. LOG_DEBUG */
 	uint32_t max_frame_bytes;         /* largest frame accepted or sent */
 	uint32_t max_clients;             /* connections served at once */
@@ -28,6 +29,13 @@ struct config {
 	uint32_t max_requests_in_flight;  /* per connection: unanswered requests before reading pauses */
 	uint32_t busy_timeout_ms;         /* SQLite busy timeout */
 	struct placement_params placement; /* platform parameters of the placement rule (BRIEF §3) */
+	uint32_t profile_concurrency;     /* profiling workers at once (1: measurements don't disturb) */
+	uint32_t profile_queue_max;       /* jobs waiting at most */
+	uint32_t profile_repetitions;     /* K, when a request gives none */
+	uint32_t profile_warmups;
+	uint32_t profile_timeout_ms;      /* wall clock per job */
+	uint32_t profile_cpu_seconds;     /* RLIMIT_CPU of a worker */
+	uint64_t profile_memory_bytes;    /* address space a worker's model may add (RLIMIT_AS) */
 };
 
 void config_init(struct config *c);

@@ -5,6 +5,10 @@ struct loop {
 	int epfd;
 	bool quit;
 	int code;
+	/* the batch being dispatched: a watch deleted by an earlier callback of the batch must not
+	 * be called (its owner may have freed it) */
+	struct epoll_event *batch;
+	int batch_n, batch_i;
 };
 
 int loop_new(struct loop **out)
@@ -49,6 +53,9 @@ int loop_mod(struct loop *l, struct watch *w, uint32_t events)
 void loop_del(struct loop *l, struct watch *w)
 {
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	for (int i = l->batch_i + 1; i < l->batch_n; i++)
+		if (l->batch[i].data.ptr == w)
+			l->batch[i].data.ptr = NULL;
 }
 
 void loop_quit(struct loop *l, int code)
@@ -68,10 +75,14 @@ int loop_run(struct loop *l)
 				continue;
 			return -errno;
 		}
-		for (int i = 0; i < n && !l->quit; i++) {
-			struct watch *w = ev[i].data.ptr;
-			w->fn(w, ev[i].events);
+		l->batch = ev;
+		l->batch_n = n;
+		for (l->batch_i = 0; l->batch_i < n && !l->quit; l->batch_i++) {
+			struct watch *w = ev[l->batch_i].data.ptr;
+			if (w)
+				w->fn(w, ev[l->batch_i].events);
 		}
+		l->batch_n = 0;
 	}
 	return l->code;
 }

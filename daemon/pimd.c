@@ -18,7 +18,9 @@
 #include "config.h"
 #include "log.h"
 #include "loop.h"
+#include "pimsim.h"
 #include "platform.h"
+#include "profile.h"
 #include "server.h"
 #include "store.h"
 
@@ -33,6 +35,8 @@ struct pimd {
 	struct store *store;
 	struct server *server;
 	struct platform platform;
+	struct pimsim_params pim;
+	struct profiler *profiler;
 	struct watch sig, wd;
 	char status[256];
 };
@@ -53,6 +57,15 @@ static void help(void)
 	       "Signals: SIGHUP reloads the configuration, SIGTERM and SIGINT stop pimd.\n"
 	       "See pimd(8) and pimd.conf(5).\n",
 	       CONFIG_DEFAULT_SOCKET, CONFIG_DEFAULT_STATE_DIR, CONFIG_DEFAULT_PATH);
+}
+
+/* The HBM-PIM parameters named by the configuration (built-in defaults when none). */
+static int load_pim(const struct config *c, struct pimsim_params *p, struct pim_error *err)
+{
+	pimsim_params_default(p);
+	if (!c->pim_config[0])
+		return 0;
+	return pimsim_params_load(p, c->pim_config, err);
 }
 
 /* Loads the file, then applies command-line overrides; on error cfg is unchanged. */
@@ -111,9 +124,10 @@ static void reload(struct pimd *d)
 {
 	struct pim_error err = { 0 };
 	struct config c;
+	struct pimsim_params pim;
 
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, now_ns() / 1000);
-	if (load_config(d, &c, &err) < 0) {
+	if (load_config(d, &c, &err) < 0 || load_pim(&c, &pim, &err) < 0) {
 		log_error("Reload failed, keeping the current configuration: %s", err.msg);
 	} else {
 		if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.state_dir, d->cfg.state_dir) != 0)
@@ -121,6 +135,8 @@ static void reload(struct pimd *d)
 		log_set_level(c.log_level);
 		server_apply_config(d->server, &c);
 		store_set_busy_timeout(d->store, c.busy_timeout_ms);
+		profiler_apply_config(d->profiler, &c);
+		d->pim = pim;
 		/* Keep the paths in use; they only change with a restart. */
 		memcpy(c.socket_path, d->cfg.socket_path, sizeof c.socket_path);
 		memcpy(c.state_dir, d->cfg.state_dir, sizeof c.state_dir);
@@ -284,13 +300,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_set_level(d.cfg.log_level);
+	if (load_pim(&d.cfg, &d.pim, &err) < 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
 	if (check_only) {
+		printf("pim_config = %s\n", d.cfg.pim_config[0] ? d.cfg.pim_config : "(built-in HBM-PIM defaults)");
 		printf("socket = %s\nstate_dir = %s\nlog_level = %s\nmax_frame_bytes = %u\n"
 		       "max_clients = %u\nmax_pending_bytes = %" PRIu64 "\nmax_requests_in_flight = %u\n"
-		       "busy_timeout_ms = %u\n",
+		       "busy_timeout_ms = %u\nprofile_concurrency = %u\nprofile_queue_max = %u\n"
+		       "profile_repetitions = %u\nprofile_warmups = %u\nprofile_timeout_ms = %u\n"
+		       "profile_cpu_seconds = %u\nprofile_memory_bytes = %" PRIu64 "\n",
 		       d.cfg.socket_path, d.cfg.state_dir, log_level_name(d.cfg.log_level),
 		       d.cfg.max_frame_bytes, d.cfg.max_clients, d.cfg.max_pending_bytes,
-		       d.cfg.max_requests_in_flight, d.cfg.busy_timeout_ms);
+		       d.cfg.max_requests_in_flight, d.cfg.busy_timeout_ms, d.cfg.profile_concurrency,
+		       d.cfg.profile_queue_max, d.cfg.profile_repetitions, d.cfg.profile_warmups,
+		       d.cfg.profile_timeout_ms, d.cfg.profile_cpu_seconds, d.cfg.profile_memory_bytes);
 		const struct placement_params *p = &d.cfg.placement;
 		printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
 		       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"
@@ -342,6 +367,12 @@ int main(int argc, char **argv)
 	server_rpc_context(d.server)->platform = &d.platform;
 	server_rpc_context(d.server)->params = &d.cfg.placement;
 	server_rpc_context(d.server)->pid = getpid();
+	server_rpc_context(d.server)->pim = &d.pim;
+	if (profiler_new(d.loop, d.store, &d.platform, &d.cfg, &d.profiler, &err) < 0) {
+		log_error("Cannot set up profiling: %s", err.msg);
+		return 1;
+	}
+	server_rpc_context(d.server)->profiler = d.profiler;
 	log_info("pimd %s ready: socket %s%s, database %s (schema %u)", PIMD_VERSION,
 		 server_socket_activated(d.server) ? "from systemd" : d.cfg.socket_path,
 		 "", db_path, store_schema_version(d.store));
@@ -350,6 +381,7 @@ int main(int argc, char **argv)
 
 	r = loop_run(d.loop);
 
+	profiler_free(d.profiler);
 	server_free(d.server);
 	store_close(d.store);
 	if (d.wd.fd >= 0)

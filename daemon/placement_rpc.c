@@ -306,8 +306,8 @@ static void evidence_notes(struct builder *b, Pim__PlacementReply *r, const stru
 	size_t n = l->manifest->n_regions;
 
 	if (l->n_with_metrics < n)
-		add_note(b, r, "%zu of %zu regions have no metrics yet: they stay on the host (profile "
-			 "the model or import perf counts)", n - l->n_with_metrics, n);
+		add_note(b, r, "%zu of %zu regions have no metrics yet: they stay on the host (pimctl "
+			 "profile, or pimctl import-perf)", n - l->n_with_metrics, n);
 	if (l->n_estimates)
 		add_note(b, r, "%zu regions rest on timing-backend estimates: BW_read estimated from "
 			 "unique read bytes / T_host, C4 not evaluable (%s)", l->n_estimates,
@@ -445,7 +445,8 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 
 /* ---------------------------------------------------------------- import-perf */
 
-Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const Pim__Request *req)
+Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct rpc_peer *peer,
+					 const Pim__Request *req)
 {
 	const Pim__ImportPerf *q = req->import_perf;
 	struct pim_error err = { 0 };
@@ -459,7 +460,8 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const Pim__Req
 	if (!isfinite(q->t_host) || q->t_host < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "t_host must be a finite number of seconds >= 0");
-	if ((k = store_model_id(ctx->store, q->model, &model_id, &err)) < 0)
+	if ((k = store_model_id_for(ctx->store, q->model, peer->cred.uid, "import its metrics", &model_id,
+				    &err)) < 0)
 		return rpc_error_from(req->id, &err);
 	csv = malloc(sizeof *csv);
 	if (!csv)
@@ -467,8 +469,7 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const Pim__Req
 	size_t len = q->csv ? strlen(q->csv) : 0;
 	if ((k = perfcsv_parse(q->csv ? q->csv : "", len, csv, &err)) < 0) {
 		free(csv);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "perf stat CSV: %s", err.msg);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
 	}
 	uint64_t execs = q->executions ? q->executions : 1;
 	double t = q->t_host > 0 ? q->t_host : csv->has_t_host ? csv->t_host_s : 0;
@@ -687,11 +688,13 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	Pim__Response *resp = rpc_response_new(req->id);
 	Pim__DecisionsReply *dr = malloc(sizeof *dr);
 	uint8_t *bits = calloc((limit + 7) / 8 + 1, 1);
+	uint8_t *known = calloc((limit + 7) / 8 + 1, 1);
 	char *name = strdup(l.manifest->name);
-	if (!resp || !dr || !bits || !name) {
+	if (!resp || !dr || !bits || !known || !name) {
 		free(resp);
 		free(dr);
 		free(bits);
+		free(known);
 		free(name);
 		placement_result_free(&res);
 		loaded_free(&l);
@@ -700,6 +703,8 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	pim__decisions_reply__init(dr);
 	const struct placement_estimate *e = &res.estimates[0];
 	Pim__Evidence weakest = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+	for (size_t i = 0; i < l.manifest->n_regions; i++)
+		known[l.regions[i].id / 8] |= (uint8_t)(1u << (l.regions[i].id % 8));
 	for (size_t i = 0; i < l.manifest->n_regions; i++)
 		if (e->decisions[i].side == PL_PIM) {
 			uint32_t id = l.regions[i].id;
@@ -715,6 +720,8 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	dr->id_limit = limit;
 	dr->pim_bitmap.data = bits;
 	dr->pim_bitmap.len = (limit + 7) / 8;
+	dr->known_bitmap.data = known;
+	dr->known_bitmap.len = (limit + 7) / 8;
 	dr->evidence = dr->offloaded ? weakest : PIM__EVIDENCE__EVIDENCE_NONE;
 	placement_result_free(&res);
 	loaded_free(&l);

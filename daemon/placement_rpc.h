@@ -10,7 +10,8 @@
 #include "rpc.h"
 
 Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req);
-Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct rpc_peer *peer,
+					 const Pim__Request *req);
 Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req);
 Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req);
 

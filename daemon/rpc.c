@@ -5,7 +5,9 @@
 
 #include "log.h"
 #include "manifest.h"
+#include "jitq_rpc.h"
 #include "placement_rpc.h"
+#include "profile.h"
 
 #define PROTOCOL_VERSION PIM__VERSION__VERSION_CURRENT
 
@@ -307,11 +309,19 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 	case PIM__REQUEST__BODY_PLACEMENT:
 		return placement_rpc_placement(ctx, req);
 	case PIM__REQUEST__BODY_IMPORT_PERF:
-		return placement_rpc_import_perf(ctx, req);
+		return placement_rpc_import_perf(ctx, peer, req);
 	case PIM__REQUEST__BODY_CALIBRATE:
 		return placement_rpc_calibrate(ctx, req);
 	case PIM__REQUEST__BODY_DECISIONS:
 		return placement_rpc_decisions(ctx, req);
+	case PIM__REQUEST__BODY_JITQ_PLAN:
+		return jitq_rpc_plan(ctx, req);
+	case PIM__REQUEST__BODY_JITQ_QUANTIZE:
+		return jitq_rpc_quantize(ctx, req);
+	case PIM__REQUEST__BODY_PROFILE:
+		return profiler_rpc_start(ctx->profiler, peer, req);
+	case PIM__REQUEST__BODY_PROFILE_STATUS:
+		return profiler_rpc_status(ctx->profiler, req);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,

@@ -10,18 +10,23 @@
 
 #include "pim.pb-c.h"
 #include "placement.h"
+#include "pimsim.h"
 #include "platform.h"
 #include "store.h"
+
+struct profiler;
 
 struct rpc_context {
 	struct store *store;
 	const struct platform *platform;      /* this host, as stored */
 	const struct placement_params *params; /* configured placement parameters */
+	const struct pimsim_params *pim;      /* HBM-PIM organisation and timing (JIT-Q) */
 	uint64_t started_ns;
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
 	uint32_t max_frame_bytes;
 	pid_t pid;              /* of pimd, after detaching */
+	struct profiler *profiler;
 };
 
 /* What the transport knows about the peer of a request. */
@@ -29,6 +34,7 @@ struct rpc_peer {
 	struct ucred cred;
 	bool hello_done;
 	char name[65];
+	int passed_fd;  /* descriptor that came with the request, -1; a handler keeping it sets -1 */
 };
 
 enum rpc_after {

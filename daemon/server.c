@@ -178,20 +178,25 @@ static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 	c->closing = true;
 }
 
-static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len)
+static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
 {
 	struct server *s = c->server;
 	Pim__Request *req = pim__request__unpack(NULL, len, payload);
 	enum rpc_after after;
 
 	free(payload);
+	c->peer.passed_fd = fd;
 	if (!req) {
+		closep(&c->peer.passed_fd);
 		log_warning("Connection #%" PRIu64 " (pid %d uid %u): undecodable request of %u bytes; "
 			    "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, len);
 		conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL, "request frame is not a valid Request message");
 		return;
 	}
 	Pim__Response *resp = rpc_handle(&s->ctx, &c->peer, req, &after);
+	/* A descriptor the request did not take is not kept. */
+	closep(&c->peer.passed_fd);
+	c->peer.passed_fd = -1;
 	bool model_change = req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
 			    req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
 	pim__request__free_unpacked(req, NULL);
@@ -251,8 +256,17 @@ static void conn_event(struct watch *w, uint32_t events)
 				return;
 			}
 			uint32_t len;
-			uint8_t *payload = frame_reader_take(&c->rd, &len);
-			conn_handle_frame(c, payload, len);
+			int fd = -1;
+			if (c->rd.extra_fds) {
+				log_warning("Connection #%" PRIu64 " (pid %d uid %u): more than one file "
+					    "descriptor with a frame; closing it", c->serial,
+					    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid);
+				conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL,
+					    "at most one file descriptor may come with a request");
+				break;
+			}
+			uint8_t *payload = frame_reader_take(&c->rd, &len, &fd);
+			conn_handle_frame(c, payload, len, fd);
 		}
 		if (conn_flush(c) < 0) {
 			conn_free(c);

@@ -31,6 +31,13 @@ enum stmt_id {
 	ST_DECISIONS_DELETE,
 	ST_DECISION_SELECT,
 	ST_DECISION_UPSERT,
+	ST_RUN_INSERT,
+	ST_RUN_UPDATE,
+	ST_SAMPLE_INSERT,
+	ST_RUN_ADD_SAMPLES,
+	ST_RUN_SELECT,
+	ST_RUNS_ABANDON,
+	ST_SAMPLES_SELECT,
 	ST__MAX
 };
 
@@ -78,6 +85,29 @@ static const char *const stmt_sql[ST__MAX] = {
 			       "AND params_key = ?3",
 	[ST_DECISION_UPSERT] = "INSERT OR REPLACE INTO decisions (model_id, platform_id, params_key, reply, "
 			       "created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_RUN_INSERT] = "INSERT INTO profile_runs (model_id, platform_id, owner_uid, backend, state, warmup, "
+			  "repetitions, regions_total, created_at) VALUES (?1, ?2, ?3, 'pending', 'queued', "
+			  "?4, ?5, ?6, ?7)",
+	[ST_RUN_UPDATE] = "UPDATE profile_runs SET state = coalesce(?2, state), backend = coalesce(?3, backend), "
+			  "backend_reason = coalesce(?4, backend_reason), message = coalesce(?5, message), "
+			  "worker_uid = coalesce(?6, worker_uid), regions_done = coalesce(?7, regions_done), "
+			  "repetitions_done = coalesce(?8, repetitions_done), "
+			  "repetitions_total = coalesce(?9, repetitions_total), "
+			  "finished_at = CASE WHEN ?10 THEN ?11 ELSE finished_at END WHERE id = ?1",
+	[ST_SAMPLE_INSERT] = "INSERT OR REPLACE INTO samples (run_id, region_id, grp, rep, executions, time_ns, "
+			     "time_enabled, time_running, n_values, values_blob) "
+			     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_RUN_ADD_SAMPLES] = "UPDATE profile_runs SET samples = samples + ?2 WHERE id = ?1",
+	[ST_RUN_SELECT] = "SELECT r.id, r.state, m.name, r.backend, r.backend_reason, r.regions_done, "
+			  "r.regions_total, r.repetitions_done, r.repetitions_total, r.samples, r.message, "
+			  "coalesce(r.worker_uid, r.owner_uid), r.created_at, coalesce(r.finished_at, 0) "
+			  "FROM profile_runs r JOIN models m ON m.id = r.model_id WHERE r.id = ?1",
+	[ST_RUNS_ABANDON] = "UPDATE profile_runs SET state = 'failed', finished_at = ?1, message = "
+			    "'pimd stopped before the job finished; run it again' "
+			    "WHERE state IN ('queued', 'running')",
+	[ST_SAMPLES_SELECT] = "SELECT region_id, grp, rep, executions, time_ns, time_enabled, time_running, "
+			      "n_values, values_blob FROM samples WHERE run_id = ?1 "
+			      "ORDER BY region_id, grp, rep",
 };
 
 struct store {
@@ -802,6 +832,21 @@ int store_model_id(struct store *s, const char *name, int64_t *id, struct pim_er
 	return err_set(err, -ENOENT, "no model named \"%s\"", name);
 }
 
+int store_model_id_for(struct store *s, const char *name, uid_t uid, const char *what, int64_t *id,
+		       struct pim_error *err)
+{
+	uint32_t owner;
+	int r = model_find(s, name, id, &owner, NULL, err);
+	if (r == 0)
+		return err_set(err, -ENOENT, "no model named \"%s\"", name);
+	if (r < 0)
+		return r;
+	if (!may_modify(uid, owner))
+		return err_set(err, -EPERM, "model \"%s\" belongs to uid %u; only its owner, root or pimd's "
+			       "own user may %s", name, owner, what);
+	return 0;
+}
+
 static const char *evidence_text(Pim__Evidence e)
 {
 	switch (e) {
@@ -992,4 +1037,209 @@ int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, c
 	sqlite3_bind_blob(st, 4, reply, (int)len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
 	return step_done(s, st, "storing a decision", err);
+}
+
+/* ---------------------------------------------------------------- profile runs and samples */
+
+int store_run_create(struct store *s, int64_t model_id, int64_t platform_id, uid_t uid,
+		     unsigned warmups, unsigned reps, unsigned regions_total, int64_t *run_id,
+		     struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_RUN_INSERT);
+	int r;
+
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, platform_id);
+	sqlite3_bind_int64(st, 3, uid);
+	sqlite3_bind_int64(st, 4, warmups);
+	sqlite3_bind_int64(st, 5, reps);
+	sqlite3_bind_int64(st, 6, regions_total);
+	sqlite3_bind_int64(st, 7, (int64_t)time(NULL));
+	if ((r = step_done(s, st, "recording a profile run", err)) < 0)
+		return r;
+	*run_id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+static void bind_text_opt(sqlite3_stmt *st, int i, const char *t)
+{
+	if (t)
+		sqlite3_bind_text(st, i, t, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static void bind_int_opt(sqlite3_stmt *st, int i, int64_t v)
+{
+	if (v >= 0)
+		sqlite3_bind_int64(st, i, v);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+int store_run_update(struct store *s, int64_t run_id, const struct store_run_update *u,
+		     struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_RUN_UPDATE);
+
+	sqlite3_bind_int64(st, 1, run_id);
+	bind_text_opt(st, 2, u->state);
+	bind_text_opt(st, 3, u->backend);
+	bind_text_opt(st, 4, u->backend_reason);
+	bind_text_opt(st, 5, u->message);
+	bind_int_opt(st, 6, u->worker_uid);
+	bind_int_opt(st, 7, u->regions_done);
+	bind_int_opt(st, 8, u->repetitions_done);
+	bind_int_opt(st, 9, u->repetitions_total);
+	sqlite3_bind_int(st, 10, u->finished);
+	sqlite3_bind_int64(st, 11, (int64_t)time(NULL));
+	return step_done(s, st, "updating a profile run", err);
+}
+
+int store_samples_put(struct store *s, int64_t run_id, const struct store_sample *v, size_t n,
+		      struct pim_error *err)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (n == 0)
+		return 0;
+	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+		return r;
+	st = stmt_get(s, ST_SAMPLE_INSERT);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t blob[8 * 16];
+		unsigned nv = v[i].n_values < 16 ? v[i].n_values : 16;
+		for (unsigned k = 0; k < nv; k++)
+			for (int b = 0; b < 8; b++)
+				blob[8 * k + b] = (uint8_t)(v[i].values[k] >> (8 * b));
+		sqlite3_bind_int64(st, 1, run_id);
+		sqlite3_bind_int64(st, 2, v[i].region);
+		sqlite3_bind_int64(st, 3, v[i].group);
+		sqlite3_bind_int64(st, 4, v[i].rep);
+		sqlite3_bind_int64(st, 5, (int64_t)v[i].executions);
+		sqlite3_bind_int64(st, 6, (int64_t)v[i].time_ns);
+		sqlite3_bind_int64(st, 7, (int64_t)v[i].time_enabled);
+		sqlite3_bind_int64(st, 8, (int64_t)v[i].time_running);
+		sqlite3_bind_int64(st, 9, nv);
+		if (nv)
+			sqlite3_bind_blob(st, 10, blob, (int)(8 * nv), SQLITE_TRANSIENT);
+		else
+			sqlite3_bind_null(st, 10);
+		r = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (r != SQLITE_DONE) {
+			r = db_err(s, err, "storing samples");
+			goto fail;
+		}
+	}
+	st = stmt_get(s, ST_RUN_ADD_SAMPLES);
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_int64(st, 2, (int64_t)n);
+	if ((r = step_done(s, st, "counting samples", err)) < 0)
+		goto fail;
+	return exec_simple(s, ST_COMMIT, err);
+fail:
+	rollback(s);
+	return r;
+}
+
+int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_RUN_SELECT);
+	int r;
+
+	sqlite3_bind_int64(st, 1, run_id);
+	r = sqlite3_step(st);
+	if (r == SQLITE_DONE) {
+		sqlite3_reset(st);
+		return err_set(err, -ENOENT, "no profile job %lld", (long long)run_id);
+	}
+	if (r != SQLITE_ROW) {
+		sqlite3_reset(st);
+		return db_err(s, err, "reading a profile run");
+	}
+	Pim__ProfileReply *p = malloc(sizeof *p);
+	if (!p) {
+		sqlite3_reset(st);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
+	pim__profile_reply__init(p);
+	p->job = (uint64_t)sqlite3_column_int64(st, 0);
+	p->state = col_strdup(st, 1);
+	p->model = col_strdup(st, 2);
+	p->backend = col_strdup(st, 3);
+	p->backend_reason = col_strdup(st, 4);
+	p->regions_done = (uint32_t)sqlite3_column_int64(st, 5);
+	p->regions_total = (uint32_t)sqlite3_column_int64(st, 6);
+	p->repetitions_done = (uint64_t)sqlite3_column_int64(st, 7);
+	p->repetitions_total = (uint64_t)sqlite3_column_int64(st, 8);
+	p->samples = (uint64_t)sqlite3_column_int64(st, 9);
+	p->message = col_strdup(st, 10);
+	p->uid = (uint32_t)sqlite3_column_int64(st, 11);
+	p->created_at = sqlite3_column_int64(st, 12);
+	p->finished_at = sqlite3_column_int64(st, 13);
+	sqlite3_reset(st);
+	if (!p->state || !p->model || !p->backend || !p->backend_reason || !p->message) {
+		pim__profile_reply__free_unpacked(p, NULL);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
+	*out = p;
+	return 0;
+}
+
+int store_runs_abandon(struct store *s, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_RUNS_ABANDON);
+	int r;
+
+	sqlite3_bind_int64(st, 1, (int64_t)time(NULL));
+	if ((r = step_done(s, st, "failing abandoned profile runs", err)) < 0)
+		return r;
+	return sqlite3_changes(s->db);
+}
+
+int store_samples_each(struct store *s, int64_t run_id,
+		       int (*fn)(void *ctx, const struct store_sample *sample), void *ctx,
+		       struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_SAMPLES_SELECT);
+	int r;
+
+	sqlite3_bind_int64(st, 1, run_id);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t values[16] = { 0 };
+		struct store_sample x = {
+			.region = (uint32_t)sqlite3_column_int64(st, 0),
+			.group = (uint32_t)sqlite3_column_int64(st, 1),
+			.rep = (uint32_t)sqlite3_column_int64(st, 2),
+			.executions = (uint64_t)sqlite3_column_int64(st, 3),
+			.time_ns = (uint64_t)sqlite3_column_int64(st, 4),
+			.time_enabled = (uint64_t)sqlite3_column_int64(st, 5),
+			.time_running = (uint64_t)sqlite3_column_int64(st, 6),
+			.values = values,
+		};
+		unsigned nv = (unsigned)sqlite3_column_int64(st, 7);
+		const uint8_t *blob = sqlite3_column_blob(st, 8);
+		int bytes = sqlite3_column_bytes(st, 8);
+		if (nv > 16 || (nv && (!blob || bytes < (int)(8 * nv)))) {
+			sqlite3_reset(st);
+			return err_set(err, -EIO, "%s: sample of run %lld region %u is damaged", s->path,
+				       (long long)run_id, x.region);
+		}
+		for (unsigned k = 0; k < nv; k++)
+			for (int b = 0; b < 8; b++)
+				values[k] |= (uint64_t)blob[8 * k + b] << (8 * b);
+		x.n_values = nv;
+		int k = fn(ctx, &x);
+		if (k < 0) {
+			sqlite3_reset(st);
+			return err_set(err, k, "processing samples of run %lld: %s", (long long)run_id,
+				       strerror(-k));
+		}
+	}
+	sqlite3_reset(st);
+	if (r != SQLITE_DONE)
+		return db_err(s, err, "reading samples");
+	return 0;
 }

@@ -77,8 +77,12 @@ int store_platform_ensure(struct store *s, const struct store_platform *p, int64
 
 /* ---------------------------------------------------------------- metrics and decisions */
 
-/* The model's row id and region count (-ENOENT if absent). */
+/* The model's row id (-ENOENT if absent). */
 int store_model_id(struct store *s, const char *name, int64_t *id, struct pim_error *err);
+/* As store_model_id, and -EPERM unless uid owns the model, is 0 or is pimd's own uid (what
+ * changes a model's metrics is held to the same rule as replacing it). */
+int store_model_id_for(struct store *s, const char *name, uid_t uid, const char *what, int64_t *id,
+		       struct pim_error *err);
 
 /* Stores the metrics of one region (replacing earlier ones on this platform) and drops the
  * model's stored decisions, in one transaction.  -ENOENT for an unknown region. */
@@ -95,6 +99,54 @@ int store_decision_get(struct store *s, int64_t model_id, int64_t platform_id, c
 		       uint8_t **reply, size_t *len, struct pim_error *err);
 int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
 		       const uint8_t *reply, size_t len, struct pim_error *err);
+
+/* ---------------------------------------------------------------- profile runs and samples */
+
+struct store_sample {
+	uint32_t region;
+	uint32_t group;
+	uint32_t rep;
+	uint64_t executions;
+	uint64_t time_ns;
+	uint64_t time_enabled, time_running;
+	unsigned n_values;
+	const uint64_t *values;
+};
+
+int store_run_create(struct store *s, int64_t model_id, int64_t platform_id, uid_t uid,
+		     unsigned warmups, unsigned reps, unsigned regions_total, int64_t *run_id,
+		     struct pim_error *err);
+
+/* What the daemon knows of a run; NULL/negative fields are left as they are. */
+struct store_run_update {
+	const char *state;          /* queued, running, done, failed */
+	const char *backend;        /* timing, counters */
+	const char *backend_reason;
+	const char *message;
+	int64_t worker_uid;         /* < 0: unchanged */
+	int64_t regions_done;
+	int64_t repetitions_done, repetitions_total;
+	bool finished;              /* sets finished_at */
+};
+int store_run_update(struct store *s, int64_t run_id, const struct store_run_update *u,
+		     struct pim_error *err);
+
+/* Stores samples of a run in one transaction (and counts them in the run).  Nothing is
+ * acknowledged before the commit. */
+int store_samples_put(struct store *s, int64_t run_id, const struct store_sample *v, size_t n,
+		      struct pim_error *err);
+
+/* Calls fn for every sample of a run, ordered by region, group and repetition (values point
+ * into a buffer valid during the call); stops at fn's first negative return. */
+int store_samples_each(struct store *s, int64_t run_id,
+		       int (*fn)(void *ctx, const struct store_sample *sample), void *ctx,
+		       struct pim_error *err);
+
+/* A run as a ProfileReply (free with pim__profile_reply__free_unpacked); -ENOENT if absent. */
+int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, struct pim_error *err);
+
+/* Runs a previous pimd left queued or running are failed, saying so; returns how many. */
+int store_runs_abandon(struct store *s, struct pim_error *err);
 
 /* PRAGMA integrity_check == "ok". */
 int store_check_integrity(struct store *s, struct pim_error *err);

@@ -6,9 +6,14 @@ CREATE TABLE profile_runs (
 	model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,
 	platform_id INTEGER NOT NULL REFERENCES platforms(id),
 	owner_uid INTEGER NOT NULL,
-	backend TEXT NOT NULL CHECK (backend IN ('counters', 'timing', 'imported')),
+	backend TEXT NOT NULL CHECK (backend IN ('counters', 'timing', 'imported', 'pending')),
 	state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
 	message TEXT NOT NULL DEFAULT '',
+	backend_reason TEXT NOT NULL DEFAULT '',
+	worker_uid INTEGER,
+	samples INTEGER NOT NULL DEFAULT 0,
+	repetitions_done INTEGER NOT NULL DEFAULT 0,
+	repetitions_total INTEGER NOT NULL DEFAULT 0,
 	warmup INTEGER NOT NULL DEFAULT 0,
 	repetitions INTEGER NOT NULL DEFAULT 0,
 	regions_total INTEGER NOT NULL DEFAULT 0,
@@ -19,13 +24,15 @@ CREATE TABLE profile_runs (
 
 CREATE INDEX profile_runs_by_model ON profile_runs(model_id);
 
--- One row per region, event group and repetition: the raw counts as read (values_blob holds
--- n_values little-endian 64-bit counts in the group's event order), with time enabled/running.
+-- One row per region, event group and repetition: time and raw counts summed over the
+-- region's executions in that repetition (values_blob holds n_values little-endian 64-bit
+-- counts in the group's event order), with time enabled/running.
 CREATE TABLE samples (
 	run_id INTEGER NOT NULL REFERENCES profile_runs(id) ON DELETE CASCADE,
 	region_id INTEGER NOT NULL,
 	grp INTEGER NOT NULL,
 	rep INTEGER NOT NULL,
+	executions INTEGER NOT NULL DEFAULT 1,
 	time_ns INTEGER NOT NULL,
 	time_enabled INTEGER NOT NULL DEFAULT 0,
 	time_running INTEGER NOT NULL DEFAULT 0,

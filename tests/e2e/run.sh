@@ -126,6 +126,84 @@ expect_rc 1 "line 3" "calibrate names the bad label line" \
 	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/dup.csv"
 check "libpimclient decided path" "$TOOL" decided "$S" decoder-block
 
+# ------------------------------------------------------------ profiling (timing backend here)
+M=$B/tests/models
+MJ=$(pwd)/tests/models
+"$PIMCTL" --socket "$S" model load "$MJ/stream_read.json" >/dev/null
+"$PIMCTL" --socket "$S" model load "$MJ/compute.json" >/dev/null
+"$PIMCTL" --socket "$S" model load "$MJ/fault.json" >/dev/null
+"$PIMCTL" --socket "$S" model load "$MJ/three_regions.json" >/dev/null
+expect_rc 0 "done (.* backend, worker uid $(id -u))" "profile a streaming read end to end" \
+	"$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 5
+expect_rc 0 "regions with metrics 1/1, 5 samples stored" "profile a compute-bound loop" \
+	"$PIMCTL" --socket "$S" profile compute --library "$M/compute.so" --reps 5
+bw() { # bw MODEL: the C3 left-hand side (BW_read, B/s) of region 0
+	"$PIMCTL" --socket "$S" --json placement "$1" | tr -d ' \n' | sed -n 's/.*"c3":{[^}]*"lhs":\([0-9.e+-]*\).*/\1/p'
+}
+BWR=$(bw stream-read); BWC=$(bw compute)
+check "estimated BW_read: streaming read ($BWR B/s) above compute ($BWC B/s)" \
+	awk -v r="$BWR" -v c="$BWC" 'BEGIN { exit !(r > 10 * c && r > 0) }'
+if ! "$PIMCTL" --socket "$S" --json placement compute | grep -q '"evidence":"counters"'; then
+	expect_rc 0 "estimated by the timing backend\|(estimated)" "timing-backend decisions say so" \
+		"$PIMCTL" --socket "$S" placement compute
+fi
+expect_rc 0 "regions with metrics 5/5" "nested and repeated regions are measured" \
+	"$PIMCTL" --socket "$S" profile three-regions --library "$M/three_regions.so" --reps 3
+expect_rc 1 "killed by SIGSEGV" "a crashing model fails its job with the signal named" \
+	"$PIMCTL" --socket "$S" profile fault --library "$M/crash.so"
+expect_rc 1 "wall-clock timeout of 500 ms exceeded" "a hanging model is killed at its timeout" \
+	"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 500
+expect_rc 1 "address-space limit" "a memory hog fails with the limit named" \
+	"$PIMCTL" --socket "$S" profile fault --library "$M/hog.so"
+expect_rc 1 "re-entry of region 7" "re-entering an open region is reported" \
+	"$PIMCTL" --socket "$S" profile fault --library "$M/reenter.so"
+expect_rc 1 "pim_model_entry\|not a\|ELF\|invalid" "a file that is no model library fails clearly" \
+	"$PIMCTL" --socket "$S" profile fault --library "$MJ/fault.json"
+expect_rc 2 "expected MODEL --library PATH" "profile without --library is a usage error" \
+	"$PIMCTL" --socket "$S" profile fault
+expect_rc 1 "No such file" "a missing library is reported by pimctl" \
+	"$PIMCTL" --socket "$S" profile fault --library "$T/none.so"
+expect_rc 0 "Profile job .* of stream-read: done" "profile --status of a finished job" \
+	"$PIMCTL" --socket "$S" profile --status 1
+expect_rc 1 "no profile job 999" "profile --status of an unknown job" "$PIMCTL" --socket "$S" profile --status 999
+expect_rc 0 "daemon serves" "the daemon survived every failing job" sh -c "'$PIMCTL' --socket '$S' status >/dev/null && echo daemon serves"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	chmod 0755 "$T"
+	chmod 0666 "$S"
+	AS_NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	$AS_NOBODY "$PIMCTL" --socket "$S" model load "$MJ/whoami.json" >/dev/null 2>&1
+	expect_rc 0 "worker uid 65534" "the worker runs as the requesting user (nobody)" \
+		$AS_NOBODY "$PIMCTL" --socket "$S" profile whoami --library "$M/whoami.so" --reps 2
+	expect_rc 0 "uid-65534 .* host" "the model entered the region of its own uid" \
+		"$PIMCTL" --socket "$S" placement whoami
+	check "and not root's" sh -c "! '$PIMCTL' --socket '$S' --json placement whoami | tr -d ' \n' | grep -q '\"name\":\"uid-0\",[^}]*\"t_host\":[1-9]'"
+	expect_rc 1 "belongs to uid 0" "nobody may not import metrics for root's model" \
+		$AS_NOBODY "$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --executions 100
+	chmod 0700 "$T"
+fi
+
+# ------------------------------------------------------------ JIT-Q
+expect_rc 0 "forward : lookahead i+" "jitq plan for a preset" \
+	"$PIMCTL" --socket "$S" jitq plan --model gpt-3-175B --format mx6 --from bf16 --mapping strided-opt
+expect_rc 0 '"slack_min":' "jitq plan --json" "$PIMCTL" --socket "$S" --json jitq plan --model bert-340M
+expect_rc 0 "model custom: 4 layers, hidden 256" "jitq plan for a custom model" \
+	"$PIMCTL" --socket "$S" jitq plan --layers 4 --hidden 256 --heads 4 --seq 128 --batch 2 --tslice 1
+expect_rc 1 "unknown model preset \"gpt-5\" (known: bert-340M" "an unknown preset lists the known ones" \
+	"$PIMCTL" --socket "$S" jitq plan --model gpt-5
+expect_rc 1 "mapping \"diagonal\" is not one of" "an unknown mapping is refused" \
+	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --mapping diagonal
+head -c 8192 /dev/urandom > "$T/w.bf16"
+expect_rc 0 "Wrote 3072 bytes (256 MX blocks)" "jitq quantize a raw BF16 tensor (reference)" \
+	"$PIMCTL" --socket "$S" jitq quantize --format mx6 --from bf16 --shape 64x64 "$T/w.bf16" "$T/w.mx6"
+for m in tiled strided strided-opt; do
+	expect_rc 0 "output identical to the reference" "jitq quantize on the PIM model ($m), bit-identical" \
+		"$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col --engine $m "$T/w.bf16" "$T/w.$m"
+done
+"$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col "$T/w.bf16" "$T/w.col" >/dev/null
+check "PIM model output equals the reference file byte for byte" cmp "$T/w.col" "$T/w.strided-opt"
+expect_rc 1 "need 8192 bytes, the data has 8192\|64 x 32 bf16 elements need 4096 bytes" "a wrong shape is refused" \
+	"$PIMCTL" --socket "$S" jitq quantize --shape 64x32 "$T/w.bf16" "$T/out"
+
 # a second pimd must not steal the socket
 expect_rc 1 "another pimd is serving this socket" "second pimd refuses a live socket" \
 	"$PIMD" --foreground --socket "$S" --state-dir "$T/state2"
@@ -184,6 +262,27 @@ i=0; while kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i 
 check "a detached pimd stops on SIGTERM" [ $i -lt 100 ]
 check "and removes its socket" [ ! -e "$S" ]
 
+# ------------------------------------------------------------ kill -9 during ingest
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+PID=$!
+wait_ready "$S"
+"$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 400 --no-wait > "$T/out" 2>&1
+JOB=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+sleep 0.6
+kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
+check "kill -9 in the middle of a profiling job leaves a sound database" \
+	sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'PRAGMA integrity_check')\" = ok ]"
+check "samples were committed while the job ran" \
+	sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT samples > 0 FROM profile_runs WHERE id = $JOB')\" = 1 ]"
+check "every acknowledged sample is there (count = the run's committed tally)" \
+	sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT samples = (SELECT count(*) FROM samples WHERE run_id = $JOB) FROM profile_runs WHERE id = $JOB')\" = 1 ]"
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+PID=$!
+wait_ready "$S"
+expect_rc 1 "failed .*pimd stopped before the job finished" "after a restart the interrupted job reads as failed" \
+	"$PIMCTL" --socket "$S" profile --status "$JOB"
+kill -TERM "$PID"; wait_exit "$PID"; PID=
+
 # ------------------------------------------------------------ sd_notify protocol
 "$TOOL" notify "$T/notify.sock" 10 > "$T/notify.out" &
 NPID=$!
@@ -197,7 +296,7 @@ sleep 0.4
 kill -TERM "$PID"; wait_exit "$PID"; PID=
 wait "$NPID"
 check "READY=1 is sent" grep -q '^READY=1' "$T/notify.out"
-check "STATUS= describes the state" grep -q '^STATUS=Serving .* clients\?, 1 model' "$T/notify.out"
+check "STATUS= describes the state" grep -q '^STATUS=Serving [0-9]* clients\?, [0-9]* models\?' "$T/notify.out"
 check "WATCHDOG=1 at half the interval" sh -c "[ \$(grep -c '^WATCHDOG=1' '$T/notify.out') -ge 2 ]"
 check "STOPPING=1 on SIGTERM" grep -q '^STOPPING=1' "$T/notify.out"
 check "stays in the foreground under systemd (exit status 0)" [ "$RC" -eq 0 ]

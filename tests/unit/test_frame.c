@@ -52,7 +52,7 @@ START_TEST(reader_assembles_partial_frames)
 		int k = frame_reader_read(&r, sv[0]);
 		ck_assert_int_eq(k, i + 1 == sizeof msg ? 1 : 0);
 	}
-	uint8_t *p = frame_reader_take(&r, &len);
+	uint8_t *p = frame_reader_take(&r, &len, NULL);
 	ck_assert_uint_eq(len, sizeof msg);
 	ck_assert_mem_eq(p, msg, sizeof msg);
 	ck_assert(!frame_reader_partial(&r));
@@ -135,7 +135,7 @@ START_TEST(zero_length_frame)
 	frame_reader_init(&r, 1024);
 	ck_assert_int_eq(frame_send(sv[1], NULL, 0), 0);
 	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 1);
-	free(frame_reader_take(&r, &len));
+	free(frame_reader_take(&r, &len, NULL));
 	ck_assert_uint_eq(len, 0);
 	close(sv[0]);
 	close(sv[1]);
@@ -192,6 +192,48 @@ START_TEST(send_to_closed_peer_is_epipe)
 }
 END_TEST
 
+/* A descriptor sent with a frame arrives with it; a second one is counted and closed. */
+START_TEST(descriptor_travels_with_the_frame)
+{
+	int sv[2], fd = -1, p[2];
+	struct frame_reader r;
+	uint32_t len;
+
+	pair(sv, 1);
+	ck_assert_int_eq(pipe(p), 0);
+	frame_reader_init(&r, 1024);
+	ck_assert_int_eq(frame_send_fd(sv[1], "abc", 3, p[1]), 0);
+	int k;
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	ck_assert_int_eq(r.extra_fds, 0);
+	uint8_t *b = frame_reader_take(&r, &len, &fd);
+	ck_assert_uint_eq(len, 3);
+	ck_assert_int_ge(fd, 0);
+	/* the received descriptor is the pipe's write end: a byte written arrives at p[0] */
+	ck_assert_int_eq(write(fd, "x", 1), 1);
+	char c;
+	ck_assert_int_eq(read(p[0], &c, 1), 1);
+	ck_assert_int_eq(c, 'x');
+	close(fd);
+	free(b);
+
+	/* two frames each with a descriptor, read as one stream before either is taken: the reader
+	 * stops at the first frame's end, so the second descriptor waits for the second frame */
+	ck_assert_int_eq(frame_send_fd(sv[1], "d", 1, p[0]), 0);
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	b = frame_reader_take(&r, &len, NULL); /* NULL: the descriptor is closed for us */
+	free(b);
+	ck_assert_int_eq(r.fd, -1);
+	close(p[0]);
+	close(p[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("frame");
@@ -203,5 +245,6 @@ int main(void)
 	tcase_add_test(tc, zero_length_frame);
 	tcase_add_test(tc, blocking_round_trip_large);
 	tcase_add_test(tc, send_to_closed_peer_is_epipe);
+	tcase_add_test(tc, descriptor_travels_with_the_frame);
 	return test_run_suite(s);
 }

@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: MIT */
+#include "jitq_rpc.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "jitq.h"
+#include "log.h"
+#include "mx.h"
+#include "pimsim.h"
+
+/* The PIM cost the scheduler asks for: pimsim's estimate of one launch (seconds). */
+struct pim_cost_ctx {
+	const struct pimsim_params *params;
+	enum pimsim_mapping mapping;
+	int error;              /* first failure, reported after planning */
+	struct pim_error err;
+};
+
+static double pim_cost(void *p, uint64_t rows, uint64_t cols, enum mx_dir dir, enum mx_format fmt,
+		       enum mx_src src)
+{
+	struct pim_cost_ctx *c = p;
+	struct pimsim_stats st;
+
+	if (pimsim_estimate(c->params, c->mapping, dir, fmt, src, rows, cols, &st, &c->err) < 0) {
+		if (!c->error)
+			c->error = c->err.code ? c->err.code : -EINVAL;
+		return NAN;
+	}
+	return st.time_ns * 1e-9;
+}
+
+struct builder {
+	bool oom;
+};
+
+static void *bcalloc(struct builder *b, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+	if (!p)
+		b->oom = true;
+	return p;
+}
+
+static char *bstrdup(struct builder *b, const char *s)
+{
+	char *d = strdup(s ? s : "");
+	if (!d)
+		b->oom = true;
+	return d;
+}
+
+static Pim__JitqLaunch *launch_msg(struct builder *b, const struct jitq_launch *l)
+{
+	Pim__JitqLaunch *m = bcalloc(b, 1, sizeof *m);
+	if (!m)
+		return NULL;
+	pim__jitq_launch__init(m);
+	m->block = l->block;
+	m->boundary = l->boundary;
+	m->phase = bstrdup(b, jitq_phase_name((enum jitq_phase)l->phase));
+	m->tensor = bstrdup(b, jitq_tensor_name((enum jitq_tensor)l->tensor));
+	m->direction = bstrdup(b, jitq_dir_name((enum mx_dir)l->dir));
+	m->rows = l->rows;
+	m->cols = l->cols;
+	m->bytes = l->bytes;
+	m->pim_s = l->pim_s;
+	m->chan_first = l->chan_first;
+	m->chan_count = l->chan_count;
+	return m;
+}
+
+static Pim__JitqPhase *phase_msg(struct builder *b, const struct jitq_plan *p, enum jitq_phase ph,
+				 bool per_block)
+{
+	const struct jitq_phase_plan *pp = &p->phase[ph];
+	Pim__JitqPhase *m = bcalloc(b, 1, sizeof *m);
+	if (!m)
+		return NULL;
+	pim__jitq_phase__init(m);
+	m->phase = bstrdup(b, jitq_phase_name(ph));
+	m->lookahead = pp->lookahead;
+	m->accel_s = pp->accel_s;
+	m->pim_s = pp->pim_s;
+	m->stall_s = pp->stall_s;
+	m->pim_bound = pp->pim_bound;
+	m->overlap_s = pp->overlap_s;
+	m->slack_min = pp->slack_min;
+	m->slack_median = pp->slack_median;
+	m->resident_bytes = pp->resident_bytes;
+	size_t n = per_block ? pp->n_launches
+			     : (pp->n_launches < JITQ_RPC_SUMMARY_LAUNCHES ? pp->n_launches
+									   : JITQ_RPC_SUMMARY_LAUNCHES);
+	m->launches = bcalloc(b, n, sizeof *m->launches);
+	for (size_t i = 0; m->launches && i < n && !b->oom; i++) {
+		Pim__JitqLaunch *l = launch_msg(b, &pp->launches[i]);
+		if (l)
+			m->launches[m->n_launches++] = l;
+	}
+	if (per_block) {
+		uint32_t layers = p->cfg.model.layers;
+		m->blocks = bcalloc(b, layers, sizeof *m->blocks);
+		for (uint32_t i = 0; m->blocks && i < layers && !b->oom; i++) {
+			Pim__JitqBlock *k = bcalloc(b, 1, sizeof *k);
+			if (!k)
+				break;
+			pim__jitq_block__init(k);
+			k->accel_s = pp->blocks[i].accel_s;
+			k->pim_s = pp->blocks[i].pim_s;
+			k->slack = pp->blocks[i].slack;
+			k->stall_s = pp->blocks[i].stall_s;
+			m->blocks[m->n_blocks++] = k;
+		}
+	}
+	return m;
+}
+
+static void add_assumption(struct builder *b, Pim__JitqPlanReply *r, const char *fmt, ...) _printf_(3, 4);
+static void add_assumption(struct builder *b, Pim__JitqPlanReply *r, const char *fmt, ...)
+{
+	char *s = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	char **nv = s ? realloc(r->assumptions, (r->n_assumptions + 1) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(s);
+		b->oom = true;
+		return;
+	}
+	r->assumptions = nv;
+	r->assumptions[r->n_assumptions++] = s;
+}
+
+static const char *act_name(enum jitq_act a)
+{
+	switch (a) {
+	case JITQ_ACT_FULL: return "all activations kept (Korthikanti et al. 2022, no recomputation)";
+	case JITQ_ACT_SELECTIVE: return "selective recomputation of attention (Korthikanti et al. 2022)";
+	case JITQ_ACT_RECOMPUTE: return "full recomputation: only block inputs kept";
+	default: return "activations not counted";
+	}
+}
+
+Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__JitqPlan *q = req->jitq_plan;
+	struct pim_error err = { 0 };
+	struct jitq_config cfg;
+	struct pimsim_params pp = *ctx->pim;
+	struct pim_cost_ctx cost = { .params = &pp, .mapping = PIMSIM_STRIDED_OPT };
+	struct jitq_plan *plan = NULL;
+	struct builder b = { 0 };
+	int k;
+
+	jitq_config_init(&cfg);
+	const Pim__JitqModel *qm = q->model;
+	if (!qm)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "jitq plan: model is missing (a preset name or a custom shape)");
+	if (qm->preset && *qm->preset) {
+		if (jitq_model_preset(qm->preset, &cfg.model) < 0) {
+			char names[256] = "";
+			for (size_t i = 0; jitq_model_preset_name(i); i++)
+				snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+					 jitq_model_preset_name(i));
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "unknown model preset \"%.64s\" (known: %s)", qm->preset, names);
+		}
+	} else
+		snprintf(cfg.model.name, sizeof cfg.model.name, "custom");
+#define OVERRIDE(f)                                                                                \
+	do {                                                                                       \
+		if (qm->f)                                                                         \
+			cfg.model.f = qm->f;                                                       \
+	} while (0)
+	OVERRIDE(layers);
+	OVERRIDE(hidden);
+	OVERRIDE(heads);
+	OVERRIDE(seq);
+	OVERRIDE(batch);
+	OVERRIDE(tslice);
+	OVERRIDE(vocab);
+#undef OVERRIDE
+	if (q->format && *q->format && mx_format_from_name(q->format, &cfg.fmt) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "format \"%.32s\" is not one of mx9, mx6, mx4", q->format);
+	if (q->source && *q->source && jitq_src_from_name(q->source, &cfg.src) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "source \"%.32s\" is not one of bf16, fp32", q->source);
+	if (q->mapping && *q->mapping && pimsim_mapping_from_name(q->mapping, &cost.mapping) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "mapping \"%.32s\" is not one of tiled, strided, strided-opt",
+					  q->mapping);
+	if (q->peak_flops < 0 || !isfinite(q->peak_flops) || q->efficiency < 0 || q->efficiency > 1 ||
+	    !isfinite(q->efficiency))
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "peak_flops must be >= 0 and efficiency within [0, 1]");
+	if (q->peak_flops)
+		cfg.accel.peak_flops = q->peak_flops;
+	if (q->efficiency)
+		cfg.accel.efficiency = q->efficiency;
+	if (q->n_fwd_times != q->n_bwd_times)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "measured times: %zu forward but %zu backward values (give both or "
+					  "neither)", q->n_fwd_times, q->n_bwd_times);
+	if (q->n_fwd_times) {
+		cfg.accel.fwd_s = q->fwd_times;
+		cfg.accel.bwd_s = q->bwd_times;
+		cfg.accel.n_times = q->n_fwd_times;
+	}
+	if (q->max_lookahead)
+		cfg.max_lookahead = q->max_lookahead;
+	/* The quantization runs in the accelerator's own HBM: as many PIM stacks as it has
+	 * (default 5, an A100 40GB's HBM2 stacks; the configuration describes one stack). */
+	if (q->pim_stacks > 64)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "pim_stacks %u: at most 64", q->pim_stacks);
+	pp.stacks = q->pim_stacks ? q->pim_stacks : 5;
+	cfg.pim.channels = pp.stacks * pp.pch_per_stack;
+	cfg.pim.quant_time_s = pim_cost;
+	cfg.pim.ctx = &cost;
+
+	if ((k = jitq_plan(&cfg, &plan, &err)) < 0)
+		return rpc_error_from(req->id, &err);
+	if (cost.error) {
+		jitq_plan_free(plan);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "PIM model: %s", cost.err.msg);
+	}
+
+	Pim__JitqPlanReply *r = bcalloc(&b, 1, sizeof *r);
+	if (r) {
+		pim__jitq_plan_reply__init(r);
+		r->model = bstrdup(&b, cfg.model.name);
+		r->format = bstrdup(&b, jitq_fmt_name(cfg.fmt));
+		r->source = bstrdup(&b, jitq_src_name(cfg.src));
+		r->mapping = bstrdup(&b, pimsim_mapping_name(cost.mapping));
+		r->layers = plan->cfg.model.layers;
+		r->loss = plan->loss;
+		r->loss_stall = plan->loss_stall;
+		r->loss_interference = plan->loss_interference;
+		r->phases = bcalloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
+		for (int ph = 0; r->phases && ph < JITQ_PHASE_COUNT && !b.oom; ph++) {
+			Pim__JitqPhase *m = phase_msg(&b, plan, (enum jitq_phase)ph, q->per_block);
+			if (m)
+				r->phases[r->n_phases++] = m;
+		}
+		Pim__JitqCapacity *c = bcalloc(&b, 1, sizeof *c);
+		if (c) {
+			pim__jitq_capacity__init(c);
+			const struct jitq_capacity *pc = &plan->cap;
+			c->params = pc->params;
+			c->params_quant = pc->params_quant;
+			c->master = pc->master;
+			c->grads = pc->grads;
+			c->optim = pc->optim;
+			c->acts = pc->acts;
+			c->lp_both = pc->lp_both;
+			c->lp_one = pc->lp_one;
+			c->lp_jitq = pc->lp_jitq;
+			c->total_both = pc->total_both;
+			c->total_one = pc->total_one;
+			c->total_jitq = pc->total_jitq;
+			c->saved_vs_both = pc->saved_vs_both;
+			c->saved_vs_one = pc->saved_vs_one;
+			c->pct_vs_both = pc->pct_vs_both;
+			c->pct_vs_one = pc->pct_vs_one;
+			r->capacity = c;
+		}
+		size_t need = jitq_plan_format(plan, q->per_block, NULL, 0) + 1;
+		r->text = bcalloc(&b, need, 1);
+		if (r->text)
+			jitq_plan_format(plan, q->per_block, r->text, need);
+		add_assumption(&b, r, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
+			       "tensor slicing %u%s%s", cfg.model.name, plan->cfg.model.layers,
+			       plan->cfg.model.hidden, plan->cfg.model.heads, plan->cfg.model.seq,
+			       plan->cfg.model.batch, plan->cfg.model.tslice,
+			       plan->cfg.model.source ? "; " : "",
+			       plan->cfg.model.source ? plan->cfg.model.source : "");
+		if (cfg.accel.n_times)
+			add_assumption(&b, r, "accelerator: measured per-block times supplied by the caller");
+		else
+			add_assumption(&b, r, "accelerator: %.0f TFLOP/s peak x %.2f efficiency; forward GEMM "
+				       "FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
+				       cfg.accel.peak_flops / 1e12, cfg.accel.efficiency);
+		add_assumption(&b, r, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
+			       "each, tCK %u ps, mapping %s; time from the command stream it executes",
+			       pp.stacks, pp.pch_per_stack, pp.banks_per_pch, pp.tck_ps,
+			       pimsim_mapping_name(cost.mapping));
+		add_assumption(&b, r, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
+			       "state %u B/parameter%s, %s", jitq_src_name(cfg.src), cfg.fp.grad_bytes,
+			       cfg.fp.optim_bytes, cfg.fp.optim_shards > 1 ? " (sharded)" : "",
+			       act_name(cfg.fp.act));
+		add_assumption(&b, r, "interference: PIM takes %.0f%% of the command bus during overlap, "
+			       "memory-bound share of block time %.0f%%", 100 * cfg.bus_share,
+			       100 * cfg.mem_share);
+	}
+	jitq_plan_free(plan);
+	if (b.oom) {
+		if (r)
+			pim__jitq_plan_reply__free_unpacked(r, NULL);
+		return NULL;
+	}
+	Pim__Response *resp = rpc_response_new(req->id);
+	if (!resp) {
+		pim__jitq_plan_reply__free_unpacked(r, NULL);
+		return NULL;
+	}
+	resp->body_case = PIM__RESPONSE__BODY_JITQ_PLAN;
+	resp->jitq_plan = r;
+	return resp;
+}
+
+Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__JitqQuantize *q = req->jitq_quantize;
+	struct pim_error err = { 0 };
+	enum mx_format fmt = MX_FMT_MX6;
+	enum mx_src src = MX_SRC_BF16;
+	enum mx_dir dir = MX_DIR_ROW;
+	enum pimsim_mapping map = PIMSIM_TILED;
+	bool pim = false;
+
+	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "format \"%.32s\" is not one of mx9, mx6, mx4", q->format);
+	if (q->source && *q->source && jitq_src_from_name(q->source, &src) < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "source \"%.32s\" is not one of bf16, fp32", q->source);
+	if (q->direction && *q->direction) {
+		if (strcmp(q->direction, "row") == 0)
+			dir = MX_DIR_ROW;
+		else if (strcmp(q->direction, "col") == 0 || strcmp(q->direction, "column") == 0)
+			dir = MX_DIR_COL;
+		else
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "direction \"%.16s\" is not row or col", q->direction);
+	}
+	if (q->engine && *q->engine && strcmp(q->engine, "reference") != 0) {
+		if (pimsim_mapping_from_name(q->engine, &map) < 0)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "engine \"%.32s\" is not reference, tiled, strided or "
+						  "strided-opt", q->engine);
+		pim = true;
+	}
+	size_t elem = src == MX_SRC_FP32 ? 4 : 2;
+	uint64_t want;
+	if (!q->rows || !q->cols || !mul_u64((uint64_t)q->rows * q->cols, elem, &want) ||
+	    want != q->data.len)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%u x %u %s elements need %llu bytes, the data has %zu", q->rows,
+					  q->cols, jitq_src_name(src),
+					  (unsigned long long)((uint64_t)q->rows * q->cols * elem), q->data.len);
+	size_t out_len = mx_packed_size(fmt, q->rows, q->cols, dir);
+	if (!out_len)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%s blocking needs the %s count (%u) to be a multiple of 16",
+					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
+					  dir == MX_DIR_ROW ? q->cols : q->rows);
+	/* Input is little-endian by contract; this daemon only runs on little-endian hosts. */
+	void *aligned = malloc(q->data.len);
+	uint8_t *out = malloc(out_len);
+	Pim__Response *resp = rpc_response_new(req->id);
+	Pim__JitqQuantizeReply *r = malloc(sizeof *r);
+	char *engine = strdup(pim ? pimsim_mapping_name(map) : "reference");
+	if (!aligned || !out || !resp || !r || !engine) {
+		free(aligned);
+		free(out);
+		free(resp);
+		free(r);
+		free(engine);
+		return NULL;
+	}
+	memcpy(aligned, q->data.data, q->data.len);
+	pim__jitq_quantize_reply__init(r);
+	int k;
+	if (pim) {
+		struct pimsim_stats st;
+		uint8_t *ref = malloc(out_len);
+		k = ref ? pimsim_quantize(ctx->pim, map, dir, fmt, src, aligned, q->rows, q->cols, out, out_len,
+					  &st, &err)
+			: err_set(&err, -ENOMEM, "out of memory");
+		if (k == 0)
+			k = mx_quantize_tensor(fmt, src, aligned, q->rows, q->cols, dir, ref, out_len, &err);
+		if (k == 0 && memcmp(ref, out, out_len) != 0) {
+			log_error("PIM model and reference quantizer disagree (%s, %s, %u x %u)",
+				  pimsim_mapping_name(map), mx_format_name(fmt), q->rows, q->cols);
+			k = err_set(&err, -EIO, "the PIM model's output differs from the reference quantizer");
+		}
+		free(ref);
+		r->pim_time_ns = st.time_ns;
+		r->pim_commands = st.total_cmds;
+	} else
+		k = mx_quantize_tensor(fmt, src, aligned, q->rows, q->cols, dir, out, out_len, &err);
+	free(aligned);
+	if (k < 0) {
+		free(out);
+		free(resp);
+		free(r);
+		free(engine);
+		return rpc_error_from(req->id, &err);
+	}
+	r->data.data = out;
+	r->data.len = out_len;
+	r->blocks = out_len / mx_block_bytes(fmt);
+	r->engine = engine;
+	resp->body_case = PIM__RESPONSE__BODY_JITQ_QUANTIZE;
+	resp->jitq_quantize = r;
+	return resp;
+}

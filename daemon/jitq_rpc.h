@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jitq_rpc.h: the daemon side of JIT-Q: JitqPlan (the scheduler of jitq.c with the PIM cost of
+ * pimsim.c) and JitqQuantize (mx.c, or the PIM model checked against it).
+ */
+#ifndef PIMD_JITQ_RPC_H
+#define PIMD_JITQ_RPC_H
+
+#include "rpc.h"
+
+Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req);
+
+/* The launches listed without per_block (a summary stays small for any model). */
+#define JITQ_RPC_SUMMARY_LAUNCHES 64
+
+#endif

@@ -1,0 +1,810 @@
+/* SPDX-License-Identifier: MIT */
+#include "profile.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+
+#include "log.h"
+#include "manifest.h"
+#include "placement.h"
+#include "worker.h"
+
+#define SAMPLE_BATCH 4096          /* samples per transaction */
+#define PROGRESS_STORE_NS 250000000ull /* progress written to the store at most 4 times a second */
+#define TIMEOUT_TICK_MS 100
+
+struct region_fact {
+	int32_t id;
+	uint64_t read_bytes; /* unique bytes read (allocations with role in/inout), §4.4 */
+};
+
+struct job {
+	struct job *next;
+	struct profiler *pf;
+	int64_t run;
+	int64_t model_id;
+	char model[MANIFEST_NAME_MAX + 1];
+	int model_fd;
+	uid_t uid;
+	gid_t gid;
+	unsigned reps, warmups, timeout_ms;
+	uint64_t *arg_bytes;
+	size_t n_args;
+	int32_t *regions;
+	size_t n_regions;
+	int32_t *measure;
+	size_t n_measure;
+	struct region_fact *facts; /* sorted by id */
+	size_t n_facts;
+	/* event plan (counters backend) */
+	struct counters_event events[EVENTS_ROLE_MAX];
+	int role_of[EVENTS_ROLE_MAX]; /* event index → role */
+	struct worker_group groups[EVENTS_ROLE_MAX];
+	unsigned n_groups;
+	/* while running */
+	struct worker *w;
+	struct watch wfd, wpid;
+	bool running, eof, exited;
+	bool have_hello, have_error, done;
+	struct worker_hello hello;
+	struct worker_error error;
+	struct store_sample *buf;
+	uint64_t (*vals)[COUNTERS_MAX_GROUP];
+	size_t nbuf;
+	uint64_t reps_done, reps_total;
+	uint64_t progress_stored_ns;
+	bool store_failed;
+	char store_error[256];
+};
+
+struct profiler {
+	struct loop *loop;
+	struct store *store;
+	const struct platform *platform;
+	unsigned concurrency, queue_max, reps, warmups, timeout_ms, cpu_seconds;
+	uint64_t memory_bytes;
+	struct job *jobs; /* queued and running, in arrival order */
+	unsigned n_running, n_queued;
+	struct watch timer;
+	int cpu; /* CPU workers are pinned to */
+};
+
+double profile_median(double *v, size_t n, double *spread)
+{
+	if (n == 0) {
+		if (spread)
+			*spread = 0;
+		return NAN;
+	}
+	/* n is a repetition count (bounded): insertion sort is plenty */
+	for (size_t i = 1; i < n; i++) {
+		double x = v[i];
+		size_t j = i;
+		while (j > 0 && v[j - 1] > x) {
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = x;
+	}
+	double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	if (spread)
+		*spread = m > 0 ? (v[n - 1] - v[0]) / m : 0;
+	return m;
+}
+
+static void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	if (j->w) {
+		loop_del(j->pf->loop, &j->wfd);
+		if (!j->exited && worker_pidfd(j->w) >= 0)
+			loop_del(j->pf->loop, &j->wpid);
+		worker_free(j->w);
+	}
+	if (j->model_fd >= 0)
+		close(j->model_fd);
+	free(j->arg_bytes);
+	free(j->regions);
+	free(j->measure);
+	free(j->facts);
+	free(j->buf);
+	free(j->vals);
+	free(j);
+}
+
+static void job_unlink(struct job *j)
+{
+	struct profiler *pf = j->pf;
+	for (struct job **p = &pf->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	if (j->running)
+		pf->n_running--;
+	else
+		pf->n_queued--;
+}
+
+static void job_store_error(struct job *j, const struct pim_error *err)
+{
+	if (!j->store_failed)
+		snprintf(j->store_error, sizeof j->store_error, "%s", err->msg);
+	j->store_failed = true;
+}
+
+static void flush_samples(struct job *j)
+{
+	struct pim_error err = { 0 };
+
+	if (!j->nbuf)
+		return;
+	if (store_samples_put(j->pf->store, j->run, j->buf, j->nbuf, &err) < 0) {
+		log_error("Profile job %" PRId64 ": storing samples failed: %s", j->run, err.msg);
+		job_store_error(j, &err);
+	}
+	j->nbuf = 0;
+}
+
+static void store_progress(struct job *j, bool force)
+{
+	struct pim_error err = { 0 };
+	uint64_t now = now_ns();
+
+	if (!force && now - j->progress_stored_ns < PROGRESS_STORE_NS)
+		return;
+	j->progress_stored_ns = now;
+	struct store_run_update u = { .worker_uid = -1, .regions_done = -1,
+				      .repetitions_done = (int64_t)j->reps_done,
+				      .repetitions_total = (int64_t)j->reps_total };
+	if (store_run_update(j->pf->store, j->run, &u, &err) < 0)
+		job_store_error(j, &err);
+}
+
+static void on_record(void *ctx, const struct worker_record *r)
+{
+	struct job *j = ctx;
+	struct pim_error err = { 0 };
+
+	switch (r->type) {
+	case WORKER_REC_HELLO: {
+		j->have_hello = true;
+		j->hello = r->hello;
+		j->hello.reason[sizeof j->hello.reason - 1] = 0;
+		j->reps_total = (uint64_t)r->hello.reps * (r->hello.n_groups ? r->hello.n_groups : 1);
+		struct store_run_update u = {
+			.state = "running",
+			.backend = r->hello.backend == WORKER_BACKEND_COUNTERS ? "counters" : "timing",
+			.backend_reason = j->hello.reason,
+			.worker_uid = r->hello.uid, .regions_done = -1, .repetitions_done = 0,
+			.repetitions_total = (int64_t)j->reps_total,
+		};
+		if (store_run_update(j->pf->store, j->run, &u, &err) < 0)
+			job_store_error(j, &err);
+		log_info("Profile job %" PRId64 " (model \"%s\"): worker pid %d as uid %u, %s backend%s%s",
+			 j->run, j->model, r->hello.pid, r->hello.uid, u.backend,
+			 r->hello.backend == WORKER_BACKEND_TIMING ? ": " : "",
+			 r->hello.backend == WORKER_BACKEND_TIMING ? j->hello.reason : "");
+		break;
+	}
+	case WORKER_REC_SAMPLE: {
+		const struct worker_sample *s = &r->sample;
+		struct store_sample *d = &j->buf[j->nbuf];
+		unsigned nv = s->n_values < COUNTERS_MAX_GROUP ? s->n_values : COUNTERS_MAX_GROUP;
+		memcpy(j->vals[j->nbuf], s->value, nv * sizeof s->value[0]);
+		*d = (struct store_sample){ .region = (uint32_t)s->region, .group = s->group, .rep = s->rep,
+					    .executions = s->executions, .time_ns = s->time_ns,
+					    .time_enabled = s->time_enabled, .time_running = s->time_running,
+					    .n_values = nv, .values = j->vals[j->nbuf] };
+		if (++j->nbuf == SAMPLE_BATCH)
+			flush_samples(j);
+		break;
+	}
+	case WORKER_REC_PROGRESS:
+		j->reps_done = r->progress.done;
+		j->reps_total = r->progress.total;
+		/* Commit what has arrived at least as often as progress is recorded, so a crash
+		 * loses at most the last quarter second and a reader never sees progress ahead of
+		 * the stored samples. */
+		if (now_ns() - j->progress_stored_ns >= PROGRESS_STORE_NS)
+			flush_samples(j);
+		store_progress(j, false);
+		break;
+	case WORKER_REC_ERROR:
+		j->have_error = true;
+		j->error = r->error;
+		j->error.message[sizeof j->error.message - 1] = 0;
+		break;
+	case WORKER_REC_DONE:
+		j->done = true;
+		break;
+	}
+}
+
+static const struct region_fact *fact_of(const struct job *j, int32_t id)
+{
+	size_t lo = 0, hi = j->n_facts;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (j->facts[mid].id < id)
+			lo = mid + 1;
+		else if (j->facts[mid].id > id)
+			hi = mid;
+		else
+			return &j->facts[mid];
+	}
+	return NULL;
+}
+
+/* Per-region metrics from the stored samples: medians over repetitions of per-execution time
+ * and counts (BRIEF §4.2), an estimated BW_read for the timing backend (§4.4). */
+struct derive {
+	struct job *j;
+	int32_t region;
+	double *t;              /* per repetition, time per execution (s) */
+	double *v[EVENTS_ROLE_MAX];
+	size_t nt, nv[EVENTS_ROLE_MAX], cap;
+	unsigned stored;
+	bool scaled;
+	int error;
+	struct pim_error err;
+};
+
+static void derive_flush(struct derive *d)
+{
+	struct job *j = d->j;
+	Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
+	char source[96];
+	double roles[EVENTS_ROLE_MAX];
+	bool have[EVENTS_ROLE_MAX] = { false };
+
+	if (d->nt == 0)
+		return;
+	m.region_id = (uint32_t)d->region;
+	m.t_host = profile_median(d->t, d->nt, &m.t_host_spread);
+	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
+		if (d->nv[r]) {
+			roles[r] = profile_median(d->v[r], d->nv[r], NULL);
+			have[r] = true;
+		}
+	if (j->n_groups) {
+		m.evidence = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+		m.have_n_rd = have[EVENTS_ROLE_N_RD];
+		m.n_rd = have[EVENTS_ROLE_N_RD] ? roles[EVENTS_ROLE_N_RD] : 0;
+		m.have_store = have[EVENTS_ROLE_C_STORE] && have[EVENTS_ROLE_BE1] && have[EVENTS_ROLE_BE2] &&
+			       have[EVENTS_ROLE_BE3];
+		if (m.have_store) {
+			m.c_store = roles[EVENTS_ROLE_C_STORE];
+			m.c_be1 = roles[EVENTS_ROLE_BE1];
+			m.c_be2 = roles[EVENTS_ROLE_BE2];
+			m.c_be3 = roles[EVENTS_ROLE_BE3];
+		}
+	} else {
+		m.evidence = PIM__EVIDENCE__EVIDENCE_ESTIMATE;
+		const struct region_fact *f = fact_of(j, d->region);
+		if (f && m.t_host > 0)
+			m.bw_read_estimate = (double)f->read_bytes / m.t_host;
+	}
+	snprintf(source, sizeof source, "profile job %" PRId64 ", %zu repetitions%s", j->run, d->nt,
+		 d->scaled ? ", scaled counts" : "");
+	m.source = source;
+	if (m.t_host > 0) {
+		if (store_metrics_put(j->pf->store, j->model_id, j->pf->platform->row, j->run, &m, &d->err) < 0)
+			d->error = d->err.code ? d->err.code : -EIO;
+		else
+			d->stored++;
+	}
+	d->nt = 0;
+	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
+		d->nv[r] = 0;
+	d->scaled = false;
+}
+
+static int derive_sample(void *ctx, const struct store_sample *s)
+{
+	struct derive *d = ctx;
+	struct job *j = d->j;
+
+	if ((int32_t)s->region != d->region) {
+		derive_flush(d);
+		d->region = (int32_t)s->region;
+	}
+	if (s->executions == 0)
+		return 0;
+	bool full = d->nt == d->cap;
+	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
+		full = full || d->nv[r] == d->cap;
+	if (full) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		double *t = realloc(d->t, cap * sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		d->t = t;
+		for (int r = 0; r < EVENTS_ROLE_MAX; r++) {
+			double *v = realloc(d->v[r], cap * sizeof *v);
+			if (!v)
+				return -ENOMEM;
+			d->v[r] = v;
+		}
+		d->cap = cap;
+	}
+	if (s->group == 0)
+		d->t[d->nt++] = (double)s->time_ns * 1e-9 / (double)s->executions;
+	if (j->n_groups && s->group < j->n_groups) {
+		const struct worker_group *g = &j->groups[s->group];
+		unsigned base = (unsigned)(g->events - j->events);
+		double scale = 1;
+		if (s->time_running && s->time_running < s->time_enabled) {
+			scale = (double)s->time_enabled / (double)s->time_running;
+			d->scaled = true;
+		}
+		for (unsigned k = 0; k < s->n_values && k < g->n; k++) {
+			int role = j->role_of[base + k];
+			if (role >= 0 && d->nv[role] < d->cap)
+				d->v[role][d->nv[role]++] = (double)s->values[k] * scale / (double)s->executions;
+		}
+	}
+	return 0;
+}
+
+static void job_finish(struct job *j, const struct worker_status *st)
+{
+	struct profiler *pf = j->pf;
+	struct pim_error err = { 0 };
+	char msg[1024];
+	bool ok = st->end == WORKER_END_OK && j->done;
+
+	flush_samples(j);
+	struct derive d = { .j = j, .region = -1 };
+	if (ok && !j->store_failed) {
+		if (store_samples_each(pf->store, j->run, derive_sample, &d, &err) < 0)
+			job_store_error(j, &err);
+		else
+			derive_flush(&d);
+		if (d.error)
+			job_store_error(j, &d.err);
+	}
+	free(d.t);
+	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
+		free(d.v[r]);
+	if (j->store_failed) {
+		ok = false;
+		snprintf(msg, sizeof msg, "the store failed: %s", j->store_error);
+	} else if (ok)
+		snprintf(msg, sizeof msg, "%u regions measured with the %s backend in %.2f s of CPU time",
+			 d.stored, j->n_groups ? "counters" : "timing", st->cpu_s);
+	else if (j->have_error && st->end == WORKER_END_FAILED)
+		snprintf(msg, sizeof msg, "%s", j->error.message);
+	else
+		snprintf(msg, sizeof msg, "%s", st->message[0] ? st->message : "the worker failed");
+	struct store_run_update u = { .state = ok ? "done" : "failed", .message = msg, .worker_uid = -1,
+				      .regions_done = d.stored, .repetitions_done = (int64_t)j->reps_done,
+				      .repetitions_total = (int64_t)j->reps_total, .finished = true };
+	if (store_run_update(pf->store, j->run, &u, &err) < 0)
+		log_error("Profile job %" PRId64 ": recording the end failed: %s", j->run, err.msg);
+	if (ok)
+		log_info("Profile job %" PRId64 " (model \"%s\") done: %s", j->run, j->model, msg);
+	else
+		log_warning("Profile job %" PRId64 " (model \"%s\") failed: %s", j->run, j->model, msg);
+	job_unlink(j);
+	job_free(j);
+}
+
+static void profiler_kick(struct profiler *pf);
+
+static void job_try_finish(struct job *j)
+{
+	struct worker_status st;
+
+	if (!j->eof)
+		return;
+	int r = worker_reap(j->w, &st);
+	if (r == 0)
+		return; /* still running: the pidfd tells when it exits */
+	if (r < 0) {
+		memset(&st, 0, sizeof st);
+		st.end = WORKER_END_EXITED;
+		snprintf(st.message, sizeof st.message, "could not reap the worker: %s", strerror(-r));
+	}
+	struct profiler *pf = j->pf;
+	job_finish(j, &st);
+	profiler_kick(pf);
+}
+
+static void job_read(struct job *j)
+{
+	int r = worker_read(j->w, on_record, j);
+	if (r != 0 && !j->eof) {
+		/* EOF, or malformed records (the worker was killed; reap names it) */
+		j->eof = true;
+		loop_del(j->pf->loop, &j->wfd);
+	}
+}
+
+static void on_worker_fd(struct watch *w, uint32_t events)
+{
+	struct job *j = w->data;
+	job_read(j);
+	job_try_finish(j);
+}
+
+static void on_worker_exit(struct watch *w, uint32_t events)
+{
+	struct job *j = w->data;
+	/* The pidfd stays readable: stop watching it, the pipe's EOF finishes the job. */
+	loop_del(j->pf->loop, &j->wpid);
+	j->exited = true;
+	if (!j->eof)
+		job_read(j);
+	job_try_finish(j);
+}
+
+static void job_start(struct job *j)
+{
+	struct profiler *pf = j->pf;
+	struct pim_error err = { 0 };
+	struct worker_job wj;
+
+	worker_job_init(&wj);
+	wj.model_fd = j->model_fd;
+	wj.arg_bytes = j->arg_bytes;
+	wj.n_args = j->n_args;
+	wj.regions = j->regions;
+	wj.n_regions = j->n_regions;
+	wj.measure = j->measure;
+	wj.n_measure = j->n_measure;
+	wj.warmups = j->warmups;
+	wj.reps = j->reps;
+	wj.uid = j->uid;
+	wj.gid = j->gid;
+	wj.cpu = pf->cpu;
+	wj.cpu_seconds = pf->cpu_seconds;
+	wj.as_bytes = pf->memory_bytes;
+	wj.timeout_ms = j->timeout_ms;
+	wj.groups = j->n_groups ? j->groups : NULL;
+	wj.n_groups = j->n_groups;
+	wj.reason = pf->platform->backend_reason;
+
+	j->running = true;
+	pf->n_queued--;
+	pf->n_running++;
+	if (worker_spawn(&wj, &j->w, &err) < 0) {
+		struct worker_status st = { .end = WORKER_END_FAILED };
+		snprintf(st.message, sizeof st.message, "%s", err.msg);
+		j->w = NULL;
+		job_finish(j, &st);
+		return;
+	}
+	/* The worker has its own copy of the library's descriptor. */
+	closep(&j->model_fd);
+	j->model_fd = -1;
+	j->wfd = (struct watch){ .fd = worker_fd(j->w), .fn = on_worker_fd, .data = j };
+	loop_add(pf->loop, &j->wfd, EPOLLIN);
+	if (worker_pidfd(j->w) >= 0) {
+		j->wpid = (struct watch){ .fd = worker_pidfd(j->w), .fn = on_worker_exit, .data = j };
+		loop_add(pf->loop, &j->wpid, EPOLLIN);
+	}
+}
+
+static void profiler_kick(struct profiler *pf)
+{
+	for (struct job *j = pf->jobs; j && pf->n_running < pf->concurrency; j = j->next)
+		if (!j->running) {
+			job_start(j);
+			/* job_start may have finished (and freed) the job: start over */
+			profiler_kick(pf);
+			return;
+		}
+}
+
+static void on_timer(struct watch *w, uint32_t events)
+{
+	struct profiler *pf = w->data;
+	uint64_t exp;
+	if (read(w->fd, &exp, sizeof exp) < 0)
+		return;
+	uint64_t now = now_ns();
+	for (struct job *j = pf->jobs; j; j = j->next)
+		if (j->running && j->w)
+			worker_check_timeout(j->w, now);
+}
+
+/* The last CPU this process may run on: workers are pinned there (BRIEF §4.2). */
+static int pick_cpu(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) < 0)
+		return -1;
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return -1;
+}
+
+/* Counter groups from the platform's event table, planned without multiplexing. */
+static void plan_events(struct job *j, const struct platform *p)
+{
+	unsigned n = 0;
+	struct pim_error err = { 0 };
+
+	j->n_groups = 0;
+	if (!p->counters || !p->table)
+		return;
+	for (int role = 0; role < EVENTS_ROLE_MAX; role++) {
+		char name[256];
+		if (events_full_name(p->table, NULL, (enum events_role)role, false, name, sizeof name, &err) < 0)
+			continue;
+		if (events_encode(name, &j->events[n].attr, &err) < 0) {
+			log_warning("Event %s does not encode: %s", name, err.msg);
+			continue;
+		}
+		j->events[n].name = p->table->event[role];
+		j->role_of[n] = role;
+		n++;
+	}
+	struct counters_plan plan;
+	if (n == 0 || counters_plan_groups(j->events, n, 4, &plan, &err) < 0)
+		return;
+	for (unsigned g = 0; g < plan.n_groups; g++)
+		j->groups[g] = (struct worker_group){ &j->events[plan.first[g]], plan.count[g] };
+	j->n_groups = plan.n_groups;
+}
+
+static int cmp_fact(const void *a, const void *b)
+{
+	int32_t x = ((const struct region_fact *)a)->id, y = ((const struct region_fact *)b)->id;
+	return (x > y) - (x < y);
+}
+
+static int cmp_alloc_id(const void *a, const void *b)
+{
+	const Pim__Allocation *x = *(Pim__Allocation *const *)a, *y = *(Pim__Allocation *const *)b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Builds the job's arguments, regions and facts from the stored manifest. */
+static int job_from_manifest(struct job *j, const Pim__Manifest *m, const Pim__Profile *q,
+			     struct pim_error *err)
+{
+	_cleanup_(freep) const Pim__Allocation **args = calloc(m->n_allocations, sizeof *args);
+	if (!args)
+		return err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->n_allocations; i++)
+		if (m->allocations[i]->kind == PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT)
+			args[j->n_args++] = m->allocations[i];
+	if (j->n_args > WORKER_ARGS_MAX)
+		return err_set(err, -EINVAL, "the model has %zu arguments; a worker takes at most %u",
+			       j->n_args, WORKER_ARGS_MAX);
+	qsort(args, j->n_args, sizeof *args, cmp_alloc_id);
+	j->arg_bytes = calloc(j->n_args ? j->n_args : 1, sizeof *j->arg_bytes);
+	j->regions = calloc(m->n_regions, sizeof *j->regions);
+	j->facts = calloc(m->n_regions, sizeof *j->facts);
+	if (!j->arg_bytes || !j->regions || !j->facts)
+		return err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < j->n_args; i++)
+		j->arg_bytes[i] = args[i]->bytes;
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const Pim__Region *g = m->regions[i];
+		if (g->id > WORKER_REGION_ID_MAX)
+			return err_set(err, -EINVAL, "region id %u exceeds %d, the largest a worker tracks",
+				       g->id, WORKER_REGION_ID_MAX);
+		j->regions[i] = (int32_t)g->id;
+		/* unique read bytes: distinct allocations read (in, inout) */
+		uint64_t bytes = 0;
+		for (size_t a = 0; a < g->n_operands; a++) {
+			const Pim__Operand *o = g->operands[a];
+			if (o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT)
+				continue;
+			bool seen = false;
+			for (size_t b = 0; b < a; b++)
+				if (g->operands[b]->allocation_id == o->allocation_id &&
+				    g->operands[b]->role != PIM__OPERAND_ROLE__OPERAND_ROLE_OUT)
+					seen = true;
+			if (!seen)
+				bytes += o->bytes;
+		}
+		j->facts[i] = (struct region_fact){ (int32_t)g->id, bytes };
+	}
+	j->n_regions = j->n_facts = m->n_regions;
+	qsort(j->facts, j->n_facts, sizeof *j->facts, cmp_fact);
+	if (q->n_regions) {
+		j->measure = calloc(q->n_regions, sizeof *j->measure);
+		if (!j->measure)
+			return err_set(err, -ENOMEM, "out of memory");
+		for (size_t i = 0; i < q->n_regions; i++) {
+			if (q->regions[i] > INT32_MAX || !fact_of(j, (int32_t)q->regions[i]))
+				return err_set(err, -EINVAL, "regions[%zu]: the model has no region %u", i,
+					       q->regions[i]);
+			j->measure[i] = (int32_t)q->regions[i];
+		}
+		j->n_measure = q->n_regions;
+	}
+	return 0;
+}
+
+static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run)
+{
+	struct pim_error err = { 0 };
+	Pim__ProfileReply *p;
+
+	if (store_run_get(pf->store, run, &p, &err) < 0)
+		return rpc_error_from(id, &err);
+	/* the live position of a running job, between progress writes */
+	for (struct job *j = pf->jobs; j; j = j->next)
+		if (j->run == run) {
+			p->repetitions_done = j->reps_done;
+			if (j->reps_total)
+				p->repetitions_total = j->reps_total;
+		}
+	Pim__Response *r = rpc_response_new(id);
+	if (!r) {
+		pim__profile_reply__free_unpacked(p, NULL);
+		return NULL;
+	}
+	r->body_case = PIM__RESPONSE__BODY_PROFILE;
+	r->profile = p;
+	return r;
+}
+
+Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+{
+	const Pim__Profile *q = req->profile;
+	struct pim_error err = { 0 };
+	Pim__Manifest *m = NULL;
+	struct stat st;
+	int k;
+
+	if (peer->passed_fd < 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "profile: the model library must come with the request as a file "
+					  "descriptor (pimctl profile --library PATH)");
+	if (fstat(peer->passed_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "profile: the descriptor passed is not a non-empty regular file");
+	if (q->repetitions > WORKER_REPS_MAX || q->warmups > WORKER_WARMUPS_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "profile: at most %u repetitions and %u warm-up runs", WORKER_REPS_MAX,
+					  WORKER_WARMUPS_MAX);
+	if (q->n_regions > WORKER_REGIONS_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "profile: at most %u regions", WORKER_REGIONS_MAX);
+	if (pf->n_queued >= pf->queue_max)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+					  "profile: %u jobs are queued already (profile_queue_max); retry later",
+					  pf->n_queued);
+	if (!manifest_name_valid(q->model))
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+	struct job *j = calloc(1, sizeof *j);
+	if (!j)
+		return NULL;
+	j->pf = pf;
+	j->model_fd = -1;
+	snprintf(j->model, sizeof j->model, "%s", q->model);
+	j->uid = peer->cred.uid;
+	j->gid = peer->cred.gid;
+	j->reps = q->repetitions ? q->repetitions : pf->reps;
+	j->warmups = q->warmups ? q->warmups : pf->warmups;
+	j->timeout_ms = q->timeout_ms ? q->timeout_ms : pf->timeout_ms;
+	j->buf = calloc(SAMPLE_BATCH, sizeof *j->buf);
+	j->vals = calloc(SAMPLE_BATCH, sizeof *j->vals);
+	if (!j->buf || !j->vals) {
+		job_free(j);
+		return NULL;
+	}
+	if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "profile it", &j->model_id,
+				    &err)) < 0 ||
+	    (k = store_model_get(pf->store, q->model, NULL, &m, &err)) < 0 ||
+	    (k = job_from_manifest(j, m, q, &err)) < 0) {
+		if (m)
+			pim__manifest__free_unpacked(m, NULL);
+		job_free(j);
+		return rpc_error_from(req->id, &err);
+	}
+	pim__manifest__free_unpacked(m, NULL);
+	plan_events(j, pf->platform);
+	unsigned total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions);
+	if ((k = store_run_create(pf->store, j->model_id, pf->platform->row, j->uid, j->warmups, j->reps,
+				  total, &j->run, &err)) < 0) {
+		job_free(j);
+		return rpc_error_from(req->id, &err);
+	}
+	j->model_fd = TAKE_FD(peer->passed_fd);
+	/* append: jobs run in arrival order */
+	struct job **tail = &pf->jobs;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	pf->n_queued++;
+	log_info("Profile job %" PRId64 " queued: model \"%s\" for uid %u, %u repetitions, %u regions",
+		 j->run, j->model, (unsigned)j->uid, j->reps, total);
+	int64_t run = j->run;
+	profiler_kick(pf);
+	return status_response(pf, req->id, run);
+}
+
+Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)
+{
+	if (req->profile_status->job > INT64_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRIu64,
+					  req->profile_status->job);
+	return status_response(pf, req->id, (int64_t)req->profile_status->job);
+}
+
+void profiler_apply_config(struct profiler *pf, const struct config *cfg)
+{
+	pf->concurrency = cfg->profile_concurrency;
+	pf->queue_max = cfg->profile_queue_max;
+	pf->reps = cfg->profile_repetitions;
+	pf->warmups = cfg->profile_warmups;
+	pf->timeout_ms = cfg->profile_timeout_ms;
+	pf->cpu_seconds = cfg->profile_cpu_seconds;
+	pf->memory_bytes = cfg->profile_memory_bytes;
+	profiler_kick(pf);
+}
+
+unsigned profiler_active(const struct profiler *pf)
+{
+	return pf->n_running + pf->n_queued;
+}
+
+int profiler_new(struct loop *loop, struct store *store, const struct platform *platform,
+		 const struct config *cfg, struct profiler **out, struct pim_error *err)
+{
+	struct profiler *pf = calloc(1, sizeof *pf);
+	int r;
+
+	if (!pf)
+		return err_set(err, -ENOMEM, "out of memory");
+	pf->loop = loop;
+	pf->store = store;
+	pf->platform = platform;
+	pf->cpu = pick_cpu();
+	profiler_apply_config(pf, cfg);
+	r = store_runs_abandon(store, err);
+	if (r < 0) {
+		free(pf);
+		return r;
+	}
+	if (r > 0)
+		log_warning("%d profile jobs of a previous pimd never finished; marked failed", r);
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		free(pf);
+		return err_set(err, r, "timerfd: %s", strerror(-r));
+	}
+	struct itimerspec its = { .it_interval = { 0, TIMEOUT_TICK_MS * 1000000L },
+				  .it_value = { 0, TIMEOUT_TICK_MS * 1000000L } };
+	timerfd_settime(fd, 0, &its, NULL);
+	pf->timer = (struct watch){ .fd = fd, .fn = on_timer, .data = pf };
+	loop_add(loop, &pf->timer, EPOLLIN);
+	*out = pf;
+	return 0;
+}
+
+void profiler_free(struct profiler *pf)
+{
+	if (!pf)
+		return;
+	while (pf->jobs) {
+		struct job *j = pf->jobs;
+		struct pim_error err = { 0 };
+		struct store_run_update u = { .state = "failed", .worker_uid = -1, .regions_done = -1,
+					      .repetitions_done = -1, .repetitions_total = -1,
+					      .message = "pimd stopped before the job finished; run it again",
+					      .finished = true };
+		flush_samples(j);
+		store_run_update(pf->store, j->run, &u, &err);
+		job_unlink(j);
+		job_free(j);
+	}
+	loop_del(pf->loop, &pf->timer);
+	close(pf->timer.fd);
+	free(pf);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profile.h: the profiling service of pimd (BRIEF §4): a queue of jobs, each run by a forked
+ * worker (worker.c) as the requesting client's user, whose samples are stored in batched
+ * transactions and turned into per-region metrics when the job ends.
+ */
+#ifndef PIMD_PROFILE_H
+#define PIMD_PROFILE_H
+
+#include "config.h"
+#include "loop.h"
+#include "platform.h"
+#include "rpc.h"
+#include "store.h"
+
+struct profiler;
+
+int profiler_new(struct loop *loop, struct store *store, const struct platform *platform,
+		 const struct config *cfg, struct profiler **out, struct pim_error *err);
+/* Kills running workers and fails their jobs (stored as failed). */
+void profiler_free(struct profiler *pf);
+void profiler_apply_config(struct profiler *pf, const struct config *cfg);
+unsigned profiler_active(const struct profiler *pf);
+
+/* Requests: Profile (takes peer->passed_fd) and ProfileStatus. */
+Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
+Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req);
+
+/* Median and relative spread ((max - min) / median) of v[0..n), which it sorts. */
+double profile_median(double *v, size_t n, double *spread);
+
+#endif
