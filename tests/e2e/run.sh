@@ -170,15 +170,20 @@ expect_rc 0 "daemon serves" "the daemon survived every failing job" sh -c "'$PIM
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	chmod 0755 "$T"
 	chmod 0666 "$S"
+	# copies nobody can reach whatever the checkout's path permissions are
+	mkdir -m 0755 "$T/nobody"
+	cp "$PIMCTL" "$M/whoami.so" "$MJ/whoami.json" "$D/qkv-matvec.csv" "$T/nobody/"
+	chmod -R a+rX "$T/nobody"
 	AS_NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
-	$AS_NOBODY "$PIMCTL" --socket "$S" model load "$MJ/whoami.json" >/dev/null 2>&1
+	NB=$T/nobody
+	$AS_NOBODY "$NB/pimctl" --socket "$S" model load "$NB/whoami.json" >/dev/null 2>&1
 	expect_rc 0 "worker uid 65534" "the worker runs as the requesting user (nobody)" \
-		$AS_NOBODY "$PIMCTL" --socket "$S" profile whoami --library "$M/whoami.so" --reps 2
+		$AS_NOBODY "$NB/pimctl" --socket "$S" profile whoami --library "$NB/whoami.so" --reps 2
 	expect_rc 0 "uid-65534 .* host" "the model entered the region of its own uid" \
 		"$PIMCTL" --socket "$S" placement whoami
 	check "and not root's" sh -c "! '$PIMCTL' --socket '$S' --json placement whoami | tr -d ' \n' | grep -q '\"name\":\"uid-0\",[^}]*\"t_host\":[1-9]'"
 	expect_rc 1 "belongs to uid 0" "nobody may not import metrics for root's model" \
-		$AS_NOBODY "$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --executions 100
+		$AS_NOBODY "$NB/pimctl" --socket "$S" import-perf decoder-block 1 "$NB/qkv-matvec.csv" --executions 100
 	chmod 0700 "$T"
 fi
 
