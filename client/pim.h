@@ -71,6 +71,12 @@ struct pim_status {
 	unsigned max_frame_bytes;
 	unsigned pid;              /* process id of pimd */
 	char database[512];
+	char platform[256];        /* CPU model and core PMU */
+	char backend[16];          /* profiling backend: counters or timing */
+	char backend_reason[512];  /* why, in plain words */
+	double b_cpu;              /* host read bandwidth behind theta, B/s */
+	char b_cpu_source[32];     /* measured, configured or default */
+	unsigned profile_jobs;     /* queued and running */
 };
 
 int pim_status(pim_client *c, struct pim_status *st);

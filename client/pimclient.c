@@ -294,6 +294,12 @@ int pim_status(pim_client *c, struct pim_status *st)
 		st->requests = s->requests;
 		st->max_frame_bytes = s->max_frame_bytes;
 		st->pid = s->pid;
+		copy_str(st->platform, sizeof st->platform, s->platform);
+		copy_str(st->backend, sizeof st->backend, s->backend);
+		copy_str(st->backend_reason, sizeof st->backend_reason, s->backend_reason);
+		copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
+		st->b_cpu = s->b_cpu;
+		st->profile_jobs = s->profile_jobs;
 		pim__response__free_unpacked(resp, NULL);
 	}
 	pthread_mutex_unlock(&c->lock);

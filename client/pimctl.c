@@ -175,6 +175,12 @@ static int cmd_status(struct ctl *ctl)
 		json_object_object_add(o, "schema_version", json_object_new_int64(st.schema_version));
 		json_object_object_add(o, "max_frame_bytes", json_object_new_int64(st.max_frame_bytes));
 		json_object_object_add(o, "pid", json_object_new_int64(st.pid));
+		json_object_object_add(o, "platform", json_object_new_string(st.platform));
+		json_object_object_add(o, "backend", json_object_new_string(st.backend));
+		json_object_object_add(o, "backend_reason", json_object_new_string(st.backend_reason));
+		json_object_object_add(o, "b_cpu", json_object_new_double(st.b_cpu));
+		json_object_object_add(o, "b_cpu_source", json_object_new_string(st.b_cpu_source));
+		json_object_object_add(o, "profile_jobs", json_object_new_int64(st.profile_jobs));
 		json_object_object_add(o, "socket", json_object_new_string(pim_client_socket_path(ctl->client)));
 		print_json(o);
 		return EXIT_OK;
@@ -187,6 +193,10 @@ static int cmd_status(struct ctl *ctl)
 	printf("  models:     %u\n", st.models);
 	printf("  database:   %s (schema %u)\n", st.database, st.schema_version);
 	printf("  max frame:  %u bytes\n", st.max_frame_bytes);
+	printf("  platform:   %s\n", st.platform);
+	printf("  profiling:  %s backend; %s\n", st.backend, st.backend_reason);
+	printf("  B_cpu:      %.2f GB/s (%s)\n", st.b_cpu / 1e9, st.b_cpu_source);
+	printf("  jobs:       %u profiling jobs queued or running\n", st.profile_jobs);
 	return EXIT_OK;
 }
 

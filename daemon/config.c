@@ -25,6 +25,7 @@ void config_init(struct config *c)
 	c->max_requests_in_flight = 64;
 	c->busy_timeout_ms = 5000;
 	c->placement = placement_params_default();
+	c->placement.b_cpu = 0; /* 0: the bandwidth measured on this platform (pimd's probe) */
 	c->profile_concurrency = 1;
 	c->profile_queue_max = 32;
 	c->profile_repetitions = 10;
@@ -216,8 +217,12 @@ int config_parse(struct config *c, const char *buf, size_t len, const char *orig
 		if (r < 0)
 			return r;
 	}
-	/* Each value may be fine alone and the set still not (theta 0 needs theta_ratio). */
-	if (placement_params_validate(&tmp.placement, err) < 0)
+	/* Each value may be fine alone and the set still not (theta 0 needs theta_ratio).
+	 * b_cpu 0 stands for the measured bandwidth, which is positive. */
+	struct placement_params check = tmp.placement;
+	if (check.b_cpu == 0)
+		check.b_cpu = 1;
+	if (placement_params_validate(&check, err) < 0)
 		return err_prefix(err, "%s", origin);
 	*c = tmp;
 	return 0;

@@ -340,6 +340,19 @@ int main(int argc, char **argv)
 		log_error("Cannot record the platform: %s", err.msg);
 		return 1;
 	}
+	if (d.platform.id.b_cpu <= 0) {
+		/* Once per platform: the host read bandwidth B_cpu that θ derives from (BRIEF §3). */
+		double bps;
+		if (platform_probe_bandwidth(PLATFORM_PROBE_BYTES, &bps, &err) < 0) {
+			log_warning("%s; using the paper's B_cpu unless b_cpu is configured", err.msg);
+		} else {
+			d.platform.id.b_cpu = bps;
+			if (store_platform_ensure(d.store, &d.platform.id, &d.platform.row, &err) < 0)
+				log_warning("Cannot store the measured bandwidth: %s", err.msg);
+			log_info("Measured host read bandwidth B_cpu = %.2f GB/s (single thread, %u MiB)",
+				 bps / 1e9, PLATFORM_PROBE_BYTES >> 20);
+		}
+	}
 	if (d.platform.counters)
 		log_info("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
 	else

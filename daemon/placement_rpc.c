@@ -127,6 +127,9 @@ static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 			struct placement_params *p, struct pim_error *err)
 {
 	*p = *ctx->params;
+	if (p->b_cpu == 0)
+		p->b_cpu = ctx->platform->id.b_cpu > 0 ? ctx->platform->id.b_cpu
+						      : placement_params_default().b_cpu;
 	if (q) {
 #define TAKE(f)                                                                                    \
 	do {                                                                                       \

@@ -2,6 +2,7 @@
 #include "platform.h"
 
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/utsname.h>
 
 static void cpu_model(char *buf, size_t len)
@@ -53,5 +54,37 @@ int platform_detect(struct platform *p, struct pim_error *err)
 	else
 		snprintf(p->backend_reason, sizeof p->backend_reason, "%s", p->probe.reason);
 	(void)err;
+	return 0;
+}
+
+int platform_probe_bandwidth(size_t bytes, double *bps, struct pim_error *err)
+{
+	uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t n = bytes / sizeof *buf;
+	double best = 0;
+
+	if (buf == MAP_FAILED)
+		return err_set(err, -errno, "bandwidth probe: cannot map %zu bytes: %s", bytes, strerror(errno));
+	for (size_t i = 0; i < n; i++)
+		buf[i] = i;
+	for (int pass = 0; pass < 3; pass++) {
+		uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = now_ns();
+		for (size_t i = 0; i + 3 < n; i += 4) {
+			s0 += buf[i];
+			s1 += buf[i + 1];
+			s2 += buf[i + 2];
+			s3 += buf[i + 3];
+		}
+		uint64_t dt = now_ns() - t0;
+		/* keep the sums alive without a volatile in the loop */
+		__asm__ volatile("" : : "r"(s0 + s1 + s2 + s3));
+		double b = dt ? (double)bytes * 1e9 / (double)dt : 0;
+		if (b > best)
+			best = b;
+	}
+	munmap(buf, bytes);
+	if (!(best > 0))
+		return err_set(err, -EIO, "bandwidth probe: no time elapsed");
+	*bps = best;
 	return 0;
 }

@@ -22,4 +22,9 @@ struct platform {
 /* Detects the platform; never fails for lack of a PMU (that is the timing backend). */
 int platform_detect(struct platform *p, struct pim_error *err);
 
+/* Single-thread read bandwidth (B/s) over a buffer of bytes (well above the last-level cache):
+ * pages touched first, then the best of three sequential read passes (BRIEF §3, B_cpu). */
+#define PLATFORM_PROBE_BYTES (256u << 20)
+int platform_probe_bandwidth(size_t bytes, double *bps, struct pim_error *err);
+
 #endif

@@ -147,6 +147,25 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	s->requests = ctx->requests;
 	s->max_frame_bytes = ctx->max_frame_bytes;
 	s->pid = (uint32_t)ctx->pid;
+	const struct platform *pf = ctx->platform;
+	s->platform = strdup(pf->id.name);
+	s->backend = strdup(pf->counters ? "counters" : "timing");
+	s->backend_reason = strdup(pf->backend_reason);
+	if (ctx->params->b_cpu > 0) {
+		s->b_cpu = ctx->params->b_cpu;
+		s->b_cpu_source = strdup("configured");
+	} else if (pf->id.b_cpu > 0) {
+		s->b_cpu = pf->id.b_cpu;
+		s->b_cpu_source = strdup("measured");
+	} else {
+		s->b_cpu = placement_params_default().b_cpu;
+		s->b_cpu_source = strdup("default (the paper's host)");
+	}
+	s->profile_jobs = profiler_active(ctx->profiler);
+	if (!s->platform || !s->backend || !s->backend_reason || !s->b_cpu_source) {
+		pim__response__free_unpacked(r, NULL);
+		return NULL;
+	}
 	r->body_case = PIM__RESPONSE__BODY_STATUS;
 	r->status = s;
 	return r;

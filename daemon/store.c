@@ -67,7 +67,7 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_OPERAND_SELECT] = "SELECT r.ord, o.alloc_id, o.bytes, o.elem_type, o.elem_bits, o.role "
 			      "FROM operands o JOIN regions r ON r.model_id = o.model_id AND "
 			      "r.region_id = o.region_id WHERE o.model_id = ?1 ORDER BY r.ord, o.idx",
-	[ST_PLATFORM_FIND] = "SELECT id FROM platforms WHERE name = ?1",
+	[ST_PLATFORM_FIND] = "SELECT id, b_cpu FROM platforms WHERE name = ?1",
 	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, b_cpu, created_at) "
 			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_PLATFORM_UPDATE] = "UPDATE platforms SET kernel = ?2, b_cpu = coalesce(?3, b_cpu) WHERE id = ?1",
@@ -777,7 +777,7 @@ int store_check_integrity(struct store *s, struct pim_error *err)
 
 /* ---------------------------------------------------------------- platforms */
 
-int store_platform_ensure(struct store *s, const struct store_platform *p, int64_t *id,
+int store_platform_ensure(struct store *s, struct store_platform *p, int64_t *id,
 			  struct pim_error *err)
 {
 	sqlite3_stmt *st = stmt_get(s, ST_PLATFORM_FIND);
@@ -787,6 +787,8 @@ int store_platform_ensure(struct store *s, const struct store_platform *p, int64
 	r = sqlite3_step(st);
 	if (r == SQLITE_ROW) {
 		*id = sqlite3_column_int64(st, 0);
+		if (p->b_cpu <= 0 && sqlite3_column_type(st, 1) != SQLITE_NULL)
+			p->b_cpu = sqlite3_column_double(st, 1);
 		sqlite3_reset(st);
 		st = stmt_get(s, ST_PLATFORM_UPDATE);
 		sqlite3_bind_int64(st, 1, *id);

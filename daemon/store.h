@@ -71,8 +71,9 @@ struct store_platform {
 	double b_cpu;        /* B/s; 0 when not measured */
 };
 
-/* Finds the platform by name or creates it; *id is its row id. */
-int store_platform_ensure(struct store *s, const struct store_platform *p, int64_t *id,
+/* Finds the platform by name or creates it; *id is its row id.  A b_cpu > 0 in p is stored;
+ * with b_cpu 0, p->b_cpu receives the stored value (0 if none). */
+int store_platform_ensure(struct store *s, struct store_platform *p, int64_t *id,
 			  struct pim_error *err);
 
 /* ---------------------------------------------------------------- metrics and decisions */
