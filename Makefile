@@ -26,7 +26,9 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DPIMD_VERSION=\"$(VERSION)\" -I$
 LIBS_DAEMON := $(shell pkg-config --libs libsystemd libprotobuf-c sqlite3 json-c 2>/dev/null) -lpfm -lm
 LIBS_CHECK  := $(shell pkg-config --libs check 2>/dev/null)
 
-all: $(B)/pimd $(B)/pimctl $(B)/libpimclient.so $(B)/libpimclient.a $(B)/pimclient.pc
+-include compiler/compiler.mk
+
+all: $(B)/pimd $(B)/pimctl $(B)/libpimclient.so $(B)/libpimclient.a $(B)/pimclient.pc $(COMPILER_ALL)
 
 # ---------------------------------------------------------------- generated protocol code
 $(B)/proto/pim.pb-c.c $(B)/proto/pim.pb-c.h: proto/pim.proto
@@ -128,7 +130,8 @@ $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(B)/libpimcore.a
 # ---------------------------------------------------------------- dependencies
 # Debian 12 packages the build, the tests and the demo need.
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
-	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd
+	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux \
+	$(MLIR_DEB_PKGS)
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
@@ -193,6 +196,7 @@ check: deps
 	$(MAKE) --no-print-directory check-install
 	$(MAKE) --no-print-directory check-e2e
 	$(MAKE) --no-print-directory check-fuzz-replay
+	$(MAKE) --no-print-directory check-compiler
 	$(MAKE) --no-print-directory unit
 
 # ASan + UBSan build of everything, then the unit and end-to-end tests on it.
@@ -240,7 +244,7 @@ fuzz:
 # ---------------------------------------------------------------- demo
 demo: deps
 	$(MAKE) --no-print-directory all
-	sh examples/demo.sh $(B)
+	sh examples/demo.sh $(B) $(DEMO_MANIFEST) $(DEMO_LIBRARY)
 
 # ---------------------------------------------------------------- install
 install: all

@@ -566,6 +566,31 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 	return o;
 }
 
+static void decision_row(const Pim__RegionDecision *d)
+{
+	char t[32], bw[32], fs[32], conds[5] = "....";
+	fmt_time(t, sizeof t, d->t_host);
+	snprintf(bw, sizeof bw, "-");
+	snprintf(fs, sizeof fs, "-");
+	if (d->n_conditions == 4) {
+		for (int c = 0; c < 4; c++)
+			conds[c] = cond_char(d->conditions[c]);
+		double b = d->conditions[2]->lhs, f = d->conditions[3]->lhs;
+		if (isfinite(b))
+			snprintf(bw, sizeof bw, "%.2f%s", b / 1e9, d->bw_estimated ? "e" : "");
+		if (isfinite(f))
+			snprintf(fs, sizeof fs, "%.2f", f);
+	}
+	printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %-5s %s\n", d->region_id,
+	       d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds, d->pim ? "PIM" : "host", d->reason);
+}
+
+static void decision_header(void)
+{
+	printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-5s %-5s %s\n", "REGION", "NAME", "OPERATOR", "N_PAR",
+	       "N_TOTAL", "T_HOST", "BW_READ", "F_STORE", "C1234", "PLACE", "REASON");
+}
+
 static void placement_print(const Pim__PlacementReply *r)
 {
 	printf("Placement of %s: granularity %s, movement model %s%s\n", r->model, r->granularity,
@@ -574,39 +599,34 @@ static void placement_print(const Pim__PlacementReply *r)
 		printf("Platform %s; theta %.2f GB/s, sigma %.2f, T_ctx %g s, f_pim %g Hz, B_cpu %.2f GB/s\n",
 		       r->platform, r->params->theta / 1e9, r->params->sigma, r->params->t_ctx,
 		       r->params->f_pim, r->params->b_cpu / 1e9);
+	const Pim__PlacementEstimate *first = r->n_estimates ? r->estimates[0] : NULL;
 	for (size_t i = 0; i < r->n_estimates; i++) {
 		const Pim__PlacementEstimate *e = r->estimates[i];
-		if (e->n_regions) {
+		if (!e->n_regions)
+			continue;
+		if (i == 0) {
 			printf("\nN_core = %g (conditions: y holds, n fails, ? no data, . not evaluated)\n", e->n_core);
-			printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-5s %-4s %s\n", "REGION", "NAME", "OPERATOR",
-			       "N_PAR", "N_TOTAL", "T_HOST", "BW_READ", "F_STORE", "C1234", "PLACE", "REASON");
+			decision_header();
+			for (size_t j = 0; j < e->n_regions; j++)
+				decision_row(e->regions[j]);
+			continue;
 		}
-		for (size_t j = 0; j < e->n_regions; j++) {
-			const Pim__RegionDecision *d = e->regions[j];
-			char t[32], bw[32], fs[32], conds[5] = "....";
-			fmt_time(t, sizeof t, d->t_host);
-			if (d->n_conditions == 4) {
-				for (int c = 0; c < 4; c++)
-					conds[c] = cond_char(d->conditions[c]);
-				double b = d->conditions[2]->lhs, f = d->conditions[3]->lhs;
-				if (isfinite(b))
-					snprintf(bw, sizeof bw, "%.2f%s", b / 1e9, d->bw_estimated ? "e" : "");
-				else
-					snprintf(bw, sizeof bw, "-");
-				if (isfinite(f))
-					snprintf(fs, sizeof fs, "%.2f", f);
-				else
-					snprintf(fs, sizeof fs, "-");
-			} else {
-				snprintf(bw, sizeof bw, "-");
-				snprintf(fs, sizeof fs, "-");
-			}
-			printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %-4s %s\n",
-			       d->region_id, d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds,
-			       d->pim ? "PIM" : "host", d->reason);
+		/* Later core counts: only the regions whose placement differs from the first. */
+		size_t changed = 0;
+		for (size_t j = 0; j < e->n_regions && j < first->n_regions; j++)
+			changed += e->regions[j]->pim != first->regions[j]->pim;
+		if (!changed) {
+			printf("\nN_core = %g: the same placement as N_core = %g\n", e->n_core, first->n_core);
+			continue;
 		}
+		printf("\nN_core = %g: %zu regions placed differently than at N_core = %g\n", e->n_core, changed,
+		       first->n_core);
+		decision_header();
+		for (size_t j = 0; j < e->n_regions && j < first->n_regions; j++)
+			if (e->regions[j]->pim != first->regions[j]->pim)
+				decision_row(e->regions[j]);
 	}
-	if (r->n_estimates && r->estimates[0]->n_regions)
+	if (first && first->n_regions)
 		printf("(BW_READ in GB/s; 'e': estimated by the timing backend)\n");
 	printf("\n%7s %9s %10s %10s %10s %8s %9s %9s %8s  %s\n", "N_CORE", "OFFLOADED", "T_CPU", "T_HYBRID",
 	       "T_MOVE", "SPEEDUP", "CAPTURED", "RESIDUAL", "BOUND", "MOVEMENT");

@@ -197,7 +197,7 @@ static Pim__PlacementParams *params_msg(struct builder *b, const struct placemen
 }
 
 static Pim__RegionDecision *decision_msg(struct builder *b, const struct placement_region *r,
-					 const struct placement_decision *d)
+					 const Pim__Region *g, const struct placement_decision *d)
 {
 	Pim__RegionDecision *m = bcalloc(b, 1, sizeof *m);
 	char reason[256];
@@ -207,7 +207,7 @@ static Pim__RegionDecision *decision_msg(struct builder *b, const struct placeme
 	pim__region_decision__init(m);
 	m->region_id = r->id;
 	m->name = bstrdup(b, r->name);
-	m->op = bstrdup(b, r->op);
+	m->op = bstrdup(b, g->op); /* the operator's name; r->op is its instance (for grouping) */
 	m->order = r->order;
 	m->n_par = r->n_par;
 	m->n_total = r->n_total;
@@ -277,7 +277,8 @@ static Pim__PlacementEstimate *estimate_msg(struct builder *b, const struct load
 	if (!m->regions)
 		return m;
 	for (size_t i = 0; i < n && !b->oom; i++) {
-		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], &e->decisions[i]);
+		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], l->manifest->regions[i],
+						      &e->decisions[i]);
 		if (d)
 			m->regions[m->n_regions++] = d;
 	}

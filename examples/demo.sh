@@ -1,9 +1,14 @@
 #!/bin/sh
-# demo.sh BUILD_DIR: starts pimd on a private socket and database, loads the bundled example
-# model, lists and shows it, and stops pimd.  Run through "make demo".
+# demo.sh BUILD_DIR [MANIFEST LIBRARY]: the main job end to end on the bundled example.
+# Starts pimd on a private socket and database, loads the decoder block that pim-extract made
+# from examples/decoder-block.mlir, profiles its model library through pimd (hardware counters
+# where the host has them, the timing backend otherwise: pimd says which), prints the placement
+# for 32, 64 and 128 PIM cores and a JIT-Q plan, and stops pimd.  Run through "make demo".
 set -eu
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
+MANIFEST=${2:-$B/examples/decoder-block.manifest.json}
+LIBRARY=${3:-$B/examples/decoder-block.so}
 T=$(mktemp -d /tmp/pimd-demo.XXXXXX)
 S=$T/pimd.sock
 PID=
@@ -13,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+step() { printf '\n\033[1m$ pimctl %s\033[0m\n' "$*"; "$B/pimctl" "$@"; }
 
 echo "Starting pimd on $S (database $T/state/pimd.db)"
 "$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --log-level warning &
@@ -21,14 +26,21 @@ PID=$!
 i=0
 until "$B/pimctl" --socket "$S" status >/dev/null 2>&1; do
 	i=$((i + 1))
-	[ $i -lt 100 ] || { echo "pimd did not start" >&2; exit 1; }
+	[ $i -lt 200 ] || { echo "pimd did not start" >&2; exit 1; }
 	sleep 0.05
 done
 export PIMD_SOCKET="$S"
-step "$B/pimctl" status
-step "$B/pimctl" model load "$HERE/decoder-block.json"
-step "$B/pimctl" model list
-step "$B/pimctl" model show decoder-block
+step status
+if [ -f "$MANIFEST" ] && [ -f "$LIBRARY" ]; then
+	step model load "$MANIFEST"
+	step model list
+	step profile decoder-block --library "$LIBRARY" --reps 5
+else
+	echo "(no pim-extract output: $MANIFEST; loading the hand-written manifest, without profiling)"
+	step model load "$HERE/decoder-block.json"
+fi
+step placement decoder-block --cores 32,64,128
+step jitq plan --model gpt-3-175B --format mx6 --from bf16 --mapping strided-opt
 kill -TERM "$PID"
 wait "$PID"
 rc=$?

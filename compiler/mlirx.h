@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mlirx.h: small helpers over the MLIR 19 C API used by pim-extract: a context with every
+ * dialect and pass registered, diagnostics captured instead of printed, textual pass pipelines
+ * run in process, and the string forms (op names, types, file:line:col locations) the manifest
+ * and the error messages need.  Facts and pitfalls: ../shared/notes/mlir.md.
+ */
+#ifndef PIM_COMPILER_MLIRX_H
+#define PIM_COMPILER_MLIRX_H
+
+#include <mlir-c/IR.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* The first error diagnostic MLIR reported since the last mlirx_diag_clear(). */
+struct mlirx_diag {
+	bool have;
+	char loc[256];  /* file:line:col, or "" */
+	char msg[400];
+};
+
+struct mlirx {
+	MlirContext ctx;
+	struct mlirx_diag diag;
+	const char *input;  /* path shown in locations that came from the input text */
+};
+
+/* Creates the context (every dialect loaded, every pass registered, single-threaded). */
+int mlirx_init(struct mlirx *m, const char *input, struct pim_error *err);
+void mlirx_done(struct mlirx *m);
+void mlirx_diag_clear(struct mlirx *m);
+
+/* Runs a textual pass pipeline (bare pass list) on the module.  On failure the message names
+ * the stage and carries MLIR's first error with its location. */
+int mlirx_run_passes(struct mlirx *m, MlirModule module, const char *stage, const char *pipeline,
+		     struct pim_error *err);
+
+/* Writes the module's text to path (for --save-temps). */
+int mlirx_write_module(MlirModule module, const char *path, struct pim_error *err);
+
+/* Growable string used by the print callbacks. */
+struct mlirx_buf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+void mlirx_buf_cb(MlirStringRef s, void *userdata);
+void mlirx_buf_free(struct mlirx_buf *b);
+/* Module text; NULL when out of memory.  Free with free(). */
+char *mlirx_module_text(MlirModule module);
+
+/* "file:line:col" of the first file location inside loc (call sites and fused locations
+ * included); the parser names text without a file "-", shown as m->input.  "" if none. */
+void mlirx_loc_str(const struct mlirx *m, MlirLocation loc, char *out, size_t n);
+void mlirx_op_loc(const struct mlirx *m, MlirOperation op, char *out, size_t n);
+
+/* The op's name ("linalg.matvec") into out. */
+void mlirx_op_name(MlirOperation op, char *out, size_t n);
+bool mlirx_op_is(MlirOperation op, const char *name);
+/* The dialect namespace of an op name (text before the first '.'). */
+bool mlirx_op_in_dialect(MlirOperation op, const char *dialect);
+void mlirx_type_str(MlirType t, char *out, size_t n);
+
+/* Value of an integer constant (arith.constant with an integer attribute); false otherwise. */
+bool mlirx_const_int(MlirValue v, int64_t *out);
+
+/* Bits of a scalar element type (index counts 64); 0 for anything else. */
+unsigned mlirx_elem_bits(MlirType t);
+
+/* String of a string attribute or a flat symbol reference; NULL-terminated copy into out. */
+bool mlirx_attr_str(MlirAttribute a, char *out, size_t n);
+
+static inline MlirStringRef mlirx_s(const char *s) { return mlirStringRefCreateFromCString(s); }
+
+#endif

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pim-extract: a linalg-on-tensors MLIR module (Torch-MLIR's linalg backend output, static
+ * shapes) in; the pimd model manifest (proto/pim.proto, message Manifest; JSON or protobuf) and
+ * optionally the instrumented model library out.  See compiler/README.md.
+ *
+ * Exit status: 0 done, 1 the input was refused or a step failed (nothing written), 2 usage.
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <libgen.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "extract.h"
+#include "manifest.h"
+#include "model.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: pim-extract [OPTIONS] INPUT.mlir\n"
+		"Turns a linalg-on-tensors module with static shapes into a pimd model manifest:\n"
+		"one region per loop nest, in program order.\n\n"
+		"  -o, --output FILE      write the manifest to FILE (default: standard output)\n"
+		"      --binary           write the manifest as protobuf (default: JSON)\n"
+		"      --name NAME        model name (default: INPUT's basename without .mlir)\n"
+		"      --entry FUNC       entry function (default: the only public function)\n"
+		"      --emit-model SO    also build the instrumented model library SO\n"
+		"      --cc PROGRAM       compiler for --emit-model (default: $PIM_EXTRACT_CC or %s)\n"
+		"      --save-temps DIR   keep the IR of every stage and the library's sources in DIR\n"
+		"  -h, --help             this text\n"
+		"      --version          the version\n\n"
+		"Refused input (parse errors, torch-dialect input, dynamic shapes, unsupported ops,\n"
+		"loops without constant bounds) is reported with its op and file:line:col; the exit\n"
+		"status is then 1 and no output file is written.\n",
+		MODEL_CC_DEFAULT);
+}
+
+/* A file written next to its destination and renamed over it once everything succeeded. */
+struct staged {
+	char final[4096];
+	char tmp[4096];
+	bool active;
+};
+
+static void staged_discard(struct staged *s)
+{
+	if (s->active)
+		unlink(s->tmp);
+	s->active = false;
+}
+
+static int staged_open(struct staged *s, const char *path, struct pim_error *err)
+{
+	char copy[4096];
+
+	snprintf(s->final, sizeof s->final, "%s", path);
+	snprintf(copy, sizeof copy, "%s", path);
+	char *dir = dirname(copy);
+	snprintf(s->tmp, sizeof s->tmp, "%s/.pim-extract.XXXXXX", dir);
+	int fd = mkostemp(s->tmp, O_CLOEXEC);
+	if (fd < 0)
+		return err_set(err, -errno, "cannot create a file in %s: %s", dir, strerror(errno));
+	s->active = true;
+	return fd;
+}
+
+static int staged_commit(struct staged *s, mode_t mode, struct pim_error *err)
+{
+	mode_t um = umask(0);
+
+	umask(um);
+	if (chmod(s->tmp, mode & ~um) < 0 || rename(s->tmp, s->final) < 0)
+		return err_set(err, -errno, "%s: %s", s->final, strerror(errno));
+	s->active = false;
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void manifest_freep(Pim__Manifest **m)
+{
+	if (*m)
+		pim__manifest__free_unpacked(*m, NULL);
+}
+
+static void extract_freep(struct extract **x)
+{
+	extract_free(*x);
+}
+
+/* The manifest's bytes in the chosen form. */
+static int serialize(const Pim__Manifest *m, bool binary, uint8_t **out, size_t *len,
+		     struct pim_error *err)
+{
+	if (binary) {
+		*len = pim__manifest__get_packed_size(m);
+		*out = malloc(*len ? *len : 1);
+		if (!*out)
+			return err_set(err, -ENOMEM, "out of memory");
+		pim__manifest__pack(m, *out);
+		return 0;
+	}
+	json_object *j = manifest_to_json(m);
+	if (!j)
+		return err_set(err, -ENOMEM, "out of memory");
+	const char *s = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+							  JSON_C_TO_STRING_NOSLASHESCAPE);
+	*len = s ? strlen(s) + 1 : 0;
+	*out = s ? malloc(*len) : NULL;
+	if (*out) {
+		memcpy(*out, s, *len - 1);
+		(*out)[*len - 1] = '\n';
+	}
+	json_object_put(j);
+	return *out ? 0 : err_set(err, -ENOMEM, "out of memory");
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_VERSION };
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "binary", no_argument, NULL, OPT_BINARY },
+		{ "name", required_argument, NULL, OPT_NAME },
+		{ "entry", required_argument, NULL, OPT_ENTRY },
+		{ "emit-model", required_argument, NULL, OPT_EMIT_MODEL },
+		{ "cc", required_argument, NULL, OPT_CC },
+		{ "save-temps", required_argument, NULL, OPT_SAVE_TEMPS },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct extract_options o = { 0 };
+	const char *output = NULL, *model = NULL, *cc = getenv("PIM_EXTRACT_CC");
+	bool binary = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': output = optarg; break;
+		case OPT_BINARY: binary = true; break;
+		case OPT_NAME: o.name = optarg; break;
+		case OPT_ENTRY: o.entry = optarg; break;
+		case OPT_EMIT_MODEL: model = optarg; break;
+		case OPT_CC: cc = optarg; break;
+		case OPT_SAVE_TEMPS: o.save_temps = optarg; break;
+		case 'h': usage(stdout); return 0;
+		case OPT_VERSION: printf("pim-extract %s (MLIR 19)\n", PIMD_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "pim-extract: expected one INPUT.mlir (see --help)\n");
+		return 2;
+	}
+	o.input = argv[optind];
+	if (!cc || !*cc)
+		cc = MODEL_CC_DEFAULT;
+
+	struct pim_error err = { 0 };
+	_cleanup_(extract_freep) struct extract *x = NULL;
+	_cleanup_(manifest_freep) Pim__Manifest *m = NULL;
+	_cleanup_(freep) uint8_t *bytes = NULL;
+	struct staged out_manifest = { 0 }, out_model = { 0 };
+	size_t len = 0;
+	int r;
+
+	if ((r = extract_run(&o, &x, &err)) < 0 || (r = extract_manifest(x, &m, &err)) < 0 ||
+	    (r = serialize(m, binary, &bytes, &len, &err)) < 0)
+		goto fail;
+	if (model) {
+		if ((r = staged_open(&out_model, model, &err)) < 0)
+			goto fail;
+		close(r);
+		if ((r = model_emit(x, out_model.tmp, cc, &err)) < 0) {
+			err_prefix(&err, "%s", model);
+			goto fail;
+		}
+	}
+	if (output) {
+		int fd = r = staged_open(&out_manifest, output, &err);
+		if (r < 0)
+			goto fail;
+		r = write_all(fd, bytes, len);
+		if (close(fd) < 0 && r == 0)
+			r = -errno;
+		if (r < 0) {
+			err_set(&err, r, "%s: %s", output, strerror(-r));
+			goto fail;
+		}
+	}
+	/* Everything is built: only now do the outputs appear, all of them. */
+	if (model && (r = staged_commit(&out_model, 0777, &err)) < 0)
+		goto fail;
+	if (output && (r = staged_commit(&out_manifest, 0666, &err)) < 0)
+		goto fail;
+	if (!output && (r = write_all(STDOUT_FILENO, bytes, len)) < 0) {
+		err_set(&err, r, "standard output: %s", strerror(-r));
+		goto fail;
+	}
+	return 0;
+fail:
+	staged_discard(&out_model);
+	staged_discard(&out_manifest);
+	fprintf(stderr, "pim-extract: %s\n", err.msg);
+	return 1;
+}

@@ -1,0 +1,91 @@
+#!/bin/sh
+# run.sh BUILD_DIR: the tests of pim-extract, after "make compiler-examples".
+#   1. test_extract (check): manifests of the examples and test inputs against hand-derived
+#      numbers, refusals, model libraries run through pim_model_entry with counting hooks;
+#   2. every example manifest loads into a private pimd with "pimctl model load", and
+#   3. its model library runs under pimd's profiling worker ("pimctl profile --library"), every
+#      region measured (when pimd and pimctl are built).
+# Ends with "compiler: N passed, M failed"; exit status 0 only when nothing failed.
+set -u
+B=$(cd "${1:-build}" && pwd) || exit 1
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+cd "$ROOT" || exit 1
+T=$(mktemp -d /tmp/pim-extract-tests.XXXXXX)
+PID=
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+export PIM_EXTRACT="$B/pim-extract"
+export PIM_EXAMPLES_OUT="$B/examples"
+export PIM_TEST_INPUTS="$ROOT/tests/compiler/inputs"
+export TMPDIR="$T"
+passed=0
+failed=0
+
+# ---- 1. check-based tests
+"$B/tests/compiler/test_extract" > "$T/check.out" 2>&1
+rc=$?
+cat "$T/check.out"
+line=$(grep -E '^[0-9]+%: Checks: ' "$T/check.out" | tail -n 1)
+if [ -n "$line" ]; then
+	checks=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
+	fails=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
+	errs=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
+	passed=$((passed + checks - fails - errs))
+	failed=$((failed + fails + errs))
+else
+	echo "test_extract produced no summary (exit status $rc)"
+	failed=$((failed + 1))
+fi
+[ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=$((failed + 1))
+
+# ---- 2. the manifests load into pimd
+if [ -x "$B/pimd" ] && [ -x "$B/pimctl" ]; then
+	S="$T/pimd.sock"
+	"$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --log-level warning \
+		> "$T/pimd.log" 2>&1 &
+	PID=$!
+	i=0
+	until "$B/pimctl" --socket "$S" status > /dev/null 2>&1; do
+		i=$((i + 1))
+		if [ $i -ge 100 ]; then
+			echo "pimd did not start:"; cat "$T/pimd.log"; break
+		fi
+		sleep 0.05
+	done
+	profile=
+	"$B/pimctl" --help 2>&1 | grep -q 'profile MODEL --library' && profile=1
+	for m in "$B"/examples/*.manifest.json; do
+		name=$(basename "$m" .manifest.json)
+		if "$B/pimctl" --socket "$S" model load "$m" > "$T/load.out" 2>&1; then
+			passed=$((passed + 1))
+		else
+			echo "FAIL pimctl model load $m:"; cat "$T/load.out"
+			failed=$((failed + 1))
+			continue
+		fi
+		[ -n "$profile" ] || continue
+		# 3. the library runs under the profiling worker: every region gets metrics.
+		if "$B/pimctl" --socket "$S" profile "$name" --library "$B/examples/$name.so" \
+			--reps 2 --warmups 1 > "$T/profile.out" 2>&1 &&
+			grep -Eq 'regions with metrics ([0-9]+)/\1([^0-9]|$)' "$T/profile.out"; then
+			passed=$((passed + 1))
+		else
+			echo "FAIL pimctl profile $name --library $B/examples/$name.so:"; cat "$T/profile.out"
+			failed=$((failed + 1))
+		fi
+	done
+	[ -n "$profile" ] || echo "note: this pimctl has no 'profile --library'; libraries not run by the worker"
+	kill "$PID" 2>/dev/null
+	wait "$PID" 2>/dev/null
+	PID=
+else
+	echo "note: $B/pimd or $B/pimctl not built; manifests not loaded into pimd"
+fi
+
+echo "compiler: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

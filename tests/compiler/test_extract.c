@@ -1,0 +1,880 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of pim-extract (compiler/): the manifests of the examples against numbers derived by
+ * hand below, the in-place and loop cases, every refusal, and the model libraries run through
+ * pim_model_entry with the hooks defined here (linked -rdynamic, as the profiling worker does).
+ *
+ * Environment (tests/compiler/run.sh sets it): PIM_EXTRACT (the binary), PIM_EXAMPLES_OUT
+ * (where "make compiler-examples" put NAME.manifest.json and NAME.so), PIM_TEST_INPUTS
+ * (tests/compiler/inputs).  Run from the repository root.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <math.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "manifest.h"
+#include "pim_hooks.h"
+#include "test_util.h"
+
+extern char **environ;
+
+/* ---------------------------------------------------------------- hooks (the ABI under test) */
+
+#define HOOK_LOG_MAX 4096
+static int32_t hook_log[HOOK_LOG_MAX]; /* enter r: r + 1, exit r: -(r + 1) */
+static size_t hook_n;
+
+void pim_region_enter(int32_t region)
+{
+	if (hook_n < HOOK_LOG_MAX)
+		hook_log[hook_n] = region + 1;
+	hook_n++;
+}
+
+void pim_region_exit(int32_t region)
+{
+	if (hook_n < HOOK_LOG_MAX)
+		hook_log[hook_n] = -(region + 1);
+	hook_n++;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+	ck_assert_msg(v && *v, "%s is not set (run through tests/compiler/run.sh)", name);
+	return v;
+}
+
+static Pim__Manifest *load(const char *path)
+{
+	struct pim_error err = { 0 };
+	Pim__Manifest *m = NULL;
+	int r = manifest_read_file(path, &m, &err);
+	ck_assert_msg(r == 0, "manifest_read_file(%s): %s", path, err.msg);
+	return m;
+}
+
+static Pim__Manifest *load_example(const char *name)
+{
+	char p[1024];
+	snprintf(p, sizeof p, "%s/%s.manifest.json", env("PIM_EXAMPLES_OUT"), name);
+	return load(p);
+}
+
+static const Pim__Allocation *alloc_of(const Pim__Manifest *m, uint32_t id)
+{
+	for (size_t i = 0; i < m->n_allocations; i++)
+		if (m->allocations[i]->id == id)
+			return m->allocations[i];
+	ck_abort_msg("allocation %u not in the manifest", id);
+	return NULL;
+}
+
+static const Pim__Region *region_named(const Pim__Manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_regions; i++)
+		if (strcmp(m->regions[i]->name, name) == 0)
+			return m->regions[i];
+	ck_abort_msg("no region named %s", name);
+	return NULL;
+}
+
+/* Unique bytes a nest reads (want_read) or writes: each allocation once, at the size of its
+ * largest view among the operands in that direction (inout counts both ways). */
+static uint64_t unique_bytes(const Pim__Region *r, bool want_read)
+{
+	uint32_t seen[64];
+	uint64_t size[64];
+	size_t n = 0;
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < r->n_operands; i++) {
+		const Pim__Operand *o = r->operands[i];
+		bool rd = o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_IN ||
+			  o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT;
+		bool wr = o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT ||
+			  o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT;
+		if (want_read ? !rd : !wr)
+			continue;
+		size_t k = 0;
+		while (k < n && seen[k] != o->allocation_id)
+			k++;
+		if (k == n) {
+			ck_assert_uint_lt(n, 64);
+			seen[n] = o->allocation_id;
+			size[n++] = 0;
+		}
+		if (o->bytes > size[k])
+			size[k] = o->bytes;
+	}
+	for (size_t k = 0; k < n; k++)
+		total += size[k];
+	return total;
+}
+
+static void check_extents(const Pim__Region *r, const uint64_t *par, size_t n_par, const uint64_t *red,
+			  size_t n_red)
+{
+	ck_assert_uint_eq(r->n_parallel_extents, n_par);
+	ck_assert_uint_eq(r->n_reduction_extents, n_red);
+	for (size_t i = 0; i < n_par; i++)
+		ck_assert_uint_eq(r->parallel_extents[i], par[i]);
+	for (size_t i = 0; i < n_red; i++)
+		ck_assert_uint_eq(r->reduction_extents[i], red[i]);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static uint64_t trip_of(const Pim__Region *r)
+{
+	return r->trip ? r->trip : 1;
+}
+
+/* A private scratch directory per test (check forks each test). */
+static void scratch(char *dir, size_t n)
+{
+	const char *t = getenv("TMPDIR");
+	snprintf(dir, n, "%s/pim-extract-test.XXXXXX", t && *t ? t : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void rm_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[2048];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+static size_t dir_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Runs pim-extract with args; its stderr goes to err (NUL-terminated).  Returns the exit status. */
+static int run_extract(const char *const *args, char *errbuf, size_t errlen, const char *dir)
+{
+	char log[1024];
+	char *argv[16];
+	size_t n = 0;
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int status;
+
+	snprintf(log, sizeof log, "%s/stderr.log", dir);
+	argv[n++] = (char *)env("PIM_EXTRACT");
+	for (; *args && n < 15; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	errbuf[0] = '\0';
+	FILE *f = fopen(log, "re");
+	if (f) {
+		size_t k = fread(errbuf, 1, errlen - 1, f);
+		errbuf[k] = '\0';
+		fclose(f);
+	}
+	unlink(log);
+	ck_assert_msg(WIFEXITED(status), "pim-extract died: %s", errbuf);
+	return WEXITSTATUS(status);
+}
+
+/* pim-extract INPUT -o DIR/NAME.json [--emit-model DIR/NAME.so] [extra]; asserts success. */
+static Pim__Manifest *extract_input(const char *input, const char *dir, bool model, const char *extra)
+{
+	char in[1024], out[1024], so[1024], errbuf[2048];
+	const char *args[10];
+	size_t n = 0;
+
+	snprintf(in, sizeof in, "%s/%s.mlir", env("PIM_TEST_INPUTS"), input);
+	snprintf(out, sizeof out, "%s/%s.json", dir, input);
+	snprintf(so, sizeof so, "%s/%s.so", dir, input);
+	args[n++] = in;
+	args[n++] = "-o";
+	args[n++] = out;
+	if (model) {
+		args[n++] = "--emit-model";
+		args[n++] = so;
+	}
+	if (extra)
+		args[n++] = extra;
+	args[n] = NULL;
+	int rc = run_extract(args, errbuf, sizeof errbuf, dir);
+	ck_assert_msg(rc == 0, "pim-extract %s failed (%d): %s", in, rc, errbuf);
+	return load(out);
+}
+
+/* ---------------------------------------------------------------- model libraries */
+
+struct model_run {
+	void *lib;
+	pim_model_entry_fn entry;
+	void **args;
+	size_t n_args;
+};
+
+static void model_open(struct model_run *mr, const char *so, const Pim__Manifest *m)
+{
+	mr->lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(mr->lib != NULL, "dlopen(%s): %s", so, dlerror());
+	*(void **)&mr->entry = dlsym(mr->lib, PIM_MODEL_ENTRY);
+	ck_assert_msg(mr->entry != NULL, "%s: no %s", so, PIM_MODEL_ENTRY);
+	/* args[i]: the i-th ARGUMENT allocation in increasing id order (client/pim_hooks.h). */
+	uint32_t last = 0;
+	bool first = true;
+	mr->args = calloc(m->n_allocations, sizeof *mr->args);
+	mr->n_args = 0;
+	for (;;) {
+		const Pim__Allocation *next = NULL;
+		for (size_t i = 0; i < m->n_allocations; i++) {
+			const Pim__Allocation *a = m->allocations[i];
+			if (a->kind == PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT && (first || a->id > last) &&
+			    (!next || a->id < next->id))
+				next = a;
+		}
+		if (!next)
+			break;
+		/* Small positive values: every example stays finite (exp, division). */
+		float *p = aligned_alloc(64, (next->bytes + 63) / 64 * 64);
+		ck_assert_ptr_nonnull(p);
+		for (size_t k = 0; k < next->bytes / sizeof(float); k++)
+			p[k] = 0.001f * (float)(k % 17);
+		mr->args[mr->n_args++] = p;
+		last = next->id;
+		first = false;
+	}
+}
+
+static void model_close(struct model_run *mr)
+{
+	for (size_t i = 0; i < mr->n_args; i++)
+		free(mr->args[i]);
+	free(mr->args);
+	dlclose(mr->lib);
+}
+
+/* Hooks of `runs` runs: every region once per run, entered and exited in program order. */
+static void expect_program_order(const Pim__Manifest *m, size_t runs)
+{
+	ck_assert_uint_eq(hook_n, runs * 2 * m->n_regions);
+	for (size_t run = 0, k = 0; run < runs; run++)
+		for (size_t i = 0; i < m->n_regions; i++) {
+			/* The manifest lists regions in program order (order == position). */
+			int32_t id = (int32_t)m->regions[i]->id;
+			ck_assert_uint_eq(m->regions[i]->order, i);
+			ck_assert_int_eq(hook_log[k++], id + 1);
+			ck_assert_int_eq(hook_log[k++], -(id + 1));
+		}
+}
+
+/* ---------------------------------------------------------------- the examples */
+
+/* Nest counts derived from each example's source (see the comment at the top of each file). */
+static const struct {
+	const char *name;
+	size_t nests;
+} examples[] = {
+	{ "add", 1 },	      { "mul", 1 },	    { "scale", 1 },	  { "relu", 1 },
+	{ "copy", 1 },	      { "exp", 1 },	    { "tanh", 1 },	  { "gelu", 1 },
+	{ "softmax", 8 },     { "layernorm", 7 },   { "rmsnorm", 3 },	  { "matmul", 2 },
+	{ "gemv", 2 },	      { "mac", 1 },	    { "depthwise_conv", 2 },
+	{ "mlp", 6 },	      { "attention", 14 },  { "decoder-block", 30 },
+};
+
+START_TEST(every_example_is_tested)
+{
+	glob_t g;
+	ck_assert_int_eq(glob("examples/*.mlir", 0, NULL, &g), 0);
+	ck_assert_uint_eq(g.gl_pathc, ELEMENTSOF(examples));
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		bool found = false;
+		for (size_t j = 0; j < ELEMENTSOF(examples); j++) {
+			char p[256];
+			snprintf(p, sizeof p, "examples/%s.mlir", examples[j].name);
+			found |= strcmp(p, g.gl_pathv[i]) == 0;
+		}
+		ck_assert_msg(found, "%s has no expected nest count in this test", g.gl_pathv[i]);
+	}
+	globfree(&g);
+}
+END_TEST
+
+START_TEST(example_nest_count)
+{
+	const char *name = examples[_i].name;
+	Pim__Manifest *m = load_example(name);
+	char loc[256];
+
+	ck_assert_str_eq(m->name, name);
+	ck_assert_uint_eq(m->n_regions, examples[_i].nests);
+	snprintf(loc, sizeof loc, "examples/%s.mlir:", name);
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const Pim__Region *r = m->regions[i];
+		ck_assert_uint_eq(r->id, i);
+		ck_assert_msg(strncmp(r->location, loc, strlen(loc)) == 0, "region %zu location %s", i,
+			      r->location);
+		ck_assert_msg(strncmp(r->op, "linalg.", 7) == 0, "region %zu op %s", i, r->op);
+		ck_assert_uint_eq(trip_of(r), 1);
+	}
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+START_TEST(example_model_runs)
+{
+	char so[1024];
+	Pim__Manifest *m = load_example(examples[_i].name);
+	struct model_run mr;
+
+	snprintf(so, sizeof so, "%s/%s.so", env("PIM_EXAMPLES_OUT"), examples[_i].name);
+	model_open(&mr, so, m);
+	hook_n = 0;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	expect_program_order(m, 2);
+	/* A caller with the wrong number of buffers is refused, no hook fires. */
+	hook_n = 0;
+	ck_assert_int_ne(mr.entry(mr.args, mr.n_args + 1), 0);
+	ck_assert_uint_eq(hook_n, 0);
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* gemv, A [1024x1024] f32: fill y (1024 parallel), then y += A x: N_par 1024, N_total 2^20;
+ * reads A (4,194,304) + x (4,096) + y (4,096, the accumulator) = 4,202,496 bytes, writes y. */
+START_TEST(gemv_facts)
+{
+	Pim__Manifest *m = load_example("gemv");
+	const Pim__Region *fill = m->regions[0], *mv = m->regions[1];
+	static const uint64_t p1024[] = { 1024 };
+
+	ck_assert_str_eq(fill->op, "linalg.fill");
+	ck_assert_uint_eq(fill->n_par, 1024);
+	ck_assert_uint_eq(fill->n_total, 1024);
+	check_extents(fill, p1024, 1, NULL, 0);
+	ck_assert_uint_eq(unique_bytes(fill, true), 0);
+	ck_assert_uint_eq(unique_bytes(fill, false), 4096);
+
+	ck_assert_str_eq(mv->op, "linalg.matvec");
+	ck_assert_str_eq(mv->location, "examples/gemv.mlir:7:8");
+	ck_assert_uint_eq(mv->n_par, 1024);
+	ck_assert_uint_eq(mv->n_total, 1048576);
+	ck_assert_uint_eq(trip_of(mv), 1);
+	check_extents(mv, p1024, 1, p1024, 1);
+	ck_assert_uint_eq(unique_bytes(mv, true), 4202496);
+	ck_assert_uint_eq(unique_bytes(mv, false), 4096);
+	ck_assert_uint_eq(mv->n_operands, 3);
+	/* A and x are the function's arguments 0 and 1; y is the result, passed in as argument 2
+	 * (buffer-results-to-out-params), the same buffer the fill wrote. */
+	const Pim__Allocation *a = alloc_of(m, mv->operands[0]->allocation_id);
+	ck_assert_uint_eq(a->id, 0);
+	ck_assert_int_eq(a->kind, PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT);
+	ck_assert_uint_eq(a->bytes, 4194304);
+	ck_assert_uint_eq(mv->operands[1]->allocation_id, 1);
+	ck_assert_str_eq(mv->operands[0]->elem_type, "f32");
+	ck_assert_uint_eq(mv->operands[0]->elem_bits, 32);
+	ck_assert_int_eq(mv->operands[2]->role, PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT);
+	ck_assert_uint_eq(mv->operands[2]->allocation_id, 2);
+	ck_assert_uint_eq(fill->operands[0]->allocation_id, 2);
+	ck_assert_int_eq(alloc_of(m, 2)->kind, PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT);
+	ck_assert_uint_eq(m->n_allocations, 3);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* matmul [64x128] x [128x64]: N_par 64*64, N_total 64*64*128; reads 32768 + 32768 + 16384. */
+START_TEST(matmul_facts)
+{
+	Pim__Manifest *m = load_example("matmul");
+	const Pim__Region *mm = m->regions[1];
+	static const uint64_t par[] = { 64, 64 }, red[] = { 128 };
+
+	ck_assert_str_eq(mm->op, "linalg.matmul");
+	ck_assert_uint_eq(mm->n_par, 4096);
+	ck_assert_uint_eq(mm->n_total, 524288);
+	check_extents(mm, par, 2, red, 1);
+	ck_assert_uint_eq(unique_bytes(mm, true), 81920);
+	ck_assert_uint_eq(unique_bytes(mm, false), 16384);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* depthwise 3x3 over [1x34x34x32] -> [1x32x32x32]: parallel n,h,w,c = 1,32,32,32 (32768),
+ * reduction kh,kw = 3,3: N_total 294912.  Reads input 1*34*34*32*4 = 147968, filter
+ * 3*3*32*4 = 1152 and the accumulator 131072 = 280192 bytes. */
+START_TEST(depthwise_conv_facts)
+{
+	Pim__Manifest *m = load_example("depthwise_conv");
+	const Pim__Region *c = m->regions[1];
+	static const uint64_t par[] = { 1, 32, 32, 32 }, red[] = { 3, 3 };
+
+	ck_assert_str_eq(c->op, "linalg.depthwise_conv_2d_nhwc_hwc");
+	ck_assert_uint_eq(c->n_par, 32768);
+	ck_assert_uint_eq(c->n_total, 294912);
+	check_extents(c, par, 4, red, 2);
+	ck_assert_uint_eq(unique_bytes(c, true), 280192);
+	ck_assert_uint_eq(unique_bytes(c, false), 131072);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* softmax [16x512]: the max nest reduces 512 per row (N_par 16, N_total 8192) into two
+ * intermediates, the f32 maxima (16*4 bytes) and the i64 indices (16*8 bytes); the final
+ * division writes the result argument. */
+START_TEST(softmax_facts)
+{
+	Pim__Manifest *m = load_example("softmax");
+	const Pim__Region *mx = m->regions[2], *div = m->regions[7];
+
+	ck_assert_uint_eq(mx->n_par, 16);
+	ck_assert_uint_eq(mx->n_total, 8192);
+	ck_assert_uint_eq(mx->n_operands, 3);
+	ck_assert_uint_eq(mx->operands[0]->allocation_id, 0);
+	ck_assert_int_eq(mx->operands[1]->role, PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT);
+	ck_assert_int_eq(alloc_of(m, mx->operands[1]->allocation_id)->kind, PIM__ALLOC_KIND__ALLOC_KIND_ALLOC);
+	ck_assert_uint_eq(mx->operands[1]->bytes, 64);
+	ck_assert_str_eq(mx->operands[2]->elem_type, "i64");
+	ck_assert_uint_eq(mx->operands[2]->elem_bits, 64);
+	ck_assert_uint_eq(mx->operands[2]->bytes, 128);
+	/* The fills before it wrote those two buffers. */
+	ck_assert_uint_eq(m->regions[0]->operands[0]->allocation_id, mx->operands[1]->allocation_id);
+	ck_assert_uint_eq(m->regions[1]->operands[0]->allocation_id, mx->operands[2]->allocation_id);
+	ck_assert_uint_eq(div->n_par, 8192);
+	ck_assert_uint_eq(div->operands[div->n_operands - 1]->allocation_id, 1);
+	ck_assert_int_eq(alloc_of(m, 1)->kind, PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* The decoder block: views and globals resolve to their allocations. */
+START_TEST(decoder_block_facts)
+{
+	Pim__Manifest *m = load_example("decoder-block");
+	const Pim__Region *qkv = region_named(m, "qkv.matmul"), *qk = region_named(m, "scores.qk");
+	const Pim__Region *r1 = region_named(m, "rms1.scale"), *r2 = region_named(m, "rms2.scale");
+	const Pim__Region *down = region_named(m, "down.matmul");
+	static const uint64_t qk_par[] = { 4, 64 }, qk_red[] = { 64 };
+
+	/* 1x256 by 256x768: N_par 768, N_total 196608; reads x_norm 1 KiB, W_qkv 768 KiB and the
+	 * 3 KiB accumulator. */
+	ck_assert_uint_eq(qkv->n_par, 768);
+	ck_assert_uint_eq(qkv->n_total, 196608);
+	ck_assert_uint_eq(unique_bytes(qkv, true), 1024 + 786432 + 3072);
+	ck_assert_uint_eq(qkv->operands[1]->allocation_id, 1); /* %w_qkv, argument 1 */
+	/* scores: 4 heads x 64 positions, reducing over 64 dims; q is a 1 KiB view (subview +
+	 * expand_shape) of the 3 KiB qkv buffer, so it resolves to the qkv matmul's output. */
+	ck_assert_uint_eq(qk->n_par, 256);
+	ck_assert_uint_eq(qk->n_total, 16384);
+	check_extents(qk, qk_par, 2, qk_red, 1);
+	ck_assert_uint_eq(qk->operands[0]->allocation_id, qkv->operands[2]->allocation_id);
+	ck_assert_uint_eq(qk->operands[0]->bytes, 1024);
+	ck_assert_uint_eq(alloc_of(m, qk->operands[0]->allocation_id)->bytes, 3072);
+	ck_assert_uint_eq(qk->operands[1]->allocation_id, 2); /* %k_cache */
+	ck_assert_uint_eq(qk->operands[1]->bytes, 65536);
+	/* Both norms read the same constant (one memref.global of 256 floats). */
+	const Pim__Allocation *g = alloc_of(m, r1->operands[2]->allocation_id);
+	ck_assert_int_eq(g->kind, PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL);
+	ck_assert_uint_eq(g->bytes, 1024);
+	ck_assert_uint_eq(r2->operands[2]->allocation_id, g->id);
+	/* 1x688 by 688x256. */
+	ck_assert_uint_eq(down->n_par, 256);
+	ck_assert_uint_eq(down->n_total, 176128);
+	/* 8 arguments and the result as an out-param. */
+	size_t n_args = 0;
+	for (size_t i = 0; i < m->n_allocations; i++)
+		n_args += m->allocations[i]->kind == PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT;
+	ck_assert_uint_eq(n_args, 9);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* mac: the accumulator is an argument read and written in one operand (inout). */
+START_TEST(mac_facts)
+{
+	Pim__Manifest *m = load_example("mac");
+	const Pim__Region *r = m->regions[0];
+
+	ck_assert_uint_eq(m->n_allocations, 3);
+	ck_assert_uint_eq(r->n_operands, 3);
+	ck_assert_int_eq(r->operands[2]->role, PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT);
+	ck_assert_uint_eq(r->operands[2]->allocation_id, 2);
+	ck_assert_uint_eq(unique_bytes(r, true), 3 * 1048576);
+	ck_assert_uint_eq(unique_bytes(r, false), 1048576);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* The libraries compute what the source says (descriptors built right by the wrapper). */
+START_TEST(model_values)
+{
+	char so[1024];
+	struct model_run mr;
+	Pim__Manifest *m = load_example("gemv");
+
+	snprintf(so, sizeof so, "%s/gemv.so", env("PIM_EXAMPLES_OUT"));
+	model_open(&mr, so, m);
+	float *a = mr.args[0], *x = mr.args[1], *y = mr.args[2];
+	for (size_t i = 0; i < 1024; i++) {
+		x[i] = (float)(i % 7);
+		for (size_t j = 0; j < 1024; j++)
+			a[i * 1024 + j] = (j == i) ? 2.0f : (j == (i + 1) % 1024 ? 1.0f : 0.0f);
+	}
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	for (size_t i = 0; i < 1024; i++)
+		ck_assert_float_eq(y[i], 2.0f * (float)(i % 7) + (float)(((i + 1) % 1024) % 7));
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+
+	m = load_example("softmax");
+	snprintf(so, sizeof so, "%s/softmax.so", env("PIM_EXAMPLES_OUT"));
+	model_open(&mr, so, m);
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	float *p = mr.args[1];
+	for (size_t r = 0; r < 16; r++) {
+		double s = 0;
+		for (size_t c = 0; c < 512; c++)
+			s += p[r * 512 + c];
+		ck_assert_double_eq_tol(s, 1.0, 1e-4);
+	}
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+
+	m = load_example("mac");
+	snprintf(so, sizeof so, "%s/mac.so", env("PIM_EXAMPLES_OUT"));
+	model_open(&mr, so, m);
+	float *ma = mr.args[0], *mb = mr.args[1], *acc = mr.args[2];
+	for (size_t i = 0; i < 262144; i++) {
+		ma[i] = 2.0f;
+		mb[i] = (float)(i % 5);
+		acc[i] = 1.0f;
+	}
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	for (size_t i = 0; i < 262144; i += 4099)
+		ck_assert_float_eq(acc[i], 1.0f + 4.0f * (float)(i % 5));
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- in place, loops, forms */
+
+/* Region 1's outs is region 0's result: one intermediate buffer is read and written by it. */
+START_TEST(in_place_update)
+{
+	char dir[256];
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("inplace", dir, false, NULL);
+	const Pim__Region *r = m->regions[1];
+
+	ck_assert_uint_eq(m->n_regions, 3);
+	ck_assert_uint_eq(r->n_operands, 3);
+	ck_assert_int_eq(r->operands[0]->role, PIM__OPERAND_ROLE__OPERAND_ROLE_IN);
+	ck_assert_int_eq(r->operands[2]->role, PIM__OPERAND_ROLE__OPERAND_ROLE_OUT);
+	ck_assert_uint_eq(r->operands[0]->allocation_id, r->operands[2]->allocation_id);
+	ck_assert_uint_eq(r->operands[0]->allocation_id, m->regions[0]->operands[1]->allocation_id);
+	const Pim__Allocation *a = alloc_of(m, r->operands[0]->allocation_id);
+	ck_assert_int_eq(a->kind, PIM__ALLOC_KIND__ALLOC_KIND_ALLOC);
+	ck_assert_uint_eq(a->bytes, 4096);
+	/* Counted once each way: 4096 (t) + 4096 (b) read, 4096 written. */
+	ck_assert_uint_eq(unique_bytes(r, true), 8192);
+	ck_assert_uint_eq(unique_bytes(r, false), 4096);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* Trips: 4 around region 0, 4 x 3 around region 1, none around region 2; the library's hooks
+ * fire in that pattern. */
+START_TEST(loop_trip_counts)
+{
+	char dir[256], so[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("loop", dir, true, NULL);
+	static const uint64_t p64[] = { 64 };
+
+	ck_assert_uint_eq(m->n_regions, 3);
+	ck_assert_uint_eq(trip_of(m->regions[0]), 4);
+	ck_assert_uint_eq(trip_of(m->regions[1]), 12);
+	ck_assert_uint_eq(trip_of(m->regions[2]), 1);
+	for (size_t i = 0; i < 3; i++) {
+		ck_assert_uint_eq(m->regions[i]->n_par, 64);
+		ck_assert_uint_eq(m->regions[i]->n_total, 64);
+		check_extents(m->regions[i], p64, 1, NULL, 0);
+	}
+	/* The loop-carried buffer resolves to where it starts: argument 0 for region 0, region
+	 * 0's output for region 1; region 2 reads what the last inner iteration yields. */
+	ck_assert_uint_eq(m->regions[0]->operands[0]->allocation_id, 0);
+	ck_assert_uint_eq(m->regions[1]->operands[0]->allocation_id, m->regions[0]->operands[2]->allocation_id);
+	ck_assert_uint_eq(m->regions[2]->operands[0]->allocation_id, m->regions[1]->operands[1]->allocation_id);
+
+	snprintf(so, sizeof so, "%s/loop.so", dir);
+	model_open(&mr, so, m);
+	hook_n = 0;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	size_t k = 0;
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(hook_log[k++], 1);
+		ck_assert_int_eq(hook_log[k++], -1);
+		for (int j = 0; j < 3; j++) {
+			ck_assert_int_eq(hook_log[k++], 2);
+			ck_assert_int_eq(hook_log[k++], -2);
+		}
+	}
+	ck_assert_int_eq(hook_log[k++], 3);
+	ck_assert_int_eq(hook_log[k++], -3);
+	ck_assert_uint_eq(hook_n, k);
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* tensor.pad bufferizes into a nest of its own (writing the padding value into a fresh buffer)
+ * that the source has no linalg op for: it is a region, named after tensor.pad, and the
+ * convolution reads that buffer.  Padded [1x10x10x4] f32: 400 iterations, 1600 bytes. */
+START_TEST(pad_nest)
+{
+	char dir[256], so[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("pad", dir, true, NULL);
+	static const uint64_t par[] = { 1, 10, 10, 4 };
+
+	ck_assert_uint_eq(m->n_regions, 3);
+	const Pim__Region *pad = m->regions[0], *conv = m->regions[2];
+	ck_assert_str_eq(pad->op, "tensor.pad");
+	ck_assert_str_eq(pad->name, "pad");
+	ck_assert_msg(ends_with(pad->location, "/inputs/pad.mlir:6:8"), "location %s", pad->location);
+	ck_assert_uint_eq(pad->n_par, 400);
+	ck_assert_uint_eq(pad->n_total, 400);
+	check_extents(pad, par, 4, NULL, 0);
+	ck_assert_uint_eq(pad->n_operands, 1);
+	ck_assert_int_eq(pad->operands[0]->role, PIM__OPERAND_ROLE__OPERAND_ROLE_OUT);
+	const Pim__Allocation *a = alloc_of(m, pad->operands[0]->allocation_id);
+	ck_assert_int_eq(a->kind, PIM__ALLOC_KIND__ALLOC_KIND_ALLOC);
+	ck_assert_uint_eq(a->bytes, 1600);
+	ck_assert_str_eq(m->regions[1]->op, "linalg.fill");
+	ck_assert_str_eq(conv->op, "linalg.depthwise_conv_2d_nhwc_hwc");
+	ck_assert_uint_eq(conv->operands[0]->allocation_id, a->id);
+	ck_assert_uint_eq(conv->n_total, 8 * 8 * 4 * 9);
+
+	snprintf(so, sizeof so, "%s/pad.so", dir);
+	model_open(&mr, so, m);
+	/* All-ones input and filter: each output counts the in-bounds taps of its 3x3 window (4 in
+	 * a corner, 6 on an edge, 9 inside), which checks the padding and the interior copy. */
+	float *in = mr.args[0], *f = mr.args[1], *out = mr.args[2];
+	for (size_t i = 0; i < 8 * 8 * 4; i++)
+		in[i] = 1.0f;
+	for (size_t i = 0; i < 3 * 3 * 4; i++)
+		f[i] = 1.0f;
+	hook_n = 0;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	expect_program_order(m, 1);
+	for (int h = 0; h < 8; h++)
+		for (int w = 0; w < 8; w++) {
+			int taps = (h == 0 || h == 7 ? 2 : 3) * (w == 0 || w == 7 ? 2 : 3);
+			for (int c = 0; c < 4; c++)
+				ck_assert_float_eq(out[(h * 8 + w) * 4 + c], (float)taps);
+		}
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* A helper called twice is inlined twice: two nests at the helper's line, chained through an
+ * intermediate buffer (a multiply by 1.0 the inliner's canonicalizer would otherwise fold). */
+START_TEST(inlined_calls)
+{
+	char dir[256];
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("inline", dir, false, NULL);
+
+	ck_assert_uint_eq(m->n_regions, 2);
+	for (size_t i = 0; i < 2; i++) {
+		ck_assert_msg(ends_with(m->regions[i]->location, "/inputs/inline.mlir:7:8"), "location %s",
+			      m->regions[i]->location);
+		ck_assert_str_eq(m->regions[i]->name, "generic.mulf");
+		ck_assert_uint_eq(m->regions[i]->n_par, 256);
+	}
+	ck_assert_uint_eq(m->regions[0]->operands[0]->allocation_id, 0);
+	ck_assert_uint_eq(m->regions[0]->operands[1]->allocation_id, m->regions[1]->operands[0]->allocation_id);
+	ck_assert_int_eq(alloc_of(m, m->regions[1]->operands[0]->allocation_id)->kind,
+			 PIM__ALLOC_KIND__ALLOC_KIND_ALLOC);
+	ck_assert_uint_eq(m->regions[1]->operands[1]->allocation_id, 1);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* --binary writes the same manifest as protobuf; --name renames the model. */
+START_TEST(binary_and_name)
+{
+	char dir[256], out[512], errbuf[2048];
+	scratch(dir, sizeof dir);
+	snprintf(out, sizeof out, "%s/gemv.pb", dir);
+	const char *args[] = { "examples/gemv.mlir", "--binary", "--name", "gemv-bin", "-o", out, NULL };
+	ck_assert_int_eq(run_extract(args, errbuf, sizeof errbuf, dir), 0);
+	int fd = open(out, O_RDONLY | O_CLOEXEC);
+	char c = 0;
+	ck_assert_int_eq(read(fd, &c, 1), 1);
+	close(fd);
+	ck_assert_int_ne(c, '{');
+	Pim__Manifest *b = load(out), *j = load_example("gemv");
+	ck_assert_str_eq(b->name, "gemv-bin");
+	ck_assert_uint_eq(b->n_regions, j->n_regions);
+	ck_assert_uint_eq(b->n_allocations, j->n_allocations);
+	for (size_t i = 0; i < b->n_regions; i++) {
+		ck_assert_uint_eq(b->regions[i]->n_total, j->regions[i]->n_total);
+		ck_assert_uint_eq(unique_bytes(b->regions[i], true), unique_bytes(j->regions[i], true));
+		ck_assert_str_eq(b->regions[i]->location, j->regions[i]->location);
+	}
+	pim__manifest__free_unpacked(b, NULL);
+	pim__manifest__free_unpacked(j, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- refusals */
+
+static const struct {
+	const char *input;
+	const char *want[3]; /* substrings of the message: location, op, reason */
+} refusals[] = {
+	{ "bad-dynamic", { "bad-dynamic.mlir:4:8: tensor.empty:", "dynamic shape tensor<?x64xf32>",
+			   "static shapes" } },
+	{ "bad-torch", { "bad-torch.mlir:3:8: torch.aten.relu:", "torch-dialect input is not supported",
+			 "linalg-on-tensors" } },
+	{ "bad-softmax", { "bad-softmax.mlir:4:8: linalg.softmax:", "unsupported operation",
+			   "not a structured linalg op" } },
+	{ "bad-vector", { "bad-vector.mlir:4:8: vector.broadcast:", "unsupported operation", "dialects" } },
+	{ "bad-call", { "bad-call.mlir:4:8: func.call:", "@external", "no body" } },
+	{ "bad-bounds", { "bad-bounds.mlir:8:8: scf.for:", "upper bound is not a constant",
+			  "encloses linalg.generic at" } },
+	{ "bad-parse", { "bad-parse.mlir:4:8: parse error:", "linalg.matmull", "is unknown" } },
+	{ "bad-scalar-arg", { "bad-scalar-arg.mlir:3:1: func.func:", "argument #1", "not a tensor" } },
+};
+
+START_TEST(refusal)
+{
+	char dir[256], in[512], out[512], so[512], errbuf[2048];
+	scratch(dir, sizeof dir);
+	snprintf(in, sizeof in, "%s/%s.mlir", env("PIM_TEST_INPUTS"), refusals[_i].input);
+	snprintf(out, sizeof out, "%s/out.json", dir);
+	snprintf(so, sizeof so, "%s/out.so", dir);
+	const char *args[] = { in, "-o", out, "--emit-model", so, NULL };
+
+	ck_assert_int_eq(run_extract(args, errbuf, sizeof errbuf, dir), 1);
+	ck_assert_msg(strncmp(errbuf, "pim-extract: ", 13) == 0, "message: %s", errbuf);
+	for (size_t k = 0; k < 3; k++)
+		ck_assert_msg(strstr(errbuf, refusals[_i].want[k]) != NULL, "\"%s\" lacks \"%s\"", errbuf,
+			      refusals[_i].want[k]);
+	ck_assert_msg(strchr(errbuf, '\n') == errbuf + strlen(errbuf) - 1, "one line: %s", errbuf);
+	/* Nothing written, not even a temporary. */
+	ck_assert_uint_eq(dir_entries(dir), 0);
+	rm_dir(dir);
+}
+END_TEST
+
+/* A failing model build leaves neither the library nor the manifest behind. */
+START_TEST(model_failure_writes_nothing)
+{
+	char dir[256], out[512], so[512], errbuf[2048];
+	scratch(dir, sizeof dir);
+	snprintf(out, sizeof out, "%s/add.json", dir);
+	snprintf(so, sizeof so, "%s/add.so", dir);
+	const char *args[] = { "examples/add.mlir", "-o", out, "--emit-model", so, "--cc", "/bin/false", NULL };
+
+	ck_assert_int_eq(run_extract(args, errbuf, sizeof errbuf, dir), 1);
+	ck_assert_msg(strstr(errbuf, "add.so: building the model library: /bin/false failed") != NULL,
+		      "message: %s", errbuf);
+	ck_assert_uint_eq(dir_entries(dir), 0);
+	rm_dir(dir);
+}
+END_TEST
+
+START_TEST(usage_errors)
+{
+	char dir[256], errbuf[2048];
+	scratch(dir, sizeof dir);
+	const char *none[] = { NULL };
+	ck_assert_int_eq(run_extract(none, errbuf, sizeof errbuf, dir), 2);
+	const char *missing[] = { "/nonexistent/model.mlir", NULL };
+	ck_assert_int_eq(run_extract(missing, errbuf, sizeof errbuf, dir), 1);
+	ck_assert_ptr_nonnull(strstr(errbuf, "/nonexistent/model.mlir: No such file"));
+	const char *badname[] = { "examples/add.mlir", "--name", "-bad", NULL };
+	ck_assert_int_eq(run_extract(badname, errbuf, sizeof errbuf, dir), 1);
+	ck_assert_ptr_nonnull(strstr(errbuf, "model name \"-bad\" is not valid"));
+	const char *entry[] = { "examples/add.mlir", "--entry", "nope", NULL };
+	ck_assert_int_eq(run_extract(entry, errbuf, sizeof errbuf, dir), 1);
+	ck_assert_ptr_nonnull(strstr(errbuf, "no function @nope"));
+	rm_dir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("pim-extract");
+	TCase *tc = test_case(s, "examples");
+	tcase_add_test(tc, every_example_is_tested);
+	tcase_add_loop_test(tc, example_nest_count, 0, ELEMENTSOF(examples));
+	tcase_add_test(tc, gemv_facts);
+	tcase_add_test(tc, matmul_facts);
+	tcase_add_test(tc, depthwise_conv_facts);
+	tcase_add_test(tc, softmax_facts);
+	tcase_add_test(tc, decoder_block_facts);
+	tcase_add_test(tc, mac_facts);
+	tc = test_case(s, "models");
+	tcase_add_loop_test(tc, example_model_runs, 0, ELEMENTSOF(examples));
+	tcase_add_test(tc, model_values);
+	tc = test_case(s, "inputs");
+	tcase_add_test(tc, in_place_update);
+	tcase_add_test(tc, loop_trip_counts);
+	tcase_add_test(tc, pad_nest);
+	tcase_add_test(tc, inlined_calls);
+	tcase_add_test(tc, binary_and_name);
+	tc = test_case(s, "refusals");
+	tcase_add_loop_test(tc, refusal, 0, ELEMENTSOF(refusals));
+	tcase_add_test(tc, usage_errors);
+	tcase_add_test(tc, model_failure_writes_nothing);
+	return test_run_suite(s);
+}
