@@ -190,7 +190,7 @@ check-install: all
 
 # make check: everything, from a fresh Debian 12 machine (it installs what it needs when root).
 check: deps
-	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(B)/tests/e2e-tool $(B)/tests/header-c99.o
+	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/tests/e2e-tool $(B)/tests/header-c99.o
 	$(MAKE) --no-print-directory check-man
 	$(MAKE) --no-print-directory check-units
 	$(MAKE) --no-print-directory check-install
@@ -253,6 +253,7 @@ install: all
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(B)/pimd $(DESTDIR)$(SBINDIR)/pimd
 	install -m 0755 $(B)/pimctl $(DESTDIR)$(BINDIR)/pimctl
+	if [ -x $(B)/pim-extract ]; then install -m 0755 $(B)/pim-extract $(DESTDIR)$(BINDIR)/pim-extract; fi
 	install -m 0755 $(B)/libpimclient.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libpimclient.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libpimclient.so.$(SOVERSION)
 	ln -sf libpimclient.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libpimclient.so
@@ -282,13 +283,17 @@ bench: deps all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; \
 		case $$b in *bench_query) $$b $(B)/pimd ;; *) $$b ;; esac || exit 1; done
 
+jitq-report: $(B)/bench/bench_jitq_report
+	$(B)/bench/bench_jitq_report
+
 help:
 	@echo "make            build pimd, pimctl, libpimclient into $(B)/"
 	@echo "make demo       build, start pimd privately, load and show the example model, stop"
 	@echo "make check      every test: unit, end to end, units, man pages, install"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
 	@echo "make bench      benchmarks (ratios measured side by side in one run)"
+	@echo "make jitq-report  JIT-Q figures of the models beside the paper's"
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help

@@ -461,7 +461,7 @@ static __attribute__((noreturn)) void echo_serve(int lfd)
 						break;
 					}
 					uint32_t len;
-					uint8_t *p = frame_reader_take(&c->rd, &len);
+					uint8_t *p = frame_reader_take(&c->rd, &len, NULL);
 					r = echo_queue(c, p, len);
 					free(p);
 					if (r < 0) {

@@ -9,28 +9,6 @@
 #include "mx.h"
 #include "pimsim.h"
 
-/* The PIM cost the scheduler asks for: pimsim's estimate of one launch (seconds). */
-struct pim_cost_ctx {
-	const struct pimsim_params *params;
-	enum pimsim_mapping mapping;
-	int error;              /* first failure, reported after planning */
-	struct pim_error err;
-};
-
-static double pim_cost(void *p, uint64_t rows, uint64_t cols, enum mx_dir dir, enum mx_format fmt,
-		       enum mx_src src)
-{
-	struct pim_cost_ctx *c = p;
-	struct pimsim_stats st;
-
-	if (pimsim_estimate(c->params, c->mapping, dir, fmt, src, rows, cols, &st, &c->err) < 0) {
-		if (!c->error)
-			c->error = c->err.code ? c->err.code : -EINVAL;
-		return NAN;
-	}
-	return st.time_ns * 1e-9;
-}
-
 struct builder {
 	bool oom;
 };
@@ -151,7 +129,7 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	struct pim_error err = { 0 };
 	struct jitq_config cfg;
 	struct pimsim_params pp = *ctx->pim;
-	struct pim_cost_ctx cost = { .params = &pp, .mapping = PIMSIM_STRIDED_OPT };
+	struct pimsim_cost cost = { .params = &pp, .mapping = PIMSIM_STRIDED_OPT };
 	struct jitq_plan *plan = NULL;
 	struct builder b = { 0 };
 	int k;
@@ -221,7 +199,7 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 					  "pim_stacks %u: at most 64", q->pim_stacks);
 	pp.stacks = q->pim_stacks ? q->pim_stacks : 5;
 	cfg.pim.channels = pp.stacks * pp.pch_per_stack;
-	cfg.pim.quant_time_s = pim_cost;
+	cfg.pim.quant_time_s = pimsim_cost_s;
 	cfg.pim.ctx = &cost;
 
 	if ((k = jitq_plan(&cfg, &plan, &err)) < 0)

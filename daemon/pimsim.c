@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -1524,4 +1525,22 @@ int pimsim_quantize(const struct pimsim_params *p, enum pimsim_mapping map, enum
 	machine_free(&M);
 	tmpl_free(&j.t);
 	return r;
+}
+
+double pimsim_cost_s(void *ctx, uint64_t rows, uint64_t cols, enum mx_dir dir, enum mx_format fmt,
+		     enum mx_src src)
+{
+	struct pimsim_cost *c = ctx;
+	struct pimsim_stats st;
+
+	/* A weight slice whose blocked dimension is not a multiple of 16 is quantized with its
+	 * last block zero-padded (MX blocks are 16 elements): cost the padded shape. */
+	rows = (rows + 15) / 16 * 16;
+	cols = (cols + 15) / 16 * 16;
+	if (pimsim_estimate(c->params, c->mapping, dir, fmt, src, rows, cols, &st, &c->err) < 0) {
+		if (!c->error)
+			c->error = c->err.code ? c->err.code : -EINVAL;
+		return NAN;
+	}
+	return st.time_ns * 1e-9;
 }

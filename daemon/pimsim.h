@@ -256,4 +256,19 @@ int pimsim_estimate(const struct pimsim_params *p, enum pimsim_mapping map, enum
 		    enum mx_format f, enum mx_src src_type, size_t rows, size_t cols,
 		    struct pimsim_stats *stats, struct pim_error *err);
 
+/*
+ * The cost of one quantization in seconds, in the shape the JIT-Q scheduler takes
+ * (jitq.h, jitq_quant_time_fn): ctx is a struct pimsim_cost.  Both dimensions are rounded up to
+ * a multiple of 16 (a partial block is zero-padded).  Returns NaN and records the first failure
+ * in ctx on error.
+ */
+struct pimsim_cost {
+	const struct pimsim_params *params;
+	enum pimsim_mapping mapping;
+	int error;
+	struct pim_error err;
+};
+double pimsim_cost_s(void *ctx, uint64_t rows, uint64_t cols, enum mx_dir dir, enum mx_format fmt,
+		     enum mx_src src);
+
 #endif
