@@ -268,53 +268,96 @@ static int cmd_model_list(struct ctl *ctl)
 	return EXIT_OK;
 }
 
+static const char *evidence_name(Pim__Evidence e);
+static json_object *jdouble(double v);
+static void fmt_time(char *buf, size_t len, double s);
+static int call_body(struct ctl *ctl, Pim__Request *req, Pim__Response__BodyCase want,
+		     Pim__Response **out);
+
+static const Pim__RegionMetrics *metrics_of(const Pim__ModelShowReply *r, uint32_t id)
+{
+	for (size_t i = 0; i < r->n_metrics; i++)
+		if (r->metrics[i]->region_id == id)
+			return r->metrics[i];
+	return NULL;
+}
+
 static int cmd_model_show(struct ctl *ctl, const char *name)
 {
-	struct pim_model_info info;
-	void *buf;
-	size_t len;
-	Pim__Manifest *m;
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelShow body = PIM__MODEL_SHOW__INIT;
+	Pim__Response *resp;
+	int r;
 
-	int r = pim_model_show(ctl->client, name, &info, &buf, &len);
-	if (r < 0)
-		return request_failed(ctl, r);
-	m = pim__manifest__unpack(NULL, len, buf);
-	free(buf);
-	if (!m) {
-		fprintf(stderr, "pimctl: pimd sent a manifest that does not decode\n");
-		return EXIT_CONNECT;
-	}
+	body.name = (char *)name;
+	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
+	req.model_show = &body;
+	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_MODEL_SHOW, &resp)))
+		return r;
+	const Pim__ModelShowReply *sr = resp->model_show;
+	const Pim__ModelSummary *s = sr->model;
+	const Pim__Manifest *m = sr->manifest;
+	struct pim_model_info info = { 0 };
+	snprintf(info.name, sizeof info.name, "%s", s->name);
+	snprintf(info.source, sizeof info.source, "%s", s->source);
+	info.regions = s->regions;
+	info.allocations = s->allocations;
+	info.owner_uid = s->owner_uid;
+	info.loaded_at = s->loaded_at;
+	info.allocation_bytes = s->allocation_bytes;
 	if (ctl->json) {
 		json_object *o = model_info_json(&info);
 		json_object_object_add(o, "manifest", manifest_to_json(m));
+		json_object *ms = json_object_new_array();
+		for (size_t i = 0; i < sr->n_metrics; i++) {
+			const Pim__RegionMetrics *x = sr->metrics[i];
+			json_object *jm = json_object_new_object();
+			json_object_object_add(jm, "region", json_object_new_int64(x->region_id));
+			json_object_object_add(jm, "evidence", json_object_new_string(evidence_name(x->evidence)));
+			json_object_object_add(jm, "t_host", jdouble(x->t_host));
+			json_object_object_add(jm, "t_host_spread", jdouble(x->t_host_spread));
+			json_object_object_add(jm, "n_rd", x->have_n_rd ? jdouble(x->n_rd) : json_object_new_null());
+			json_object_object_add(jm, "c_store", x->have_store ? jdouble(x->c_store) : json_object_new_null());
+			json_object_object_add(jm, "bw_read_estimate",
+					       x->bw_read_estimate > 0 ? jdouble(x->bw_read_estimate)
+								       : json_object_new_null());
+			json_object_object_add(jm, "source", json_object_new_string(x->source));
+			json_object_array_add(ms, jm);
+		}
+		json_object_object_add(o, "metrics", ms);
 		print_json(o);
-		pim__manifest__free_unpacked(m, NULL);
+		pim__response__free_unpacked(resp, NULL);
 		return EXIT_OK;
 	}
 	char b[32], t[32];
 	human_bytes(b, sizeof b, info.allocation_bytes);
 	format_time(t, sizeof t, info.loaded_at);
-	printf("Model %s\n  source:      %s\n  loaded:      %s by uid %u\n  regions:     %u\n"
-	       "  allocations: %u (%s)\n\n", info.name, *info.source ? info.source : "-", t,
-	       info.owner_uid, info.regions, info.allocations, b);
+	printf("Model %s\n  source:      %s\n  loaded:      %s by uid %u\n  regions:     %u (%zu with "
+	       "metrics on this platform)\n  allocations: %u (%s)\n\n", info.name,
+	       *info.source ? info.source : "-", t, info.owner_uid, info.regions, sr->n_metrics,
+	       info.allocations, b);
 	printf("%6s %-8s %12s  %s\n", "ALLOC", "KIND", "BYTES", "NAME");
 	for (size_t i = 0; i < m->n_allocations; i++) {
 		const Pim__Allocation *a = m->allocations[i];
 		printf("%6u %-8s %12" PRIu64 "  %s\n", a->id, manifest_alloc_kind_name(a->kind), a->bytes,
 		       *a->name ? a->name : "-");
 	}
-	printf("\n%5s %6s %-20s %-22s %12s %14s %8s  %s\n", "ORDER", "REGION", "NAME", "OP", "N_PAR",
-	       "N_TOTAL", "TRIP", "OPERANDS (alloc:role:bytes)");
+	printf("\n%5s %6s %-20s %-22s %12s %14s %8s %10s %-9s  %s\n", "ORDER", "REGION", "NAME", "OP", "N_PAR",
+	       "N_TOTAL", "TRIP", "T_HOST", "EVIDENCE", "OPERANDS (alloc:role:bytes)");
 	for (size_t i = 0; i < m->n_regions; i++) {
 		const Pim__Region *g = m->regions[i];
-		printf("%5u %6u %-20.20s %-22.22s %12" PRIu64 " %14" PRIu64 " %8" PRIu64 " ", g->order, g->id,
-		       g->name, g->op, g->n_par, g->n_total, g->trip ? g->trip : 1);
+		const Pim__RegionMetrics *x = metrics_of(sr, g->id);
+		char th[32];
+		fmt_time(th, sizeof th, x ? x->t_host : 0);
+		printf("%5u %6u %-20.20s %-22.22s %12" PRIu64 " %14" PRIu64 " %8" PRIu64 " %10s %-9s ", g->order,
+		       g->id, g->name, g->op, g->n_par, g->n_total, g->trip ? g->trip : 1, th,
+		       x ? evidence_name(x->evidence) : "-");
 		for (size_t j = 0; j < g->n_operands; j++)
 			printf(" %u:%s:%" PRIu64, g->operands[j]->allocation_id,
 			       manifest_role_name(g->operands[j]->role), g->operands[j]->bytes);
 		printf("\n");
 	}
-	pim__manifest__free_unpacked(m, NULL);
+	pim__response__free_unpacked(resp, NULL);
 	return EXIT_OK;
 }
 

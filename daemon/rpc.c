@@ -256,6 +256,15 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 		return r;
 	if (store_model_get(ctx->store, req->model_show->name, &sum, &m, &err) < 0)
 		return rpc_error_from(req->id, &err);
+	Pim__RegionMetrics **metrics = NULL;
+	size_t n_metrics = 0;
+	int64_t model_id;
+	if (store_model_id(ctx->store, req->model_show->name, &model_id, &err) < 0 ||
+	    store_metrics_list(ctx->store, model_id, ctx->platform->row, &metrics, &n_metrics, &err) < 0) {
+		pim__model_summary__free_unpacked(sum, NULL);
+		pim__manifest__free_unpacked(m, NULL);
+		return rpc_error_from(req->id, &err);
+	}
 	r = rpc_response_new(req->id);
 	Pim__ModelShowReply *sr = malloc(sizeof *sr);
 	if (!r || !sr) {
@@ -263,11 +272,16 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 		free(sr);
 		pim__model_summary__free_unpacked(sum, NULL);
 		pim__manifest__free_unpacked(m, NULL);
+		for (size_t i = 0; i < n_metrics; i++)
+			pim__region_metrics__free_unpacked(metrics[i], NULL);
+		free(metrics);
 		return NULL;
 	}
 	pim__model_show_reply__init(sr);
 	sr->model = sum;
 	sr->manifest = m;
+	sr->metrics = metrics;
+	sr->n_metrics = n_metrics;
 	r->body_case = PIM__RESPONSE__BODY_MODEL_SHOW;
 	r->model_show = sr;
 	return r;

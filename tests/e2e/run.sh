@@ -152,6 +152,8 @@ if ! "$PIMCTL" --socket "$S" --json placement compute | grep -q '"evidence":"cou
 fi
 expect_rc 0 "regions with metrics 5/5" "nested and repeated regions are measured" \
 	"$PIMCTL" --socket "$S" profile three-regions --library "$M/three_regions.so" --reps 3
+expect_rc 0 "4 inner .* 4 .* us estimate" "model show lists the stored metrics and their evidence" \
+	"$PIMCTL" --socket "$S" model show three-regions
 expect_rc 1 "killed by SIGSEGV" "a crashing model fails its job with the signal named" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/crash.so"
 expect_rc 1 "wall-clock timeout of 500 ms exceeded" "a hanging model is killed at its timeout" \
