@@ -144,6 +144,45 @@ int pim_profile_start(pim_client *c, const char *model, int library_fd,
 		      const struct pim_profile_options *opt, struct pim_profile_job *job);
 int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job);
 
+/* ---------------------------------------------------------------- JIT-Q plans
+ *
+ * A training runtime fetches a plan once; at each block boundary pim_jitq_launches_at() says
+ * which weight quantizations to start on PIM: an array lookup into the plan, no system call.
+ */
+typedef struct pim_jitq_plan pim_jitq_plan;
+
+struct pim_jitq_request {
+	const char *preset;        /* bert-340M ... future-1T, or NULL for a custom model */
+	unsigned layers, hidden, heads, seq, batch, tslice; /* custom shape, or overrides (0: keep) */
+	const char *format;        /* mx9, mx6, mx4 (NULL: mx6) */
+	const char *source;        /* bf16, fp32 (NULL: bf16) */
+	const char *mapping;       /* tiled, strided, strided-opt (NULL: strided-opt) */
+	unsigned pim_stacks;       /* 0: pimd's default (5) */
+	const double *fwd_s, *bwd_s; /* measured seconds per block, or NULL */
+	size_t n_times;
+};
+
+enum pim_jitq_phase { PIM_JITQ_FORWARD = 0, PIM_JITQ_BACKWARD = 1 };
+#define PIM_JITQ_PROLOGUE (-1)     /* the boundary before a phase's first block */
+
+struct pim_jitq_launch {
+	uint32_t block;            /* the block whose weights this quantizes */
+	int32_t boundary;          /* start it when block `boundary` starts (or PIM_JITQ_PROLOGUE) */
+	char tensor[16];           /* qkv, attn-out, mlp-up, mlp-down */
+	int column;                /* 0: row-blocked copy, 1: column-blocked */
+	uint32_t rows, cols;       /* the local slice */
+	uint64_t bytes;            /* packed MX output */
+	double pim_s;              /* PIM time */
+};
+
+int pim_jitq_plan_fetch(pim_client *c, const struct pim_jitq_request *rq, pim_jitq_plan **out);
+void pim_jitq_plan_free(pim_jitq_plan *p);
+/* The launches to start at a boundary of a phase (*n of them; NULL when none). */
+const struct pim_jitq_launch *pim_jitq_launches_at(const pim_jitq_plan *p, enum pim_jitq_phase phase,
+						   int32_t boundary, size_t *n);
+unsigned pim_jitq_lookahead(const pim_jitq_plan *p, enum pim_jitq_phase phase);
+unsigned pim_jitq_layers(const pim_jitq_plan *p);
+
 /* ---------------------------------------------------------------- the decided path
  *
  * pim_model_open() fetches a model's placement once (the daemon's configured parameters,

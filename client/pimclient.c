@@ -623,3 +623,140 @@ int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
+
+/* ---------------------------------------------------------------- JIT-Q plans */
+
+#define JITQ_LAYERS_MAX 4096u /* jitq.h JITQ_MAX_LAYERS */
+
+struct pim_jitq_plan {
+	unsigned layers;
+	unsigned lookahead[2];
+	struct pim_jitq_launch *launches[2]; /* per phase, sorted by boundary */
+	size_t n_launches[2];
+	uint32_t *first[2];                  /* [layers + 2]: slot 0 is the prologue */
+};
+
+void pim_jitq_plan_free(pim_jitq_plan *p)
+{
+	if (!p)
+		return;
+	for (int ph = 0; ph < 2; ph++) {
+		free(p->launches[ph]);
+		free(p->first[ph]);
+	}
+	free(p);
+}
+
+static int cmp_launch(const void *a, const void *b)
+{
+	const struct pim_jitq_launch *x = a, *y = b;
+	return (x->boundary > y->boundary) - (x->boundary < y->boundary);
+}
+
+static int jitq_index(pim_client *c, pim_jitq_plan *p, int ph, const Pim__JitqPhase *m)
+{
+	size_t n = m->n_launches;
+	p->launches[ph] = calloc(n ? n : 1, sizeof *p->launches[ph]);
+	p->first[ph] = calloc(p->layers + 3, sizeof *p->first[ph]);
+	if (!p->launches[ph] || !p->first[ph])
+		return fail(c, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const Pim__JitqLaunch *l = m->launches[i];
+		if (l->boundary < -1 || l->boundary >= (int32_t)p->layers || l->block >= p->layers)
+			return fail(c, -EBADMSG, "pimd sent a launch outside the model's blocks");
+		struct pim_jitq_launch *d = &p->launches[ph][i];
+		d->block = l->block;
+		d->boundary = l->boundary;
+		copy_str(d->tensor, sizeof d->tensor, l->tensor);
+		d->column = l->direction && strcmp(l->direction, "col") == 0;
+		d->rows = l->rows;
+		d->cols = l->cols;
+		d->bytes = l->bytes;
+		d->pim_s = l->pim_s;
+	}
+	p->n_launches[ph] = n;
+	qsort(p->launches[ph], n, sizeof *p->launches[ph], cmp_launch);
+	/* first[s]..first[s+1]: launches at boundary slot s (slot 0 = prologue, s = boundary + 1) */
+	size_t k = 0;
+	for (unsigned s = 0; s <= p->layers + 1; s++) {
+		p->first[ph][s] = (uint32_t)k;
+		while (k < n && p->launches[ph][k].boundary + 1 == (int32_t)s)
+			k++;
+	}
+	p->first[ph][p->layers + 2] = (uint32_t)n;
+	return 0;
+}
+
+int pim_jitq_plan_fetch(pim_client *c, const struct pim_jitq_request *rq, pim_jitq_plan **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__JitqPlan body = PIM__JITQ_PLAN__INIT;
+	Pim__JitqModel model = PIM__JITQ_MODEL__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (rq->preset)
+		model.preset = (char *)rq->preset;
+	model.layers = rq->layers;
+	model.hidden = rq->hidden;
+	model.heads = rq->heads;
+	model.seq = rq->seq;
+	model.batch = rq->batch;
+	model.tslice = rq->tslice;
+	body.model = &model;
+	if (rq->format)
+		body.format = (char *)rq->format;
+	if (rq->source)
+		body.source = (char *)rq->source;
+	if (rq->mapping)
+		body.mapping = (char *)rq->mapping;
+	body.pim_stacks = rq->pim_stacks;
+	body.fwd_times = (double *)rq->fwd_s;
+	body.bwd_times = (double *)rq->bwd_s;
+	body.n_fwd_times = body.n_bwd_times = rq->fwd_s && rq->bwd_s ? rq->n_times : 0;
+	body.per_block = true; /* every launch: the runtime needs them all */
+	req.body_case = PIM__REQUEST__BODY_JITQ_PLAN;
+	req.jitq_plan = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
+	if (r == 0) {
+		const Pim__JitqPlanReply *m = resp->jitq_plan;
+		pim_jitq_plan *p = calloc(1, sizeof *p);
+		if (!p)
+			r = fail(c, -ENOMEM, "out of memory");
+		else if (m->layers == 0 || m->layers > JITQ_LAYERS_MAX || m->n_phases != 2)
+			r = fail(c, -EBADMSG, "pimd sent a plan of an unexpected shape");
+		else {
+			p->layers = m->layers;
+			for (int ph = 0; ph < 2 && r == 0; ph++) {
+				p->lookahead[ph] = m->phases[ph]->lookahead;
+				r = jitq_index(c, p, ph, m->phases[ph]);
+			}
+		}
+		if (r == 0)
+			*out = p;
+		else
+			pim_jitq_plan_free(p);
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+const struct pim_jitq_launch *pim_jitq_launches_at(const pim_jitq_plan *p, enum pim_jitq_phase phase,
+						   int32_t boundary, size_t *n)
+{
+	*n = 0;
+	if ((unsigned)phase > 1 || boundary < -1 || boundary >= (int32_t)p->layers)
+		return NULL;
+	uint32_t a = p->first[phase][boundary + 1], b = p->first[phase][boundary + 2];
+	*n = b - a;
+	return *n ? &p->launches[phase][a] : NULL;
+}
+
+unsigned pim_jitq_lookahead(const pim_jitq_plan *p, enum pim_jitq_phase phase)
+{
+	return (unsigned)phase < 2 ? p->lookahead[phase] : 0;
+}
+
+unsigned pim_jitq_layers(const pim_jitq_plan *p) { return p->layers; }

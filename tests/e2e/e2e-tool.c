@@ -446,6 +446,58 @@ static int cmd_decided(const char *path, const char *model)
 	return 0;
 }
 
+/* A training runtime's view of a JIT-Q plan: fetched once, then looked up per boundary. */
+static int cmd_jitq(const char *path)
+{
+	pim_client *c = pim_client_new();
+	pim_jitq_plan *p;
+	struct pim_jitq_request rq = { .preset = "gpt-3-175B", .format = "mx6", .source = "bf16",
+				       .mapping = "strided-opt" };
+	CHECK(pim_client_connect(c, path, "jitq") == 0, "%s", pim_client_error(c));
+	CHECK(pim_jitq_plan_fetch(c, &rq, &p) == 0, "fetch: %s", pim_client_error(c));
+	unsigned layers = pim_jitq_layers(p);
+	CHECK(layers == 96, "gpt-3 has 96 blocks, got %u", layers);
+	for (int ph = 0; ph < 2; ph++) {
+		unsigned L = pim_jitq_lookahead(p, (enum pim_jitq_phase)ph);
+		CHECK(L >= 1, "lookahead");
+		unsigned *per_block = calloc(layers, sizeof *per_block);
+		size_t total = 0;
+		for (int32_t b = -1; b < (int32_t)layers; b++) {
+			size_t n;
+			const struct pim_jitq_launch *l = pim_jitq_launches_at(p, (enum pim_jitq_phase)ph, b, &n);
+			for (size_t i = 0; i < n; i++) {
+				CHECK(l[i].boundary == b, "launch at the wrong boundary");
+				CHECK(l[i].block < layers, "block in range");
+				/* launched L blocks ahead in processing order (forward 0..n-1, backward
+				 * n-1..0), or in the prologue for the first L blocks processed */
+				bool ok = ph == PIM_JITQ_FORWARD
+						  ? (b == PIM_JITQ_PROLOGUE ? l[i].block < L : l[i].block == (uint32_t)b + L)
+						  : (b == PIM_JITQ_PROLOGUE ? l[i].block >= layers - L
+									    : l[i].block + L == (uint32_t)b);
+				CHECK(ok, "phase %d: block %u launched at boundary %d with lookahead %u", ph, l[i].block,
+				      b, L);
+				CHECK(l[i].bytes > 0 && l[i].pim_s > 0, "launch has size and time");
+				per_block[l[i].block]++;
+			}
+			total += n;
+		}
+		for (unsigned j = 0; j < layers; j++)
+			CHECK(per_block[j] >= 4, "phase %d: block %u has %u launches (4 tensors at least)", ph, j,
+			      per_block[j]);
+		size_t n;
+		CHECK(pim_jitq_launches_at(p, (enum pim_jitq_phase)ph, (int32_t)layers, &n) == NULL && n == 0,
+		      "out-of-range boundary");
+		CHECK(total >= 4u * layers, "total");
+		free(per_block);
+	}
+	pim_jitq_plan_free(p);
+	rq.preset = "no-such-model";
+	CHECK(pim_jitq_plan_fetch(c, &rq, &p) == -EINVAL, "unknown preset refused");
+	pim_client_free(c);
+	printf("jitq: plan fetched once; every block's quantizations found at their boundaries\n");
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -520,6 +572,8 @@ int main(int argc, char **argv)
 		return cmd_pipeline(argv[2], atoi(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "decided") == 0)
 		return cmd_decided(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
+		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)
 		return cmd_busy(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "seeds") == 0)

@@ -202,6 +202,7 @@ expect_rc 1 "unknown model preset \"gpt-5\" (known: bert-340M" "an unknown prese
 	"$PIMCTL" --socket "$S" jitq plan --model gpt-5
 expect_rc 1 "mapping \"diagonal\" is not one of" "an unknown mapping is refused" \
 	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --mapping diagonal
+check "libpimclient: a JIT-Q plan looked up per block boundary" "$TOOL" jitq "$S"
 head -c 8192 /dev/urandom > "$T/w.bf16"
 expect_rc 0 "Wrote 3072 bytes (256 MX blocks)" "jitq quantize a raw BF16 tensor (reference)" \
 	"$PIMCTL" --socket "$S" jitq quantize --format mx6 --from bf16 --shape 64x64 "$T/w.bf16" "$T/w.mx6"
