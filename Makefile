@@ -125,7 +125,7 @@ clean:
 # ---------------------------------------------------------------- end-to-end helpers
 $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(B)/libpimcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON) -lpthread
+	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LIBS_DAEMON) -lpthread -ldl
 
 # ---------------------------------------------------------------- dependencies
 # Debian 12 packages the build, the tests and the demo need.

@@ -203,6 +203,19 @@ void pim_model_region_exit(pim_model *m, uint32_t region);
 unsigned pim_model_offloaded(const pim_model *m);
 uint64_t pim_model_unknown_regions(const pim_model *m);
 
+/* In-situ profiling: from now on 1 in every one_in executions of each region (entered through
+ * pim_model_region_enter/exit or the hooks) is timed, and a background thread sends the
+ * samples to pimd in batches over a connection of its own (socket_path as for
+ * pim_client_connect), where they become a profile run of the model with timing-backend
+ * metrics.  An unsampled boundary costs one increment and compare more than the decided path;
+ * a sampled one two clock reads.  Nothing blocks the calling threads: samples that cannot be
+ * sent are dropped and counted.  one_in = 0 stops sampling, sends what is left and has pimd
+ * derive the metrics.  The model must be owned by the caller's user (as for profiling). */
+int pim_model_sample(pim_model *m, const char *socket_path, unsigned one_in);
+/* Samples sent to pimd and samples dropped so far. */
+uint64_t pim_model_samples_sent(const pim_model *m);
+uint64_t pim_model_samples_dropped(const pim_model *m);
+
 /* Makes the model-library hooks of pim_hooks.h (pim_region_enter/exit, called by code that
  * pim-extract emitted) consult m in this process; NULL unbinds (everything on the host).  The
  * binding is the one process-wide state of the library, because emitted code passes no handle. */

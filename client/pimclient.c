@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -451,12 +452,20 @@ out:
 
 /* ---------------------------------------------------------------- the decided path */
 
+struct sampler;
+
 struct pim_model {
 	uint32_t id_limit;
 	unsigned offloaded;
 	uint64_t unknown; /* updated with relaxed atomics: a counter, not a lock */
+	char name[129];
+	struct sampler *sampler; /* non-NULL while in-situ sampling runs */
+	uint64_t sampled_sent, sampled_dropped; /* totals of the last sampling session */
 	uint8_t place[];  /* one byte per region id: PIM_ON_HOST, PIM_ON_PIM or PLACE_UNKNOWN */
 };
+
+static void sample_enter(struct sampler *s, uint32_t region);
+static void sample_exit(struct sampler *s, uint32_t region);
 
 #define PLACE_UNKNOWN 2 /* an id below the limit that names no region */
 
@@ -486,6 +495,7 @@ int pim_model_open(pim_client *c, const char *name, pim_model **out)
 				r = fail(c, -ENOMEM, "out of memory");
 			} else {
 				m->id_limit = d->id_limit;
+				copy_str(m->name, sizeof m->name, name);
 				for (uint32_t i = 0; i < d->id_limit; i++)
 					if (!(d->known_bitmap.data[i / 8] & (1u << (i % 8)))) {
 						m->place[i] = PLACE_UNKNOWN;
@@ -504,6 +514,8 @@ int pim_model_open(pim_client *c, const char *name, pim_model **out)
 
 void pim_model_close(pim_model *m)
 {
+	if (m && m->sampler)
+		pim_model_sample(m, NULL, 0);
 	free(m);
 }
 
@@ -511,6 +523,9 @@ int pim_model_region_enter(pim_model *m, uint32_t region)
 {
 	if (__builtin_expect(region < m->id_limit, 1)) {
 		uint8_t p = m->place[region];
+		struct sampler *s = __atomic_load_n(&m->sampler, __ATOMIC_ACQUIRE);
+		if (__builtin_expect(s != NULL, 0))
+			sample_enter(s, region);
 		if (__builtin_expect(p != PLACE_UNKNOWN, 1))
 			return p;
 	}
@@ -520,8 +535,9 @@ int pim_model_region_enter(pim_model *m, uint32_t region)
 
 void pim_model_region_exit(pim_model *m, uint32_t region)
 {
-	(void)m;
-	(void)region;
+	struct sampler *s = __atomic_load_n(&m->sampler, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(s != NULL, 0) && region < m->id_limit)
+		sample_exit(s, region);
 }
 
 unsigned pim_model_offloaded(const pim_model *m) { return m->offloaded; }
@@ -760,3 +776,190 @@ unsigned pim_jitq_lookahead(const pim_jitq_plan *p, enum pim_jitq_phase phase)
 }
 
 unsigned pim_jitq_layers(const pim_jitq_plan *p) { return p->layers; }
+
+/* ---------------------------------------------------------------- in-situ sampling */
+
+#define SAMPLE_BUF 4096          /* samples per batch */
+#define SAMPLE_FLUSH_MS 200      /* the background thread sends at least this often */
+
+struct sampler {
+	pim_model *m;
+	unsigned one_in;
+	uint32_t *count;        /* per region: executions since the last sample (racy by design) */
+	uint64_t *start;        /* per region: CLOCK_MONOTONIC ns of a sampled entry, 0 if none */
+	pthread_mutex_t lock;   /* buf, n; taken only on a sampled exit and by the sender */
+	pthread_cond_t wake;
+	Pim__RegionSample buf[SAMPLE_BUF];
+	size_t n;
+	bool stop;
+	uint64_t sent, dropped;
+	pim_client *c;
+	pthread_t thread;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sample_enter(struct sampler *s, uint32_t region)
+{
+	if (++s->count[region] < s->one_in)
+		return;
+	s->count[region] = 0;
+	__atomic_store_n(&s->start[region], mono_ns(), __ATOMIC_RELAXED);
+}
+
+static void sample_exit(struct sampler *s, uint32_t region)
+{
+	uint64_t t0 = __atomic_exchange_n(&s->start[region], 0, __ATOMIC_RELAXED);
+	if (!t0)
+		return;
+	uint64_t dt = mono_ns() - t0;
+	pthread_mutex_lock(&s->lock);
+	if (s->n < SAMPLE_BUF) {
+		Pim__RegionSample *x = &s->buf[s->n++];
+		pim__region_sample__init(x);
+		x->region_id = region;
+		x->time_ns = dt ? dt : 1;
+		if (s->n == SAMPLE_BUF)
+			pthread_cond_signal(&s->wake);
+	} else
+		s->dropped++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Sends the samples taken (and, with final, asks pimd to derive the metrics). */
+static void sample_send(struct sampler *s, Pim__RegionSample *v, size_t n, bool final)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__SampleBatch body = PIM__SAMPLE_BATCH__INIT;
+	Pim__RegionSample **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+	Pim__Response *resp;
+
+	if (!ptrs) {
+		s->dropped += n;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ptrs[i] = &v[i];
+	body.model = s->m->name;
+	body.samples = ptrs;
+	body.n_samples = n;
+	body.final = final;
+	req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &body;
+	pthread_mutex_lock(&s->c->lock);
+	int r = call(s->c, &req, PIM__RESPONSE__BODY_SAMPLE_BATCH, &resp);
+	pthread_mutex_unlock(&s->c->lock);
+	free(ptrs);
+	if (r < 0) {
+		s->dropped += n;
+		return;
+	}
+	s->sent += resp->sample_batch->accepted;
+	s->dropped += resp->sample_batch->rejected;
+	pim__response__free_unpacked(resp, NULL);
+}
+
+static void *sample_thread(void *p)
+{
+	struct sampler *s = p;
+	static __thread Pim__RegionSample local[SAMPLE_BUF];
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		if (!s->stop && s->n < SAMPLE_BUF) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += SAMPLE_FLUSH_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+		}
+		size_t n = s->n;
+		memcpy(local, s->buf, n * sizeof *local);
+		s->n = 0;
+		bool stop = s->stop;
+		pthread_mutex_unlock(&s->lock);
+		if (n || stop)
+			sample_send(s, local, n, stop);
+		pthread_mutex_lock(&s->lock);
+		if (stop)
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+int pim_model_sample(pim_model *m, const char *socket_path, unsigned one_in)
+{
+	struct sampler *s = m->sampler;
+
+	if (one_in == 0) {
+		if (!s)
+			return 0;
+		/* Detach first: hooks that already hold s finish with it before it is freed
+		 * (callers stop sampling once the model's threads are quiet). */
+		__atomic_store_n(&m->sampler, NULL, __ATOMIC_RELEASE);
+		pthread_mutex_lock(&s->lock);
+		s->stop = true;
+		pthread_cond_signal(&s->wake);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->thread, NULL);
+		/* keep the totals readable after the sampler is gone */
+		m->sampled_sent = s->sent;
+		m->sampled_dropped = s->dropped;
+		pim_client_free(s->c);
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->wake);
+		free(s->count);
+		free(s->start);
+		free(s);
+		return 0;
+	}
+	if (s)
+		return -EBUSY;
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	s->m = m;
+	s->one_in = one_in;
+	s->count = calloc(m->id_limit + 1, sizeof *s->count);
+	s->start = calloc(m->id_limit + 1, sizeof *s->start);
+	s->c = pim_client_new();
+	int r = -ENOMEM;
+	if (!s->count || !s->start || !s->c)
+		goto fail;
+	if ((r = pim_client_connect(s->c, socket_path, "libpimclient-sampler")) < 0)
+		goto fail;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->wake, NULL);
+	if ((r = -pthread_create(&s->thread, NULL, sample_thread, s)) < 0) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->wake);
+		goto fail;
+	}
+	__atomic_store_n(&m->sampler, s, __ATOMIC_RELEASE);
+	return 0;
+fail:
+	pim_client_free(s->c);
+	free(s->count);
+	free(s->start);
+	free(s);
+	return r;
+}
+
+uint64_t pim_model_samples_sent(const pim_model *m)
+{
+	return m->sampler ? m->sampler->sent : m->sampled_sent;
+}
+
+uint64_t pim_model_samples_dropped(const pim_model *m)
+{
+	return m->sampler ? m->sampler->dropped : m->sampled_dropped;
+}

@@ -352,6 +352,22 @@ static int derive_sample(void *ctx, const struct store_sample *s)
 	return 0;
 }
 
+/* Metrics of every region of j's run from its stored samples; d->stored counts them. */
+static void derive_run(struct job *j, struct derive *d)
+{
+	struct pim_error err = { 0 };
+
+	if (store_samples_each(j->pf->store, j->run, derive_sample, d, &err) < 0)
+		job_store_error(j, &err);
+	else
+		derive_flush(d);
+	if (d->error)
+		job_store_error(j, &d->err);
+	free(d->t);
+	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
+		free(d->v[r]);
+}
+
 static void job_finish(struct job *j, const struct worker_status *st)
 {
 	struct profiler *pf = j->pf;
@@ -361,17 +377,8 @@ static void job_finish(struct job *j, const struct worker_status *st)
 
 	flush_samples(j);
 	struct derive d = { .j = j, .region = -1 };
-	if (ok && !j->store_failed) {
-		if (store_samples_each(pf->store, j->run, derive_sample, &d, &err) < 0)
-			job_store_error(j, &err);
-		else
-			derive_flush(&d);
-		if (d.error)
-			job_store_error(j, &d.err);
-	}
-	free(d.t);
-	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
-		free(d.v[r]);
+	if (ok && !j->store_failed)
+		derive_run(j, &d);
 	if (j->store_failed) {
 		ok = false;
 		snprintf(msg, sizeof msg, "the store failed: %s", j->store_error);
@@ -807,4 +814,142 @@ void profiler_free(struct profiler *pf)
 	loop_del(pf->loop, &pf->timer);
 	close(pf->timer.fd);
 	free(pf);
+}
+
+/* ---------------------------------------------------------------- in-situ sampling */
+
+#define INSITU_BATCH_MAX 65536u
+
+struct insitu {
+	struct job *j;   /* not queued: holds the run, the model's facts and the store errors */
+	uint64_t seq;    /* repetition numbers: unique per run */
+};
+
+static void insitu_finish(struct profiler *pf, struct insitu *in, unsigned *done)
+{
+	struct job *j = in->j;
+	struct pim_error err = { 0 };
+	struct derive d = { .j = j, .region = -1 };
+	char msg[256];
+
+	derive_run(j, &d);
+	if (j->store_failed)
+		snprintf(msg, sizeof msg, "the store failed: %s", j->store_error);
+	else
+		snprintf(msg, sizeof msg, "in-situ sampling: %" PRIu64 " samples, %u regions measured", in->seq,
+			 d.stored);
+	struct store_run_update u = { .state = j->store_failed ? "failed" : "done", .message = msg,
+				      .worker_uid = -1, .regions_done = d.stored, .repetitions_done = -1,
+				      .repetitions_total = -1, .finished = true };
+	if (store_run_update(pf->store, j->run, &u, &err) < 0)
+		log_error("In-situ run %" PRId64 ": recording the end failed: %s", j->run, err.msg);
+	log_info("In-situ run %" PRId64 " (model \"%s\"): %s", j->run, j->model, msg);
+	if (done)
+		*done = d.stored;
+}
+
+void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer)
+{
+	struct insitu *in = peer->insitu;
+
+	if (!in)
+		return;
+	insitu_finish(pf, in, NULL);
+	job_free(in->j);
+	free(in);
+	peer->insitu = NULL;
+}
+
+Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+{
+	const Pim__SampleBatch *q = req->sample_batch;
+	struct pim_error err = { 0 };
+	struct insitu *in = peer->insitu;
+	unsigned accepted = 0, rejected = 0, done = 0;
+	int k;
+
+	if (q->n_samples > INSITU_BATCH_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "sample batch: %zu samples, at most %u", q->n_samples, INSITU_BATCH_MAX);
+	if (in && strcmp(in->j->model, q->model ? q->model : "") != 0)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "sample batch: this connection samples model \"%s\"; use one connection "
+					  "per model", in->j->model);
+	if (!in) {
+		/* The first batch opens the run: the model's facts, the owner rule, a run row. */
+		Pim__Manifest *m = NULL;
+		Pim__Profile none = PIM__PROFILE__INIT;
+		struct job *j = calloc(1, sizeof *j);
+		in = calloc(1, sizeof *in);
+		if (!j || !in) {
+			free(j);
+			free(in);
+			return NULL;
+		}
+		j->pf = pf;
+		j->model_fd = -1;
+		if (!manifest_name_valid(q->model))
+			k = err_set(&err, -EINVAL, "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+		else if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "sample it", &j->model_id,
+						 &err)) >= 0 &&
+			 (k = store_model_get(pf->store, q->model, NULL, &m, &err)) >= 0 &&
+			 (k = job_from_manifest(j, m, &none, &err)) >= 0)
+			k = store_run_create(pf->store, j->model_id, pf->platform->row, peer->cred.uid, 0, 0,
+					     (unsigned)j->n_regions, &j->run, &err);
+		if (m)
+			pim__manifest__free_unpacked(m, NULL);
+		if (k < 0) {
+			job_free(j);
+			free(in);
+			return rpc_error_from(req->id, &err);
+		}
+		snprintf(j->model, sizeof j->model, "%s", q->model);
+		struct store_run_update u = { .state = "running", .backend = "timing",
+					      .backend_reason = "in-situ sampling by the running model (CLOCK_MONOTONIC "
+								"in the client)",
+					      .worker_uid = peer->cred.uid, .regions_done = -1,
+					      .repetitions_done = -1, .repetitions_total = -1 };
+		store_run_update(pf->store, j->run, &u, &err);
+		in->j = j;
+		peer->insitu = in;
+		log_info("In-situ run %" PRId64 " opened: model \"%s\", pid %d uid %u", j->run, j->model,
+			 (int)peer->cred.pid, (unsigned)peer->cred.uid);
+	}
+	struct job *j = in->j;
+	_cleanup_(freep) struct store_sample *v = calloc(q->n_samples ? q->n_samples : 1, sizeof *v);
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < q->n_samples; i++) {
+		const Pim__RegionSample *s = q->samples[i];
+		if (s->region_id > INT32_MAX || !fact_of(j, (int32_t)s->region_id) || s->time_ns == 0) {
+			rejected++;
+			continue;
+		}
+		v[accepted++] = (struct store_sample){ .region = s->region_id, .rep = (uint32_t)in->seq++,
+						       .executions = 1, .time_ns = s->time_ns };
+	}
+	if ((k = store_samples_put(pf->store, j->run, v, accepted, &err)) < 0)
+		return rpc_error_from(req->id, &err);
+	uint64_t job = (uint64_t)j->run;
+	if (q->final) {
+		insitu_finish(pf, in, &done);
+		job_free(in->j);
+		free(in);
+		peer->insitu = NULL;
+	}
+	Pim__Response *r = rpc_response_new(req->id);
+	Pim__SampleBatchReply *sr = malloc(sizeof *sr);
+	if (!r || !sr) {
+		free(r);
+		free(sr);
+		return NULL;
+	}
+	pim__sample_batch_reply__init(sr);
+	sr->job = job;
+	sr->accepted = accepted;
+	sr->rejected = rejected;
+	sr->regions_done = done;
+	r->body_case = PIM__RESPONSE__BODY_SAMPLE_BATCH;
+	r->sample_batch = sr;
+	return r;
 }

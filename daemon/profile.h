@@ -26,6 +26,10 @@ unsigned profiler_active(const struct profiler *pf);
 Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
 Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req);
 
+/* In-situ samples (SampleBatch) of a connection, and its end. */
+Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
+void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer);
+
 /* Median and relative spread ((max - min) / median) of v[0..n), which it sorts. */
 double profile_median(double *v, size_t n, double *spread);
 

@@ -355,9 +355,17 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return profiler_rpc_start(ctx->profiler, peer, req);
 	case PIM__REQUEST__BODY_PROFILE_STATUS:
 		return profiler_rpc_status(ctx->profiler, req);
+	case PIM__REQUEST__BODY_SAMPLE_BATCH:
+		return profiler_rpc_samples(ctx->profiler, peer, req);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,
 					  "request body not known to this pimd (version %s)", PIMD_VERSION);
 	}
+}
+
+void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer)
+{
+	if (peer->insitu)
+		profiler_insitu_close(ctx->profiler, peer);
 }

@@ -35,6 +35,7 @@ struct rpc_peer {
 	bool hello_done;
 	char name[65];
 	int passed_fd;  /* descriptor that came with the request, -1; a handler keeping it sets -1 */
+	struct insitu *insitu; /* in-situ samples of this connection (profile.c), or NULL */
 };
 
 enum rpc_after {
@@ -48,6 +49,9 @@ enum rpc_after {
  */
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			  enum rpc_after *after);
+
+/* The connection of peer is closing: finish what it left open (in-situ runs). */
+void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 
 /* A response carrying only an Error. */
 Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)

@@ -56,6 +56,7 @@ static void conn_free(struct conn *c)
 {
 	struct server *s = c->server;
 
+	rpc_peer_closed(&s->ctx, &c->peer);
 	loop_del(s->loop, &c->watch);
 	close(c->watch.fd);
 	frame_reader_reset(&c->rd);

@@ -11,6 +11,7 @@
  *   e2e-tool busy SOCKET          with max_clients = 1, a second client gets ERROR_BUSY.
  *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -498,6 +499,39 @@ static int cmd_jitq(const char *path)
 	return 0;
 }
 
+/* In-situ sampling: a model library run in this process through libpimclient's hooks, 1 in 2
+ * executions timed and sent to pimd in the background. */
+static int cmd_insitu(const char *path, const char *model, const char *lib)
+{
+	pim_client *c = pim_client_new();
+	pim_model *m;
+	CHECK(pim_client_connect(c, path, "insitu") == 0, "%s", pim_client_error(c));
+	CHECK(pim_model_open(c, model, &m) == 0, "open: %s", pim_client_error(c));
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	CHECK(h, "dlopen %s: %s", lib, dlerror());
+	pim_model_entry_fn entry = (pim_model_entry_fn)dlsym(h, PIM_MODEL_ENTRY);
+	CHECK(entry, "no %s in %s", PIM_MODEL_ENTRY, lib);
+	void *buf = calloc(1, 1 << 20);
+	void *args[1] = { buf };
+	pim_model_bind_hooks(m);
+	CHECK(pim_model_sample(m, path, 2) == 0, "sampling on");
+	CHECK(pim_model_sample(m, path, 2) == -EBUSY, "sampling twice");
+	for (int i = 0; i < 40; i++)
+		CHECK(entry(args, 1) == 0, "model run");
+	CHECK(pim_model_sample(m, NULL, 0) == 0, "sampling off");
+	uint64_t sent = pim_model_samples_sent(m), dropped = pim_model_samples_dropped(m);
+	/* 5 regions x 40 runs, region 4 four times per run: 320 executions, half sampled */
+	CHECK(sent == 160 && dropped == 0, "sent %llu dropped %llu", (unsigned long long)sent,
+	      (unsigned long long)dropped);
+	pim_model_bind_hooks(NULL);
+	pim_model_close(m);
+	dlclose(h);
+	free(buf);
+	pim_client_free(c);
+	printf("insitu: %llu samples sent, none dropped\n", (unsigned long long)sent);
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -572,6 +606,8 @@ int main(int argc, char **argv)
 		return cmd_pipeline(argv[2], atoi(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "decided") == 0)
 		return cmd_decided(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "insitu") == 0)
+		return cmd_insitu(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)

@@ -154,6 +154,9 @@ expect_rc 0 "regions with metrics 5/5" "nested and repeated regions are measured
 	"$PIMCTL" --socket "$S" profile three-regions --library "$M/three_regions.so" --reps 3
 expect_rc 0 "4 inner .* 4 .* us estimate" "model show lists the stored metrics and their evidence" \
 	"$PIMCTL" --socket "$S" model show three-regions
+check "in-situ sampling from a running model (libpimclient)" "$TOOL" insitu "$S" three-regions "$M/three_regions.so"
+check "the samples became a finished run with metrics" sh -c "sqlite3 '$T/state/pimd.db' \
+	\"SELECT message FROM profile_runs ORDER BY id DESC LIMIT 1\" | grep -q 'in-situ sampling: 160 samples, 5 regions measured'"
 expect_rc 1 "killed by SIGSEGV" "a crashing model fails its job with the signal named" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/crash.so"
 expect_rc 1 "wall-clock timeout of 500 ms exceeded" "a hanging model is killed at its timeout" \
