@@ -11,17 +11,28 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "loop.h"
 #include "manifest.h"
+#include "pimsim.h"
+#include "platform.h"
+#include "profile.h"
 #include "rpc.h"
 #include "store.h"
 
 static struct store *store;
 static struct rpc_context ctx;
+static struct platform platform;
+static struct placement_params params;
+static struct pimsim_params pim;
+static struct config cfg;
+static struct loop *loop;
 static char dir[] = "/tmp/pimd-fuzz-XXXXXX";
 
 static void cleanup(void)
 {
 	char cmd[64];
+	profiler_free(ctx.profiler);
+	loop_free(loop);
 	store_close(store);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
@@ -39,14 +50,27 @@ static void init(void)
 	snprintf(path, sizeof path, "%s/pimd.db", dir);
 	if (store_open(path, 1000, &store, &err) < 0)
 		abort();
-	ctx.store = store;
-	ctx.max_frame_bytes = 1 << 20;
 	log_set_level(LOG_CRIT);
+	/* The same context pimd builds: a platform, parameters, the PIM model, a profiler. */
+	platform_detect(&platform, &err);
+	platform.id.b_cpu = 10e9;
+	if (store_platform_ensure(store, &platform.id, &platform.row, &err) < 0)
+		abort();
+	config_init(&cfg);
+	params = cfg.placement;
+	pimsim_params_default(&pim);
+	if (loop_new(&loop) < 0 || profiler_new(loop, store, &platform, &cfg, &ctx.profiler, &err) < 0)
+		abort();
+	ctx.store = store;
+	ctx.platform = &platform;
+	ctx.params = &params;
+	ctx.pim = &pim;
+	ctx.max_frame_bytes = 1 << 20;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct rpc_peer peer = { .hello_done = true, .cred = { .uid = 1000 } };
+	struct rpc_peer peer = { .hello_done = true, .cred = { .uid = 1000 }, .passed_fd = -1 };
 	enum rpc_after after;
 
 	if (!store)
@@ -65,5 +89,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pim__response__free_unpacked(resp, NULL);
 	}
 	pim__request__free_unpacked(req, NULL);
+	rpc_peer_closed(&ctx, &peer);
 	return 0;
 }
