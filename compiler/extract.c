@@ -151,38 +151,14 @@ int extract_save_stage(const struct extract *x, const char *stage, struct pim_er
 
 static int read_input(const char *path, char **text, size_t *len, struct pim_error *err)
 {
-	_cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
 	_cleanup_(freep) char *buf = NULL;
-	struct stat st;
-	size_t n = 0;
+	int r = read_file(path, INPUT_MAX, &buf, len, err);
 
-	if (fd < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return err_set(err, -EINVAL, "%s: not a regular file", path);
-	if ((uint64_t)st.st_size > INPUT_MAX)
-		return err_set(err, -EFBIG, "%s: %jd bytes, at most %u accepted", path,
-			       (intmax_t)st.st_size, INPUT_MAX);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return err_set(err, -ENOMEM, "out of memory reading %s", path);
-	while (n < (size_t)st.st_size) {
-		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return err_set(err, -errno, "%s: %s", path, strerror(errno));
-		if (k == 0)
-			break;
-		n += (size_t)k;
-	}
-	buf[n] = '\0';
-	if (strlen(buf) != n)
+	if (r < 0)
+		return r;
+	if (strlen(buf) != *len)
 		return err_set(err, -EINVAL, "%s: contains a NUL byte; pim-extract reads MLIR text", path);
 	*text = TAKE_PTR(buf);
-	*len = n;
 	return 0;
 }
 

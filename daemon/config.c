@@ -230,35 +230,13 @@ int config_parse(struct config *c, const char *buf, size_t len, const char *orig
 
 int config_load(struct config *c, const char *path, bool missing_ok, struct pim_error *err)
 {
-	_cleanup_(closep) int fd = -1;
 	_cleanup_(freep) char *buf = NULL;
-	struct stat st;
-	size_t len = 0;
+	size_t len;
+	int r = read_file(path, CONFIG_FILE_MAX, &buf, &len, err);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT && missing_ok)
-			return 0;
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	}
-	if (fstat(fd, &st) < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return err_set(err, -EINVAL, "%s: not a regular file", path);
-	if (st.st_size > CONFIG_FILE_MAX)
-		return err_set(err, -EFBIG, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return err_set(err, -ENOMEM, "out of memory");
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return err_set(err, -errno, "%s: %s", path, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	if (r == -ENOENT && missing_ok)
+		return 0;
+	if (r < 0)
+		return r;
 	return config_parse(c, buf, len, path, err);
 }

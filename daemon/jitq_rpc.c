@@ -9,37 +9,18 @@
 #include "mx.h"
 #include "pimsim.h"
 
-struct builder {
-	bool oom;
-};
 
-static void *bcalloc(struct builder *b, size_t n, size_t size)
+static Pim__JitqLaunch *launch_msg(struct rpc_builder *b, const struct jitq_launch *l)
 {
-	void *p = calloc(n ? n : 1, size);
-	if (!p)
-		b->oom = true;
-	return p;
-}
-
-static char *bstrdup(struct builder *b, const char *s)
-{
-	char *d = strdup(s ? s : "");
-	if (!d)
-		b->oom = true;
-	return d;
-}
-
-static Pim__JitqLaunch *launch_msg(struct builder *b, const struct jitq_launch *l)
-{
-	Pim__JitqLaunch *m = bcalloc(b, 1, sizeof *m);
+	Pim__JitqLaunch *m = rpc_calloc(b, 1, sizeof *m);
 	if (!m)
 		return NULL;
 	pim__jitq_launch__init(m);
 	m->block = l->block;
 	m->boundary = l->boundary;
-	m->phase = bstrdup(b, jitq_phase_name((enum jitq_phase)l->phase));
-	m->tensor = bstrdup(b, jitq_tensor_name((enum jitq_tensor)l->tensor));
-	m->direction = bstrdup(b, jitq_dir_name((enum mx_dir)l->dir));
+	m->phase = rpc_strdup(b, jitq_phase_name((enum jitq_phase)l->phase));
+	m->tensor = rpc_strdup(b, jitq_tensor_name((enum jitq_tensor)l->tensor));
+	m->direction = rpc_strdup(b, jitq_dir_name((enum mx_dir)l->dir));
 	m->rows = l->rows;
 	m->cols = l->cols;
 	m->bytes = l->bytes;
@@ -49,15 +30,15 @@ static Pim__JitqLaunch *launch_msg(struct builder *b, const struct jitq_launch *
 	return m;
 }
 
-static Pim__JitqPhase *phase_msg(struct builder *b, const struct jitq_plan *p, enum jitq_phase ph,
+static Pim__JitqPhase *phase_msg(struct rpc_builder *b, const struct jitq_plan *p, enum jitq_phase ph,
 				 bool per_block)
 {
 	const struct jitq_phase_plan *pp = &p->phase[ph];
-	Pim__JitqPhase *m = bcalloc(b, 1, sizeof *m);
+	Pim__JitqPhase *m = rpc_calloc(b, 1, sizeof *m);
 	if (!m)
 		return NULL;
 	pim__jitq_phase__init(m);
-	m->phase = bstrdup(b, jitq_phase_name(ph));
+	m->phase = rpc_strdup(b, jitq_phase_name(ph));
 	m->lookahead = pp->lookahead;
 	m->accel_s = pp->accel_s;
 	m->pim_s = pp->pim_s;
@@ -70,7 +51,7 @@ static Pim__JitqPhase *phase_msg(struct builder *b, const struct jitq_plan *p, e
 	size_t n = per_block ? pp->n_launches
 			     : (pp->n_launches < JITQ_RPC_SUMMARY_LAUNCHES ? pp->n_launches
 									   : JITQ_RPC_SUMMARY_LAUNCHES);
-	m->launches = bcalloc(b, n, sizeof *m->launches);
+	m->launches = rpc_calloc(b, n, sizeof *m->launches);
 	for (size_t i = 0; m->launches && i < n && !b->oom; i++) {
 		Pim__JitqLaunch *l = launch_msg(b, &pp->launches[i]);
 		if (l)
@@ -78,9 +59,9 @@ static Pim__JitqPhase *phase_msg(struct builder *b, const struct jitq_plan *p, e
 	}
 	if (per_block) {
 		uint32_t layers = p->cfg.model.layers;
-		m->blocks = bcalloc(b, layers, sizeof *m->blocks);
+		m->blocks = rpc_calloc(b, layers, sizeof *m->blocks);
 		for (uint32_t i = 0; m->blocks && i < layers && !b->oom; i++) {
-			Pim__JitqBlock *k = bcalloc(b, 1, sizeof *k);
+			Pim__JitqBlock *k = rpc_calloc(b, 1, sizeof *k);
 			if (!k)
 				break;
 			pim__jitq_block__init(k);
@@ -94,24 +75,6 @@ static Pim__JitqPhase *phase_msg(struct builder *b, const struct jitq_plan *p, e
 	return m;
 }
 
-static void add_assumption(struct builder *b, Pim__JitqPlanReply *r, const char *fmt, ...) _printf_(3, 4);
-static void add_assumption(struct builder *b, Pim__JitqPlanReply *r, const char *fmt, ...)
-{
-	char *s = NULL;
-	va_list ap;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	char **nv = s ? realloc(r->assumptions, (r->n_assumptions + 1) * sizeof *nv) : NULL;
-	if (!nv) {
-		free(s);
-		b->oom = true;
-		return;
-	}
-	r->assumptions = nv;
-	r->assumptions[r->n_assumptions++] = s;
-}
 
 static const char *act_name(enum jitq_act a)
 {
@@ -131,7 +94,7 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	struct pimsim_params pp = *ctx->pim;
 	struct pimsim_cost cost = { .params = &pp, .mapping = PIMSIM_STRIDED_OPT };
 	struct jitq_plan *plan = NULL;
-	struct builder b = { 0 };
+	struct rpc_builder b = { 0 };
 	int k;
 
 	jitq_config_init(&cfg);
@@ -210,24 +173,24 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 					  "PIM model: %s", cost.err.msg);
 	}
 
-	Pim__JitqPlanReply *r = bcalloc(&b, 1, sizeof *r);
+	Pim__JitqPlanReply *r = rpc_calloc(&b, 1, sizeof *r);
 	if (r) {
 		pim__jitq_plan_reply__init(r);
-		r->model = bstrdup(&b, cfg.model.name);
-		r->format = bstrdup(&b, jitq_fmt_name(cfg.fmt));
-		r->source = bstrdup(&b, jitq_src_name(cfg.src));
-		r->mapping = bstrdup(&b, pimsim_mapping_name(cost.mapping));
+		r->model = rpc_strdup(&b, cfg.model.name);
+		r->format = rpc_strdup(&b, jitq_fmt_name(cfg.fmt));
+		r->source = rpc_strdup(&b, jitq_src_name(cfg.src));
+		r->mapping = rpc_strdup(&b, pimsim_mapping_name(cost.mapping));
 		r->layers = plan->cfg.model.layers;
 		r->loss = plan->loss;
 		r->loss_stall = plan->loss_stall;
 		r->loss_interference = plan->loss_interference;
-		r->phases = bcalloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
+		r->phases = rpc_calloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
 		for (int ph = 0; r->phases && ph < JITQ_PHASE_COUNT && !b.oom; ph++) {
 			Pim__JitqPhase *m = phase_msg(&b, plan, (enum jitq_phase)ph, q->per_block);
 			if (m)
 				r->phases[r->n_phases++] = m;
 		}
-		Pim__JitqCapacity *c = bcalloc(&b, 1, sizeof *c);
+		Pim__JitqCapacity *c = rpc_calloc(&b, 1, sizeof *c);
 		if (c) {
 			pim__jitq_capacity__init(c);
 			const struct jitq_capacity *pc = &plan->cap;
@@ -250,30 +213,30 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 			r->capacity = c;
 		}
 		size_t need = jitq_plan_format(plan, q->per_block, NULL, 0) + 1;
-		r->text = bcalloc(&b, need, 1);
+		r->text = rpc_calloc(&b, need, 1);
 		if (r->text)
 			jitq_plan_format(plan, q->per_block, r->text, need);
-		add_assumption(&b, r, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
+		rpc_append(&b, &r->assumptions, &r->n_assumptions, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
 			       "tensor slicing %u%s%s", cfg.model.name, plan->cfg.model.layers,
 			       plan->cfg.model.hidden, plan->cfg.model.heads, plan->cfg.model.seq,
 			       plan->cfg.model.batch, plan->cfg.model.tslice,
 			       plan->cfg.model.source ? "; " : "",
 			       plan->cfg.model.source ? plan->cfg.model.source : "");
 		if (cfg.accel.n_times)
-			add_assumption(&b, r, "accelerator: measured per-block times supplied by the caller");
+			rpc_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: measured per-block times supplied by the caller");
 		else
-			add_assumption(&b, r, "accelerator: %.0f TFLOP/s peak x %.2f efficiency; forward GEMM "
+			rpc_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: %.0f TFLOP/s peak x %.2f efficiency; forward GEMM "
 				       "FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
 				       cfg.accel.peak_flops / 1e12, cfg.accel.efficiency);
-		add_assumption(&b, r, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
+		rpc_append(&b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
 			       "each, tCK %u ps, mapping %s; time from the command stream it executes",
 			       pp.stacks, pp.pch_per_stack, pp.banks_per_pch, pp.tck_ps,
 			       pimsim_mapping_name(cost.mapping));
-		add_assumption(&b, r, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
+		rpc_append(&b, &r->assumptions, &r->n_assumptions, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
 			       "state %u B/parameter%s, %s", jitq_src_name(cfg.src), cfg.fp.grad_bytes,
 			       cfg.fp.optim_bytes, cfg.fp.optim_shards > 1 ? " (sharded)" : "",
 			       act_name(cfg.fp.act));
-		add_assumption(&b, r, "interference: PIM takes %.0f%% of the command bus during overlap, "
+		rpc_append(&b, &r->assumptions, &r->n_assumptions, "interference: PIM takes %.0f%% of the command bus during overlap, "
 			       "memory-bound share of block time %.0f%%", 100 * cfg.bus_share,
 			       100 * cfg.mem_share);
 	}

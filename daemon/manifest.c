@@ -574,44 +574,21 @@ int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct 
 
 int manifest_read_file(const char *path, Pim__Manifest **out, struct pim_error *err)
 {
-	_cleanup_(closep) int fd = -1;
-	_cleanup_(freep) uint8_t *buf = NULL;
+	_cleanup_(freep) char *buf = NULL;
 	_cleanup_(manifest_freep) Pim__Manifest *m = NULL;
-	struct stat st;
-	size_t len = 0;
+	size_t len;
 	int k;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return err_set(err, -EINVAL, "%s: not a regular file", path);
-	if ((uint64_t)st.st_size > MANIFEST_FILE_MAX)
-		return err_set(err, -EFBIG, "%s: %jd bytes, a manifest may have at most %u", path,
-			       (intmax_t)st.st_size, MANIFEST_FILE_MAX);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return err_set(err, -ENOMEM, "out of memory");
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return err_set(err, -errno, "%s: %s", path, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	if ((k = read_file(path, MANIFEST_FILE_MAX, &buf, &len, err)) < 0)
+		return k;
 	size_t i = 0;
 	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r'))
 		i++;
 	if (i < len && buf[i] == '{') {
-		if ((k = manifest_from_json((const char *)buf, len, &m, err)) < 0)
+		if ((k = manifest_from_json(buf, len, &m, err)) < 0)
 			return err_prefix(err, "%s", path);
 	} else {
-		m = pim__manifest__unpack(NULL, len, buf);
+		m = pim__manifest__unpack(NULL, len, (const uint8_t *)buf);
 		if (!m)
 			return err_set(err, -EINVAL, "%s: neither JSON nor a valid protobuf Manifest", path);
 	}

@@ -296,33 +296,12 @@ int pimsim_params_parse(struct pimsim_params *p, const char *buf, size_t len, co
 
 int pimsim_params_load(struct pimsim_params *p, const char *path, struct pim_error *err)
 {
-	_cleanup_(closep) int fd = -1;
 	_cleanup_(freep) char *buf = NULL;
-	struct stat st;
-	size_t len = 0;
+	size_t len;
+	int r = read_file(path, PIMSIM_CONF_MAX, &buf, &len, err);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return err_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return err_set(err, -EINVAL, "%s: not a regular file", path);
-	if (st.st_size > PIMSIM_CONF_MAX)
-		return err_set(err, -EFBIG, "%s: larger than %d bytes", path, PIMSIM_CONF_MAX);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return err_set(err, -ENOMEM, "out of memory");
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return err_set(err, -errno, "%s: %s", path, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	if (r < 0)
+		return r;
 	return pimsim_params_parse(p, buf, len, path, err);
 }
 

@@ -155,29 +155,10 @@ static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 
 /* ---------------------------------------------------------------- building messages */
 
-struct builder {
-	bool oom;
-};
 
-static void *bcalloc(struct builder *b, size_t n, size_t size)
+static Pim__PlacementParams *params_msg(struct rpc_builder *b, const struct placement_params *p)
 {
-	void *p = calloc(n ? n : 1, size);
-	if (!p)
-		b->oom = true;
-	return p;
-}
-
-static char *bstrdup(struct builder *b, const char *s)
-{
-	char *d = strdup(s ? s : "");
-	if (!d)
-		b->oom = true;
-	return d;
-}
-
-static Pim__PlacementParams *params_msg(struct builder *b, const struct placement_params *p)
-{
-	Pim__PlacementParams *m = bcalloc(b, 1, sizeof *m);
+	Pim__PlacementParams *m = rpc_calloc(b, 1, sizeof *m);
 	if (!m)
 		return NULL;
 	pim__placement_params__init(m);
@@ -196,27 +177,27 @@ static Pim__PlacementParams *params_msg(struct builder *b, const struct placemen
 	return m;
 }
 
-static Pim__RegionDecision *decision_msg(struct builder *b, const struct placement_region *r,
+static Pim__RegionDecision *decision_msg(struct rpc_builder *b, const struct placement_region *r,
 					 const Pim__Region *g, const struct placement_decision *d)
 {
-	Pim__RegionDecision *m = bcalloc(b, 1, sizeof *m);
+	Pim__RegionDecision *m = rpc_calloc(b, 1, sizeof *m);
 	char reason[256];
 
 	if (!m)
 		return NULL;
 	pim__region_decision__init(m);
 	m->region_id = r->id;
-	m->name = bstrdup(b, r->name);
-	m->op = bstrdup(b, g->op); /* the operator's name; r->op is its instance (for grouping) */
+	m->name = rpc_strdup(b, r->name);
+	m->op = rpc_strdup(b, g->op); /* the operator's name; r->op is its instance (for grouping) */
 	m->order = r->order;
 	m->n_par = r->n_par;
 	m->n_total = r->n_total;
 	m->trip = r->trip;
 	m->pim = d->side == PL_PIM;
-	m->conditions = bcalloc(b, PL_N_COND, sizeof *m->conditions);
+	m->conditions = rpc_calloc(b, PL_N_COND, sizeof *m->conditions);
 	if (m->conditions)
 		for (int c = 0; c < PL_N_COND; c++) {
-			Pim__Condition *k = bcalloc(b, 1, sizeof *k);
+			Pim__Condition *k = rpc_calloc(b, 1, sizeof *k);
 			if (!k)
 				break;
 			pim__condition__init(k);
@@ -229,7 +210,7 @@ static Pim__RegionDecision *decision_msg(struct builder *b, const struct placeme
 	m->bw_estimated = d->bw_estimated;
 	m->t_host = r->t_host;
 	placement_format_reason(d, reason, sizeof reason);
-	m->reason = bstrdup(b, reason);
+	m->reason = rpc_strdup(b, reason);
 	m->t_pim = d->t_pim;
 	m->fetch_bytes = d->fetch_bytes;
 	m->flush_bytes = d->flush_bytes;
@@ -237,10 +218,10 @@ static Pim__RegionDecision *decision_msg(struct builder *b, const struct placeme
 	return m;
 }
 
-static Pim__PlacementEstimate *estimate_msg(struct builder *b, const struct loaded *l,
+static Pim__PlacementEstimate *estimate_msg(struct rpc_builder *b, const struct loaded *l,
 					    const struct placement_estimate *e, bool summary_only)
 {
-	Pim__PlacementEstimate *m = bcalloc(b, 1, sizeof *m);
+	Pim__PlacementEstimate *m = rpc_calloc(b, 1, sizeof *m);
 	if (!m)
 		return NULL;
 	pim__placement_estimate__init(m);
@@ -256,10 +237,10 @@ static Pim__PlacementEstimate *estimate_msg(struct builder *b, const struct load
 	m->captured_share = e->captured_share;
 	m->residual_share = e->residual_share;
 	m->bound = isfinite(e->bound) ? e->bound : 0;
-	Pim__Movement *mv = bcalloc(b, 1, sizeof *mv);
+	Pim__Movement *mv = rpc_calloc(b, 1, sizeof *mv);
 	if (mv) {
 		pim__movement__init(mv);
-		mv->model = bstrdup(b, placement_movement_model_name(e->move.model));
+		mv->model = rpc_strdup(b, placement_movement_model_name(e->move.model));
 		mv->segments = e->move.segments;
 		mv->transitions = e->move.transitions;
 		mv->fetch_bytes = e->move.fetch_bytes;
@@ -273,7 +254,7 @@ static Pim__PlacementEstimate *estimate_msg(struct builder *b, const struct load
 	if (summary_only)
 		return m;
 	size_t n = l->manifest->n_regions;
-	m->regions = bcalloc(b, n, sizeof *m->regions);
+	m->regions = rpc_calloc(b, n, sizeof *m->regions);
 	if (!m->regions)
 		return m;
 	for (size_t i = 0; i < n && !b->oom; i++) {
@@ -285,42 +266,24 @@ static Pim__PlacementEstimate *estimate_msg(struct builder *b, const struct load
 	return m;
 }
 
-static void add_note(struct builder *b, Pim__PlacementReply *r, const char *fmt, ...) _printf_(3, 4);
-static void add_note(struct builder *b, Pim__PlacementReply *r, const char *fmt, ...)
-{
-	char *s = NULL;
-	va_list ap;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	char **nv = s ? realloc(r->notes, (r->n_notes + 1) * sizeof *nv) : NULL;
-	if (!nv) {
-		free(s);
-		b->oom = true;
-		return;
-	}
-	r->notes = nv;
-	r->notes[r->n_notes++] = s;
-}
 
-static void evidence_notes(struct builder *b, Pim__PlacementReply *r, const struct loaded *l,
+static void evidence_notes(struct rpc_builder *b, Pim__PlacementReply *r, const struct loaded *l,
 			   const struct rpc_context *ctx)
 {
 	size_t n = l->manifest->n_regions;
 
 	if (l->n_with_metrics < n)
-		add_note(b, r, "%zu of %zu regions have no metrics yet: they stay on the host (pimctl "
+		rpc_append(b, &r->notes, &r->n_notes, "%zu of %zu regions have no metrics yet: they stay on the host (pimctl "
 			 "profile, or pimctl import-perf)", n - l->n_with_metrics, n);
 	if (l->n_estimates)
-		add_note(b, r, "%zu regions rest on timing-backend estimates: BW_read estimated from "
+		rpc_append(b, &r->notes, &r->n_notes, "%zu regions rest on timing-backend estimates: BW_read estimated from "
 			 "unique read bytes / T_host, C4 not evaluable (%s)", l->n_estimates,
 			 ctx->platform->counters ? "measured before counters were available"
 						 : ctx->platform->backend_reason);
 	if (l->n_imported)
-		add_note(b, r, "%zu regions use counter data imported from perf stat", l->n_imported);
+		rpc_append(b, &r->notes, &r->n_notes, "%zu regions use counter data imported from perf stat", l->n_imported);
 	if (l->n_counters)
-		add_note(b, r, "%zu regions use hardware counters measured on this host", l->n_counters);
+		rpc_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
 }
 
 /* Every input that shapes an answer, in one string. */
@@ -356,7 +319,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	struct placement_params p;
 	struct loaded l;
 	struct placement_result res = { 0 };
-	struct builder b = { 0 };
+	struct rpc_builder b = { 0 };
 	int gran = PL_GRAN_LOOP, move = PL_MOVE_UPPER;
 	char key[1024];
 
@@ -410,16 +373,16 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		loaded_free(&l);
 		return rpc_error_from(req->id, &err);
 	}
-	Pim__PlacementReply *pr = bcalloc(&b, 1, sizeof *pr);
+	Pim__PlacementReply *pr = rpc_calloc(&b, 1, sizeof *pr);
 	if (pr) {
 		pim__placement_reply__init(pr);
-		pr->model = bstrdup(&b, l.manifest->name);
-		pr->granularity = bstrdup(&b, placement_granularity_name(gran));
-		pr->movement = bstrdup(&b, placement_movement_model_name(move));
+		pr->model = rpc_strdup(&b, l.manifest->name);
+		pr->granularity = rpc_strdup(&b, placement_granularity_name(gran));
+		pr->movement = rpc_strdup(&b, placement_movement_model_name(move));
 		pr->params = params_msg(&b, &res.params);
-		pr->platform = bstrdup(&b, ctx->platform->id.name);
+		pr->platform = rpc_strdup(&b, ctx->platform->id.name);
 		pr->regions_with_metrics = (uint32_t)l.n_with_metrics;
-		pr->estimates = bcalloc(&b, res.n_estimates, sizeof *pr->estimates);
+		pr->estimates = rpc_calloc(&b, res.n_estimates, sizeof *pr->estimates);
 		for (size_t i = 0; pr->estimates && i < res.n_estimates && !b.oom; i++) {
 			Pim__PlacementEstimate *e = estimate_msg(&b, &l, &res.estimates[i], q->summary_only);
 			if (e)
@@ -579,7 +542,7 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	struct calibrate_labels labels = { 0 };
 	struct calibrate_result res = { 0 };
 	struct calibrate_sweep sw = calibrate_sweep_default();
-	struct builder b = { 0 };
+	struct rpc_builder b = { 0 };
 
 	if (q->n_sigmas > PLACEMENT_MAX_SIGMAS)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
@@ -606,26 +569,26 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 		return rpc_error_from(req->id, &err);
 	}
 	size_t n_points = res.n_thetas * res.n_sigmas;
-	Pim__CalibrateReply *cr = bcalloc(&b, 1, sizeof *cr);
+	Pim__CalibrateReply *cr = rpc_calloc(&b, 1, sizeof *cr);
 	if (cr) {
 		pim__calibrate_reply__init(cr);
 		cr->labelled = (uint32_t)res.n_labelled;
 		cr->beneficial = (uint32_t)res.n_beneficial;
 		cr->best = (uint32_t)res.best;
-		cr->points = bcalloc(&b, n_points, sizeof *cr->points);
+		cr->points = rpc_calloc(&b, n_points, sizeof *cr->points);
 		for (size_t i = 0; cr->points && i < n_points; i++) {
-			Pim__CalibratePoint *m = bcalloc(&b, 1, sizeof *m);
+			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
 			if (!m)
 				break;
 			point_fill(m, &res.points[i]);
 			cr->points[cr->n_points++] = m;
 		}
-		cr->suggestions = bcalloc(&b, res.n_sigmas, sizeof *cr->suggestions);
-		cr->suggestion_lo = bcalloc(&b, res.n_sigmas, sizeof *cr->suggestion_lo);
-		cr->suggestion_hi = bcalloc(&b, res.n_sigmas, sizeof *cr->suggestion_hi);
+		cr->suggestions = rpc_calloc(&b, res.n_sigmas, sizeof *cr->suggestions);
+		cr->suggestion_lo = rpc_calloc(&b, res.n_sigmas, sizeof *cr->suggestion_lo);
+		cr->suggestion_hi = rpc_calloc(&b, res.n_sigmas, sizeof *cr->suggestion_hi);
 		for (size_t i = 0; cr->suggestions && cr->suggestion_lo && cr->suggestion_hi &&
 				   i < res.n_sigmas; i++) {
-			Pim__CalibratePoint *m = bcalloc(&b, 1, sizeof *m);
+			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
 			if (!m)
 				break;
 			point_fill(m, &res.suggestions[i].at);

@@ -369,3 +369,38 @@ void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer)
 	if (peer->insitu)
 		profiler_insitu_close(ctx->profiler, peer);
 }
+
+void *rpc_calloc(struct rpc_builder *b, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+	if (!p)
+		b->oom = true;
+	return p;
+}
+
+char *rpc_strdup(struct rpc_builder *b, const char *s)
+{
+	char *d = strdup(s ? s : "");
+	if (!d)
+		b->oom = true;
+	return d;
+}
+
+void rpc_append(struct rpc_builder *b, char ***v, size_t *n, const char *fmt, ...)
+{
+	char *s = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	char **nv = s ? realloc(*v, (*n + 1) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(s);
+		b->oom = true;
+		return;
+	}
+	*v = nv;
+	nv[(*n)++] = s;
+}

@@ -50,6 +50,16 @@ enum rpc_after {
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			  enum rpc_after *after);
 
+/* Building a response tree: allocation failures are remembered and checked once at the end
+ * (free the partial tree with its free_unpacked function). */
+struct rpc_builder {
+	bool oom;
+};
+void *rpc_calloc(struct rpc_builder *b, size_t n, size_t size);
+char *rpc_strdup(struct rpc_builder *b, const char *s);
+/* Appends a formatted string to a repeated string field (v, n). */
+void rpc_append(struct rpc_builder *b, char ***v, size_t *n, const char *fmt, ...) _printf_(4, 5);
+
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 

@@ -68,6 +68,13 @@ int err_prefix(struct pim_error *e, const char *fmt, ...) _printf_(2, 3);
 static inline bool mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_mul_overflow(a, b, r); }
 static inline bool add_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_add_overflow(a, b, r); }
 
+/*
+ * Reads a whole regular file of at most max bytes into a NUL-terminated buffer (caller frees).
+ * Errors name the path: -ENOENT and other open errors, -EINVAL not a regular file, -EFBIG
+ * larger than max, -ENOMEM.
+ */
+int read_file(const char *path, size_t max, char **out, size_t *len, struct pim_error *err);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 
