@@ -204,8 +204,8 @@ ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-
 asan:
 	$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
 		all $(patsubst $(B)/%,build-asan/%,$(UNIT_BIN)) build-asan/tests/e2e-tool
-	ASAN_OPTIONS=detect_leaks=1 $(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
-		check-e2e unit
+	ASAN_OPTIONS=detect_leaks=1 PIMD_E2E_ASAN=1 $(MAKE) --no-print-directory B=build-asan \
+		CFLAGS="$(ASAN_CFLAGS)" check-e2e unit
 
 # ---------------------------------------------------------------- fuzzing
 # make fuzz: libFuzzer + ASan + UBSan (clang) on the request path and the manifest reader,

@@ -937,6 +937,22 @@ int pim_model_sample(pim_model *m, const char *socket_path, unsigned one_in)
 		goto fail;
 	if ((r = pim_client_connect(s->c, socket_path, "libpimclient-sampler")) < 0)
 		goto fail;
+	/* An empty first batch opens the run now: an unknown model, or one this user may not
+	 * sample, is refused here rather than in the background. */
+	{
+		Pim__Request req = PIM__REQUEST__INIT;
+		Pim__SampleBatch body = PIM__SAMPLE_BATCH__INIT;
+		Pim__Response *resp;
+		body.model = m->name;
+		req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
+		req.sample_batch = &body;
+		pthread_mutex_lock(&s->c->lock);
+		r = call(s->c, &req, PIM__RESPONSE__BODY_SAMPLE_BATCH, &resp);
+		pthread_mutex_unlock(&s->c->lock);
+		if (r < 0)
+			goto fail;
+		pim__response__free_unpacked(resp, NULL);
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->wake, NULL);
 	if ((r = -pthread_create(&s->thread, NULL, sample_thread, s)) < 0) {

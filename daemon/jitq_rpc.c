@@ -111,8 +111,19 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 						  "unknown model preset \"%.64s\" (known: %s)", qm->preset, names);
 		}
-	} else
+	} else {
+		/* A custom model starts from nothing but defaults that need no citation: micro-batch
+		 * 1, no tensor slicing, sequence 2048, 64-wide heads, no embedding. */
+		if (!qm->layers || !qm->hidden)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "jitq plan: a custom model needs layers and hidden (or a preset)");
+		memset(&cfg.model, 0, sizeof cfg.model);
 		snprintf(cfg.model.name, sizeof cfg.model.name, "custom");
+		cfg.model.batch = 1;
+		cfg.model.tslice = 1;
+		cfg.model.seq = 2048;
+		cfg.model.heads = qm->hidden % 64 == 0 ? qm->hidden / 64 : 1;
+	}
 #define OVERRIDE(f)                                                                                \
 	do {                                                                                       \
 		if (qm->f)                                                                         \
@@ -155,12 +166,13 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	}
 	if (q->max_lookahead)
 		cfg.max_lookahead = q->max_lookahead;
-	/* The quantization runs in the accelerator's own HBM: as many PIM stacks as it has
-	 * (default 5, an A100 40GB's HBM2 stacks; the configuration describes one stack). */
+	/* The quantization runs in the accelerator's own HBM: as many PIM stacks as it has: the
+	 * request's, else pim_config's, else 5 (an A100 40GB's HBM2 stacks; the built-in
+	 * organisation describes one stack). */
 	if (q->pim_stacks > 64)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "pim_stacks %u: at most 64", q->pim_stacks);
-	pp.stacks = q->pim_stacks ? q->pim_stacks : 5;
+	pp.stacks = q->pim_stacks ? q->pim_stacks : ctx->pim_configured ? ctx->pim->stacks : 5;
 	cfg.pim.channels = pp.stacks * pp.pch_per_stack;
 	cfg.pim.quant_time_s = pimsim_cost_s;
 	cfg.pim.ctx = &cost;

@@ -137,6 +137,7 @@ static void reload(struct pimd *d)
 		store_set_busy_timeout(d->store, c.busy_timeout_ms);
 		profiler_apply_config(d->profiler, &c);
 		d->pim = pim;
+		server_rpc_context(d->server)->pim_configured = c.pim_config[0] != 0;
 		/* Keep the paths in use; they only change with a restart. */
 		memcpy(c.socket_path, d->cfg.socket_path, sizeof c.socket_path);
 		memcpy(c.state_dir, d->cfg.state_dir, sizeof c.state_dir);
@@ -361,6 +362,11 @@ int main(int argc, char **argv)
 		log_error("epoll: %s", strerror(-r));
 		return 1;
 	}
+	/* Everything that can fail is set up before detaching, so the starter's status is true. */
+	if (profiler_new(d.loop, d.store, &d.platform, &d.cfg, &d.profiler, &err) < 0) {
+		log_error("Cannot set up profiling: %s", err.msg);
+		return 1;
+	}
 	if (server_new(d.loop, &d.cfg, d.store, &d.server, &err) < 0) {
 		log_error("Cannot listen: %s", err.msg);
 		return 1;
@@ -381,10 +387,7 @@ int main(int argc, char **argv)
 	server_rpc_context(d.server)->params = &d.cfg.placement;
 	server_rpc_context(d.server)->pid = getpid();
 	server_rpc_context(d.server)->pim = &d.pim;
-	if (profiler_new(d.loop, d.store, &d.platform, &d.cfg, &d.profiler, &err) < 0) {
-		log_error("Cannot set up profiling: %s", err.msg);
-		return 1;
-	}
+	server_rpc_context(d.server)->pim_configured = d.cfg.pim_config[0] != 0;
 	server_rpc_context(d.server)->profiler = d.profiler;
 	log_info("pimd %s ready: socket %s%s, database %s (schema %u)", PIMD_VERSION,
 		 server_socket_activated(d.server) ? "from systemd" : d.cfg.socket_path,

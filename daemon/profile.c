@@ -32,6 +32,7 @@ struct job {
 	uid_t uid;
 	gid_t gid;
 	unsigned reps, warmups, timeout_ms;
+	int cpu; /* pinned to, -1 none */
 	uint64_t *arg_bytes;
 	size_t n_args;
 	int32_t *regions;
@@ -70,7 +71,6 @@ struct profiler {
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
 	struct watch timer;
-	int cpu; /* CPU workers are pinned to */
 };
 
 double profile_median(double *v, size_t n, double *spread)
@@ -451,6 +451,8 @@ static void on_worker_exit(struct watch *w, uint32_t events)
 	job_try_finish(j);
 }
 
+static int pick_cpu(const struct profiler *pf);
+
 static void job_start(struct job *j)
 {
 	struct profiler *pf = j->pf;
@@ -469,7 +471,8 @@ static void job_start(struct job *j)
 	wj.reps = j->reps;
 	wj.uid = j->uid;
 	wj.gid = j->gid;
-	wj.cpu = pf->cpu;
+	j->cpu = pick_cpu(pf);
+	wj.cpu = j->cpu;
 	wj.cpu_seconds = pf->cpu_seconds;
 	wj.as_bytes = pf->memory_bytes;
 	wj.timeout_ms = j->timeout_ms;
@@ -521,15 +524,22 @@ static void on_timer(struct watch *w, uint32_t events)
 			worker_check_timeout(j->w, now);
 }
 
-/* The last CPU this process may run on: workers are pinned there (BRIEF §4.2). */
-static int pick_cpu(void)
+/* Workers are pinned (BRIEF §4.2), each running job to a CPU of its own, from the last CPU
+ * this process may use downwards; -1 (no pinning) when they outnumber the CPUs. */
+static int pick_cpu(const struct profiler *pf)
 {
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof set, &set) < 0)
 		return -1;
-	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
-		if (CPU_ISSET(c, &set))
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--) {
+		if (!CPU_ISSET(c, &set))
+			continue;
+		bool used = false;
+		for (const struct job *j = pf->jobs; j; j = j->next)
+			used = used || (j->running && j->cpu == c);
+		if (!used)
 			return c;
+	}
 	return -1;
 }
 
@@ -677,6 +687,9 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "profile: at most %u repetitions and %u warm-up runs", WORKER_REPS_MAX,
 					  WORKER_WARMUPS_MAX);
+	if (q->timeout_ms > 86400000u)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "profile: timeout_ms %u exceeds a day", q->timeout_ms);
 	if (q->n_regions > WORKER_REGIONS_MAX)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "profile: at most %u regions", WORKER_REGIONS_MAX);
@@ -771,7 +784,6 @@ int profiler_new(struct loop *loop, struct store *store, const struct platform *
 	pf->loop = loop;
 	pf->store = store;
 	pf->platform = platform;
-	pf->cpu = pick_cpu();
 	profiler_apply_config(pf, cfg);
 	r = store_runs_abandon(store, err);
 	if (r < 0) {
