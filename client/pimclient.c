@@ -452,7 +452,61 @@ out:
 
 /* ---------------------------------------------------------------- the decided path */
 
-struct sampler;
+#define SAMPLE_BUF 4096          /* samples per batch */
+#define SAMPLE_FLUSH_MS 200      /* the background thread sends at least this often */
+
+struct sampler {
+	pim_model *m;
+	unsigned one_in;
+	uint32_t *count;        /* per region: executions since the last sample (racy by design) */
+	uint64_t *start;        /* per region: CLOCK_MONOTONIC ns of a sampled entry, 0 if none */
+	pthread_mutex_t lock;   /* buf, n; taken only on a sampled exit and by the sender */
+	pthread_cond_t wake;
+	Pim__RegionSample buf[SAMPLE_BUF];
+	size_t n;
+	bool stop;
+	uint64_t sent, dropped;
+	pim_client *c;
+	pthread_t thread;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline __attribute__((always_inline)) void sample_enter(struct sampler *s, uint32_t region)
+{
+	if (++s->count[region] < s->one_in)
+		return;
+	s->count[region] = 0;
+	__atomic_store_n(&s->start[region], mono_ns(), __ATOMIC_RELAXED);
+}
+
+static inline void sample_exit(struct sampler *s, uint32_t region)
+{
+	/* A plain load first: the locked exchange only on the (rare) sampled exit. */
+	if (!__atomic_load_n(&s->start[region], __ATOMIC_RELAXED))
+		return;
+	uint64_t t0 = __atomic_exchange_n(&s->start[region], 0, __ATOMIC_RELAXED);
+	if (!t0)
+		return;
+	uint64_t dt = mono_ns() - t0;
+	pthread_mutex_lock(&s->lock);
+	if (s->n < SAMPLE_BUF) {
+		Pim__RegionSample *x = &s->buf[s->n++];
+		pim__region_sample__init(x);
+		x->region_id = region;
+		x->time_ns = dt ? dt : 1;
+		if (s->n == SAMPLE_BUF)
+			pthread_cond_signal(&s->wake);
+	} else
+		s->dropped++;
+	pthread_mutex_unlock(&s->lock);
+}
+
 
 struct pim_model {
 	uint32_t id_limit;
@@ -464,8 +518,6 @@ struct pim_model {
 	uint8_t place[];  /* one byte per region id: PIM_ON_HOST, PIM_ON_PIM or PLACE_UNKNOWN */
 };
 
-static void sample_enter(struct sampler *s, uint32_t region);
-static void sample_exit(struct sampler *s, uint32_t region);
 
 #define PLACE_UNKNOWN 2 /* an id below the limit that names no region */
 
@@ -778,58 +830,6 @@ unsigned pim_jitq_lookahead(const pim_jitq_plan *p, enum pim_jitq_phase phase)
 unsigned pim_jitq_layers(const pim_jitq_plan *p) { return p->layers; }
 
 /* ---------------------------------------------------------------- in-situ sampling */
-
-#define SAMPLE_BUF 4096          /* samples per batch */
-#define SAMPLE_FLUSH_MS 200      /* the background thread sends at least this often */
-
-struct sampler {
-	pim_model *m;
-	unsigned one_in;
-	uint32_t *count;        /* per region: executions since the last sample (racy by design) */
-	uint64_t *start;        /* per region: CLOCK_MONOTONIC ns of a sampled entry, 0 if none */
-	pthread_mutex_t lock;   /* buf, n; taken only on a sampled exit and by the sender */
-	pthread_cond_t wake;
-	Pim__RegionSample buf[SAMPLE_BUF];
-	size_t n;
-	bool stop;
-	uint64_t sent, dropped;
-	pim_client *c;
-	pthread_t thread;
-};
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sample_enter(struct sampler *s, uint32_t region)
-{
-	if (++s->count[region] < s->one_in)
-		return;
-	s->count[region] = 0;
-	__atomic_store_n(&s->start[region], mono_ns(), __ATOMIC_RELAXED);
-}
-
-static void sample_exit(struct sampler *s, uint32_t region)
-{
-	uint64_t t0 = __atomic_exchange_n(&s->start[region], 0, __ATOMIC_RELAXED);
-	if (!t0)
-		return;
-	uint64_t dt = mono_ns() - t0;
-	pthread_mutex_lock(&s->lock);
-	if (s->n < SAMPLE_BUF) {
-		Pim__RegionSample *x = &s->buf[s->n++];
-		pim__region_sample__init(x);
-		x->region_id = region;
-		x->time_ns = dt ? dt : 1;
-		if (s->n == SAMPLE_BUF)
-			pthread_cond_signal(&s->wake);
-	} else
-		s->dropped++;
-	pthread_mutex_unlock(&s->lock);
-}
 
 /* Sends the samples taken (and, with final, asks pimd to derive the metrics). */
 static void sample_send(struct sampler *s, Pim__RegionSample *v, size_t n, bool final)
