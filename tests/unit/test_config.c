@@ -21,6 +21,13 @@ START_TEST(defaults)
 	ck_assert_str_eq(c.state_dir, "/var/lib/pimd");
 	ck_assert_uint_eq(c.max_frame_bytes, 16u << 20);
 	ck_assert_int_eq(c.log_level, LOG_INFO);
+	/* b_cpu 0: the bandwidth pimd measures on its platform; the rest as the placement module */
+	ck_assert(c.placement.b_cpu == 0);
+	ck_assert(c.placement.sigma == 0.4);
+	ck_assert(c.placement.theta_ratio == 0.12);
+	ck_assert_uint_eq(c.profile_concurrency, 1);
+	ck_assert_uint_eq(c.profile_repetitions, 10);
+	ck_assert_str_eq(c.pim_config, "");
 }
 END_TEST
 
@@ -41,6 +48,12 @@ START_TEST(values_and_comments)
 	ck_assert_uint_eq(c.max_clients, 8);
 	ck_assert_uint_eq(c.max_requests_in_flight, 4);
 	ck_assert_uint_eq(c.busy_timeout_ms, 0);
+	ck_assert_int_eq(parse(&c, "sigma = 0.3\nb_cpu = 2e10\nprofile_repetitions = 25\n"
+				  "pim_config = /etc/pimd/hbm.conf\n", &err), 0);
+	ck_assert(c.placement.sigma == 0.3);
+	ck_assert(c.placement.b_cpu == 2e10);
+	ck_assert_uint_eq(c.profile_repetitions, 25);
+	ck_assert_str_eq(c.pim_config, "/etc/pimd/hbm.conf");
 }
 END_TEST
 
@@ -72,6 +85,15 @@ START_TEST(errors_name_file_and_line)
 	char longsock[200];
 	snprintf(longsock, sizeof longsock, "socket = /%0150d\n", 0);
 	expect(longsock, "socket is longer than 107 bytes");
+	/* placement parameters: each value, then the set as a whole */
+	expect("sigma = x\n", "test.conf:1: sigma \"x\" must be a finite number >= 0");
+	expect("sigma = 2\n", "test.conf: invalid placement parameter sigma");
+	expect("theta = 0\ntheta_ratio = 0\n", "theta_ratio");
+	expect("n_core = inf\n", "n_core \"inf\" must be a finite number");
+	/* profiling limits */
+	expect("profile_concurrency = 0\n", "profile_concurrency \"0\" must be an integer");
+	expect("profile_memory_bytes = 1K\n", "between 16777216 and");
+	expect("pim_config = relative.conf\n", "pim_config must be an absolute path");
 	struct config c;
 	struct pim_error err = { 0 };
 	config_init(&c);
