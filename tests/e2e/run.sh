@@ -90,6 +90,11 @@ expect_rc 0 "pimd 0.1.0" "PIMD_SOCKET is honoured" env PIMD_SOCKET="$S" "$PIMCTL
 expect_rc 0 "Usage: pimctl" "pimctl --help" "$PIMCTL" --help
 
 check "libpimclient end to end" "$TOOL" client "$S" "$EXAMPLE"
+check "bash completion offers commands and model names" bash -c "
+	PATH='$B':\$PATH; source '$(pwd)/client/pimctl.bash-completion'
+	COMP_WORDS=(pimctl --socket '$S' model show ''); COMP_CWORD=5; _pimctl
+	[ \"\${COMPREPLY[*]}\" = decoder-block ] || exit 1
+	COMP_WORDS=(pimctl ji); COMP_CWORD=1; _pimctl; [ \"\${COMPREPLY[*]}\" = jitq ]"
 check "hostile frames from 32 clients; good client served" "$TOOL" hostile "$S" 32
 check "5000 pipelined requests under a 4-in-flight limit, answered in order" "$TOOL" pipeline "$S" 5000
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list
