@@ -300,6 +300,12 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 						  "strided-opt", q->engine);
 		pim = true;
 	}
+	/* The PIM model executes every command on the event loop: keep one request short. */
+	if (pim && (uint64_t)q->rows * q->cols > JITQ_RPC_PIM_ELEMENTS_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "the PIM model runs at most %u elements per request (%u x %u given); "
+					  "use the reference engine for larger tensors",
+					  JITQ_RPC_PIM_ELEMENTS_MAX, q->rows, q->cols);
 	size_t elem = src == MX_SRC_FP32 ? 4 : 2;
 	uint64_t want;
 	if (!q->rows || !q->cols || !mul_u64((uint64_t)q->rows * q->cols, elem, &want) ||
@@ -332,7 +338,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	pim__jitq_quantize_reply__init(r);
 	int k;
 	if (pim) {
-		struct pimsim_stats st;
+		struct pimsim_stats st = { 0 };
 		uint8_t *ref = malloc(out_len);
 		k = ref ? pimsim_quantize(ctx->pim, map, dir, fmt, src, aligned, q->rows, q->cols, out, out_len,
 					  &st, &err)

@@ -13,5 +13,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 
 /* The launches listed without per_block (a summary stays small for any model). */
 #define JITQ_RPC_SUMMARY_LAUNCHES 64
+/* Elements one JitqQuantize may run through the PIM model (a few hundred ms at most). */
+#define JITQ_RPC_PIM_ELEMENTS_MAX (1u << 20)
 
 #endif

@@ -108,6 +108,9 @@ static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *
 	char f[96];
 	int k;
 
+	if (r->id > MANIFEST_REGION_ID_MAX)
+		return err_set(err, -EINVAL, "regions[%zu].id: %u exceeds %u (region ids index dense "
+			       "tables in pimd and the client)", i, r->id, MANIFEST_REGION_ID_MAX);
 	snprintf(f, sizeof f, "regions[%zu].name", i);
 	if ((k = text_check(f, r->name, MANIFEST_TEXT_MAX, true, err)) < 0)
 		return k;

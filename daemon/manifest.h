@@ -27,6 +27,7 @@
 #define MANIFEST_TEXT_MAX 256             /* region name, op, location, source, allocation name */
 #define MANIFEST_ELEM_TYPE_MAX 16
 #define MANIFEST_REGIONS_MAX 1000000u
+#define MANIFEST_REGION_ID_MAX 1000000u   /* region ids are 0..this: dense tables are sized by them */
 #define MANIFEST_ALLOCATIONS_MAX 1000000u
 #define MANIFEST_OPERANDS_MAX 1024u       /* per region */
 #define MANIFEST_EXTENTS_MAX 16u          /* per kind, per region */

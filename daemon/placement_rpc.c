@@ -96,8 +96,9 @@ static int load(struct rpc_context *ctx, const char *name, struct loaded *l, str
 			l->operands[k].role = role_of(g->operands[j]->role);
 			k++;
 		}
-		Pim__RegionMetrics *const *hit = bsearch(&g->id, l->metrics, l->n_metrics,
-							 sizeof *l->metrics, cmp_metric_id);
+		Pim__RegionMetrics *const *hit = l->n_metrics ? bsearch(&g->id, l->metrics, l->n_metrics,
+									sizeof *l->metrics, cmp_metric_id)
+							      : NULL;
 		if (!hit)
 			continue;
 		const Pim__RegionMetrics *mt = *hit;
@@ -348,6 +349,15 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	double one = p.n_core;
 	const double *cores = q->n_core_counts ? q->core_counts : &one;
 	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
+	/* A region row takes ~150 bytes of reply: refuse early what cannot be sent. */
+	if (!q->summary_only && (double)l.manifest->n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
+		size_t n = l.manifest->n_regions;
+		loaded_free(&l);
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "placement: %zu regions x %zu core counts do not fit a reply of "
+					  "max_frame_bytes %u; ask for the summary (--summary) or fewer core counts",
+					  n, n_cores, ctx->max_frame_bytes);
+	}
 	cache_key(key, sizeof key, &p, placement_granularity_name(gran), placement_movement_model_name(move),
 		  cores, n_cores, q->summary_only);
 
@@ -399,7 +409,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	}
 	/* Store the answer for the next identical query; failing to is not the client's problem. */
 	size_t n = pim__placement_reply__get_packed_size(pr);
-	uint8_t *buf = malloc(n ? n : 1);
+	uint8_t *buf = n <= ctx->max_frame_bytes ? malloc(n ? n : 1) : NULL;
 	if (buf) {
 		pim__placement_reply__pack(pr, buf);
 		if (store_decision_put(ctx->store, l.model_id, ctx->platform->row, key, buf, n, &err) < 0)
@@ -555,6 +565,19 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 		sw.theta_step = q->theta_step;
 	sw.sigmas = q->sigmas;
 	sw.n_sigmas = q->n_sigmas;
+	/* Every point goes into the reply (about 40 bytes each): refuse a sweep that cannot. */
+	if (!(sw.theta_step > 0) || !(sw.theta_hi >= sw.theta_lo) || !isfinite(sw.theta_hi) ||
+	    !isfinite(sw.theta_lo))
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "calibrate: theta needs lo <= hi and a positive step");
+	double points = (floor((sw.theta_hi - sw.theta_lo) / sw.theta_step) + 1) *
+			(double)(sw.n_sigmas ? sw.n_sigmas : 1);
+	double max_points = (double)ctx->max_frame_bytes / 48;
+	if (points > max_points)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "calibrate: a sweep of %.0f points does not fit a reply of "
+					  "max_frame_bytes %u (at most %.0f points): use a larger theta step",
+					  points, ctx->max_frame_bytes, max_points);
 	if (merge_params(ctx, q->params, &p, &err) < 0)
 		return rpc_error_from(req->id, &err);
 	if (load(ctx, q->model, &l, &err) < 0) {
@@ -636,16 +659,17 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		loaded_free(&l);
 		return rpc_error_from(req->id, &err);
 	}
-	uint32_t limit = 0;
+	uint64_t limit64 = 0;
 	for (size_t i = 0; i < l.manifest->n_regions; i++)
-		if (l.regions[i].id >= limit)
-			limit = l.regions[i].id + 1;
-	if (limit > PLACEMENT_DECISIONS_MAX_ID) {
+		if (l.regions[i].id >= limit64)
+			limit64 = (uint64_t)l.regions[i].id + 1;
+	if (limit64 > PLACEMENT_DECISIONS_MAX_ID) {
 		loaded_free(&l);
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "region ids up to %u: the client's lookup table allows ids below %u",
-					  limit - 1, PLACEMENT_DECISIONS_MAX_ID);
+					  "region ids up to %llu: the client's lookup table allows ids below %u",
+					  (unsigned long long)(limit64 - 1), PLACEMENT_DECISIONS_MAX_ID);
 	}
+	uint32_t limit = (uint32_t)limit64;
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move };
 	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {

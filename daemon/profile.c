@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -73,6 +74,12 @@ struct profiler {
 	struct watch timer;
 };
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 double profile_median(double *v, size_t n, double *spread)
 {
 	if (n == 0) {
@@ -80,16 +87,7 @@ double profile_median(double *v, size_t n, double *spread)
 			*spread = 0;
 		return NAN;
 	}
-	/* n is a repetition count (bounded): insertion sort is plenty */
-	for (size_t i = 1; i < n; i++) {
-		double x = v[i];
-		size_t j = i;
-		while (j > 0 && v[j - 1] > x) {
-			v[j] = v[j - 1];
-			j--;
-		}
-		v[j] = x;
-	}
+	qsort(v, n, sizeof *v, cmp_double);
 	double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 	if (spread)
 		*spread = m > 0 ? (v[n - 1] - v[0]) / m : 0;
@@ -494,10 +492,20 @@ static void job_start(struct job *j)
 	closep(&j->model_fd);
 	j->model_fd = -1;
 	j->wfd = (struct watch){ .fd = worker_fd(j->w), .fn = on_worker_fd, .data = j };
-	loop_add(pf->loop, &j->wfd, EPOLLIN);
+	if (loop_add(pf->loop, &j->wfd, EPOLLIN) < 0) {
+		/* Cannot watch it: stop it now; the timer reaps it (eof set, no reader). */
+		log_error("Profile job %" PRId64 ": cannot watch the worker: %s; stopping it", j->run,
+			  strerror(errno));
+		kill(-worker_pid(j->w), SIGKILL);
+		j->eof = true;
+		j->exited = true;
+		return;
+	}
+	j->exited = true; /* no pidfd watch unless added below: job_free must not delete one */
 	if (worker_pidfd(j->w) >= 0) {
 		j->wpid = (struct watch){ .fd = worker_pidfd(j->w), .fn = on_worker_exit, .data = j };
-		loop_add(pf->loop, &j->wpid, EPOLLIN);
+		if (loop_add(pf->loop, &j->wpid, EPOLLIN) == 0)
+			j->exited = false;
 	}
 }
 
@@ -519,9 +527,16 @@ static void on_timer(struct watch *w, uint32_t events)
 	if (read(w->fd, &exp, sizeof exp) < 0)
 		return;
 	uint64_t now = now_ns();
-	for (struct job *j = pf->jobs; j; j = j->next)
+	struct job *reap = NULL;
+	for (struct job *j = pf->jobs; j; j = j->next) {
 		if (j->running && j->w)
 			worker_check_timeout(j->w, now);
+		/* Without a pidfd (or before it fires) a job whose pipe has ended is reaped here. */
+		if (j->running && j->w && j->eof && !reap)
+			reap = j;
+	}
+	if (reap)
+		job_try_finish(reap); /* may free it and start others: one per tick */
 }
 
 /* Workers are pinned (BRIEF §4.2), each running job to a CPU of its own, from the last CPU
@@ -831,6 +846,7 @@ void profiler_free(struct profiler *pf)
 /* ---------------------------------------------------------------- in-situ sampling */
 
 #define INSITU_BATCH_MAX 65536u
+#define INSITU_RUN_MAX 4000000u /* samples per in-situ run: its store space and the work at its end */
 
 struct insitu {
 	struct job *j;   /* not queued: holds the run, the model's facts and the store errors */
@@ -928,6 +944,10 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 			 (int)peer->cred.pid, (unsigned)peer->cred.uid);
 	}
 	struct job *j = in->j;
+	if (in->seq + q->n_samples > INSITU_RUN_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+					  "sample batch: this in-situ run has %" PRIu64 " samples, at most %u; "
+					  "stop sampling (a final batch) and start again", in->seq, INSITU_RUN_MAX);
 	_cleanup_(freep) struct store_sample *v = calloc(q->n_samples ? q->n_samples : 1, sizeof *v);
 	if (!v)
 		return NULL;

@@ -25,6 +25,7 @@ Pim__ErrorCode rpc_code_from_errno(int e)
 {
 	switch (e) {
 	case -EINVAL:
+	case -EOVERFLOW:
 	case -E2BIG:
 	case -EFBIG:
 	case -ENAMETOOLONG:

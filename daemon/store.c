@@ -31,6 +31,7 @@ enum stmt_id {
 	ST_DECISIONS_DELETE,
 	ST_DECISION_SELECT,
 	ST_DECISION_UPSERT,
+	ST_DECISIONS_TRIM,
 	ST_RUN_INSERT,
 	ST_RUN_UPDATE,
 	ST_SAMPLE_INSERT,
@@ -85,6 +86,10 @@ static const char *const stmt_sql[ST__MAX] = {
 			       "AND params_key = ?3",
 	[ST_DECISION_UPSERT] = "INSERT OR REPLACE INTO decisions (model_id, platform_id, params_key, reply, "
 			       "created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+	/* keep the STORE_DECISIONS_PER_MODEL newest answers of a model on a platform */
+	[ST_DECISIONS_TRIM] = "DELETE FROM decisions WHERE model_id = ?1 AND platform_id = ?2 AND params_key "
+			      "NOT IN (SELECT params_key FROM decisions WHERE model_id = ?1 AND platform_id = ?2 "
+			      "ORDER BY created_at DESC, params_key LIMIT ?3)",
 	[ST_RUN_INSERT] = "INSERT INTO profile_runs (model_id, platform_id, owner_uid, backend, state, warmup, "
 			  "repetitions, regions_total, created_at) VALUES (?1, ?2, ?3, 'pending', 'queued', "
 			  "?4, ?5, ?6, ?7)",
@@ -662,8 +667,10 @@ int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summa
 	int64_t id;
 	int r;
 
-	/* One read transaction, so the parts come from the same version of the model. */
-	if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+	/* One read transaction, so the parts come from the same version of the model (begun here
+	 * only when none is open, and then ended here). */
+	bool own = sqlite3_get_autocommit(s->db);
+	if (own && sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
 		return db_err(s, err, "starting a read");
 	r = model_find(s, name, &id, NULL, &sum, err);
 	if (r == 0)
@@ -691,7 +698,8 @@ int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summa
 	}
 	r = 0;
 out:
-	sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+	if (own && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 	if (r < 0) {
 		if (sum)
 			pim__model_summary__free_unpacked(sum, NULL);
@@ -730,8 +738,10 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 	sqlite3_bind_int64(st, 1, id);
 	if ((r = step_done(s, st, "removing the model", err)) < 0)
 		goto fail;
+	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+		goto fail;
 	s->models = -1;
-	return exec_simple(s, ST_COMMIT, err);
+	return 0;
 fail:
 	rollback(s);
 	return r;
@@ -928,7 +938,9 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 	sqlite3_bind_int64(st, 1, model_id);
 	if ((r = step_done(s, st, "dropping stored decisions", err)) < 0)
 		goto fail;
-	return exec_simple(s, ST_COMMIT, err);
+	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+		goto fail;
+	return 0;
 fail:
 	rollback(s);
 	return r;
@@ -1031,14 +1043,34 @@ int store_decision_get(struct store *s, int64_t model_id, int64_t platform_id, c
 int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
 		       const uint8_t *reply, size_t len, struct pim_error *err)
 {
-	sqlite3_stmt *st = stmt_get(s, ST_DECISION_UPSERT);
+	sqlite3_stmt *st;
+	int r;
 
+	if (len > INT32_MAX)
+		return err_set(err, -EFBIG, "a stored decision of %zu bytes is too large", len);
+	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+		return r;
+	st = stmt_get(s, ST_DECISION_UPSERT);
 	sqlite3_bind_int64(st, 1, model_id);
 	sqlite3_bind_int64(st, 2, platform_id);
 	sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 4, reply, (int)len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
-	return step_done(s, st, "storing a decision", err);
+	if ((r = step_done(s, st, "storing a decision", err)) < 0)
+		goto fail;
+	/* Any client may vary parameters: bound what their answers take in the store. */
+	st = stmt_get(s, ST_DECISIONS_TRIM);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, platform_id);
+	sqlite3_bind_int(st, 3, STORE_DECISIONS_PER_MODEL);
+	if ((r = step_done(s, st, "trimming stored decisions", err)) < 0)
+		goto fail;
+	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+		goto fail;
+	return 0;
+fail:
+	rollback(s);
+	return r;
 }
 
 /* ---------------------------------------------------------------- profile runs and samples */
@@ -1140,7 +1172,9 @@ int store_samples_put(struct store *s, int64_t run_id, const struct store_sample
 	sqlite3_bind_int64(st, 2, (int64_t)n);
 	if ((r = step_done(s, st, "counting samples", err)) < 0)
 		goto fail;
-	return exec_simple(s, ST_COMMIT, err);
+	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+		goto fail;
+	return 0;
 fail:
 	rollback(s);
 	return r;

@@ -95,7 +95,9 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
 		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err);
 
-/* A stored placement answer for (model, platform, key): 1 and the packed reply (free()), or 0. */
+/* A stored placement answer for (model, platform, key): 1 and the packed reply (free()), or 0.
+ * At most STORE_DECISIONS_PER_MODEL answers are kept per model and platform, the newest. */
+#define STORE_DECISIONS_PER_MODEL 64
 int store_decision_get(struct store *s, int64_t model_id, int64_t platform_id, const char *key,
 		       uint8_t **reply, size_t *len, struct pim_error *err);
 int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, const char *key,

@@ -532,6 +532,40 @@ static int cmd_insitu(const char *path, const char *model, const char *lib)
 	return 0;
 }
 
+/* A small frame that would decode into millions of empty structures is refused, and the
+ * daemon keeps serving. */
+static int cmd_amplify(const char *path)
+{
+	size_t n = 4u << 20; /* empty Region entries: 2 bytes each on the wire */
+	size_t inner = 2 * n;
+	uint8_t *buf = malloc(inner + 32), *p = buf;
+	/* Request.model_load (4) { ModelLoad.manifest (1) { Manifest.regions (4) x n } } */
+	size_t man_len = inner, ml_len = 1 + 4 + man_len;
+	*p++ = 0x22;
+	for (size_t v = ml_len; ; v >>= 7) { *p++ = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); if (v <= 0x7f) break; }
+	*p++ = 0x0a;
+	uint8_t *lenpos = p;
+	for (size_t v = man_len; ; v >>= 7) { *p++ = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); if (v <= 0x7f) break; }
+	CHECK(p - lenpos == 4, "test bug: varint width");
+	for (size_t i = 0; i < n; i++) {
+		*p++ = 0x22;
+		*p++ = 0x00;
+	}
+	int fd = raw_connect(path);
+	send_hello(fd, 1);
+	pim__response__free_unpacked(recv_response(fd), NULL);
+	frame_send(fd, buf, (uint32_t)(p - buf));
+	Pim__Response *r = recv_response(fd);
+	CHECK(r->body_case == PIM__RESPONSE__BODY_ERROR && strstr(r->error->message, "decodes to more than"),
+	      "expansion not refused (body %d)", r->body_case);
+	pim__response__free_unpacked(r, NULL);
+	close(fd);
+	free(buf);
+	good_client_rounds(path, 5);
+	printf("amplify: an 8 MiB frame of empty entries refused before it expanded\n");
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -683,6 +717,8 @@ int main(int argc, char **argv)
 		return cmd_decided(argv[2], argv[3]);
 	if (argc == 5 && strcmp(argv[1], "insitu") == 0)
 		return cmd_insitu(argv[2], argv[3], argv[4]);
+	if (argc == 3 && strcmp(argv[1], "amplify") == 0)
+		return cmd_amplify(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)

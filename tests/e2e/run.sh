@@ -97,6 +97,7 @@ check "bash completion offers commands and model names" bash -c "
 	COMP_WORDS=(pimctl ji); COMP_CWORD=1; _pimctl; [ \"\${COMPREPLY[*]}\" = jitq ]"
 check "hostile frames from 32 clients; good client served" "$TOOL" hostile "$S" 32
 check "5000 pipelined requests under a 4-in-flight limit, answered in order" "$TOOL" pipeline "$S" 5000
+check "a frame that would decode into millions of structures is refused" "$TOOL" amplify "$S"
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list
 
 # ------------------------------------------------------------ placement (imported counts)
@@ -129,6 +130,8 @@ expect_rc 2 "unknown parameter 'nope'" "an unknown parameter is a usage error" \
 printf 'region,beneficial\n1,1\n2,0\nqkv.fill,no\n' > "$T/labels.csv"
 expect_rc 0 "suggested sigma 0.40: theta" "calibrate sweeps theta against labels" \
 	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/labels.csv"
+expect_rc 1 "does not fit a reply" "a calibration sweep too large for a reply is refused" \
+	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/labels.csv" --theta 0.000001:4:0.000001
 printf 'region,beneficial\n1,1\n1,0\n' > "$T/dup.csv"
 expect_rc 1 "line 3" "calibrate names the bad label line" \
 	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/dup.csv"
@@ -223,6 +226,9 @@ for m in tiled strided strided-opt; do
 		"$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col --engine $m "$T/w.bf16" "$T/w.$m"
 done
 "$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col "$T/w.bf16" "$T/w.col" >/dev/null
+head -c 4194304 /dev/zero > "$T/big.bf16"
+expect_rc 1 "the PIM model runs at most" "the PIM engine refuses tensors that would stall the daemon" \
+	"$PIMCTL" --socket "$S" jitq quantize --shape 2048x1024 --engine tiled "$T/big.bf16" "$T/out"
 check "PIM model output equals the reference file byte for byte" cmp "$T/w.col" "$T/w.strided-opt"
 expect_rc 1 "need 8192 bytes, the data has 8192\|64 x 32 bf16 elements need 4096 bytes" "a wrong shape is refused" \
 	"$PIMCTL" --socket "$S" jitq quantize --shape 64x32 "$T/w.bf16" "$T/out"

@@ -88,6 +88,8 @@ START_TEST(errors_name_the_field)
 		     "regions[1].n_par: must be a non-negative integer");
 	expect_error("\"op\": \"linalg.fill\",", "\"op\": \"\",", "regions[0].op: must not be empty");
 	expect_error("\"elem_bits\": 32", "\"elem_bits\": 99999", "regions[0].operands[0].elem_bits");
+	/* region ids index dense tables: bounded */
+	expect_error("\"id\": 1,", "\"id\": 4294967295,", "regions[1].id: 4294967295 exceeds 1000000");
 	/* a sum of allocations past the 1 PiB limit, each within it */
 	expect_error("\"bytes\": 4096, \"kind\"", "\"bytes\": 1125899906842624, \"kind\"",
 		     "allocations[1].bytes: the allocations add up to more than");
