@@ -157,7 +157,7 @@ struct pim_jitq_request {
 	const char *format;        /* mx9, mx6, mx4 (NULL: mx6) */
 	const char *source;        /* bf16, fp32 (NULL: bf16) */
 	const char *mapping;       /* tiled, strided, strided-opt (NULL: strided-opt) */
-	unsigned pim_stacks;       /* 0: pimd's default (5) */
+	unsigned pim_stacks;       /* 0: pimd's pim_config, else 5 */
 	const double *fwd_s, *bwd_s; /* measured seconds per block, or NULL */
 	size_t n_times;
 };

@@ -214,8 +214,8 @@ int pim_client_connect(pim_client *c, const char *path, const char *client_name)
 		r = -errno;
 		drop_connection(c);
 		fail(c, r, "cannot connect to pimd at %s: %s%s", path, strerror(-r),
-		     r == -ENOENT || r == -ECONNREFUSED ? " (is pimd running? set $PIMD_SOCKET or "
-							  "--socket for another path)"
+		     r == -ENOENT || r == -ECONNREFUSED ? " (is pimd running? $PIMD_SOCKET names "
+							  "another path)"
 		     : r == -EACCES ? " (is your user in the socket's group?)" : "");
 		goto out;
 	}

@@ -86,7 +86,8 @@ static int connect_client(struct ctl *ctl)
 	}
 	int r = pim_client_connect(ctl->client, ctl->socket, "pimctl");
 	if (r < 0) {
-		fprintf(stderr, "pimctl: %s\n", pim_client_error(ctl->client));
+		fprintf(stderr, "pimctl: %s%s\n", pim_client_error(ctl->client),
+			r == -ENOENT || r == -ECONNREFUSED ? "; --socket PATH selects another socket" : "");
 		/* pimd answered but refused (too many clients, protocol version): a daemon error */
 		return pim_client_remote_error(ctl->client) ? EXIT_DAEMON : EXIT_CONNECT;
 	}
@@ -671,7 +672,7 @@ static void placement_print(const Pim__PlacementReply *r)
 	}
 	if (first && first->n_regions)
 		printf("(BW_READ in GB/s; 'e': estimated by the timing backend)\n");
-	printf("\n%7s %9s %10s %10s %10s %8s %9s %9s %8s  %s\n", "N_CORE", "OFFLOADED", "T_CPU", "T_HYBRID",
+	printf("\n%7s %9s %10s %10s %10s %8s %9s %9s %10s  %s\n", "N_CORE", "OFFLOADED", "T_CPU", "T_HYBRID",
 	       "T_MOVE", "SPEEDUP", "CAPTURED", "RESIDUAL", "BOUND", "MOVEMENT");
 	for (size_t i = 0; i < r->n_estimates; i++) {
 		const Pim__PlacementEstimate *e = r->estimates[i];
@@ -683,7 +684,7 @@ static void placement_print(const Pim__PlacementReply *r)
 			snprintf(bound, sizeof bound, "%.3fx", e->bound);
 		else
 			snprintf(bound, sizeof bound, "-");
-		printf("%7g %9u %10s %10s %10s %7.3fx %8.1f%% %8.1f%% %8s  %s: %" PRIu64 " transitions, "
+		printf("%7g %9u %10s %10s %10s %7.3fx %8.1f%% %8.1f%% %10s  %s: %" PRIu64 " transitions, "
 		       "%" PRIu64 " B fetched, %" PRIu64 " B flushed\n",
 		       e->n_core, e->offloaded, a, b, c, e->speedup, 100 * e->captured_share,
 		       100 * e->residual_share, bound, e->movement ? e->movement->model : "?",
@@ -892,9 +893,7 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 			for (char *c = tmp; *c; c++)
 				if (*c == ':')
 					*c = ',';
-			if ((r = parse_list("--theta", tmp, th, 3, &n_th)))
-				return r;
-			if (n_th != 3 || th[0] > th[1])
+			if (parse_list("--theta", tmp, th, 3, &n_th) != 0 || n_th != 3 || th[0] > th[1])
 				return usage_error("--theta: expected LO:HI:STEP in GB/s with LO <= HI, got '%s'", v);
 			i++;
 		} else if (strcmp(a, "--sigma") == 0 && v) {
@@ -976,7 +975,7 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 	}
 	printf("Calibration of %s: %u labelled regions, %u beneficial\n", body.model, c->labelled,
 	       c->beneficial);
-	printf("%9s %6s %9s %6s %6s %9s\n", "THETA", "SIGMA", "SELECTED", "FP", "FN", "ACCURACY");
+	printf("%11s %5s %9s %6s %6s %9s\n", "THETA", "SIGMA", "SELECTED", "FP", "FN", "ACCURACY");
 	for (size_t i = 0; i < c->n_points; i++) {
 		const Pim__CalibratePoint *p = c->points[i], *q = i ? c->points[i - 1] : NULL;
 		/* Without --all, print only where a count changes (and the ends). */
@@ -1240,10 +1239,10 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	if (ctl->json)
 		print_json(jitq_json(p));
 	else {
-		fputs(p->text, stdout);
 		for (size_t i = 0; i < p->n_assumptions; i++)
 			if (strncmp(p->assumptions[i], "PIM:", 4) == 0)
-				printf("  %s\n", p->assumptions[i]);
+				printf("%s\n", p->assumptions[i]);
+		fputs(p->text, stdout);
 	}
 	pim__response__free_unpacked(resp, NULL);
 	return EXIT_OK;
@@ -1270,8 +1269,9 @@ static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 		else if (strcmp(a, "--shape") == 0 && v) {
 			unsigned long rr, cc;
 			char x;
-			if (sscanf(v, "%lu%c%lu", &rr, &x, &cc) != 3 || x != 'x' || !rr || !cc ||
-			    rr > UINT32_MAX || cc > UINT32_MAX)
+			int end = -1;
+			if (sscanf(v, "%lu%c%lu%n", &rr, &x, &cc, &end) != 3 || x != 'x' || end != (int)strlen(v) ||
+			    !rr || !cc || rr > UINT32_MAX || cc > UINT32_MAX || v[0] == '-')
 				r = usage_error("--shape: expected ROWSxCOLS, got '%s'", v);
 			body.rows = (uint32_t)rr;
 			body.cols = (uint32_t)cc;
@@ -1398,7 +1398,7 @@ static void job_print(const struct pim_profile_job *j)
 {
 	printf("Profile job %" PRIu64 " of %s: %s", j->id, j->model, j->state);
 	if (job_finished(j))
-		printf(" (%s backend, worker uid %u): %s\n", j->backend, j->uid, j->message);
+		printf(" (%s backend, as uid %u): %s\n", j->backend, j->uid, j->message);
 	else
 		printf(", repetitions %" PRIu64 "/%" PRIu64 "; poll with: pimctl profile --status %" PRIu64 "\n",
 		       j->repetitions_done, j->repetitions_total, j->id);
@@ -1566,6 +1566,25 @@ int main(int argc, char **argv)
 	struct ctl ctl = { 0 };
 	int c, r;
 
+	/* --json and --socket are global: accepted after the command too (pimctl placement m --json). */
+	int k = 1;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-j") == 0) {
+			ctl.json = true;
+			continue;
+		}
+		if ((strcmp(argv[i], "--socket") == 0 || strcmp(argv[i], "-s") == 0) && i + 1 < argc) {
+			ctl.socket = argv[++i];
+			continue;
+		}
+		if (strncmp(argv[i], "--socket=", 9) == 0) {
+			ctl.socket = argv[i] + 9;
+			continue;
+		}
+		argv[k++] = argv[i];
+	}
+	argc = k;
+	argv[argc] = NULL;
 	/* '+': stop at the command so its own options (model load --replace) pass through. */
 	while ((c = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
 		switch (c) {

@@ -514,7 +514,9 @@ int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct 
 		for (size_t i = 0; i < consumed && i < len; i++)
 			line += buf[i] == '\n';
 		return err_set(err, -EINVAL, "manifest: JSON syntax error near line %zu: %s", line,
-			       root ? "trailing data" : json_tokener_error_desc(jerr));
+			       root ? "trailing data"
+			       : jerr == json_tokener_continue ? "unexpected end of input"
+							       : json_tokener_error_desc(jerr));
 	}
 	for (size_t i = consumed; i < len; i++)
 		if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t' && buf[i] != '\r')

@@ -221,11 +221,33 @@ static int setup_watchdog(struct pimd *d)
 	return loop_add(d->loop, &d->wd, EPOLLIN);
 }
 
+static int absolute(const char *path, char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return -EINVAL;
+	if ((size_t)snprintf(buf, len, "%s/%s", cwd, path) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* mkdir -p: parents 0755, the state directory itself 0750. */
 static int ensure_state_dir(const char *dir)
 {
+	char path[PATH_MAX];
 	struct stat st;
 
-	if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+	if (strlen(dir) >= sizeof path)
+		return -ENAMETOOLONG;
+	memcpy(path, dir, strlen(dir) + 1);
+	for (char *p = path + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(path, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	if (mkdir(path, 0750) < 0 && errno != EEXIST)
 		return -errno;
 	if (stat(dir, &st) < 0)
 		return -errno;
@@ -283,7 +305,14 @@ int main(int argc, char **argv)
 		case 'd': d.opt_state_dir = optarg; break;
 		case 'c': d.config_path = optarg; d.config_given = true; break;
 		case 'f': d.foreground = true; break;
-		case 'l': d.opt_log_level = optarg; break;
+		case 'l':
+			if (log_level_from_name(optarg) < 0) {
+				fprintf(stderr, "pimd: --log-level: \"%s\" is not one of err, warning, notice, "
+					"info, debug\nTry 'pimd --help'.\n", optarg);
+				return 2;
+			}
+			d.opt_log_level = optarg;
+			break;
 		case 'C': check_only = true; break;
 		case 'h': help(); return 0;
 		case 'V': printf("pimd %s\n", PIMD_VERSION); return 0;
@@ -296,6 +325,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pimd: unexpected argument '%s'\nTry 'pimd --help'.\n", argv[optind]);
 		return 2;
 	}
+	/* Relative paths on the command line are taken from here, as the user means them (pimd
+	 * changes to / when it detaches; pimd.conf requires absolute paths). */
+	char abs_socket[PATH_MAX], abs_state[PATH_MAX];
+	if (d.opt_socket && absolute(d.opt_socket, abs_socket, sizeof abs_socket) == 0)
+		d.opt_socket = abs_socket;
+	if (d.opt_state_dir && absolute(d.opt_state_dir, abs_state, sizeof abs_state) == 0)
+		d.opt_state_dir = abs_state;
 	if (load_config(&d, &d.cfg, &err) < 0) {
 		log_error("%s", err.msg);
 		return 1;

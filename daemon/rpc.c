@@ -101,6 +101,8 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
 			*p = '?';
 	peer->hello_done = true;
+	log_debug("Client \"%s\" (pid %d uid %u) speaks protocol %u", peer->name, (int)peer->cred.pid,
+		  (unsigned)peer->cred.uid, h->protocol_version);
 
 	Pim__Response *r = rpc_response_new(req->id);
 	Pim__HelloReply *hr = malloc(sizeof *hr);

@@ -441,7 +441,8 @@ int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool rep
 		goto fail;
 	if (r > 0) {
 		if (!replace) {
-			r = err_set(err, -EEXIST, "model \"%s\" exists; remove it first or load with replace",
+			r = err_set(err, -EEXIST, "model \"%s\" exists; remove it first or load with replace "
+				    "(pimctl model load --replace)",
 				    m->name);
 			goto fail;
 		}

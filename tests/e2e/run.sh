@@ -144,7 +144,7 @@ MJ=$(pwd)/tests/models
 "$PIMCTL" --socket "$S" model load "$MJ/compute.json" >/dev/null
 "$PIMCTL" --socket "$S" model load "$MJ/fault.json" >/dev/null
 "$PIMCTL" --socket "$S" model load "$MJ/three_regions.json" >/dev/null
-expect_rc 0 "done (.* backend, worker uid $(id -u))" "profile a streaming read end to end" \
+expect_rc 0 "done (.* backend, as uid $(id -u))" "profile a streaming read end to end" \
 	"$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 5
 expect_rc 0 "regions with metrics 1/1, 5 samples stored" "profile a compute-bound loop" \
 	"$PIMCTL" --socket "$S" profile compute --library "$M/compute.so" --reps 5
@@ -197,7 +197,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	AS_NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 	NB=$T/nobody
 	$AS_NOBODY "$NB/pimctl" --socket "$S" model load "$NB/whoami.json" >/dev/null 2>&1
-	expect_rc 0 "worker uid 65534" "the worker runs as the requesting user (nobody)" \
+	expect_rc 0 "as uid 65534" "the worker runs as the requesting user (nobody)" \
 		$AS_NOBODY "$NB/pimctl" --socket "$S" profile whoami --library "$NB/whoami.so" --reps 2
 	expect_rc 0 "uid-65534 .* host" "the model entered the region of its own uid" \
 		"$PIMCTL" --socket "$S" placement whoami
