@@ -1443,6 +1443,8 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 				else
 					regions[k] = (uint32_t)x;
 			}
+			if (k == 0)
+				r = usage_error("--regions: empty list (leave the option out to measure every region)");
 			opt.regions = regions;
 			opt.n_regions = k;
 		} else if (strcmp(a, "--status") == 0 && v) {
@@ -1475,8 +1477,8 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 	if (wait < 0)
 		wait = !have_status;
 	if (have_status) {
-		if (model || library)
-			return usage_error("profile --status JOB takes no MODEL or --library");
+		if (model || library || opt.repetitions || opt.warmups || opt.timeout_ms || opt.regions)
+			return usage_error("profile --status JOB takes only --wait or --no-wait");
 		if ((r = connect_client(ctl)))
 			return r;
 		if ((r = pim_profile_status(ctl->client, status_id, &job)) < 0)
