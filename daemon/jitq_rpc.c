@@ -7,6 +7,7 @@
 #include "jitq.h"
 #include "log.h"
 #include "mx.h"
+#include "mx_ocp.h"
 #include "pimsim.h"
 
 
@@ -273,14 +274,20 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	const Pim__JitqQuantize *q = req->jitq_quantize;
 	struct pim_error err = { 0 };
 	enum mx_format fmt = MX_FMT_MX6;
+	enum mx_ocp_format ocp_fmt = MX_OCP_FP8_E4M3;
 	enum mx_src src = MX_SRC_BF16;
 	enum mx_dir dir = MX_DIR_ROW;
 	enum pimsim_mapping map = PIMSIM_TILED;
-	bool pim = false;
+	bool pim = false, ocp = false;
 
-	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "format \"%.32s\" is not one of mx9, mx6, mx4", q->format);
+	/* The shared-microexponent formats (BRIEF §5.1), or the OCP family (reference engine). */
+	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0) {
+		if (mx_ocp_format_from_name(q->format, &ocp_fmt) < 0)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "format \"%.32s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", q->format);
+		ocp = true;
+	}
 	if (q->source && *q->source && jitq_src_from_name(q->source, &src) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "source \"%.32s\" is not one of bf16, fp32", q->source);
@@ -299,6 +306,10 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 						  "engine \"%.32s\" is not reference, tiled, strided or "
 						  "strided-opt", q->engine);
 		pim = true;
+		if (ocp)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "the PIM model runs the MX9/MX6/MX4 kernel; %s takes the "
+						  "reference engine", mx_ocp_format_name(ocp_fmt));
 	}
 	/* The PIM model executes every command on the event loop: keep one request short. */
 	if (pim && (uint64_t)q->rows * q->cols > JITQ_RPC_PIM_ELEMENTS_MAX)
@@ -314,12 +325,13 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 					  "%u x %u %s elements need %llu bytes, the data has %zu", q->rows,
 					  q->cols, jitq_src_name(src),
 					  (unsigned long long)((uint64_t)q->rows * q->cols * elem), q->data.len);
-	size_t out_len = mx_packed_size(fmt, q->rows, q->cols, dir);
+	size_t out_len = ocp ? mx_ocp_packed_size(ocp_fmt, q->rows, q->cols, dir)
+			     : mx_packed_size(fmt, q->rows, q->cols, dir);
 	if (!out_len)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%s blocking needs the %s count (%u) to be a multiple of 16",
+					  "%s blocking needs the %s count (%u) to be a multiple of %d",
 					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
-					  dir == MX_DIR_ROW ? q->cols : q->rows);
+					  dir == MX_DIR_ROW ? q->cols : q->rows, ocp ? MX_OCP_BLOCK : MX_BLOCK);
 	/* Input is little-endian by contract; this daemon only runs on little-endian hosts. */
 	void *aligned = malloc(q->data.len);
 	uint8_t *out = malloc(out_len);
@@ -353,7 +365,9 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 		free(ref);
 		r->pim_time_ns = st.time_ns;
 		r->pim_commands = st.total_cmds;
-	} else
+	} else if (ocp)
+		k = mx_ocp_quantize_tensor(ocp_fmt, src, aligned, q->rows, q->cols, dir, out, out_len, &err);
+	else
 		k = mx_quantize_tensor(fmt, src, aligned, q->rows, q->cols, dir, out, out_len, &err);
 	free(aligned);
 	if (k < 0) {
@@ -365,7 +379,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	}
 	r->data.data = out;
 	r->data.len = out_len;
-	r->blocks = out_len / mx_block_bytes(fmt);
+	r->blocks = out_len / (ocp ? mx_ocp_block_bytes(ocp_fmt) : mx_block_bytes(fmt));
 	r->engine = engine;
 	resp->body_case = PIM__RESPONSE__BODY_JITQ_QUANTIZE;
 	resp->jitq_quantize = r;

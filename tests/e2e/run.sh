@@ -226,6 +226,10 @@ for m in tiled strided strided-opt; do
 		"$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col --engine $m "$T/w.bf16" "$T/w.$m"
 done
 "$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col "$T/w.bf16" "$T/w.col" >/dev/null
+expect_rc 0 "Wrote 4224 bytes (128 MX blocks)" "jitq quantize to an OCP format (mxfp8-e4m3, block 32)" \
+	"$PIMCTL" --socket "$S" jitq quantize --format mxfp8-e4m3 --shape 64x64 "$T/w.bf16" "$T/w.fp8"
+expect_rc 1 "takes the reference engine" "OCP formats are not run on the PIM model" \
+	"$PIMCTL" --socket "$S" jitq quantize --format mxfp4 --shape 64x64 --engine strided "$T/w.bf16" "$T/w.fp4"
 head -c 4194304 /dev/zero > "$T/big.bf16"
 expect_rc 1 "the PIM model runs at most" "the PIM engine refuses tensors that would stall the daemon" \
 	"$PIMCTL" --socket "$S" jitq quantize --shape 2048x1024 --engine tiled "$T/big.bf16" "$T/out"

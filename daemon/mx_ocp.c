@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mx_ocp.c: OCP MX formats (MXFP8/6/4, MXINT8), scalar reference. The formats, the layout
+ * and every edge case are documented in mx_ocp.h. All arithmetic is exact integer work on
+ * the FP32 significands: the scale is a power of two, so V_i / X only moves the exponent,
+ * and each element is rounded once (to nearest, ties to even) straight from the input.
+ */
+#include "mx_ocp.h"
+
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#define FP32_MANT_BITS 23
+#define FP32_MANT_MASK 0x007fffffu
+#define FP32_HIDDEN 0x00800000u
+#define FP32_QNAN 0x7fc00000u
+#define SCALE_MIN (-127) /* E8M0 byte 0 */
+
+/* Element type parameters (mx_ocp.h). For int8, mbits is the number of fraction bits. */
+struct elem_fmt {
+	const char *name;
+	unsigned w;        /* bits per element */
+	int mbits;         /* explicit mantissa bits (int8: 6 fraction bits of Q1.6) */
+	int bias;          /* exponent bias (unused for int8) */
+	int emax;          /* emax_elem: exponent of the largest normal */
+	uint8_t max_code;  /* magnitude code of the largest normal (int8: 127) */
+	bool is_int;
+};
+
+static const struct elem_fmt fmts[] = {
+	[MX_OCP_FP8_E4M3] = { "mxfp8-e4m3", 8, 3, 7, 8, 0x7e, false },
+	[MX_OCP_FP8_E5M2] = { "mxfp8-e5m2", 8, 2, 15, 15, 0x7b, false },
+	[MX_OCP_FP6_E3M2] = { "mxfp6-e3m2", 6, 2, 3, 4, 0x1f, false },
+	[MX_OCP_FP6_E2M3] = { "mxfp6-e2m3", 6, 3, 1, 2, 0x1f, false },
+	[MX_OCP_FP4_E2M1] = { "mxfp4", 4, 1, 1, 2, 0x07, false },
+	[MX_OCP_INT8] = { "mxint8", 8, 6, 0, 0, 0x7f, true },
+};
+
+static const struct elem_fmt *fmt_get(enum mx_ocp_format f)
+{
+	return (unsigned)f < ELEMENTSOF(fmts) ? &fmts[f] : NULL;
+}
+
+unsigned mx_ocp_elem_bits(enum mx_ocp_format f)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	return p ? p->w : 0;
+}
+
+size_t mx_ocp_block_bytes(enum mx_ocp_format f)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	return p ? 1 + MX_OCP_BLOCK * p->w / 8 : 0;
+}
+
+int mx_ocp_emax_elem(enum mx_ocp_format f)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	return p ? p->emax : -1;
+}
+
+const char *mx_ocp_format_name(enum mx_ocp_format f)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	return p ? p->name : "invalid";
+}
+
+int mx_ocp_format_from_name(const char *s, enum mx_ocp_format *out)
+{
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < ELEMENTSOF(fmts); i++)
+		if (strcasecmp(s, fmts[i].name) == 0) {
+			if (out)
+				*out = (enum mx_ocp_format)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static inline uint32_t f32_bits(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof u);
+	return u;
+}
+
+static inline float f32_from_bits(uint32_t u)
+{
+	float x;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* ---- element codes ---------------------------------------------------------------------- */
+
+/*
+ * sig * 2^n rounded to an integer, to nearest, ties to even, for 0 < sig < 2^24. A left
+ * shift (n >= 0) is only asked for when the result is known to be small (< 2^8).
+ */
+static uint32_t rne_scale(uint32_t sig, int n)
+{
+	if (n >= 0)
+		return sig << n;
+	unsigned sh = (unsigned)-n;
+	if (sh >= 26) /* half an ulp 2^(sh-1) >= 2^25 > sig: rounds to 0 */
+		return 0;
+	uint32_t q = sig >> sh, r = sig & ((1u << sh) - 1), half = 1u << (sh - 1);
+	if (r > half || (r == half && (q & 1)))
+		q++;
+	return q;
+}
+
+/*
+ * Magnitude code of the element nearest to sig * 2^q (sig != 0), saturated at the largest
+ * normal. Floating-point elements: the value's exponent e_v = floor(log2), its quantum
+ * 2^(max(e_v, emin) - mbits) (the subnormal quantum below emin), M = value / quantum rounded;
+ * code = (max(e_v, emin) - emin) << mbits + M, which is the IEEE-style encoding for normal
+ * and subnormal M alike, and carries into the exponent field when M rounds up to
+ * 2^(mbits+1). Codes are monotonic in magnitude, so saturation is a min with max_code, and
+ * it also keeps e4m3's NaN code 0x7F and e5m2's Inf 0x7C out.
+ */
+static uint32_t enc_mag(const struct elem_fmt *p, uint32_t sig, int q)
+{
+	int e_v = q + 31 - __builtin_clz(sig);
+
+	if (p->is_int) {
+		if (e_v >= 1) /* |value| >= 2 > 127/64 */
+			return p->max_code;
+		uint32_t M = rne_scale(sig, q + p->mbits); /* value * 64 < 128 */
+		return M > p->max_code ? p->max_code : M;
+	}
+	if (e_v > p->emax)
+		return p->max_code;
+	int emin = 1 - p->bias;
+	int e = e_v < emin ? emin : e_v;
+	uint32_t M = rne_scale(sig, q - (e - p->mbits)); /* < 2^(mbits+1) before rounding */
+	uint32_t code = ((uint32_t)(e - emin) << p->mbits) + M;
+	return code > p->max_code ? p->max_code : code;
+}
+
+/* code * 2^s as FP32 (mx_ocp.h: exact for blocks the quantizer makes, else correctly rounded). */
+static float dec_elem(const struct elem_fmt *p, uint8_t code, int s)
+{
+	code &= (uint8_t)((1u << p->w) - 1);
+	if (p->is_int)
+		return ldexpf((float)(int8_t)code, s - p->mbits);
+
+	unsigned sign = code >> (p->w - 1), mag = code & ((1u << (p->w - 1)) - 1);
+	unsigned E = mag >> p->mbits, m = mag & ((1u << p->mbits) - 1);
+	int emin = 1 - p->bias;
+	float v;
+
+	if (p == &fmts[MX_OCP_FP8_E4M3] && mag == 0x7f)
+		return f32_from_bits(FP32_QNAN);
+	if (p == &fmts[MX_OCP_FP8_E5M2] && E == 31) {
+		if (m)
+			return f32_from_bits(FP32_QNAN);
+		return sign ? -INFINITY : INFINITY;
+	}
+	if (E == 0)
+		v = ldexpf((float)m, emin - p->mbits + s);
+	else
+		v = ldexpf((float)(m | 1u << p->mbits), (int)E - p->bias - p->mbits + s);
+	return sign ? -v : v;
+}
+
+float mx_ocp_elem_value(enum mx_ocp_format f, uint8_t code)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	return p ? dec_elem(p, code, 0) : f32_from_bits(FP32_QNAN);
+}
+
+float mx_ocp_elem_max(enum mx_ocp_format f)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	return p ? dec_elem(p, p->max_code, 0) : f32_from_bits(FP32_QNAN);
+}
+
+/* ---- blocks ----------------------------------------------------------------------------- */
+
+void mx_ocp_quantize_block(enum mx_ocp_format f, const float in[32], struct mx_ocp_block *out)
+{
+	const struct elem_fmt *p = fmt_get(f);
+	uint32_t u[MX_OCP_BLOCK], amax = 0;
+
+	memset(out, 0, sizeof *out);
+	if (!p)
+		return;
+	for (unsigned j = 0; j < MX_OCP_BLOCK; j++) {
+		u[j] = f32_bits(in[j]);
+		uint32_t a = u[j] & 0x7fffffffu; /* |x|; integer order = value order */
+		if (a >= 0x7f800000u) {
+			out->scale = MX_OCP_SCALE_NAN; /* NaN or Inf: NaN block, codes 0 */
+			return;
+		}
+		if (a > amax)
+			amax = a;
+	}
+
+	/* shared_exp = floor(log2 max|V|) - emax_elem, clamped to E8M0's 2^-127 (also for
+	 * max = 0). floor(log2) <= 127 and emax_elem >= 0, so it never exceeds 127. */
+	int s = SCALE_MIN;
+	if (amax) {
+		unsigned ea = amax >> FP32_MANT_BITS;
+		int lg = ea ? (int)ea - 127 : 31 - __builtin_clz(amax) - 149;
+		s = lg - p->emax;
+		if (s < SCALE_MIN)
+			s = SCALE_MIN;
+	}
+	out->scale = (uint8_t)(s + MX_OCP_SCALE_BIAS);
+
+	for (unsigned j = 0; j < MX_OCP_BLOCK; j++) {
+		unsigned e = (u[j] >> FP32_MANT_BITS) & 0xff, neg = u[j] >> 31;
+		/* |V| = sig * 2^q exactly; subnormals included (not flushed). */
+		uint32_t sig = e ? FP32_HIDDEN | (u[j] & FP32_MANT_MASK) : u[j] & FP32_MANT_MASK;
+		int q = e ? (int)e - 150 : -149;
+		uint32_t mag = sig ? enc_mag(p, sig, q - s) : 0;
+
+		if (p->is_int)
+			out->elem[j] = (uint8_t)(neg ? -mag : mag); /* two's complement, no -0 */
+		else
+			out->elem[j] = (uint8_t)(neg << (p->w - 1) | mag); /* sign bit kept */
+	}
+}
+
+void mx_ocp_dequantize_block(enum mx_ocp_format f, const struct mx_ocp_block *b, float out[32])
+{
+	const struct elem_fmt *p = fmt_get(f);
+
+	if (!p || b->scale == MX_OCP_SCALE_NAN) {
+		for (unsigned j = 0; j < MX_OCP_BLOCK; j++)
+			out[j] = f32_from_bits(FP32_QNAN);
+		return;
+	}
+	for (unsigned j = 0; j < MX_OCP_BLOCK; j++)
+		out[j] = dec_elem(p, b->elem[j], (int)b->scale - MX_OCP_SCALE_BIAS);
+}
+
+/*
+ * Element j of width w (4, 6 or 8) sits at stream bit j*w; with these widths a field spans
+ * at most two bytes.
+ */
+void mx_ocp_pack_block(enum mx_ocp_format f, const struct mx_ocp_block *b, uint8_t *out)
+{
+	const struct elem_fmt *p = fmt_get(f);
+
+	if (!p)
+		return;
+	unsigned w = p->w, mask = (1u << w) - 1, n = MX_OCP_BLOCK * w / 8;
+	out[0] = b->scale;
+	memset(out + 1, 0, n);
+	for (unsigned j = 0; j < MX_OCP_BLOCK; j++) {
+		unsigned pos = j * w, byte = 1 + pos / 8, sh = pos % 8, field = b->elem[j] & mask;
+		out[byte] |= (uint8_t)(field << sh);
+		if (sh + w > 8)
+			out[byte + 1] |= (uint8_t)(field >> (8 - sh));
+	}
+}
+
+void mx_ocp_unpack_block(enum mx_ocp_format f, const uint8_t *in, struct mx_ocp_block *b)
+{
+	const struct elem_fmt *p = fmt_get(f);
+
+	memset(b, 0, sizeof *b);
+	if (!p)
+		return;
+	unsigned w = p->w, mask = (1u << w) - 1;
+	b->scale = in[0];
+	for (unsigned j = 0; j < MX_OCP_BLOCK; j++) {
+		unsigned pos = j * w, byte = 1 + pos / 8, sh = pos % 8;
+		unsigned field = (unsigned)in[byte] >> sh;
+		if (sh + w > 8)
+			field |= (unsigned)in[byte + 1] << (8 - sh);
+		b->elem[j] = (uint8_t)(field & mask);
+	}
+}
+
+/* ---- tensors ---------------------------------------------------------------------------- */
+
+static int check_shape(enum mx_ocp_format f, size_t rows, size_t cols, enum mx_dir dir,
+		       size_t *bytes, struct pim_error *err)
+{
+	uint64_t n, sz;
+
+	if (!fmt_get(f))
+		return err_set(err, -EINVAL, "invalid MX OCP format %d", (int)f);
+	if (dir != MX_DIR_ROW && dir != MX_DIR_COL)
+		return err_set(err, -EINVAL, "invalid blocking direction %d", (int)dir);
+	if (rows == 0 || cols == 0)
+		return err_set(err, -EINVAL, "empty tensor %zux%zu: both dimensions must be non-zero",
+			       rows, cols);
+	if (dir == MX_DIR_ROW && cols % MX_OCP_BLOCK)
+		return err_set(err, -EINVAL,
+			       "row blocking needs cols to be a multiple of %d, got %zux%zu "
+			       "(pad the tensor or block along the other dimension)",
+			       MX_OCP_BLOCK, rows, cols);
+	if (dir == MX_DIR_COL && rows % MX_OCP_BLOCK)
+		return err_set(err, -EINVAL,
+			       "column blocking needs rows to be a multiple of %d, got %zux%zu "
+			       "(pad the tensor or block along the other dimension)",
+			       MX_OCP_BLOCK, rows, cols);
+	/* The FP32 source and the FP32 dequantized output must be addressable too. */
+	if (!mul_u64(rows, cols, &n) || !mul_u64(n, sizeof(float), &sz) || sz > SIZE_MAX)
+		return err_set(err, -EOVERFLOW, "tensor %zux%zu is too large", rows, cols);
+	if (!mul_u64(n / MX_OCP_BLOCK, mx_ocp_block_bytes(f), &sz) || sz > SIZE_MAX)
+		return err_set(err, -EOVERFLOW, "packed size of tensor %zux%zu overflows", rows,
+			       cols);
+	*bytes = (size_t)sz;
+	return 0;
+}
+
+size_t mx_ocp_packed_size(enum mx_ocp_format f, size_t rows, size_t cols, enum mx_dir dir)
+{
+	size_t bytes = 0;
+
+	return check_shape(f, rows, cols, dir, &bytes, NULL) < 0 ? 0 : bytes;
+}
+
+/* Element k (0..31) of block b: its flat index in the row-major tensor (mx_ocp.h). */
+static inline size_t block_elem(size_t rows, size_t cols, enum mx_dir dir, size_t b, unsigned k)
+{
+	if (dir == MX_DIR_ROW)
+		return b * MX_OCP_BLOCK + k;
+	size_t rblocks = rows / MX_OCP_BLOCK, c = b / rblocks, rb = b % rblocks;
+	return (rb * MX_OCP_BLOCK + k) * cols + c;
+}
+
+static inline float src_value(enum mx_src t, const void *src, size_t i)
+{
+	if (t == MX_SRC_BF16)
+		return mx_bf16_to_float(((const uint16_t *)src)[i]); /* exact widening */
+	float x;
+	memcpy(&x, (const char *)src + i * sizeof(float), sizeof x);
+	return x;
+}
+
+int mx_ocp_quantize_tensor(enum mx_ocp_format f, enum mx_src src_type, const void *src,
+			   size_t rows, size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+			   struct pim_error *err)
+{
+	size_t need = 0, nblocks, bb;
+	int r;
+
+	r = check_shape(f, rows, cols, dir, &need, err);
+	if (r < 0)
+		return r;
+	if (src_type != MX_SRC_FP32 && src_type != MX_SRC_BF16)
+		return err_set(err, -EINVAL, "invalid source type %d", (int)src_type);
+	if (!src || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
+	if (out_len < need)
+		return err_set(err, -EINVAL,
+			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
+			       mx_ocp_format_name(f), rows, cols, out_len, need);
+
+	nblocks = rows * cols / MX_OCP_BLOCK;
+	bb = mx_ocp_block_bytes(f);
+	for (size_t b = 0; b < nblocks; b++) {
+		float in[MX_OCP_BLOCK];
+		struct mx_ocp_block blk;
+
+		for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
+			in[k] = src_value(src_type, src, block_elem(rows, cols, dir, b, k));
+		mx_ocp_quantize_block(f, in, &blk);
+		mx_ocp_pack_block(f, &blk, out + b * bb);
+	}
+	return 0;
+}
+
+int mx_ocp_dequantize_tensor(enum mx_ocp_format f, const uint8_t *in, size_t in_len,
+			     size_t rows, size_t cols, enum mx_dir dir, float *out,
+			     size_t out_count, struct pim_error *err)
+{
+	size_t need = 0, nblocks, bb;
+	int r;
+
+	r = check_shape(f, rows, cols, dir, &need, err);
+	if (r < 0)
+		return r;
+	if (!in || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", in ? "output" : "input");
+	if (in_len < need)
+		return err_set(err, -EINVAL,
+			       "packed %s input too short for %zux%zu: %zu bytes, need %zu",
+			       mx_ocp_format_name(f), rows, cols, in_len, need);
+	if (out_count < rows * cols) /* rows * cols checked by check_shape() */
+		return err_set(err, -EINVAL,
+			       "output too small for %zux%zu: %zu elements, need %zu", rows, cols,
+			       out_count, rows * cols);
+
+	nblocks = rows * cols / MX_OCP_BLOCK;
+	bb = mx_ocp_block_bytes(f);
+	for (size_t b = 0; b < nblocks; b++) {
+		struct mx_ocp_block blk;
+		float v[MX_OCP_BLOCK];
+
+		mx_ocp_unpack_block(f, in + b * bb, &blk);
+		mx_ocp_dequantize_block(f, &blk, v);
+		for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
+			out[block_elem(rows, cols, dir, b, k)] = v[k];
+	}
+	return 0;
+}
