@@ -74,19 +74,6 @@ int mx_format_from_name(const char *s, enum mx_format *out)
 	return -EINVAL;
 }
 
-static inline uint32_t f32_bits(float x)
-{
-	uint32_t u;
-	memcpy(&u, &x, sizeof u);
-	return u;
-}
-
-static inline float f32_from_bits(uint32_t u)
-{
-	float x;
-	memcpy(&x, &u, sizeof x);
-	return x;
-}
 
 /* ---- scalar reference ---------------------------------------------------------------- */
 
@@ -116,7 +103,7 @@ void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *ou
 	/* Level-1 exponent: the largest FP32 biased exponent. Subnormals (field 0) flush to
 	 * zero and so contribute 0; NaN/Inf (field 255) win the max and mark the block. */
 	for (unsigned j = 0; j < MX_BLOCK; j++) {
-		u[j] = f32_bits(in[j]);
+		u[j] = mx_f32_bits(in[j]);
 		e[j] = (u[j] >> FP32_MANT_BITS) & 0xff;
 		if (e[j] > E)
 			E = e[j];
@@ -162,7 +149,7 @@ static float mx_scale(uint32_t M, int k)
 	int p = 31 - __builtin_clz(M);
 	int biased = p + k + FP32_BIAS;
 	if (biased >= 1 && biased <= 254)
-		return f32_from_bits((uint32_t)biased << FP32_MANT_BITS |
+		return mx_f32_from_bits((uint32_t)biased << FP32_MANT_BITS |
 				     ((M << (FP32_MANT_BITS - p)) & FP32_MANT_MASK));
 	return ldexpf((float)M, k);
 }
@@ -173,7 +160,7 @@ void mx_dequantize_block(enum mx_format f, const struct mx_block *b, float out[1
 
 	if (!m || b->exp == MX_EXP_NAN) {
 		for (unsigned j = 0; j < MX_BLOCK; j++)
-			out[j] = f32_from_bits(FP32_QNAN);
+			out[j] = mx_f32_from_bits(FP32_QNAN);
 		return;
 	}
 	for (unsigned j = 0; j < MX_BLOCK; j++) {
@@ -303,7 +290,7 @@ static void quant_ref(enum mx_format f, enum mx_src t, const void *src, size_t r
 		struct mx_block blk;
 
 		for (unsigned k = 0; k < MX_BLOCK; k++)
-			in[k] = f32_from_bits(src_bits(t, src, block_elem(rows, cols, dir, b, k)));
+			in[k] = mx_f32_from_bits(src_bits(t, src, block_elem(rows, cols, dir, b, k)));
 		mx_quantize_block(f, in, &blk);
 		mx_pack_block(f, &blk, out + b * bb);
 	}

@@ -89,6 +89,21 @@ void mx_dequantize_block(enum mx_format f, const struct mx_block *b, float out[1
 void mx_pack_block(enum mx_format f, const struct mx_block *b, uint8_t *out);
 void mx_unpack_block(enum mx_format f, const uint8_t *in, struct mx_block *b);
 
+/* The bits of an FP32 value and back (exact; no aliasing games). */
+static inline uint32_t mx_f32_bits(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof u);
+	return u;
+}
+
+static inline float mx_f32_from_bits(uint32_t u)
+{
+	float x;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
 static inline float mx_bf16_to_float(uint16_t v)
 {
 	uint32_t u = (uint32_t)v << 16;

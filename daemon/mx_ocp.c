@@ -79,19 +79,6 @@ int mx_ocp_format_from_name(const char *s, enum mx_ocp_format *out)
 	return -EINVAL;
 }
 
-static inline uint32_t f32_bits(float x)
-{
-	uint32_t u;
-	memcpy(&u, &x, sizeof u);
-	return u;
-}
-
-static inline float f32_from_bits(uint32_t u)
-{
-	float x;
-	memcpy(&x, &u, sizeof x);
-	return x;
-}
 
 /* ---- element codes ---------------------------------------------------------------------- */
 
@@ -153,10 +140,10 @@ static float dec_elem(const struct elem_fmt *p, uint8_t code, int s)
 	float v;
 
 	if (p == &fmts[MX_OCP_FP8_E4M3] && mag == 0x7f)
-		return f32_from_bits(FP32_QNAN);
+		return mx_f32_from_bits(FP32_QNAN);
 	if (p == &fmts[MX_OCP_FP8_E5M2] && E == 31) {
 		if (m)
-			return f32_from_bits(FP32_QNAN);
+			return mx_f32_from_bits(FP32_QNAN);
 		return sign ? -INFINITY : INFINITY;
 	}
 	if (E == 0)
@@ -169,13 +156,13 @@ static float dec_elem(const struct elem_fmt *p, uint8_t code, int s)
 float mx_ocp_elem_value(enum mx_ocp_format f, uint8_t code)
 {
 	const struct elem_fmt *p = fmt_get(f);
-	return p ? dec_elem(p, code, 0) : f32_from_bits(FP32_QNAN);
+	return p ? dec_elem(p, code, 0) : mx_f32_from_bits(FP32_QNAN);
 }
 
 float mx_ocp_elem_max(enum mx_ocp_format f)
 {
 	const struct elem_fmt *p = fmt_get(f);
-	return p ? dec_elem(p, p->max_code, 0) : f32_from_bits(FP32_QNAN);
+	return p ? dec_elem(p, p->max_code, 0) : mx_f32_from_bits(FP32_QNAN);
 }
 
 /* ---- blocks ----------------------------------------------------------------------------- */
@@ -189,7 +176,7 @@ void mx_ocp_quantize_block(enum mx_ocp_format f, const float in[32], struct mx_o
 	if (!p)
 		return;
 	for (unsigned j = 0; j < MX_OCP_BLOCK; j++) {
-		u[j] = f32_bits(in[j]);
+		u[j] = mx_f32_bits(in[j]);
 		uint32_t a = u[j] & 0x7fffffffu; /* |x|; integer order = value order */
 		if (a >= 0x7f800000u) {
 			out->scale = MX_OCP_SCALE_NAN; /* NaN or Inf: NaN block, codes 0 */
@@ -231,7 +218,7 @@ void mx_ocp_dequantize_block(enum mx_ocp_format f, const struct mx_ocp_block *b,
 
 	if (!p || b->scale == MX_OCP_SCALE_NAN) {
 		for (unsigned j = 0; j < MX_OCP_BLOCK; j++)
-			out[j] = f32_from_bits(FP32_QNAN);
+			out[j] = mx_f32_from_bits(FP32_QNAN);
 		return;
 	}
 	for (unsigned j = 0; j < MX_OCP_BLOCK; j++)
