@@ -31,7 +31,8 @@ LIBS_CHECK  := $(shell pkg-config --libs check 2>/dev/null)
 all: $(B)/pimd $(B)/pimctl $(B)/libpimclient.so $(B)/libpimclient.a $(B)/pimclient.pc $(COMPILER_ALL)
 
 # ---------------------------------------------------------------- generated protocol code
-$(B)/proto/pim.pb-c.c $(B)/proto/pim.pb-c.h: proto/pim.proto
+# One run makes both files (a grouped target: make -j runs protoc-c once).
+$(B)/proto/pim.pb-c.c $(B)/proto/pim.pb-c.h &: proto/pim.proto
 	@mkdir -p $(B)/proto
 	protoc-c --proto_path=proto --c_out=$(B)/proto proto/pim.proto
 
@@ -128,11 +129,12 @@ $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(B)/libpimcore.a
 	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LIBS_DAEMON) -lpthread -ldl
 
 # ---------------------------------------------------------------- dependencies
-# Debian 12 packages the build, the tests and the demo need.
+# Debian 12 packages the build, the tests and the demo need.  procps: kill(1) and ps for the tests.
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
-	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux \
+	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux procps \
 	$(MLIR_DEB_PKGS)
 
+# A machine without package lists (a fresh minimal install) needs "apt-get update" first.
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
@@ -140,6 +142,7 @@ deps:
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 		echo "Installing missing packages:" $$missing; \
+		if ! ls /var/lib/apt/lists 2>/dev/null | grep -q '_Packages'; then apt-get update || exit 1; fi; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing \
 		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
 	else \
@@ -224,7 +227,7 @@ check-fuzz-replay: $(patsubst %,$(B)/tests/%_replay,$(FUZZ_TARGETS))
 
 fuzz-seeds: $(B)/tests/e2e-tool
 	mkdir -p tests/fuzz/corpus/request tests/fuzz/corpus/manifest
-	$(B)/tests/e2e-tool seeds tests/fuzz/corpus/request tests/fuzz/corpus/manifest examples/decoder-block.json
+	$(B)/tests/e2e-tool seeds tests/fuzz/corpus/request tests/fuzz/corpus/manifest tests/e2e/data/decoder-block.json
 
 fuzz:
 	@dpkg-query -W -f='$${Status}\n' clang libclang-rt-14-dev 2>/dev/null | grep -c 'install ok installed' | \

@@ -8,7 +8,11 @@
  *     region id of the model's manifest;
  *   - exports PIM_MODEL_ENTRY, which runs the model once on caller-provided buffers: args[i]
  *     points to the i-th ARGUMENT allocation of the manifest, in increasing allocation id
- *     order, of the manifest's size in bytes.  It returns 0, or nonzero on failure.
+ *     order, of the manifest's size in bytes.  It returns 0, or nonzero on failure;
+ *   - may export PIM_MODEL_DIGEST, a const uint64_t: the digest of the manifest it was built
+ *     against (pim-extract writes it; pimd(8), MODEL LIBRARIES).  pimd refuses to profile a
+ *     library whose digest differs from the loaded manifest's; without the symbol it does not
+ *     check.
  *
  * The two hook symbols are resolved when the library is loaded: the profiling worker of pimd
  * provides counting versions, libpimclient provides the decided-path versions.
@@ -30,6 +34,7 @@ void pim_region_exit(int32_t region);
 
 #define PIM_MODEL_ENTRY "pim_model_entry"
 typedef int (*pim_model_entry_fn)(void *const *args, size_t n_args);
+#define PIM_MODEL_DIGEST "pim_model_manifest_digest"
 
 #ifdef __cplusplus
 }

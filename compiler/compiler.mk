@@ -17,9 +17,14 @@
 # default goal; an empty value lets the next target defined be the default, as without us).
 COMPILER_SAVED_GOAL := $(.DEFAULT_GOAL)
 
-MLIR_DEB_PKGS := libmlir-19-dev mlir-19-tools clang-19
+# llvm-19-dev: the llvm-c headers and libLLVM-19.so link name (clang-19 only recommends it).
+MLIR_DEB_PKGS := libmlir-19-dev mlir-19-tools clang-19 llvm-19-dev
 LLVM_DIR ?= /usr/lib/llvm-19
-MLIR_AVAILABLE := $(if $(wildcard $(LLVM_DIR)/lib/libMLIRCAPIIR.a),1,)
+# What the build reads, one file per package: MLIR is "available" only when all are there.
+MLIR_NEEDS := $(LLVM_DIR)/lib/libMLIRCAPIIR.a $(LLVM_DIR)/lib/libMLIR.so \
+	$(LLVM_DIR)/include/llvm-c/Support.h $(LLVM_DIR)/lib/libLLVM-19.so $(LLVM_DIR)/bin/clang
+MLIR_LACKS := $(filter-out $(wildcard $(MLIR_NEEDS)),$(MLIR_NEEDS))
+MLIR_AVAILABLE := $(if $(MLIR_LACKS),,1)
 MLIR_CFLAGS := -isystem $(LLVM_DIR)/include
 # notes/mlir.md: the working link line (no pkg-config file, no libMLIR-C.so in Debian 12).
 MLIR_LIBS := -Wl,--start-group $(LLVM_DIR)/lib/libMLIRCAPIIR.a \
@@ -38,7 +43,7 @@ COMPILER_ALL := $(if $(MLIR_AVAILABLE),$(PIM_EXTRACT) $(COMPILER_EXAMPLES),)
 COMPILER_TEST := $(B)/tests/compiler/test_extract
 
 define MLIR_MISSING
-	@echo "MLIR 19 is not installed ($(LLVM_DIR)/lib/libMLIRCAPIIR.a is missing):" >&2
+	@echo "MLIR 19 is not fully installed (missing: $(MLIR_LACKS)):" >&2
 	@echo "  run 'make deps' as root (it installs $(MLIR_DEB_PKGS))," >&2
 	@echo "  or: sudo apt-get install -y $(MLIR_DEB_PKGS)" >&2
 	@exit 1

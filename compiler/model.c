@@ -70,7 +70,7 @@ static const char memref_copy_source[] =
 	"\t}\n"
 	"}\n\n";
 
-char *model_wrapper_source(const struct extract *x)
+char *model_wrapper_source(const struct extract *x, uint64_t digest)
 {
 	struct mlirx_buf b = { 0 };
 	bool ranks[64] = { false };
@@ -107,6 +107,9 @@ char *model_wrapper_source(const struct extract *x)
 	/* memref.copy between strided views (a pad's interior) lowers to a call of the MLIR
 	 * runtime's memrefCopy; this is that function, so the library needs no MLIR runtime. */
 	buf_printf(&b, "%s", memref_copy_source);
+	buf_printf(&b, "/* The manifest this library was built against (pim_hooks.h PIM_MODEL_DIGEST). */\n"
+		   "__attribute__((visibility(\"default\"))) const uint64_t pim_model_manifest_digest = "
+		   "UINT64_C(0x%016llx);\n\n", (unsigned long long)digest);
 	buf_printf(&b, "__attribute__((visibility(\"default\"))) int pim_model_entry(void *const *args, "
 		   "size_t n_args)\n{\n\tif (n_args != %zu || (n_args && !args))\n\t\treturn -1;\n"
 		   "\tfor (size_t i = 0; i < n_args; i++)\n\t\tif (!args[i])\n\t\t\treturn -1;\n", x->n_args);
@@ -196,7 +199,8 @@ static void rm_rf_tmp(char *dir)
 	rmdir(dir);
 }
 
-int model_emit(struct extract *x, const char *out_path, const char *cc, struct pim_error *err)
+int model_emit(struct extract *x, const char *out_path, const char *cc, uint64_t digest,
+	       struct pim_error *err)
 {
 	MlirOperation entry = extract_entry_op(x);
 	char tmpl[4096], bc[4200], wrapper[4200], log[4200];
@@ -241,7 +245,7 @@ int model_emit(struct extract *x, const char *out_path, const char *cc, struct p
 	LLVMContextDispose(lctx);
 
 	if (r == 0) {
-		_cleanup_(freep) char *src = model_wrapper_source(x);
+		_cleanup_(freep) char *src = model_wrapper_source(x, digest);
 		if (!src)
 			r = err_set(err, -ENOMEM, "out of memory");
 		else

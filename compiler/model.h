@@ -17,10 +17,12 @@
 #define MODEL_CC_DEFAULT "clang-19"
 
 /* Lowers x->module (consumed: it is LLVM dialect afterwards) and writes the library to
- * out_path.  cc: the compiler to run (a clang that reads LLVM 19 bitcode). */
-int model_emit(struct extract *x, const char *out_path, const char *cc, struct pim_error *err);
+ * out_path.  cc: the compiler to run (a clang that reads LLVM 19 bitcode).  digest: the
+ * manifest_digest() of the manifest written beside the library, exported as PIM_MODEL_DIGEST. */
+int model_emit(struct extract *x, const char *out_path, const char *cc, uint64_t digest,
+	       struct pim_error *err);
 
 /* The C wrapper's text for x (exposed for tests and --save-temps). */
-char *model_wrapper_source(const struct extract *x);
+char *model_wrapper_source(const struct extract *x, uint64_t digest);
 
 #endif

@@ -189,7 +189,7 @@ int main(int argc, char **argv)
 		if ((r = staged_open(&out_model, model, &err)) < 0)
 			goto fail;
 		close(r);
-		if ((r = model_emit(x, out_model.tmp, cc, &err)) < 0) {
+		if ((r = model_emit(x, out_model.tmp, cc, manifest_digest(m), &err)) < 0) {
 			err_prefix(&err, "%s", model);
 			goto fail;
 		}

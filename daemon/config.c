@@ -235,7 +235,7 @@ int config_load(struct config *c, const char *path, bool missing_ok, struct pim_
 	int r = read_file(path, CONFIG_FILE_MAX, &buf, &len, err);
 
 	if (r == -ENOENT && missing_ok)
-		return 0;
+		return 1;
 	if (r < 0)
 		return r;
 	return config_parse(c, buf, len, path, err);

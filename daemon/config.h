@@ -45,7 +45,8 @@ void config_init(struct config *c);
 int config_parse(struct config *c, const char *buf, size_t len, const char *origin,
 		 struct pim_error *err);
 
-/* Reads and parses path; a missing file is not an error when missing_ok (the defaults stand). */
+/* Reads and parses path: 0.  A missing file is not an error when missing_ok: 1 (the values in
+ * c stand). */
 int config_load(struct config *c, const char *path, bool missing_ok, struct pim_error *err);
 
 #endif

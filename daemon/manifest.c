@@ -261,6 +261,82 @@ uint64_t manifest_allocation_bytes(const Pim__Manifest *m)
 	return t;
 }
 
+/* ---------------------------------------------------------------- interface digest */
+
+#define FNV64_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV64_PRIME UINT64_C(0x100000001b3)
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		h = (h ^ (v & 0xff)) * FNV64_PRIME;
+	return h;
+}
+
+static int cmp_alloc_id(const void *a, const void *b)
+{
+	uint32_t x = (*(Pim__Allocation *const *)a)->id, y = (*(Pim__Allocation *const *)b)->id;
+	return (x > y) - (x < y);
+}
+
+static int cmp_region_id(const void *a, const void *b)
+{
+	uint32_t x = (*(Pim__Region *const *)a)->id, y = (*(Pim__Region *const *)b)->id;
+	return (x > y) - (x < y);
+}
+
+static uint64_t digest_region(uint64_t h, const Pim__Region *r)
+{
+	h = fnv_u64(h, r->id);
+	h = fnv_u64(h, r->order);
+	h = fnv_u64(h, r->n_par);
+	h = fnv_u64(h, r->n_total);
+	h = fnv_u64(h, r->trip ? r->trip : 1);
+	h = fnv_u64(h, r->n_parallel_extents);
+	for (size_t i = 0; i < r->n_parallel_extents; i++)
+		h = fnv_u64(h, r->parallel_extents[i]);
+	h = fnv_u64(h, r->n_reduction_extents);
+	for (size_t i = 0; i < r->n_reduction_extents; i++)
+		h = fnv_u64(h, r->reduction_extents[i]);
+	h = fnv_u64(h, r->n_operands);
+	for (size_t i = 0; i < r->n_operands; i++) {
+		const Pim__Operand *o = r->operands[i];
+		h = fnv_u64(h, o->allocation_id);
+		h = fnv_u64(h, o->bytes);
+		h = fnv_u64(h, o->elem_bits);
+		h = fnv_u64(h, (uint64_t)o->role);
+	}
+	return h;
+}
+
+uint64_t manifest_digest(const Pim__Manifest *m)
+{
+	uint64_t h = fnv_u64(FNV64_OFFSET, MANIFEST_DIGEST_VERSION);
+	Pim__Allocation **a = malloc((m->n_allocations ? m->n_allocations : 1) * sizeof *a);
+	Pim__Region **r = malloc((m->n_regions ? m->n_regions : 1) * sizeof *r);
+	if (!a || !r) {
+		free(a);
+		free(r);
+		return 0;
+	}
+	memcpy(a, m->allocations, m->n_allocations * sizeof *a);
+	memcpy(r, m->regions, m->n_regions * sizeof *r);
+	qsort(a, m->n_allocations, sizeof *a, cmp_alloc_id);
+	qsort(r, m->n_regions, sizeof *r, cmp_region_id);
+	h = fnv_u64(h, m->n_allocations);
+	for (size_t i = 0; i < m->n_allocations; i++) {
+		h = fnv_u64(h, a[i]->id);
+		h = fnv_u64(h, a[i]->bytes);
+		h = fnv_u64(h, (uint64_t)a[i]->kind);
+	}
+	h = fnv_u64(h, m->n_regions);
+	for (size_t i = 0; i < m->n_regions; i++)
+		h = digest_region(h, r[i]);
+	free(a);
+	free(r);
+	return h ? h : 1; /* 0 means "no digest" to the worker */
+}
+
 /* ---------------------------------------------------------------- JSON in */
 
 static int json_u64(json_object *v, const char *field, uint64_t *out, struct pim_error *err)

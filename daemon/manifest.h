@@ -58,6 +58,17 @@ json_object *manifest_to_json(const Pim__Manifest *m);
 /* Total bytes of the allocations (validated manifests cannot overflow). */
 uint64_t manifest_allocation_bytes(const Pim__Manifest *m);
 
+/*
+ * Digest of what a model library is built against: allocations (id, bytes, kind) and regions
+ * (id, order, iteration counts, extents, operands), in id order; names, sources and locations
+ * are left out, so renaming a model keeps its digest.  FNV-1a 64 over that sequence, version
+ * MANIFEST_DIGEST_VERSION; never 0 (0 is "no digest"; also the answer when memory runs out).
+ * pim-extract embeds it in the library as PIM_MODEL_DIGEST (client/pim_hooks.h) and the profiling
+ * worker refuses a library whose digest differs from the stored manifest's.
+ */
+#define MANIFEST_DIGEST_VERSION 1u
+uint64_t manifest_digest(const Pim__Manifest *m);
+
 const char *manifest_alloc_kind_name(Pim__AllocKind k);
 const char *manifest_role_name(Pim__OperandRole r);
 

@@ -69,13 +69,14 @@ static int load_pim(const struct config *c, struct pimsim_params *p, struct pim_
 }
 
 /* Loads the file, then applies command-line overrides; on error cfg is unchanged. */
+/* 0, or 1 when the (default) configuration file does not exist and the defaults apply. */
 static int load_config(struct pimd *d, struct config *cfg, struct pim_error *err)
 {
 	struct config c;
-	int r;
+	int r, absent;
 
 	config_init(&c);
-	r = config_load(&c, d->config_path, !d->config_given, err);
+	absent = r = config_load(&c, d->config_path, !d->config_given, err);
 	if (r < 0)
 		return r;
 	if (d->opt_socket) {
@@ -97,7 +98,7 @@ static int load_config(struct pimd *d, struct config *cfg, struct pim_error *err
 		c.log_level = r;
 	}
 	*cfg = c;
-	return 0;
+	return absent;
 }
 
 static void update_status(struct pimd *d)
@@ -127,7 +128,8 @@ static void reload(struct pimd *d)
 	struct pimsim_params pim;
 
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, now_ns() / 1000);
-	if (load_config(d, &c, &err) < 0 || load_pim(&c, &pim, &err) < 0) {
+	int absent = load_config(d, &c, &err);
+	if (absent < 0 || load_pim(&c, &pim, &err) < 0) {
 		log_error("Reload failed, keeping the current configuration: %s", err.msg);
 	} else {
 		if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.state_dir, d->cfg.state_dir) != 0)
@@ -142,7 +144,11 @@ static void reload(struct pimd *d)
 		memcpy(c.socket_path, d->cfg.socket_path, sizeof c.socket_path);
 		memcpy(c.state_dir, d->cfg.state_dir, sizeof c.state_dir);
 		d->cfg = c;
-		log_notice("Configuration reloaded from %s", d->config_path);
+		if (absent)
+			log_notice("Configuration reloaded: %s does not exist, the built-in defaults apply",
+				   d->config_path);
+		else
+			log_notice("Configuration reloaded from %s", d->config_path);
 	}
 	sd_notify(0, "READY=1");
 	d->status[0] = 0;

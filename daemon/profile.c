@@ -35,6 +35,7 @@ struct job {
 	unsigned reps, warmups, timeout_ms;
 	int cpu; /* pinned to, -1 none */
 	uint64_t *arg_bytes;
+	uint64_t digest;          /* manifest_digest() of the stored manifest */
 	size_t n_args;
 	int32_t *regions;
 	size_t n_regions;
@@ -477,6 +478,7 @@ static void job_start(struct job *j)
 	wj.groups = j->n_groups ? j->groups : NULL;
 	wj.n_groups = j->n_groups;
 	wj.reason = pf->platform->backend_reason;
+	wj.manifest_digest = j->digest;
 
 	j->running = true;
 	pf->n_queued--;
@@ -620,6 +622,7 @@ static int job_from_manifest(struct job *j, const Pim__Manifest *m, const Pim__P
 		return err_set(err, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < j->n_args; i++)
 		j->arg_bytes[i] = args[i]->bytes;
+	j->digest = manifest_digest(m);
 	for (size_t i = 0; i < m->n_regions; i++) {
 		const Pim__Region *g = m->regions[i];
 		if (g->id > WORKER_REGION_ID_MAX)
@@ -833,8 +836,12 @@ void profiler_free(struct profiler *pf)
 					      .repetitions_done = -1, .repetitions_total = -1,
 					      .message = "pimd stopped before the job finished; run it again",
 					      .finished = true };
+		log_warning("Profile job %" PRId64 " of model %s (uid %u) was %s when pimd stopped; "
+			    "marked failed", j->run, j->model, (unsigned)j->uid,
+			    j->running ? "running" : "queued");
 		flush_samples(j);
-		store_run_update(pf->store, j->run, &u, &err);
+		if (store_run_update(pf->store, j->run, &u, &err) < 0)
+			log_error("Profile job %" PRId64 ": recording its end failed: %s", j->run, err.msg);
 		job_unlink(j);
 		job_free(j);
 	}

@@ -90,9 +90,10 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_DECISIONS_TRIM] = "DELETE FROM decisions WHERE model_id = ?1 AND platform_id = ?2 AND params_key "
 			      "NOT IN (SELECT params_key FROM decisions WHERE model_id = ?1 AND platform_id = ?2 "
 			      "ORDER BY created_at DESC, params_key LIMIT ?3)",
-	[ST_RUN_INSERT] = "INSERT INTO profile_runs (model_id, platform_id, owner_uid, backend, state, warmup, "
-			  "repetitions, regions_total, created_at) VALUES (?1, ?2, ?3, 'pending', 'queued', "
-			  "?4, ?5, ?6, ?7)",
+	/* Ids above every id ever given (sql/0003-run-ids.sql), not max(id) + 1. */
+	[ST_RUN_INSERT] = "INSERT INTO profile_runs (id, model_id, platform_id, owner_uid, backend, state, "
+			  "warmup, repetitions, regions_total, created_at) VALUES ((SELECT id + 1 FROM "
+			  "run_id_high), ?1, ?2, ?3, 'pending', 'queued', ?4, ?5, ?6, ?7)",
 	[ST_RUN_UPDATE] = "UPDATE profile_runs SET state = coalesce(?2, state), backend = coalesce(?3, backend), "
 			  "backend_reason = coalesce(?4, backend_reason), message = coalesce(?5, message), "
 			  "worker_uid = coalesce(?6, worker_uid), regions_done = coalesce(?7, regions_done), "

@@ -645,6 +645,13 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, pid_
 	if (!lib)
 		child_fail(&o, -ENOEXEC, -1, "cannot load the model library: %s", dlerror());
 	close(4);
+	const uint64_t *built_for = dlsym(lib, PIM_MODEL_DIGEST);
+	if (job->manifest_digest && built_for && *built_for != job->manifest_digest)
+		child_fail(&o, -ESTALE, -1, "the model library was built for another manifest "
+					    "(library digest %016llx, loaded manifest %016llx): "
+					    "load the manifest pim-extract wrote with this library, or "
+					    "rebuild both from the same source",
+			   (unsigned long long)*built_for, (unsigned long long)job->manifest_digest);
 	pim_model_entry_fn entry;
 	*(void **)&entry = dlsym(lib, PIM_MODEL_ENTRY);
 	if (!entry)

@@ -86,6 +86,8 @@ struct worker_job {
 	enum worker_fill fill;
 	int output_fd;            /* the model's stdout/stderr; -1: /dev/null (default) */
 	const char *reason;       /* why this backend (e.g. counters_probe's reason), for HELLO */
+	uint64_t manifest_digest; /* manifest_digest() of the model; a library exporting
+				   * PIM_MODEL_DIGEST with another value is refused; 0: no check */
 };
 
 /* Defaults as documented above; uid/gid are set to the caller's real ids. */

@@ -36,7 +36,7 @@ if [ -f "$MANIFEST" ] && [ -f "$LIBRARY" ]; then
 	step model list
 	step profile decoder-block --library "$LIBRARY" --reps 5
 else
-	echo "(no pim-extract output: $MANIFEST; loading the hand-written manifest, without profiling)"
+	echo "(no pim-extract output: $MANIFEST; loading the bundled copy of its manifest, without profiling)"
 	step model load "$HERE/decoder-block.json"
 fi
 step placement decoder-block --cores 32,64,128

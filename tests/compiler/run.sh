@@ -80,11 +80,35 @@ if [ -x "$B/pimd" ] && [ -x "$B/pimctl" ]; then
 		fi
 	done
 	[ -n "$profile" ] || echo "note: this pimctl has no 'profile --library'; libraries not run by the worker"
+	# 4. a library built for another manifest is refused by name, before it runs.
+	if [ -n "$profile" ] && [ -f "$B/examples/gemv.so" ] && [ -f "$B/examples/mlp.so" ]; then
+		if "$B/pimctl" --socket "$S" profile gemv --library "$B/examples/mlp.so" --reps 1 \
+			> "$T/mismatch.out" 2>&1; then
+			echo "FAIL profile gemv --library mlp.so succeeded:"; cat "$T/mismatch.out"
+			failed=$((failed + 1))
+		elif grep -q 'the model library was built for another manifest (library digest' "$T/mismatch.out"; then
+			passed=$((passed + 1))
+		else
+			echo "FAIL profile gemv --library mlp.so: not refused as a mismatch:"; cat "$T/mismatch.out"
+			failed=$((failed + 1))
+		fi
+	fi
 	kill "$PID" 2>/dev/null
 	wait "$PID" 2>/dev/null
 	PID=
 else
 	echo "note: $B/pimd or $B/pimctl not built; manifests not loaded into pimd"
+fi
+
+# ---- 5. the committed example manifest is what pim-extract makes of the committed source
+if [ -f "$B/examples/decoder-block.manifest.json" ]; then
+	if cmp -s "$ROOT/examples/decoder-block.json" "$B/examples/decoder-block.manifest.json"; then
+		passed=$((passed + 1))
+	else
+		echo "FAIL examples/decoder-block.json differs from pim-extract's output for examples/decoder-block.mlir;"
+		echo "     regenerate it: cp $B/examples/decoder-block.manifest.json examples/decoder-block.json"
+		failed=$((failed + 1))
+	fi
 fi
 
 echo "compiler: $passed passed, $failed failed"

@@ -7,7 +7,7 @@ B=$(cd "$B" && pwd)
 PIMD=$B/pimd
 PIMCTL=$B/pimctl
 TOOL=$B/tests/e2e-tool
-EXAMPLE=$(pwd)/examples/decoder-block.json
+EXAMPLE=$(pwd)/tests/e2e/data/decoder-block.json
 T=$(mktemp -d /tmp/pimd-e2e.XXXXXX)
 pass=0
 fail=0
@@ -301,7 +301,12 @@ PID=$!
 wait_ready "$S"
 "$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 400 --no-wait > "$T/out" 2>&1
 JOB=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
-sleep 0.6
+# Kill it once samples are being committed (up to 20 s on a busy machine), mid-job.
+i=0
+while [ $i -lt 200 ] && [ "$(sqlite3 "$T/state/pimd.db" "SELECT samples > 0 FROM profile_runs WHERE id = $JOB" 2>/dev/null)" != 1 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+sleep 0.2
 kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
 check "kill -9 in the middle of a profiling job leaves a sound database" \
 	sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'PRAGMA integrity_check')\" = ok ]"
@@ -314,7 +319,38 @@ PID=$!
 wait_ready "$S"
 expect_rc 1 "failed .*pimd stopped before the job finished" "after a restart the interrupted job reads as failed" \
 	"$PIMCTL" --socket "$S" profile --status "$JOB"
+# A job still running when pimd stops is marked failed, and pimd says so in its log.
+"$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 400 --no-wait > "$T/out" 2>&1
+JOB=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+i=0
+while [ $i -lt 200 ] && ! "$PIMCTL" --socket "$S" profile --status "$JOB" 2>/dev/null | grep -q running; do
+	sleep 0.1; i=$((i + 1))
+done
 kill -TERM "$PID"; wait_exit "$PID"; PID=
+check "a job running at stop is logged as marked failed" \
+	grep -q "Profile job $JOB of model stream-read (uid [0-9]*) was running when pimd stopped; marked failed" "$T/log"
+# Replacing the model deletes its jobs; their ids are not given out again.
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+PID=$!
+wait_ready "$S"
+"$PIMCTL" --socket "$S" model load --replace "$MJ/stream_read.json" >/dev/null
+"$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 2 > "$T/out" 2>&1
+JOB2=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+check "job ids stay unique after model load --replace (job $JOB2 after job $JOB)" [ "${JOB2:-0}" -gt "$JOB" ]
+kill -TERM "$PID"; wait_exit "$PID"; PID=
+
+# Reloading without a configuration file says that the defaults apply (only where the default
+# path does not exist on this machine).
+if [ ! -e /etc/pimd/pimd.conf ]; then
+	"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+	PID=$!
+	wait_ready "$S"
+	kill -HUP "$PID"
+	i=0; while [ $i -lt 100 ] && ! grep -q "Configuration reloaded" "$T/log"; do sleep 0.05; i=$((i + 1)); done
+	check "a reload without /etc/pimd/pimd.conf says the defaults apply" \
+		grep -q "Configuration reloaded: /etc/pimd/pimd.conf does not exist, the built-in defaults apply" "$T/log"
+	kill -TERM "$PID"; wait_exit "$PID"; PID=
+fi
 
 # ------------------------------------------------------------ sd_notify protocol
 "$TOOL" notify "$T/notify.sock" 10 > "$T/notify.out" &

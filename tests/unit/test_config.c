@@ -117,7 +117,8 @@ START_TEST(files)
 	ck_assert_uint_eq(c.max_clients, 3);
 	unlink(path);
 	/* absent: fine for the default path, an error when named explicitly */
-	ck_assert_int_eq(config_load(&c, path, true, &err), 0);
+	ck_assert_int_eq(config_load(&c, path, true, &err), 1);
+	ck_assert_uint_eq(c.max_clients, 3); /* what was there stands */
 	ck_assert_int_eq(config_load(&c, path, false, &err), -ENOENT);
 	ck_assert_msg(strstr(err.msg, path) != NULL, "%s", err.msg);
 	ck_assert_int_eq(config_load(&c, "/tmp", false, &err), -EINVAL);

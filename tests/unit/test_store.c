@@ -279,6 +279,45 @@ START_TEST(metrics_and_decisions)
 }
 END_TEST
 
+/* Job (run) ids are never reused, though replacing or removing a model deletes its runs. */
+START_TEST(run_ids_stay_unique)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("delta", 2);
+	struct store_platform pf = { .name = "test cpu / none", .cpu_model = "test cpu", .pmu = "none",
+				     .kernel = "6.1" };
+	int64_t pid, mid, r1, r2, r3, r4;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
+	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r1, &err), 0);
+	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r2, &err), 0);
+	ck_assert_int_eq(r1, 1);
+	ck_assert_int_eq(r2, 2);
+	/* the replacement deletes runs 1 and 2; the next id is 3, not 1 */
+	ck_assert_int_eq(store_model_put(s, m, 0, true, &replaced, NULL, &err), 0);
+	ck_assert(replaced);
+	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
+	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r3, &err), 0);
+	ck_assert_int_eq(r3, 3);
+	ck_assert_int_eq(store_model_remove(s, "delta", 0, &err), 0);
+	store_close(s);
+	/* and across a restart */
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
+	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r4, &err), 0);
+	ck_assert_int_eq(r4, 4);
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -290,5 +329,6 @@ int main(void)
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, failed_put_leaves_nothing);
 	tcase_add_test(tc, metrics_and_decisions);
+	tcase_add_test(tc, run_ids_stay_unique);
 	return test_run_suite(s);
 }
