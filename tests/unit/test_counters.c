@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "counters.h"
 #include "events.h"
@@ -25,6 +26,13 @@ static struct perf_event_attr sw_attr(uint64_t config)
 }
 
 /* Touches PAGES fresh 4 KiB pages (no THP, so each is one minor fault) and spins a little. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static void busy_touch(void)
 {
 	long pg = sysconf(_SC_PAGESIZE);
@@ -34,9 +42,11 @@ static void busy_touch(void)
 	madvise(p, len, MADV_NOHUGEPAGE);
 	for (size_t i = 0; i < len; i += (size_t)pg)
 		((volatile char *)p)[i] = 1;
-	uint64_t end = now_ns() + 20 * 1000 * 1000;
+	/* 20 ms of this thread's CPU time, not of wall-clock time: on a loaded machine the thread
+	 * runs only part of the time, and task-clock counts only what it ran. */
+	uint64_t end = thread_cpu_ns() + 20 * 1000 * 1000;
 	volatile uint64_t x = 0;
-	while (now_ns() < end)
+	while (thread_cpu_ns() < end)
 		x++;
 	munmap(p, len);
 }
