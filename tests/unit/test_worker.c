@@ -412,8 +412,9 @@ START_TEST(test_hang_cpu_limit)
 	ck_assert_msg(run.st.end == WORKER_END_CPU_LIMIT, "%d: %s", run.st.end, run.st.message);
 	ck_assert_ptr_nonnull(strstr(run.st.message, "CPU time limit of 1 s exceeded"));
 	ck_assert_int_eq(run.st.signal, SIGXCPU);
-	/* rusage is sampled at tick granularity */
-	ck_assert_msg(run.st.cpu_s >= 0.9, "CPU time %.3f s", run.st.cpu_s);
+	/* rusage is sampled at tick granularity, and on a loaded VM it was seen to read 0.886 s
+	 * when the 1 s limit struck */
+	ck_assert_msg(run.st.cpu_s >= 0.8, "CPU time %.3f s", run.st.cpu_s);
 }
 END_TEST
 
