@@ -431,12 +431,158 @@ static int check_entry_op(struct extract *x, MlirOperation op, void *ud)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- stage 2: instrument */
+/* ---------------------------------------------------------------- stage 1: rewrites */
 
 struct linalg_list {
 	MlirOperation *ops;
 	size_t n, cap;
 };
+
+/*
+ * tensor.concat does not bufferize in MLIR 19 ("op was not bufferized"): each one becomes a
+ * tensor.empty of the result and one tensor.insert_slice per operand at its offset along the
+ * concatenated dimension, which bufferize into copies (data movement, no loop nest).  Shapes
+ * are static here (stage 0).
+ */
+static int lower_concat(struct extract *x, MlirOperation op, struct pim_error *err)
+{
+	MlirContext ctx = x->mx.ctx;
+	MlirLocation loc = mlirOperationGetLocation(op);
+	MlirBlock blk = mlirOperationGetBlock(op);
+	MlirValue res = mlirOperationGetResult(op, 0);
+	MlirType rt = mlirValueGetType(res);
+	MlirAttribute dim_attr = mlirOperationGetAttributeByName(op, mlirx_s("dim"));
+	intptr_t rank = mlirShapedTypeGetRank(rt);
+	int64_t offsets[EXTRACT_DIMS_MAX] = { 0 }, sizes[EXTRACT_DIMS_MAX], strides[EXTRACT_DIMS_MAX];
+
+	if (mlirAttributeIsNull(dim_attr) || !mlirAttributeIsAInteger(dim_attr) || rank > EXTRACT_DIMS_MAX)
+		return refuse(err, x, op, "cannot lower it: no integer dim attribute or rank above %d",
+			      EXTRACT_DIMS_MAX);
+	int64_t dim = mlirIntegerAttrGetValueInt(dim_attr);
+	if (dim < 0 || dim >= rank)
+		return refuse(err, x, op, "dim %" PRId64 " is outside the rank %zd", dim, (ssize_t)rank);
+	for (intptr_t d = 0; d < rank; d++)
+		strides[d] = 1;
+
+	MlirOperationState st = mlirOperationStateGet(mlirx_s("tensor.empty"), loc);
+	mlirOperationStateAddResults(&st, 1, &rt);
+	MlirOperation empty = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(empty))
+		return err_set(err, -EINVAL, "internal error: cannot build tensor.empty");
+	mlirBlockInsertOwnedOperationBefore(blk, op, empty);
+	MlirValue dest = mlirOperationGetResult(empty, 0);
+	for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); i++) {
+		MlirValue src = mlirOperationGetOperand(op, i);
+		MlirType t = mlirValueGetType(src);
+		for (intptr_t d = 0; d < rank; d++)
+			sizes[d] = mlirShapedTypeGetDimSize(t, d);
+		MlirValue opnds[2] = { src, dest };
+		const int32_t seg[5] = { 1, 1, 0, 0, 0 };
+		MlirNamedAttribute attrs[4] = {
+			mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("static_offsets")),
+					      mlirDenseI64ArrayGet(ctx, rank, offsets)),
+			mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("static_sizes")),
+					      mlirDenseI64ArrayGet(ctx, rank, sizes)),
+			mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("static_strides")),
+					      mlirDenseI64ArrayGet(ctx, rank, strides)),
+			mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("operandSegmentSizes")),
+					      mlirDenseI32ArrayGet(ctx, 5, seg)),
+		};
+		st = mlirOperationStateGet(mlirx_s("tensor.insert_slice"), loc);
+		mlirOperationStateAddOperands(&st, 2, opnds);
+		mlirOperationStateAddAttributes(&st, 4, attrs);
+		mlirOperationStateAddResults(&st, 1, &rt);
+		MlirOperation ins = mlirOperationCreate(&st);
+		if (mlirOperationIsNull(ins))
+			return err_set(err, -EINVAL, "internal error: cannot build tensor.insert_slice");
+		mlirBlockInsertOwnedOperationBefore(blk, op, ins);
+		dest = mlirOperationGetResult(ins, 0);
+		offsets[dim] += sizes[dim];
+	}
+	if (offsets[dim] != mlirShapedTypeGetDimSize(rt, dim))
+		return refuse(err, x, op, "the operands' sizes along dim %" PRId64 " do not add up to the "
+			      "result's", dim);
+	mlirValueReplaceAllUsesOfWith(res, dest);
+	return 0; /* op has no use left: the caller destroys it */
+}
+
+static int collect_concat(struct extract *x, MlirOperation op, void *ud)
+{
+	struct linalg_list *l = ud;
+
+	if (!mlirx_op_is(op, "tensor.concat"))
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		l->ops = p;
+		l->cap = cap;
+	}
+	l->ops[l->n++] = op;
+	return 1;
+}
+
+/*
+ * A function returning one tensor twice makes MLIR 19's buffer-results-to-out-params crash.
+ * Every repeated result gets a copy of its own (bufferization.alloc_tensor copy(...): an
+ * allocation and a memref.copy, no loop nest), so each result keeps its out-param.
+ */
+static int distinct_results(struct extract *x, MlirOperation entry, struct pim_error *err)
+{
+	MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(entry, 0));
+	MlirOperation ret = mlirBlockGetTerminator(body);
+
+	if (mlirOperationIsNull(ret) || !mlirx_op_is(ret, "func.return"))
+		return 0;
+	for (intptr_t j = 1; j < mlirOperationGetNumOperands(ret); j++) {
+		MlirValue v = mlirOperationGetOperand(ret, j);
+		bool dup = false;
+		for (intptr_t i = 0; i < j && !dup; i++)
+			dup = mlirValueEqual(mlirOperationGetOperand(ret, i), v);
+		if (!dup)
+			continue;
+		MlirType t = mlirValueGetType(v);
+		const int32_t seg[3] = { 0, 1, 0 };
+		MlirNamedAttribute a = mlirNamedAttributeGet(
+			mlirIdentifierGet(x->mx.ctx, mlirx_s("operandSegmentSizes")),
+			mlirDenseI32ArrayGet(x->mx.ctx, 3, seg));
+		MlirOperationState st = mlirOperationStateGet(mlirx_s("bufferization.alloc_tensor"),
+							      mlirOperationGetLocation(ret));
+		mlirOperationStateAddOperands(&st, 1, &v);
+		mlirOperationStateAddAttributes(&st, 1, &a);
+		mlirOperationStateAddResults(&st, 1, &t);
+		MlirOperation copy = mlirOperationCreate(&st);
+		if (mlirOperationIsNull(copy))
+			return err_set(err, -EINVAL, "internal error: cannot build bufferization.alloc_tensor");
+		mlirBlockInsertOwnedOperationBefore(body, ret, copy);
+		mlirOperationSetOperand(ret, j, mlirOperationGetResult(copy, 0));
+	}
+	return 0;
+}
+
+/* Stage 1, after inlining: what MLIR 19 cannot bufferize is rewritten into what it can. */
+static int rewrite_for_bufferization(struct extract *x, struct pim_error *err)
+{
+	MlirOperation entry = extract_entry_op(x);
+	struct linalg_list l = { 0 };
+	int r = walk_nested(x, entry, collect_concat, &l);
+
+	if (r < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	for (size_t i = 0; i < l.n && r >= 0; i++)
+		if ((r = lower_concat(x, l.ops[i], err)) >= 0)
+			mlirOperationDestroy(l.ops[i]);
+	free(l.ops);
+	if (r < 0)
+		return r;
+	return distinct_results(x, entry, err);
+}
+
+/* ---------------------------------------------------------------- stage 2: instrument */
 
 static int collect_linalg(struct extract *x, MlirOperation op, void *ud)
 {
@@ -481,6 +627,69 @@ static void region_name(MlirOperation op, char *out, size_t n)
 		snprintf(out + l, n - l, ".%s", dot ? dot + 1 : s);
 		k++;
 	}
+}
+
+/* Operator facts of an op whose location names a framework operator (extract_source); false
+ * and nothing changed if it names none.  The name becomes the node's unless the source gave one
+ * (pim.name). */
+static bool node_facts(const struct extract *x, MlirOperation op, char *node, bool *node_named,
+		       char *name, char *opname, char *location)
+{
+	char n[MANIFEST_TEXT_MAX + 1], t[MANIFEST_TEXT_MAX + 1];
+	char pim_name[8];
+
+	if (!mlirx_loc_node(mlirOperationGetLocation(op), n, sizeof n, t, sizeof t))
+		return false;
+	snprintf(node, MANIFEST_TEXT_MAX + 1, "%s", n);
+	snprintf(opname, MANIFEST_TEXT_MAX + 1, "%s", t);
+	snprintf(location, MANIFEST_TEXT_MAX + 1, "%.*s:%s", MANIFEST_TEXT_MAX / 2, x->source, n);
+	*node_named = !mlirx_attr_str(mlirOperationGetDiscardableAttributeByName(op, mlirx_s("pim.name")),
+				      pim_name, sizeof pim_name) || !pim_name[0];
+	if (*node_named)
+		snprintf(name, MANIFEST_TEXT_MAX + 1, "%s", n);
+	return true;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* NODE.K for the K-th nest (program order) of each framework operator that names its nests
+ * (the count per node kept in an open-addressing table of region indices). */
+static int number_node_nests(struct extract *x)
+{
+	size_t cap = 16;
+	while (cap < 2 * x->n_regions)
+		cap *= 2;
+	_cleanup_(freep) size_t *slot = malloc(cap * sizeof *slot);
+	_cleanup_(freep) size_t *count = calloc(x->n_regions ? x->n_regions : 1, sizeof *count);
+
+	if (!slot || !count)
+		return -ENOMEM;
+	for (size_t i = 0; i < cap; i++)
+		slot[i] = SIZE_MAX;
+	for (size_t i = 0; i < x->n_regions; i++) {
+		struct extract_region *r = &x->regions[i];
+		if (!r->node[0])
+			continue;
+		size_t h = hash_str(r->node) & (cap - 1);
+		while (slot[h] != SIZE_MAX && strcmp(x->regions[slot[h]].node, r->node) != 0)
+			h = (h + 1) & (cap - 1);
+		if (slot[h] == SIZE_MAX)
+			slot[h] = i;
+		size_t k = count[slot[h]]++;
+		if (!r->node_named)
+			continue;
+		char idx[24];
+		int w = snprintf(idx, sizeof idx, ".%zu", k);
+		snprintf(r->name, sizeof r->name, "%.*s%s", (int)(sizeof r->name - 1 - (size_t)w), r->node,
+			 idx);
+	}
+	return 0;
 }
 
 static MlirOperation make_i32_const(MlirContext ctx, MlirLocation loc, int32_t v)
@@ -586,6 +795,7 @@ static int instrument(struct extract *x, struct pim_error *err)
 		mlirx_op_name(l.ops[i], src->op, sizeof src->op);
 		region_name(l.ops[i], src->name, sizeof src->name);
 		mlirx_op_loc(&x->mx, l.ops[i], src->location, sizeof src->location);
+		node_facts(x, l.ops[i], src->node, &src->node_named, src->name, src->op, src->location);
 		if ((r = insert_hooks(x, l.ops[i], (int32_t)i, err)) < 0)
 			return r;
 	}
@@ -775,6 +985,93 @@ static int read_dims(struct extract *x, MlirOperation g, struct extract_region *
 	return 0;
 }
 
+/* True when v is defined inside op g: an argument of one of its blocks or a result of an op
+ * nested in it (not a result of g itself). */
+static bool defined_inside(MlirValue v, MlirOperation g)
+{
+	MlirOperation p = mlirValueIsABlockArgument(v) ?
+				  mlirBlockGetParentOperation(mlirBlockArgumentGetOwner(v)) :
+				  mlirOperationGetParentOperation(mlirOpResultGetOwner(v));
+
+	for (; !mlirOperationIsNull(p); p = mlirOperationGetParentOperation(p))
+		if (mlirOperationEqual(p, g))
+			return true;
+	return false;
+}
+
+struct payload_loads {
+	MlirOperation g;
+	struct linalg_list loads;
+};
+
+static int collect_loads(struct extract *x, MlirOperation op, void *ud)
+{
+	struct payload_loads *pl = ud;
+	struct linalg_list *l = &pl->loads;
+
+	if (!mlirx_op_is(op, "memref.load") || mlirOperationGetNumOperands(op) < 1 ||
+	    defined_inside(mlirOperationGetOperand(op, 0), pl->g))
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 8;
+		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		l->ops = p;
+		l->cap = cap;
+	}
+	l->ops[l->n++] = op;
+	return 0;
+}
+
+/*
+ * Buffers the payload reads without them being operands of the op: a tensor.extract in the
+ * payload (an embedding lookup, notes/onnx.md) is a memref.load of a buffer from outside once
+ * bufferized.  Each such buffer is an `in` operand; its bytes are fixed in stage 4.
+ */
+static int read_gathers(struct extract *x, MlirOperation entry, MlirOperation g,
+			struct extract_region *reg, struct pim_error *err)
+{
+	struct payload_loads pl = { .g = g };
+	int r = walk_nested(x, g, collect_loads, &pl);
+	_cleanup_(freep) MlirOperation *ops = pl.loads.ops;
+
+	if (r < 0)
+		return err_set(err, r, "out of memory");
+	for (size_t i = 0; i < pl.loads.n; i++) {
+		MlirValue v = mlirOperationGetOperand(ops[i], 0);
+		size_t k = 0;
+		/* One operand per buffer value; several loads of it count several elements. */
+		for (size_t j = 0; j < i; j++)
+			if (mlirValueEqual(mlirOperationGetOperand(ops[j], 0), v))
+				k++;
+		if (k) {
+			for (size_t j = 0; j < reg->n_operands; j++)
+				if (reg->operands[j].gather_loads && mlirValueEqual(reg->operands[j].gather_value, v))
+					reg->operands[j].gather_loads++;
+			continue;
+		}
+		struct extract_operand *p = realloc(reg->operands, (reg->n_operands + 1) * sizeof *p);
+		if (!p)
+			return err_set(err, -ENOMEM, "out of memory");
+		reg->operands = p;
+		p = &reg->operands[reg->n_operands];
+		*p = (struct extract_operand){ .role = PIM__OPERAND_ROLE__OPERAND_ROLE_IN, .gather_loads = 1,
+					       .gather_value = v };
+		MlirType t = mlirValueGetType(v);
+		MlirType et = mlirShapedTypeGetElementType(t);
+		p->elem_bits = mlirx_elem_bits(et);
+		mlirx_type_str(et, p->elem_type, sizeof p->elem_type);
+		p->bytes = memref_bytes(t);
+		if (!p->bytes)
+			return refuse(err, x, ops[i], "reads a buffer without a static size");
+		if ((r = resolve_alloc(x, entry, ops[i], 0, v, &p->alloc, err)) < 0)
+			return r;
+		reg->n_operands++;
+	}
+	return 0;
+}
+
 static int read_operands(struct extract *x, MlirOperation entry, MlirOperation g,
 			 struct extract_region *reg, struct pim_error *err)
 {
@@ -827,6 +1124,8 @@ static int read_operands(struct extract *x, MlirOperation entry, MlirOperation g
 			return r;
 		reg->n_operands++;
 	}
+	if ((r = read_gathers(x, entry, g, reg, err)) < 0)
+		return r;
 	if (reg->n_operands == 0)
 		return refuse(err, x, g, "no buffer operand");
 	if (map) {
@@ -967,6 +1266,7 @@ static void region_from_origin(struct extract *x, MlirOperation op, struct extra
 			snprintf(reg->name, sizeof reg->name, "%s", strchr(reg->op, '.') + 1);
 			break;
 		}
+	node_facts(x, op, reg->node, &reg->node_named, reg->name, reg->op, reg->location);
 }
 
 /*
@@ -1033,6 +1333,8 @@ static int read_regions(struct extract *x, struct pim_error *err)
 			snprintf(reg->name, sizeof reg->name, "%s", x->sources[k].name);
 			snprintf(reg->op, sizeof reg->op, "%s", x->sources[k].op);
 			snprintf(reg->location, sizeof reg->location, "%s", x->sources[k].location);
+			snprintf(reg->node, sizeof reg->node, "%s", x->sources[k].node);
+			reg->node_named = x->sources[k].node_named;
 		} else
 			region_from_origin(x, g, reg);
 		if (!mlirx_op_is(g, "linalg.generic") && !mlirx_op_is(g, "linalg.map"))
@@ -1043,6 +1345,8 @@ static int read_regions(struct extract *x, struct pim_error *err)
 		if ((r = read_operands(x, entry, g, reg, err)) < 0)
 			return r;
 	}
+	if (number_node_nests(x) < 0)
+		return err_set(err, -ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -1221,6 +1525,14 @@ static int read_loops(struct extract *x, struct pim_error *err)
 				return err_set(err, -E2BIG, "%s: %s: iteration count overflows", reg->location,
 					       reg->op);
 		}
+		/* A gathered buffer: the elements the nest loads, not the whole table. */
+		for (size_t j = 0; j < reg->n_operands; j++) {
+			struct extract_operand *o = &reg->operands[j];
+			uint64_t b;
+			if (o->gather_loads && mul_u64(reg->n_total, o->gather_loads, &b) &&
+			    mul_u64(b, storage_bytes(o->elem_bits), &b) && b < o->bytes)
+				o->bytes = b;
+		}
 	}
 	return 0;
 }
@@ -1300,6 +1612,8 @@ int extract_run(const struct extract_options *o, struct extract **out, struct pi
 		goto fail;
 	MlirOperation entry = extract_entry_op(x);
 	if ((r = check_entry_op(x, entry, err)) < 0 || (r = walk_nested(x, entry, check_entry_op, err)) < 0)
+		goto fail;
+	if ((r = rewrite_for_bufferization(x, err)) < 0)
 		goto fail;
 
 	/* Stage 2. */

@@ -38,6 +38,11 @@ struct extract_operand {
 	char elem_type[MANIFEST_ELEM_TYPE_MAX + 1];
 	uint32_t elem_bits;
 	Pim__OperandRole role;
+	/* A buffer the payload reads element by element (memref.load from tensor.extract: an
+	 * embedding table) rather than an operand of the op: loads per payload execution.  Its
+	 * bytes become n_total x gather_loads x element bytes, at most its view's (stage 4). */
+	uint32_t gather_loads;
+	MlirValue gather_value;  /* the buffer loaded from (stage 3 only) */
 };
 
 #define EXTRACT_DIMS_MAX 32
@@ -46,6 +51,9 @@ struct extract_region {
 	char name[MANIFEST_TEXT_MAX + 1];
 	char op[MANIFEST_TEXT_MAX + 1];
 	char location[MANIFEST_TEXT_MAX + 1];
+	/* The framework operator (ONNX node) the nest comes from, or "": see extract_source. */
+	char node[MANIFEST_TEXT_MAX + 1];
+	bool node_named;  /* name is the node's; ".K" (K-th nest of the node) is appended */
 	uint64_t n_par, n_total, trip;
 	uint64_t par_ext[MANIFEST_EXTENTS_MAX], red_ext[MANIFEST_EXTENTS_MAX];
 	size_t n_par_ext, n_red_ext;
@@ -65,11 +73,18 @@ struct extract_alloc {
 	char global[MANIFEST_TEXT_MAX + 1];
 };
 
-/* A linalg op of the source (stage 2), before generalization and bufferization. */
+/*
+ * A linalg op of the source (stage 2), before generalization and bufferization.  When its
+ * location names a framework operator, loc("NODE"("OP_TYPE")) (mlirx_loc_node), the nest
+ * belongs to that operator: op is OP_TYPE, location is "SOURCE:NODE" (one string for every
+ * nest of the node, which is what operator granularity groups by) and the name NODE.K.
+ */
 struct extract_source {
 	char name[MANIFEST_TEXT_MAX + 1];
 	char op[MANIFEST_TEXT_MAX + 1];
 	char location[MANIFEST_TEXT_MAX + 1];
+	char node[MANIFEST_TEXT_MAX + 1];
+	bool node_named;
 };
 
 /* A tensor op whose bufferization makes a loop nest (tensor.pad), by location. */

@@ -97,6 +97,43 @@ void mlirx_loc_str(const struct mlirx *m, MlirLocation loc, char *out, size_t n)
 	mlirx_buf_free(&b);
 }
 
+/* End of the quoted string starting at p (p points at the opening quote): the closing quote. */
+static const char *quoted_end(const char *p)
+{
+	for (p++; *p && *p != '"';)
+		p += (*p == '\\' && p[1]) ? 2 : 1;
+	return *p ? p : NULL;
+}
+
+bool mlirx_loc_node(MlirLocation loc, char *node, size_t nn, char *type, size_t nt)
+{
+	struct mlirx_buf b = { 0 };
+	bool found = false;
+
+	node[0] = type[0] = '\0';
+	mlirLocationPrint(loc, mlirx_buf_cb, &b);
+	if (!b.p)
+		return false;
+	/* "NODE"("TYPE") followed by ")" (no child) or "(" (the type's own child location); a
+	 * NameLoc around a file location, "name"("f.mlir":1:2), is not a framework operator. */
+	for (const char *p = b.p; !found && (p = strchr(p, '"')) != NULL;) {
+		const char *e1 = quoted_end(p);
+		if (!e1)
+			break;
+		if (e1[1] == '(' && e1[2] == '"') {
+			const char *e2 = quoted_end(e1 + 2);
+			if (e2 && (e2[1] == ')' || e2[1] == '(') && e1 > p + 1 && e2 > e1 + 3) {
+				snprintf(node, nn, "%.*s", (int)(e1 - p - 1), p + 1);
+				snprintf(type, nt, "%.*s", (int)(e2 - e1 - 3), e1 + 3);
+				found = true;
+			}
+		}
+		p = e1 + 1;
+	}
+	mlirx_buf_free(&b);
+	return found;
+}
+
 void mlirx_op_loc(const struct mlirx *m, MlirOperation op, char *out, size_t n)
 {
 	mlirx_loc_str(m, mlirOperationGetLocation(op), out, n);

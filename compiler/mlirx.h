@@ -57,6 +57,12 @@ char *mlirx_module_text(MlirModule module);
 void mlirx_loc_str(const struct mlirx *m, MlirLocation loc, char *out, size_t n);
 void mlirx_op_loc(const struct mlirx *m, MlirOperation op, char *out, size_t n);
 
+/* The framework operator a location names: the first NameLoc whose child is itself a NameLoc,
+ * loc("NODE"("OP_TYPE")) (the form the ONNX importer gives every op made for node NODE of type
+ * OP_TYPE), also inside FusedLoc and CallSiteLoc.  Both strings as printed (escapes kept, no
+ * quotes).  False, with both empty, when there is none. */
+bool mlirx_loc_node(MlirLocation loc, char *node, size_t nn, char *type, size_t nt);
+
 /* The op's name ("linalg.matvec") into out. */
 void mlirx_op_name(MlirOperation op, char *out, size_t n);
 bool mlirx_op_is(MlirOperation op, const char *name);

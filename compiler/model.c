@@ -20,8 +20,15 @@ extern char **environ;
  * cannot prove an intermediate buffer dead or private and delete or move a loop nest across
  * the hook calls.  math-to-llvm first, then math-to-libm for what has no LLVM intrinsic (tanh,
  * erf); the library links -lm.
+ *
+ * bf16 first: LLVM lowers bf16 arithmetic and conversions to calls of __truncsfbf2 and friends,
+ * which Debian 12's libgcc lacks (the library would not load).  Arithmetic and math ops on bf16
+ * are done in f32 (extf, op, truncf), then the bf16 conversions themselves are expanded into
+ * integer operations (round to nearest even), so no soft-float helper is left.
  */
 static const char PIPE_LLVM[] =
+	"func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}),"
+	"func.func(math-legalize-to-f32),func.func(arith-expand{include-bf16}),"
 	"convert-scf-to-cf,expand-strided-metadata,lower-affine,"
 	"finalize-memref-to-llvm{use-generic-functions},convert-math-to-llvm,convert-math-to-libm,"
 	"convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,"

@@ -4,7 +4,10 @@
 #      numbers, refusals, model libraries run through pim_model_entry with counting hooks;
 #   2. every example manifest loads into a private pimd with "pimctl model load", and
 #   3. its model library runs under pimd's profiling worker ("pimctl profile --library"), every
-#      region measured (when pimd and pimctl are built).
+#      region measured (when pimd and pimctl are built);
+#   4. a library built for another manifest is refused;
+#   5. the committed example manifest is what pim-extract makes of its source;
+#   6. placement at operator granularity groups the nests of one framework operator.
 # Ends with "compiler: N passed, M failed"; exit status 0 only when nothing failed.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 1
@@ -92,6 +95,23 @@ if [ -x "$B/pimd" ] && [ -x "$B/pimctl" ]; then
 			echo "FAIL profile gemv --library mlp.so: not refused as a mismatch:"; cat "$T/mismatch.out"
 			failed=$((failed + 1))
 		fi
+	fi
+	# 6. operator granularity groups the nests of one framework operator (loc("NODE"("TYPE")):
+	# the fill and the matmul of /h.0/attn/MatMul decide as one unit), loop granularity does not.
+	if "$B/pim-extract" "$HERE/inputs/onnx-locs.mlir" -o "$T/onnx-locs.json" > "$T/groups.out" 2>&1 &&
+		"$B/pimctl" --socket "$S" model load "$T/onnx-locs.json" >> "$T/groups.out" 2>&1 &&
+		"$B/pimctl" --socket "$S" placement onnx-locs --granularity operator --cores 32 \
+			> "$T/operator.out" 2>&1 &&
+		"$B/pimctl" --socket "$S" placement onnx-locs --granularity loop --cores 32 \
+			> "$T/loop.out" 2>&1 &&
+		[ "$(grep -c 'operator group of 2 regions' "$T/operator.out")" -eq 2 ] &&
+		grep -q '^ *1 /h.0/attn/MatMul.1 .*operator group of 2 regions' "$T/operator.out" &&
+		! grep -q 'operator group' "$T/loop.out"; then
+		passed=$((passed + 1))
+	else
+		echo "FAIL operator groups of tests/compiler/inputs/onnx-locs.mlir:"
+		cat "$T/groups.out" "$T/operator.out" "$T/loop.out" 2>/dev/null
+		failed=$((failed + 1))
 	fi
 	kill "$PID" 2>/dev/null
 	wait "$PID" 2>/dev/null

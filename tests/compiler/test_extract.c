@@ -746,6 +746,207 @@ START_TEST(inlined_calls)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- defects found by exporters */
+
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return (uint16_t)(u >> 16); /* exact for the small integers and halves used here */
+}
+
+/* bf16 arithmetic: the library loads (no __truncsfbf2 left) and computes exactly what the
+ * source says: out[i][j] = exp(0) * (sum_k a[i][k] b[k][j] + c[i][j]) with a = 1,
+ * b[k][j] = (k + j) % 3 and c = 0.5, all exact in bf16. */
+START_TEST(bf16_library)
+{
+	char dir[256], so[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("bf16", dir, true, NULL);
+
+	ck_assert_uint_eq(m->n_regions, 3);
+	ck_assert_str_eq(m->regions[1]->op, "linalg.matmul");
+	ck_assert_str_eq(m->regions[1]->operands[0]->elem_type, "bf16");
+	ck_assert_uint_eq(m->regions[1]->operands[0]->elem_bits, 16);
+	ck_assert_uint_eq(m->regions[1]->operands[0]->bytes, 16 * 32 * 2);
+	snprintf(so, sizeof so, "%s/bf16.so", dir);
+	model_open(&mr, so, m);
+	uint16_t *a = mr.args[0], *b = mr.args[1], *c = mr.args[2], *out = mr.args[3];
+	for (size_t i = 0; i < 16 * 32; i++)
+		a[i] = to_bf16(1.0f);
+	for (size_t k = 0; k < 32; k++)
+		for (size_t j = 0; j < 8; j++)
+			b[k * 8 + j] = to_bf16((float)((k + j) % 3));
+	for (size_t i = 0; i < 16 * 8; i++)
+		c[i] = to_bf16(0.5f);
+	hook_n = 0;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	expect_program_order(m, 1);
+	for (size_t j = 0; j < 8; j++) {
+		float sum = 0.5f;
+		for (size_t k = 0; k < 32; k++)
+			sum += (float)((k + j) % 3);
+		for (size_t i = 0; i < 16; i++)
+			ck_assert_uint_eq(out[i * 8 + j], to_bf16(sum));
+	}
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* One tensor returned twice: no crash in bufferization; each result has its own out-param
+ * (arguments 1 and 2) and both hold x * x. */
+START_TEST(duplicate_result)
+{
+	char dir[256], so[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("dup-result", dir, true, NULL);
+
+	ck_assert_uint_eq(m->n_regions, 1);
+	ck_assert_uint_eq(m->n_allocations, 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		ck_assert_int_eq(alloc_of(m, i)->kind, PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT);
+		ck_assert_uint_eq(alloc_of(m, i)->bytes, 256);
+	}
+	snprintf(so, sizeof so, "%s/dup-result.so", dir);
+	model_open(&mr, so, m);
+	ck_assert_uint_eq(mr.n_args, 3);
+	float *x = mr.args[0], *r0 = mr.args[1], *r1 = mr.args[2];
+	for (size_t i = 0; i < 64; i++) {
+		x[i] = (float)i - 20.0f;
+		r0[i] = r1[i] = -1.0f;
+	}
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	for (size_t i = 0; i < 64; i++) {
+		ck_assert_float_eq(r0[i], x[i] * x[i]);
+		ck_assert_float_eq(r1[i], x[i] * x[i]);
+	}
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* An embedding lookup reads the table through tensor.extract: the table (argument 0) is an
+ * `in` operand of the nest, at the 8 x 64 x 4 = 2048 bytes gathered (not its 256000), so the
+ * nest reads 64 (ids) + 2048 bytes; the library gathers the right rows. */
+START_TEST(gather_reads_table)
+{
+	char dir[256], so[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("gather", dir, true, NULL);
+	static const int64_t ids[8] = { 5, 999, 0, 17, 5, 3, 998, 1 };
+
+	ck_assert_uint_eq(m->n_regions, 1);
+	const Pim__Region *r = m->regions[0];
+	ck_assert_uint_eq(r->n_total, 512);
+	ck_assert_uint_eq(r->n_operands, 3);
+	const Pim__Operand *t = r->operands[2];
+	ck_assert_uint_eq(t->allocation_id, 0);
+	ck_assert_int_eq(t->role, PIM__OPERAND_ROLE__OPERAND_ROLE_IN);
+	ck_assert_str_eq(t->elem_type, "f32");
+	ck_assert_uint_eq(t->bytes, 2048);
+	ck_assert_uint_eq(alloc_of(m, 0)->bytes, 256000);
+	ck_assert_uint_eq(unique_bytes(r, true), 64 + 2048);
+	ck_assert_uint_eq(unique_bytes(r, false), 2048);
+
+	snprintf(so, sizeof so, "%s/gather.so", dir);
+	model_open(&mr, so, m);
+	float *table = mr.args[0], *out = mr.args[2];
+	for (size_t i = 0; i < 1000 * 64; i++)
+		table[i] = (float)i;
+	memcpy(mr.args[1], ids, sizeof ids);
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	for (size_t i = 0; i < 8; i++)
+		for (size_t j = 0; j < 64; j++)
+			ck_assert_float_eq(out[i * 64 + j], (float)(ids[i] * 64 + (int64_t)j));
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* tensor.concat is lowered to copies (no region of its own): one nest, reading the 512-byte
+ * concatenation (an intermediate buffer), and the library computes 2 * [a | b]. */
+START_TEST(concat_lowered)
+{
+	char dir[256], so[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("concat", dir, true, NULL);
+
+	ck_assert_uint_eq(m->n_regions, 1);
+	const Pim__Region *r = m->regions[0];
+	ck_assert_uint_eq(r->n_par, 128);
+	ck_assert_uint_eq(r->operands[0]->bytes, 512);
+	ck_assert_int_eq(alloc_of(m, r->operands[0]->allocation_id)->kind, PIM__ALLOC_KIND__ALLOC_KIND_ALLOC);
+	snprintf(so, sizeof so, "%s/concat.so", dir);
+	model_open(&mr, so, m);
+	float *a = mr.args[0], *b = mr.args[1], *out = mr.args[2];
+	for (size_t i = 0; i < 4 * 8; i++)
+		a[i] = (float)i;
+	for (size_t i = 0; i < 4 * 24; i++)
+		b[i] = 1000.0f + (float)i;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	for (size_t i = 0; i < 4; i++)
+		for (size_t j = 0; j < 32; j++)
+			ck_assert_float_eq(out[i * 32 + j], 2.0f * (j < 8 ? a[i * 8 + j] : b[i * 24 + j - 8]));
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- framework operators */
+
+/* Nests carry the framework operator their location names, loc("NODE"("TYPE")): op TYPE, name
+ * NODE.K (K-th nest of the node), and one location per node (what operator granularity groups
+ * by), also through a CallSiteLoc (inlined call) and a FusedLoc; a plain location keeps the
+ * linalg naming and file:line:col. */
+START_TEST(operator_groups)
+{
+	char dir[256], so[512], loc[512];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	Pim__Manifest *m = extract_input("onnx-locs", dir, true, NULL);
+	static const char *const names[] = { "/h.0/attn/MatMul.0", "/h.0/attn/MatMul.1", "/h.0/attn/Add.0",
+					     "/h.0/mlp/Relu.0", "/h.0/mlp/Mul.0", "generic.negf" };
+	static const char *const ops[] = { "MatMul", "MatMul", "Add", "Relu", "Mul", "linalg.generic" };
+
+	ck_assert_uint_eq(m->n_regions, 6);
+	for (size_t i = 0; i < 6; i++) {
+		ck_assert_str_eq(m->regions[i]->name, names[i]);
+		ck_assert_str_eq(m->regions[i]->op, ops[i]);
+	}
+	/* The fill and the matmul of node /h.0/attn/MatMul: one operator (same location); every
+	 * other nest an operator of its own. */
+	snprintf(loc, sizeof loc, "%s/onnx-locs.mlir:/h.0/attn/MatMul", env("PIM_TEST_INPUTS"));
+	ck_assert_str_eq(m->regions[0]->location, loc);
+	ck_assert_str_eq(m->regions[1]->location, loc);
+	for (size_t i = 1; i < 6; i++)
+		for (size_t j = i + 1; j < 6; j++)
+			ck_assert_str_ne(m->regions[i]->location, m->regions[j]->location);
+	ck_assert_msg(ends_with(m->regions[3]->location, ":/h.0/mlp/Relu"), "%s", m->regions[3]->location);
+	ck_assert_msg(ends_with(m->regions[4]->location, ":/h.0/mlp/Mul"), "%s", m->regions[4]->location);
+	ck_assert_msg(ends_with(m->regions[5]->location, "/inputs/onnx-locs.mlir:40:8"), "%s",
+		      m->regions[5]->location);
+	ck_assert_uint_eq(m->regions[1]->n_total, 32 * 64);
+
+	snprintf(so, sizeof so, "%s/onnx-locs.so", dir);
+	model_open(&mr, so, m);
+	hook_n = 0;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	expect_program_order(m, 1);
+	model_close(&mr);
+	pim__manifest__free_unpacked(m, NULL);
+	rm_dir(dir);
+}
+END_TEST
+
 /* --binary writes the same manifest as protobuf; --name renames the model. */
 START_TEST(binary_and_name)
 {
@@ -872,6 +1073,12 @@ int main(void)
 	tcase_add_test(tc, pad_nest);
 	tcase_add_test(tc, inlined_calls);
 	tcase_add_test(tc, binary_and_name);
+	tcase_add_test(tc, operator_groups);
+	tc = test_case(s, "exporter defects");
+	tcase_add_test(tc, bf16_library);
+	tcase_add_test(tc, duplicate_result);
+	tcase_add_test(tc, gather_reads_table);
+	tcase_add_test(tc, concat_lowered);
 	tc = test_case(s, "refusals");
 	tcase_add_loop_test(tc, refusal, 0, ELEMENTSOF(refusals));
 	tcase_add_test(tc, usage_errors);
