@@ -433,6 +433,11 @@ static int check_entry_op(struct extract *x, MlirOperation op, void *ud)
 
 /* ---------------------------------------------------------------- stage 1: rewrites */
 
+static uint64_t storage_bytes(unsigned bits)
+{
+	return (bits + 7) / 8;
+}
+
 struct linalg_list {
 	MlirOperation *ops;
 	size_t n, cap;
@@ -562,6 +567,126 @@ static int distinct_results(struct extract *x, MlirOperation entry, struct pim_e
 	return 0;
 }
 
+/*
+ * --weights zero: a tensor constant of at least EXTRACT_WEIGHTS_ZERO_MIN bytes becomes
+ *   memref.global @pim_weights_zero_K : memref<...> = dense<0>  (public, not constant)
+ *   bufferization.to_tensor (memref.get_global @pim_weights_zero_K) restrict
+ * A public, writable global with a zero initializer lands in .bss: the library does not carry
+ * the weights, and LLVM can neither fold its loads to zeros nor drop them (another translation
+ * unit, the wrapper, writes it: model.c zeroes every such global when the library is loaded,
+ * which also gives each page a frame of its own instead of the shared zero page).  to_tensor
+ * without `writable` is read-only to bufferization, as the constant was.
+ */
+static int zero_weights(struct extract *x, MlirOperation op, void *ud)
+{
+	struct pim_error *err = ud;
+	char ts[256], text[512], elem[64];
+
+	if (!mlirx_op_is(op, "arith.constant") || mlirOperationGetNumResults(op) != 1)
+		return 0;
+	MlirValue res = mlirOperationGetResult(op, 0);
+	MlirType t = mlirValueGetType(res);
+	if (!mlirTypeIsARankedTensor(t) || !mlirShapedTypeHasStaticShape(t))
+		return 0;
+	MlirType et = mlirShapedTypeGetElementType(t);
+	uint64_t bytes = storage_bytes(mlirx_elem_bits(et));
+	intptr_t rank = mlirShapedTypeGetRank(t);
+	int64_t shape[EXTRACT_DIMS_MAX];
+	if (rank > EXTRACT_DIMS_MAX)
+		return 0;
+	for (intptr_t d = 0; d < rank; d++) {
+		shape[d] = mlirShapedTypeGetDimSize(t, d);
+		if (!mul_u64(bytes, (uint64_t)shape[d], &bytes))
+			return refuse(err, x, op, "constant too large");
+	}
+	if (bytes < EXTRACT_WEIGHTS_ZERO_MIN)
+		return 0;
+	if (x->n_zeros >= MANIFEST_REGIONS_MAX)
+		return refuse(err, x, op, "more than %u constants to zero", MANIFEST_REGIONS_MAX);
+	struct extract_zero *z = realloc(x->zeros, (x->n_zeros + 1) * sizeof *z);
+	if (!z)
+		return err_set(err, -ENOMEM, "out of memory");
+	x->zeros = z;
+	z = &x->zeros[x->n_zeros];
+	snprintf(z->global, sizeof z->global, EXTRACT_WEIGHTS_ZERO_PREFIX "%zu", x->n_zeros);
+	z->bytes = bytes;
+
+	MlirType mt = mlirMemRefTypeContiguousGet(et, rank, shape, mlirAttributeGetNull());
+	mlirx_type_str(mt, ts, sizeof ts);
+	mlirx_type_str(et, elem, sizeof elem);
+	snprintf(text, sizeof text, "memref.global @%s : %s = dense<%s> {alignment = 64 : i64}", z->global,
+		 ts, mlirTypeIsAFloat(et) ? "0.0" : "0");
+	MlirOperation g = mlirOperationCreateParse(x->mx.ctx, mlirx_s(text), mlirx_s("pim-extract"));
+	if (mlirOperationIsNull(g))
+		return refuse(err, x, op, "cannot zero this constant of type %s (element %s)", ts, elem);
+	mlirBlockInsertOwnedOperation(mlirModuleGetBody(x->module), 0, g);
+
+	MlirContext ctx = x->mx.ctx;
+	MlirLocation loc = mlirOperationGetLocation(op);
+	MlirBlock blk = mlirOperationGetBlock(op);
+	MlirNamedAttribute sym = mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("name")),
+						       mlirFlatSymbolRefAttrGet(ctx, mlirx_s(z->global)));
+	MlirOperationState st = mlirOperationStateGet(mlirx_s("memref.get_global"), loc);
+	mlirOperationStateAddResults(&st, 1, &mt);
+	mlirOperationStateAddAttributes(&st, 1, &sym);
+	MlirOperation get = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(get))
+		return err_set(err, -EINVAL, "internal error: cannot build memref.get_global");
+	mlirBlockInsertOwnedOperationBefore(blk, op, get);
+	MlirValue m = mlirOperationGetResult(get, 0);
+	MlirNamedAttribute restrict_ = mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("restrict")),
+							     mlirUnitAttrGet(ctx));
+	st = mlirOperationStateGet(mlirx_s("bufferization.to_tensor"), loc);
+	mlirOperationStateAddOperands(&st, 1, &m);
+	mlirOperationStateAddResults(&st, 1, &t);
+	mlirOperationStateAddAttributes(&st, 1, &restrict_);
+	MlirOperation tt = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(tt))
+		return err_set(err, -EINVAL, "internal error: cannot build bufferization.to_tensor");
+	mlirBlockInsertOwnedOperationBefore(blk, op, tt);
+	mlirValueReplaceAllUsesOfWith(res, mlirOperationGetResult(tt, 0));
+	x->n_zeros++;
+	x->zero_bytes += bytes;
+	return 0;
+}
+
+static int collect_constants(struct extract *x, MlirOperation op, void *ud)
+{
+	struct linalg_list *l = ud;
+
+	if (!mlirx_op_is(op, "arith.constant"))
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		l->ops = p;
+		l->cap = cap;
+	}
+	l->ops[l->n++] = op;
+	return 0;
+}
+
+/* --weights zero over the entry function (zero_weights). */
+static int zero_all_weights(struct extract *x, MlirOperation entry, struct pim_error *err)
+{
+	struct linalg_list l = { 0 };
+	int r = walk_nested(x, entry, collect_constants, &l);
+
+	if (r < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	for (size_t i = 0; i < l.n && r >= 0; i++) {
+		size_t before = x->n_zeros;
+		if ((r = zero_weights(x, l.ops[i], err)) >= 0 && x->n_zeros > before)
+			mlirOperationDestroy(l.ops[i]);
+	}
+	free(l.ops);
+	return r < 0 ? r : 0;
+}
+
 /* Stage 1, after inlining: what MLIR 19 cannot bufferize is rewritten into what it can. */
 static int rewrite_for_bufferization(struct extract *x, struct pim_error *err)
 {
@@ -578,6 +703,8 @@ static int rewrite_for_bufferization(struct extract *x, struct pim_error *err)
 			mlirOperationDestroy(l.ops[i]);
 	free(l.ops);
 	if (r < 0)
+		return r;
+	if (x->weights_zero && (r = zero_all_weights(x, entry, err)) < 0)
 		return r;
 	return distinct_results(x, entry, err);
 }
@@ -805,11 +932,6 @@ static int instrument(struct extract *x, struct pim_error *err)
 }
 
 /* ---------------------------------------------------------------- stage 3: operands */
-
-static uint64_t storage_bytes(unsigned bits)
-{
-	return (bits + 7) / 8;
-}
 
 /* Bytes of a static memref type; 0 if not one. */
 static uint64_t memref_bytes(MlirType t)
@@ -1585,6 +1707,7 @@ int extract_run(const struct extract_options *o, struct extract **out, struct pi
 	if (!x)
 		return err_set(err, -ENOMEM, "out of memory");
 	x->save_temps = o->save_temps;
+	x->weights_zero = o->weights_zero;
 	snprintf(x->source, sizeof x->source, "%s", o->input);
 	if ((r = model_name_from(o->input, o->name, x->name, sizeof x->name, err)) < 0)
 		goto fail;
@@ -1655,6 +1778,7 @@ void extract_free(struct extract *x)
 	free(x->sources);
 	free(x->origins);
 	free(x->allocs);
+	free(x->zeros);
 	for (size_t i = 0; i < x->n_args; i++)
 		free(x->args[i].shape);
 	free(x->args);
@@ -1687,7 +1811,16 @@ int extract_manifest(const struct extract *x, Pim__Manifest **out, struct pim_er
 	pim__manifest__init(m);
 	/* Every field is malloc'd, so pim__manifest__free_unpacked(m, NULL) frees it all. */
 	m->name = dup_str(x->name);
-	m->source = dup_str(x->source);
+	if (x->weights_zero) {
+		/* The label pimctl model show prints: outputs of this library are not the model's. */
+		char label[64];
+		int w = snprintf(label, sizeof label, " (--weights zero: %zu constants, %" PRIu64
+				 " bytes zeroed)", x->n_zeros, x->zero_bytes);
+		if (asprintf(&m->source, "%.*s%s", (int)(MANIFEST_TEXT_MAX - (size_t)w), x->source,
+			     label) < 0)
+			m->source = NULL;
+	} else
+		m->source = dup_str(x->source);
 	m->allocations = calloc(x->n_allocs ? x->n_allocs : 1, sizeof *m->allocations);
 	m->regions = calloc(x->n_regions ? x->n_regions : 1, sizeof *m->regions);
 	if (!m->name || !m->source || !m->allocations || !m->regions)

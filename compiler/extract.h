@@ -30,6 +30,19 @@ struct extract_options {
 	const char *name;        /* model name; NULL: the input's basename without .mlir */
 	const char *entry;       /* entry function; NULL: the only public function */
 	const char *save_temps;  /* directory for the IR of every stage, or NULL */
+	/* Weights at real size for timing-only profiles: every tensor constant of at least
+	 * EXTRACT_WEIGHTS_ZERO_MIN bytes becomes a zero-filled global (.bss, zeroed when the
+	 * library is loaded), so the library stays small; the manifest's source says so. */
+	bool weights_zero;
+};
+
+#define EXTRACT_WEIGHTS_ZERO_MIN (64u * 1024u)
+#define EXTRACT_WEIGHTS_ZERO_PREFIX "pim_weights_zero_"
+
+/* A constant replaced by --weights zero: global EXTRACT_WEIGHTS_ZERO_PREFIX<index>. */
+struct extract_zero {
+	char global[64];
+	uint64_t bytes;
 };
 
 struct extract_operand {
@@ -116,6 +129,10 @@ struct extract {
 	size_t n_allocs;
 	struct extract_arg *args;  /* args[i] is allocation i */
 	size_t n_args;
+	bool weights_zero;
+	struct extract_zero *zeros;
+	size_t n_zeros;
+	uint64_t zero_bytes;
 };
 
 /* Runs stages 0-4.  On failure err says what was refused or failed, where (file:line:col) and

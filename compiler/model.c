@@ -117,6 +117,19 @@ char *model_wrapper_source(const struct extract *x, uint64_t digest)
 	buf_printf(&b, "/* The manifest this library was built against (pim_hooks.h PIM_MODEL_DIGEST). */\n"
 		   "__attribute__((visibility(\"default\"))) const uint64_t pim_model_manifest_digest = "
 		   "UINT64_C(0x%016llx);\n\n", (unsigned long long)digest);
+	/* --weights zero (extract.h): the zero-weight globals live in .bss; zeroing them once when
+	 * the library is loaded gives every page a frame of its own, so the nests read real memory
+	 * rather than the kernel's shared zero page, and keeps LLVM from treating them as constant. */
+	if (x->n_zeros) {
+		for (size_t i = 0; i < x->n_zeros; i++)
+			buf_printf(&b, "extern char %s[] __attribute__((visibility(\"hidden\")));\n",
+				   x->zeros[i].global);
+		buf_printf(&b, "\n__attribute__((constructor)) static void pim_weights_zero(void)\n{\n");
+		for (size_t i = 0; i < x->n_zeros; i++)
+			buf_printf(&b, "\tmemset(%s, 0, %lluu);\n", x->zeros[i].global,
+				   (unsigned long long)x->zeros[i].bytes);
+		buf_printf(&b, "}\n\n");
+	}
 	buf_printf(&b, "__attribute__((visibility(\"default\"))) int pim_model_entry(void *const *args, "
 		   "size_t n_args)\n{\n\tif (n_args != %zu || (n_args && !args))\n\t\treturn -1;\n"
 		   "\tfor (size_t i = 0; i < n_args; i++)\n\t\tif (!args[i])\n\t\t\treturn -1;\n", x->n_args);

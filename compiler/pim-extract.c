@@ -30,12 +30,17 @@ static void usage(FILE *f)
 		"      --emit-model SO    also build the instrumented model library SO\n"
 		"      --cc PROGRAM       compiler for --emit-model (default: $PIM_EXTRACT_CC or %s)\n"
 		"      --save-temps DIR   keep the IR of every stage and the library's sources in DIR\n"
+		"      --weights real|zero\n"
+		"                         zero: every tensor constant of %u KiB or more becomes a\n"
+		"                         zero-filled buffer allocated when the library is loaded\n"
+		"                         (small library, timing-only outputs; the manifest's source\n"
+		"                         says so); default real\n"
 		"  -h, --help             this text\n"
 		"      --version          the version\n\n"
 		"Refused input (parse errors, torch-dialect input, dynamic shapes, unsupported ops,\n"
 		"loops without constant bounds) is reported with its op and file:line:col; the exit\n"
 		"status is then 1 and no output file is written.\n",
-		MODEL_CC_DEFAULT);
+		MODEL_CC_DEFAULT, EXTRACT_WEIGHTS_ZERO_MIN / 1024);
 }
 
 /* A file written next to its destination and renamed over it once everything succeeded. */
@@ -134,7 +139,8 @@ static int serialize(const Pim__Manifest *m, bool binary, uint8_t **out, size_t 
 
 int main(int argc, char **argv)
 {
-	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_VERSION };
+	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_WEIGHTS,
+	       OPT_VERSION };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "binary", no_argument, NULL, OPT_BINARY },
@@ -143,6 +149,7 @@ int main(int argc, char **argv)
 		{ "emit-model", required_argument, NULL, OPT_EMIT_MODEL },
 		{ "cc", required_argument, NULL, OPT_CC },
 		{ "save-temps", required_argument, NULL, OPT_SAVE_TEMPS },
+		{ "weights", required_argument, NULL, OPT_WEIGHTS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -161,6 +168,16 @@ int main(int argc, char **argv)
 		case OPT_EMIT_MODEL: model = optarg; break;
 		case OPT_CC: cc = optarg; break;
 		case OPT_SAVE_TEMPS: o.save_temps = optarg; break;
+		case OPT_WEIGHTS:
+			if (strcmp(optarg, "zero") == 0)
+				o.weights_zero = true;
+			else if (strcmp(optarg, "real") == 0)
+				o.weights_zero = false;
+			else {
+				fprintf(stderr, "pim-extract: --weights takes real or zero, not \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		case OPT_VERSION: printf("pim-extract %s (MLIR 19)\n", PIMD_VERSION); return 0;
 		default: usage(stderr); return 2;

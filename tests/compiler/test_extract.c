@@ -947,6 +947,139 @@ START_TEST(operator_groups)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- --weights zero */
+
+/* y = x W + 1.5 with a 1 MiB constant W [1024x256], W[k][j] = (7 (256 k + j)) % 5, written as
+ * MLIR's hex form, and a 1 KiB bias constant (below the 64 KiB threshold: it stays real). */
+static float big_w(size_t k, size_t j)
+{
+	return (float)((7 * (256 * k + j)) % 5);
+}
+
+static void write_big_model(const char *path)
+{
+	FILE *f = fopen(path, "we");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#map = affine_map<(d0, d1) -> (d0, d1)>\n"
+		   "func.func @forward(%%x: tensor<1x1024xf32>) -> tensor<1x256xf32> {\n"
+		   "  %%w = arith.constant dense<\"0x");
+	for (size_t k = 0; k < 1024; k++)
+		for (size_t j = 0; j < 256; j++) {
+			float v = big_w(k, j);
+			uint8_t b[4];
+			memcpy(b, &v, 4); /* little-endian host, as MLIR's hex form */
+			fprintf(f, "%02X%02X%02X%02X", b[0], b[1], b[2], b[3]);
+		}
+	fprintf(f, "\"> : tensor<1024x256xf32>\n"
+		   "  %%b = arith.constant dense<1.5> : tensor<1x256xf32>\n"
+		   "  %%zero = arith.constant 0.0 : f32\n"
+		   "  %%e = tensor.empty() : tensor<1x256xf32>\n"
+		   "  %%z = linalg.fill ins(%%zero : f32) outs(%%e : tensor<1x256xf32>) -> tensor<1x256xf32>\n"
+		   "  %%m = linalg.matmul ins(%%x, %%w : tensor<1x1024xf32>, tensor<1024x256xf32>)\n"
+		   "      outs(%%z : tensor<1x256xf32>) -> tensor<1x256xf32>\n"
+		   "  %%e2 = tensor.empty() : tensor<1x256xf32>\n"
+		   "  %%r = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = [\"parallel\", \"parallel\"]}\n"
+		   "      ins(%%m, %%b : tensor<1x256xf32>, tensor<1x256xf32>) outs(%%e2 : tensor<1x256xf32>) {\n"
+		   "  ^bb0(%%p: f32, %%q: f32, %%o: f32):\n"
+		   "    %%v = arith.addf %%p, %%q : f32\n"
+		   "    linalg.yield %%v : f32\n"
+		   "  } -> tensor<1x256xf32>\n"
+		   "  return %%r : tensor<1x256xf32>\n"
+		   "}\n");
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_size;
+}
+
+/* The same model extracted with real weights and with --weights zero: the same regions and
+ * allocations, but the zero library does not carry the 1 MiB (it is in .bss, zeroed at load),
+ * the manifest says so, and the library runs: y = 0 + 1.5 where the real one gives x W + 1.5. */
+START_TEST(weights_zero)
+{
+	char dir[256], in[512], rj[512], rs[512], zj[512], zs[512], errbuf[2048];
+	struct model_run mr;
+	scratch(dir, sizeof dir);
+	snprintf(in, sizeof in, "%s/big.mlir", dir);
+	snprintf(rj, sizeof rj, "%s/real.json", dir);
+	snprintf(rs, sizeof rs, "%s/real.so", dir);
+	snprintf(zj, sizeof zj, "%s/zero.json", dir);
+	snprintf(zs, sizeof zs, "%s/zero.so", dir);
+	write_big_model(in);
+	const char *real[] = { in, "-o", rj, "--emit-model", rs, NULL };
+	const char *zero[] = { in, "--weights", "zero", "-o", zj, "--emit-model", zs, NULL };
+	ck_assert_msg(run_extract(real, errbuf, sizeof errbuf, dir) == 0, "%s", errbuf);
+	ck_assert_msg(run_extract(zero, errbuf, sizeof errbuf, dir) == 0, "%s", errbuf);
+	ck_assert_int_gt(file_size(rs), 1048576);
+	ck_assert_int_lt(file_size(zs), 65536);
+
+	Pim__Manifest *r = load(rj), *z = load(zj);
+	ck_assert_ptr_null(strstr(r->source, "--weights"));
+	ck_assert_msg(ends_with(z->source, "/big.mlir (--weights zero: 1 constants, 1048576 bytes zeroed)"),
+		      "source %s", z->source);
+	ck_assert_uint_eq(z->n_regions, 3);
+	ck_assert_uint_eq(r->n_regions, 3);
+	ck_assert_uint_eq(z->n_allocations, r->n_allocations);
+	for (size_t i = 0; i < z->n_regions; i++) {
+		ck_assert_uint_eq(z->regions[i]->n_total, r->regions[i]->n_total);
+		ck_assert_uint_eq(unique_bytes(z->regions[i], true), unique_bytes(r->regions[i], true));
+	}
+	/* The matmul reads W from the zero global (1 MiB, a GLOBAL allocation like the real one);
+	 * the add reads the bias, a real constant. */
+	const Pim__Allocation *w = alloc_of(z, z->regions[1]->operands[1]->allocation_id);
+	ck_assert_str_eq(w->name, "@pim_weights_zero_0");
+	ck_assert_int_eq(w->kind, PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL);
+	ck_assert_uint_eq(w->bytes, 1048576);
+	ck_assert_int_eq(alloc_of(r, r->regions[1]->operands[1]->allocation_id)->kind,
+			 PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL);
+	const Pim__Allocation *bias = alloc_of(z, z->regions[2]->operands[1]->allocation_id);
+	ck_assert_int_eq(bias->kind, PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL);
+	ck_assert_ptr_null(strstr(bias->name, "pim_weights_zero"));
+
+	/* x[k] = 1 for k % 3 == 0, else 0: sums of small integers, exact in f32. */
+	model_open(&mr, zs, z);
+	float *x = mr.args[0], *y = mr.args[1];
+	for (size_t k = 0; k < 1024; k++)
+		x[k] = k % 3 == 0 ? 1.0f : 0.0f;
+	hook_n = 0;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	expect_program_order(z, 1);
+	for (size_t j = 0; j < 256; j++)
+		ck_assert_float_eq(y[j], 1.5f);
+	model_close(&mr);
+	model_open(&mr, rs, r);
+	x = mr.args[0];
+	y = mr.args[1];
+	for (size_t k = 0; k < 1024; k++)
+		x[k] = k % 3 == 0 ? 1.0f : 0.0f;
+	ck_assert_int_eq(mr.entry(mr.args, mr.n_args), 0);
+	for (size_t j = 0; j < 256; j++) {
+		float want = 1.5f;
+		for (size_t k = 0; k < 1024; k += 3)
+			want += big_w(k, j);
+		ck_assert_float_eq(y[j], want);
+	}
+	model_close(&mr);
+	pim__manifest__free_unpacked(r, NULL);
+	pim__manifest__free_unpacked(z, NULL);
+
+	/* Only real and zero are modes. */
+	const char *bad[] = { in, "--weights", "random", NULL };
+	ck_assert_int_eq(run_extract(bad, errbuf, sizeof errbuf, dir), 2);
+	ck_assert_ptr_nonnull(strstr(errbuf, "--weights takes real or zero"));
+	unlink(in);
+	unlink(rj);
+	unlink(rs);
+	unlink(zj);
+	unlink(zs);
+	rm_dir(dir);
+}
+END_TEST
+
 /* --binary writes the same manifest as protobuf; --name renames the model. */
 START_TEST(binary_and_name)
 {
@@ -1074,6 +1207,7 @@ int main(void)
 	tcase_add_test(tc, inlined_calls);
 	tcase_add_test(tc, binary_and_name);
 	tcase_add_test(tc, operator_groups);
+	tcase_add_test(tc, weights_zero);
 	tc = test_case(s, "exporter defects");
 	tcase_add_test(tc, bf16_library);
 	tcase_add_test(tc, duplicate_result);
