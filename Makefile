@@ -180,7 +180,8 @@ check-install: all
 	@for f in usr/sbin/pimd usr/bin/pimctl usr/lib/libpimclient.so.$(SOVERSION) usr/lib/libpimclient.a \
 		usr/include/pim.h usr/include/pim_hooks.h usr/lib/pkgconfig/pimclient.pc usr/lib/systemd/system/pimd.service \
 		usr/lib/systemd/system/pimd.socket usr/lib/sysusers.d/pimd.conf usr/lib/tmpfiles.d/pimd.conf \
-		usr/share/man/man8/pimd.8 usr/share/man/man1/pimctl.1 usr/share/man/man3/libpimclient.3 \
+		usr/share/man/man8/pimd.8 usr/share/man/man1/pimctl.1 usr/share/man/man1/pim-extract.1 \
+		usr/share/man/man3/libpimclient.3 \
 		usr/share/man/man5/pimd.conf.5 usr/share/bash-completion/completions/pimctl; do \
 		[ -e $(B)/destdir/$$f ] || { echo "install: $$f missing"; exit 1; }; done
 	@grep -q 'ExecStart=/usr/sbin/pimd' $(B)/destdir/usr/lib/systemd/system/pimd.service
@@ -272,6 +273,7 @@ install: all
 	install -d $(DESTDIR)$(DATADIR)/bash-completion/completions
 	install -m 0644 client/pimctl.bash-completion $(DESTDIR)$(DATADIR)/bash-completion/completions/pimctl
 	install -m 0644 man/pimctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/pim-extract.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 man/libpimclient.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 man/pimd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 man/pimd.8 $(DESTDIR)$(MANDIR)/man8/

@@ -256,9 +256,9 @@ static int parse_failed(struct extract *x, const char *text, struct pim_error *e
 	char tok[96], src[128];
 
 	if (find_torch(text, &line, &col, tok, sizeof tok))
-		return err_set(err, -EINVAL, "%s:%u:%u: %s: torch-dialect input is not supported; lower "
-			       "the model with Torch-MLIR's linalg-on-tensors backend first "
-			       "(torch-mlir-opt --torch-backend-to-linalg-on-tensors-backend-pipeline)",
+		return err_set(err, -EINVAL, "%s:%u:%u: %s: torch-dialect input is not supported; export "
+			       "the PyTorch model to ONNX with torch.onnx.export and pass the .onnx "
+			       "file instead",
 			       x->mx.input, line, col, tok);
 	if (!x->mx.diag.have)
 		return err_set(err, -EINVAL, "%s: parse error (MLIR gave no diagnostic)", x->mx.input);
@@ -769,7 +769,7 @@ static bool node_facts(const struct extract *x, MlirOperation op, char *node, bo
 		return false;
 	snprintf(node, MANIFEST_TEXT_MAX + 1, "%s", n);
 	snprintf(opname, MANIFEST_TEXT_MAX + 1, "%s", t);
-	snprintf(location, MANIFEST_TEXT_MAX + 1, "%.*s:%s", MANIFEST_TEXT_MAX / 2, x->source, n);
+	snprintf(location, MANIFEST_TEXT_MAX + 1, "%s", n);
 	*node_named = !mlirx_attr_str(mlirOperationGetDiscardableAttributeByName(op, mlirx_s("pim.name")),
 				      pim_name, sizeof pim_name) || !pim_name[0];
 	if (*node_named)

@@ -89,8 +89,8 @@ struct extract_alloc {
 /*
  * A linalg op of the source (stage 2), before generalization and bufferization.  When its
  * location names a framework operator, loc("NODE"("OP_TYPE")) (mlirx_loc_node), the nest
- * belongs to that operator: op is OP_TYPE, location is "SOURCE:NODE" (one string for every
- * nest of the node, which is what operator granularity groups by) and the name NODE.K.
+ * belongs to that operator: op is OP_TYPE, location is NODE (one string for every nest of
+ * the node, which is what operator granularity groups by) and the name NODE.K.
  */
 struct extract_source {
 	char name[MANIFEST_TEXT_MAX + 1];
