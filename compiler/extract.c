@@ -52,7 +52,7 @@ static int refuse(struct pim_error *err, const struct extract *x, MlirOperation 
 	char loc[256], name[128], msg[400];
 	va_list ap;
 
-	mlirx_op_loc(&x->mx, op, loc, sizeof loc);
+	mlirx_loc_where(&x->mx, mlirOperationGetLocation(op), loc, sizeof loc);
 	mlirx_op_name(op, name, sizeof name);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);

@@ -134,6 +134,15 @@ bool mlirx_loc_node(MlirLocation loc, char *node, size_t nn, char *type, size_t 
 	return found;
 }
 
+void mlirx_loc_where(const struct mlirx *m, MlirLocation loc, char *out, size_t n)
+{
+	char node[128], type[64];
+
+	mlirx_loc_str(m, loc, out, n);
+	if (!out[0] && mlirx_loc_node(loc, node, sizeof node, type, sizeof type))
+		snprintf(out, n, "%s: node %s (%s)", m->input ? m->input : "-", node, type);
+}
+
 void mlirx_op_loc(const struct mlirx *m, MlirOperation op, char *out, size_t n)
 {
 	mlirx_loc_str(m, mlirOperationGetLocation(op), out, n);
@@ -215,7 +224,7 @@ static MlirLogicalResult diag_handler(MlirDiagnostic d, void *userdata)
 		mlirDiagnosticPrint(d, mlirx_buf_cb, &b);
 		snprintf(m->diag.msg, sizeof m->diag.msg, "%s", b.p ? b.p : "(no message)");
 		mlirx_buf_free(&b);
-		mlirx_loc_str(m, mlirDiagnosticGetLocation(d), m->diag.loc, sizeof m->diag.loc);
+		mlirx_loc_where(m, mlirDiagnosticGetLocation(d), m->diag.loc, sizeof m->diag.loc);
 		m->diag.have = true;
 	}
 	/* Handled: nothing reaches stderr behind the caller's back (library code never prints). */

@@ -62,6 +62,9 @@ void mlirx_op_loc(const struct mlirx *m, MlirOperation op, char *out, size_t n);
  * OP_TYPE), also inside FusedLoc and CallSiteLoc.  Both strings as printed (escapes kept, no
  * quotes).  False, with both empty, when there is none. */
 bool mlirx_loc_node(MlirLocation loc, char *node, size_t nn, char *type, size_t nt);
+/* Where loc is, for messages: "file:line:col", else "INPUT: node NODE (OP_TYPE)" for a
+ * framework operator's location, else "". */
+void mlirx_loc_where(const struct mlirx *m, MlirLocation loc, char *out, size_t n);
 
 /* The op's name ("linalg.matvec") into out. */
 void mlirx_op_name(MlirOperation op, char *out, size_t n);

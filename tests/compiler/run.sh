@@ -7,7 +7,8 @@
 #      region measured (when pimd and pimctl are built);
 #   4. a library built for another manifest is refused;
 #   5. the committed example manifest is what pim-extract makes of its source;
-#   6. placement at operator granularity groups the nests of one framework operator.
+#   6. placement at operator granularity groups the nests of one framework operator;
+#   7. a --weights zero library runs under the worker and pimctl model show labels it.
 # Ends with "compiler: N passed, M failed"; exit status 0 only when nothing failed.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 1
@@ -111,6 +112,22 @@ if [ -x "$B/pimd" ] && [ -x "$B/pimctl" ]; then
 	else
 		echo "FAIL operator groups of tests/compiler/inputs/onnx-locs.mlir:"
 		cat "$T/groups.out" "$T/operator.out" "$T/loop.out" 2>/dev/null
+		failed=$((failed + 1))
+	fi
+	# 7. a --weights zero library runs under the profiling worker (its constructor zeroes the
+	# weights), and pimctl model show labels the model.
+	if "$B/pim-extract" "$HERE/inputs/weights.mlir" --weights zero -o "$T/weights.json" \
+		--emit-model "$T/weights.so" > "$T/weights.out" 2>&1 &&
+		"$B/pimctl" --socket "$S" model load "$T/weights.json" >> "$T/weights.out" 2>&1 &&
+		"$B/pimctl" --socket "$S" model show weights > "$T/show.out" 2>&1 &&
+		grep -q 'source: .*weights.mlir (--weights zero: 1 constants, 65536 bytes zeroed)' "$T/show.out" &&
+		{ [ -z "$profile" ] || { "$B/pimctl" --socket "$S" profile weights --library "$T/weights.so" \
+			--reps 2 --warmups 1 > "$T/profile.out" 2>&1 &&
+			grep -Eq 'regions with metrics ([0-9]+)/\1([^0-9]|$)' "$T/profile.out"; }; }; then
+		passed=$((passed + 1))
+	else
+		echo "FAIL --weights zero through pimd:"
+		cat "$T/weights.out" "$T/show.out" "$T/profile.out" 2>/dev/null
 		failed=$((failed + 1))
 	fi
 	kill "$PID" 2>/dev/null

@@ -1126,6 +1126,8 @@ static const struct {
 			  "encloses linalg.generic at" } },
 	{ "bad-parse", { "bad-parse.mlir:4:8: parse error:", "linalg.matmull", "is unknown" } },
 	{ "bad-scalar-arg", { "bad-scalar-arg.mlir:3:1: func.func:", "argument #1", "not a tensor" } },
+	{ "bad-node", { "bad-node.mlir: node /h.0/attn/Softmax (Softmax): linalg.softmax:",
+			"unsupported operation", "not a structured linalg op" } },
 };
 
 START_TEST(refusal)
