@@ -836,9 +836,9 @@ void profiler_free(struct profiler *pf)
 					      .repetitions_done = -1, .repetitions_total = -1,
 					      .message = "pimd stopped before the job finished; run it again",
 					      .finished = true };
-		log_warning("Profile job %" PRId64 " of model %s (uid %u) was %s when pimd stopped; "
-			    "marked failed", j->run, j->model, (unsigned)j->uid,
-			    j->running ? "running" : "queued");
+		log_notice("Profile job %" PRId64 " of model %s (uid %u) was %s when pimd stopped; "
+			   "recorded as interrupted", j->run, j->model, (unsigned)j->uid,
+			   j->running ? "running" : "queued");
 		flush_samples(j);
 		if (store_run_update(pf->store, j->run, &u, &err) < 0)
 			log_error("Profile job %" PRId64 ": recording its end failed: %s", j->run, err.msg);

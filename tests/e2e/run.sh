@@ -327,8 +327,8 @@ while [ $i -lt 200 ] && ! "$PIMCTL" --socket "$S" profile --status "$JOB" 2>/dev
 	sleep 0.1; i=$((i + 1))
 done
 kill -TERM "$PID"; wait_exit "$PID"; PID=
-check "a job running at stop is logged as marked failed" \
-	grep -q "Profile job $JOB of model stream-read (uid [0-9]*) was running when pimd stopped; marked failed" "$T/log"
+check "a job running at stop is logged as interrupted" \
+	grep -q "Profile job $JOB of model stream-read (uid [0-9]*) was running when pimd stopped; recorded as interrupted" "$T/log"
 # Replacing the model deletes its jobs; their ids are not given out again.
 "$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
 PID=$!
