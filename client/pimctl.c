@@ -42,8 +42,10 @@ static void usage(FILE *f)
 		"                            a profiling job's state\n"
 		"  placement MODEL [--cores N,N...] [--granularity loop|operator|block]\n"
 		"            [--movement upper|resident] [--param NAME=VALUE]... [--summary]\n"
+		"            [--verbose]\n"
 		"                            decide which regions run on PIM, with the estimate\n"
 		"  import-perf MODEL REGION FILE [--time SECONDS] [--executions N]\n"
+		"            [--b-cpu BYTES_PER_S]\n"
 		"                            store perf stat -x, counts measured elsewhere\n"
 		"  calibrate MODEL --labels FILE [--theta LO:HI:STEP] [--sigma S,...]\n"
 		"            [--param NAME=VALUE]... [--all]\n"
@@ -502,6 +504,27 @@ static void fmt_time(char *buf, size_t len, double s)
 		snprintf(buf, len, "%.3f s", s);
 }
 
+/* A time that is known to be 0 prints as 0 ('-' means unknown). */
+static void fmt_time0(char *buf, size_t len, double s)
+{
+	if (s == 0)
+		snprintf(buf, len, "0");
+	else
+		fmt_time(buf, len, s);
+}
+
+/* Which term set the estimate's T_pim: one name, "mixed", or NULL when nothing is on PIM. */
+static const char *t_pim_by(const Pim__PlacementEstimate *e)
+{
+	unsigned kinds = (e->pim_compute > 0) + (e->pim_bandwidth > 0) + (e->pim_measured > 0);
+
+	if (kinds == 0)
+		return NULL;
+	if (kinds > 1)
+		return "mixed";
+	return e->pim_compute ? "compute" : e->pim_bandwidth ? "bandwidth" : "measured";
+}
+
 static char cond_char(const Pim__Condition *c)
 {
 	switch (c->state) {
@@ -537,9 +560,12 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 	json_object_object_add(o, "cached", json_object_new_boolean(r->cached));
 	json_object_object_add(o, "regions_with_metrics", json_object_new_int64(r->regions_with_metrics));
 	json_object *pp = json_object_new_object();
-	for (size_t i = 0; r->params && i < ELEMENTSOF(param_fields); i++)
-		json_object_object_add(pp, param_fields[i].name,
-				       jdouble(*(const double *)((const char *)r->params + param_fields[i].offset)));
+	for (size_t i = 0; r->params && i < ELEMENTSOF(param_fields); i++) {
+		double v = *(const double *)((const char *)r->params + param_fields[i].offset);
+		/* n_core is 0 when the answer holds several core counts: each estimate has its own */
+		bool none = param_fields[i].offset == offsetof(Pim__PlacementParams, n_core) && v == 0;
+		json_object_object_add(pp, param_fields[i].name, none ? json_object_new_null() : jdouble(v));
+	}
 	json_object_object_add(o, "params", pp);
 	json_object *notes = json_object_new_array();
 	for (size_t i = 0; i < r->n_notes; i++)
@@ -558,9 +584,24 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 		json_object_object_add(je, "t_pim", jdouble(e->t_pim));
 		json_object_object_add(je, "t_hybrid", jdouble(e->t_hybrid));
 		json_object_object_add(je, "speedup", jdouble(e->speedup));
+		json_object_object_add(je, "speedup_kind", json_object_new_string("estimate"));
+		const char *by = t_pim_by(e);
+		json_object_object_add(je, "t_pim_term", by ? json_object_new_string(by) : json_object_new_null());
+		json_object *tb = json_object_new_object();
+		json_object_object_add(tb, "compute", jdouble(e->t_pim_compute));
+		json_object_object_add(tb, "bandwidth", jdouble(e->t_pim_bandwidth));
+		json_object_object_add(tb, "measured", jdouble(e->t_pim_measured));
+		json_object_object_add(je, "t_pim_by_term", tb);
+		json_object *nb = json_object_new_object();
+		json_object_object_add(nb, "compute", json_object_new_int64(e->pim_compute));
+		json_object_object_add(nb, "bandwidth", json_object_new_int64(e->pim_bandwidth));
+		json_object_object_add(nb, "measured", json_object_new_int64(e->pim_measured));
+		json_object_object_add(je, "regions_by_term", nb);
 		json_object_object_add(je, "captured_share", jdouble(e->captured_share));
 		json_object_object_add(je, "residual_share", jdouble(e->residual_share));
 		json_object_object_add(je, "bound", e->bound > 0 ? jdouble(e->bound) : json_object_new_null());
+		json_object_object_add(je, "bound_movement",
+				       e->bound_movement > 0 ? jdouble(e->bound_movement) : json_object_new_null());
 		if (e->movement) {
 			json_object *m = json_object_new_object();
 			json_object_object_add(m, "model", json_object_new_string(e->movement->model));
@@ -600,6 +641,9 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 			}
 			json_object_object_add(jr, "bw_estimated", json_object_new_boolean(d->bw_estimated));
 			json_object_object_add(jr, "reason", json_object_new_string(d->reason));
+			json_object_object_add(jr, "t_pim", d->pim ? jdouble(d->t_pim) : json_object_new_null());
+			json_object_object_add(jr, "t_pim_term", d->pim && d->t_pim_term && *d->t_pim_term
+					       ? json_object_new_string(d->t_pim_term) : json_object_new_null());
 			json_object_object_add(jr, "fetch_bytes", json_object_new_int64((int64_t)d->fetch_bytes));
 			json_object_object_add(jr, "flush_bytes", json_object_new_int64((int64_t)d->flush_bytes));
 			json_object_array_add(regs, jr);
@@ -611,7 +655,7 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 	return o;
 }
 
-static void decision_row(const Pim__RegionDecision *d)
+static void decision_row(const Pim__RegionDecision *d, bool verbose)
 {
 	char t[32], bw[32], fs[32], conds[5] = "....";
 	fmt_time(t, sizeof t, d->t_host);
@@ -626,17 +670,85 @@ static void decision_row(const Pim__RegionDecision *d)
 		if (isfinite(f))
 			snprintf(fs, sizeof fs, "%.2f", f);
 	}
-	printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %-5s %s\n", d->region_id,
-	       d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds, d->pim ? "PIM" : "host", d->reason);
+	printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %s%s%s\n", d->region_id,
+	       d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds, verbose ? (d->pim ? "PIM  " : "host ")
+	       : d->pim ? "PIM" : "host", verbose ? " " : "", verbose ? d->reason : "");
 }
 
-static void decision_header(void)
+static void decision_header(bool verbose)
 {
-	printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-5s %-5s %s\n", "REGION", "NAME", "OPERATOR", "N_PAR",
-	       "N_TOTAL", "T_HOST", "BW_READ", "F_STORE", "C1234", "PLACE", "REASON");
+	printf("%6s %-18s %-16s %10s %12s %10s %9s %7s %-5s %s%s\n", "REGION", "NAME", "OPERATOR", "N_PAR",
+	       "N_TOTAL", "T_HOST", "BW_READ", "F_STORE", "C1234", verbose ? "PLACE " : "PLACE",
+	       verbose ? "REASON" : "");
 }
 
-static void placement_print(const Pim__PlacementReply *r)
+/*
+ * Below a table: how many of its regions each condition kept on the host or sent to PIM, with
+ * the condition's text once.  A region failing C1 and C2 counts under both.
+ */
+static void reason_summary(const Pim__PlacementReply *r, const Pim__PlacementEstimate *e,
+			   const Pim__PlacementEstimate *first)
+{
+	enum { C1_FAIL, C2_FAIL, S2_FAIL, C3_FAIL, C3_NODATA, C4_FAIL, C4_NODATA, NO_METRICS, C3_HOLD, C4_HOLD,
+	       N_WHY };
+	size_t n[N_WHY] = { 0 };
+	char theta[64] = "θ", sigma[64] = "σ";
+
+	if (r->params) {
+		/* this host's θ; imported counts may carry their own (see --verbose) */
+		snprintf(theta, sizeof theta, "θ %.2f GB/s", r->params->theta / 1e9);
+		snprintf(sigma, sizeof sigma, "σ %.2f", r->params->sigma);
+	}
+	for (size_t j = 0; j < e->n_regions; j++) {
+		const Pim__RegionDecision *d = e->regions[j];
+		if (first && (j >= first->n_regions || d->pim == first->regions[j]->pim))
+			continue;
+		if (d->n_conditions != 4)
+			continue;
+		Pim__CondState c1 = d->conditions[0]->state, c2 = d->conditions[1]->state;
+		Pim__CondState c3 = d->conditions[2]->state, c4 = d->conditions[3]->state;
+		if (d->pim) {
+			n[C3_HOLD] += c3 == PIM__COND_STATE__COND_TRUE;
+			n[C4_HOLD] += c4 == PIM__COND_STATE__COND_TRUE;
+			continue;
+		}
+		if (d->evidence == PIM__EVIDENCE__EVIDENCE_NONE)
+			n[NO_METRICS]++;
+		n[C1_FAIL] += c1 != PIM__COND_STATE__COND_TRUE;
+		n[C2_FAIL] += c2 != PIM__COND_STATE__COND_TRUE;
+		if (c1 == PIM__COND_STATE__COND_TRUE && c2 == PIM__COND_STATE__COND_TRUE) {
+			n[S2_FAIL]++;
+			n[C3_FAIL] += c3 == PIM__COND_STATE__COND_FALSE;
+			n[C3_NODATA] += c3 == PIM__COND_STATE__COND_NO_DATA;
+			n[C4_FAIL] += c4 == PIM__COND_STATE__COND_FALSE;
+			n[C4_NODATA] += c4 == PIM__COND_STATE__COND_NO_DATA;
+		}
+	}
+	char c2text[96], theta_lt[96], theta_ge[96], sigma_lt[64], sigma_ge[64];
+	snprintf(c2text, sizeof c2text, "C2 fails: N_par < N_core %g", e->n_core);
+	snprintf(theta_lt, sizeof theta_lt, "  C3 fails: BW_read < %s", theta);
+	snprintf(theta_ge, sizeof theta_ge, "C3 holds: BW_read >= %s", theta);
+	snprintf(sigma_lt, sizeof sigma_lt, "  C4 fails: f_store < %s", sigma);
+	snprintf(sigma_ge, sizeof sigma_ge, "C4 holds: f_store >= %s", sigma);
+	const char *text[N_WHY] = {
+		[C1_FAIL] = "C1 fails: T_host <= T_ctx + N_total·I_min/(N_core·f_pim)",
+		[C2_FAIL] = c2text,
+		[S2_FAIL] = "Stage 1 holds but Stage 2 fails (neither C3 nor C4), of which:",
+		[C3_FAIL] = theta_lt,
+		[C3_NODATA] = "  C3 not evaluable (no read counts)",
+		[C4_FAIL] = sigma_lt,
+		[C4_NODATA] = "  C4 not evaluable (no store counts)",
+		[NO_METRICS] = "no measurements: T_host is taken as 0",
+		[C3_HOLD] = theta_ge,
+		[C4_HOLD] = sigma_ge,
+	};
+	printf("Why, by condition (--verbose gives each region's reason):\n");
+	for (int k = 0; k < N_WHY; k++)
+		if (n[k])
+			printf("  %-4s %6zu  %s\n", k >= C3_HOLD ? "PIM" : "host", n[k], text[k]);
+}
+
+static void placement_print(const Pim__PlacementReply *r, bool verbose)
 {
 	printf("Placement of %s: granularity %s, movement model %s%s\n", r->model, r->granularity,
 	       r->movement, r->cached ? " (stored answer)" : "");
@@ -651,9 +763,11 @@ static void placement_print(const Pim__PlacementReply *r)
 			continue;
 		if (i == 0) {
 			printf("\nN_core = %g (conditions: y holds, n fails, ? no data, . not evaluated)\n", e->n_core);
-			decision_header();
+			decision_header(verbose);
 			for (size_t j = 0; j < e->n_regions; j++)
-				decision_row(e->regions[j]);
+				decision_row(e->regions[j], verbose);
+			if (!verbose)
+				reason_summary(r, e, NULL);
 			continue;
 		}
 		/* Later core counts: only the regions whose placement differs from the first. */
@@ -666,32 +780,44 @@ static void placement_print(const Pim__PlacementReply *r)
 		}
 		printf("\nN_core = %g: %zu regions placed differently than at N_core = %g\n", e->n_core, changed,
 		       first->n_core);
-		decision_header();
+		decision_header(verbose);
 		for (size_t j = 0; j < e->n_regions && j < first->n_regions; j++)
 			if (e->regions[j]->pim != first->regions[j]->pim)
-				decision_row(e->regions[j]);
+				decision_row(e->regions[j], verbose);
+		if (!verbose)
+			reason_summary(r, e, first);
 	}
 	if (first && first->n_regions)
 		printf("(BW_READ in GB/s; 'e': estimated by the timing backend)\n");
-	printf("\n%7s %9s %10s %10s %10s %8s %9s %9s %10s  %s\n", "N_CORE", "OFFLOADED", "T_CPU", "T_HYBRID",
-	       "T_MOVE", "SPEEDUP", "CAPTURED", "RESIDUAL", "BOUND", "MOVEMENT");
+	printf("\n%7s %9s %10s %10s %-9s %10s %10s %9s %10s %11s %9s %9s  %s\n", "N_CORE", "OFFLOADED", "T_CPU",
+	       "T_PIM", "T_PIM_BY", "T_MOVE", "T_HYBRID", "SPEEDUP~", "BOUND_MOVE", "BOUND_RESID", "CAPTURED",
+	       "RESIDUAL", "MOVEMENT");
 	for (size_t i = 0; i < r->n_estimates; i++) {
 		const Pim__PlacementEstimate *e = r->estimates[i];
-		char a[32], b[32], c[32], bound[32];
-		fmt_time(a, sizeof a, e->t_cpu);
-		fmt_time(b, sizeof b, e->t_hybrid);
-		fmt_time(c, sizeof c, e->movement ? e->movement->t_move : 0);
+		char a[32], p[32], b[32], c[32], bound[32], bmove[32];
+		const char *by = t_pim_by(e);
+		fmt_time0(a, sizeof a, e->t_cpu);
+		fmt_time0(p, sizeof p, e->t_pim);
+		fmt_time0(b, sizeof b, e->t_hybrid);
+		fmt_time0(c, sizeof c, e->movement ? e->movement->t_move : 0);
 		if (e->bound > 0)
 			snprintf(bound, sizeof bound, "%.3fx", e->bound);
 		else
 			snprintf(bound, sizeof bound, "-");
-		printf("%7g %9u %10s %10s %10s %7.3fx %8.1f%% %8.1f%% %10s  %s: %" PRIu64 " transitions, "
-		       "%" PRIu64 " B fetched, %" PRIu64 " B flushed\n",
-		       e->n_core, e->offloaded, a, b, c, e->speedup, 100 * e->captured_share,
-		       100 * e->residual_share, bound, e->movement ? e->movement->model : "?",
+		if (e->bound_movement > 0)
+			snprintf(bmove, sizeof bmove, "%.3fx", e->bound_movement);
+		else
+			snprintf(bmove, sizeof bmove, "-");
+		printf("%7g %9u %10s %10s %-9s %10s %10s %8.3fx %10s %11s %8.1f%% %8.1f%%  %s: %" PRIu64
+		       " transitions, %" PRIu64 " B fetched, %" PRIu64 " B flushed\n",
+		       e->n_core, e->offloaded, a, p, by ? by : "-", c, b, e->speedup, bmove, bound,
+		       100 * e->captured_share, 100 * e->residual_share, e->movement ? e->movement->model : "?",
 		       e->movement ? e->movement->transitions : 0, e->movement ? e->movement->fetch_bytes : 0,
 		       e->movement ? e->movement->flush_bytes : 0);
 	}
+	printf("(SPEEDUP~ is an estimate; T_PIM_BY: the term that set T_PIM, compute (a lower bound), "
+	       "bandwidth (assumed b_pim_core), measured or mixed;\n BOUND_MOVE: the speedup as N_core grows "
+	       "without limit, T_MOVE staying; BOUND_RESID: 1/RESIDUAL, without any movement)\n");
 	for (size_t i = 0; i < r->n_notes; i++)
 		printf("note: %s\n", r->notes[i]);
 }
@@ -704,6 +830,7 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 	const char *model = NULL;
 	double cores[16];
 	size_t n_cores = 0;
+	bool verbose = false;
 	int r;
 
 	for (int i = 0; i < argc; i++) {
@@ -725,6 +852,8 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--summary") == 0) {
 			body.summary_only = true;
+		} else if (strcmp(a, "--verbose") == 0) {
+			verbose = true;
 		} else if (a[0] == '-' && a[1]) {
 			return usage_error("placement: unknown option or missing value '%s'", a);
 		} else if (!model) {
@@ -748,7 +877,7 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 	if (ctl->json)
 		print_json(placement_json(resp->placement));
 	else
-		placement_print(resp->placement);
+		placement_print(resp->placement, verbose);
 	pim__response__free_unpacked(resp, NULL);
 	return EXIT_OK;
 }
@@ -800,6 +929,12 @@ static int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 			if (errno || *end || end == v || !isfinite(body.t_host) || body.t_host <= 0)
 				return usage_error("--time: '%s' is not a positive number of seconds", v);
 			i++;
+		} else if (strcmp(a, "--b-cpu") == 0 && v) {
+			errno = 0;
+			body.b_cpu = strtod(v, &end);
+			if (errno || *end || end == v || !isfinite(body.b_cpu) || body.b_cpu <= 0)
+				return usage_error("--b-cpu: '%s' is not a positive number of bytes per second", v);
+			i++;
 		} else if (strcmp(a, "--executions") == 0 && v) {
 			errno = 0;
 			unsigned long long e = strtoull(v, &end, 10);
@@ -850,6 +985,8 @@ static int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 		json_object_object_add(o, "c_be2", m->have_store ? jdouble(m->c_be2) : json_object_new_null());
 		json_object_object_add(o, "c_be3", m->have_store ? jdouble(m->c_be3) : json_object_new_null());
 		json_object_object_add(o, "source", json_object_new_string(m->source));
+		json_object_object_add(o, "b_cpu", m->source_b_cpu > 0 ? jdouble(m->source_b_cpu)
+								      : json_object_new_null());
 		json_object *notes = json_object_new_array();
 		for (size_t i = 0; i < resp->import_perf->n_notes; i++)
 			json_object_array_add(notes, json_object_new_string(resp->import_perf->notes[i]));
@@ -863,6 +1000,8 @@ static int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 			printf(", n_rd %.0f (BW_read %.2f GB/s)", m->n_rd, m->n_rd * 64 / m->t_host / 1e9);
 		if (m->have_store)
 			printf(", f_store %.3f", m->c_store / (m->c_be1 + m->c_be2 + m->c_be3 + m->c_store));
+		if (m->source_b_cpu > 0)
+			printf("; measured on a host with B_cpu %.2f GB/s", m->source_b_cpu / 1e9);
 		printf("\n");
 		for (size_t i = 0; i < resp->import_perf->n_notes; i++)
 			printf("note: %s\n", resp->import_perf->notes[i]);

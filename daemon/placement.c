@@ -55,6 +55,13 @@ double placement_theta(const struct placement_params *p)
 	return p->theta > 0 ? p->theta : p->theta_ratio * p->b_cpu;
 }
 
+double placement_theta_for(const struct placement_params *p, double b_cpu_source)
+{
+	if (p->theta > 0 || !(b_cpu_source > 0))
+		return placement_theta(p);
+	return p->theta_ratio * b_cpu_source;
+}
+
 double placement_b_rd(const struct placement_params *p)
 {
 	return p->b_rd > 0 ? p->b_rd : p->b_cpu;
@@ -140,6 +147,18 @@ const char *placement_movement_model_name(enum placement_movement_model m)
 	return (unsigned)m < ELEMENTSOF(movement_names) ? movement_names[m] : "?";
 }
 
+static const char *const t_pim_term_names[] = {
+	[PL_TPIM_NONE] = "none",
+	[PL_TPIM_COMPUTE] = "compute",
+	[PL_TPIM_BANDWIDTH] = "bandwidth",
+	[PL_TPIM_MEASURED] = "measured",
+};
+
+const char *placement_t_pim_term_name(enum placement_t_pim_term t)
+{
+	return (unsigned)t < ELEMENTSOF(t_pim_term_names) ? t_pim_term_names[t] : "?";
+}
+
 /* ------------------------------------------------------------------ the rule */
 
 /* What the rule needs of one decision unit, per execution of that unit. */
@@ -151,6 +170,7 @@ struct unit_metrics {
 	bool bw_estimated;
 	double f_store;   /* NAN when not evaluable */
 	enum placement_evidence evidence;
+	double b_cpu_source; /* B_cpu of the measuring host; 0: this host */
 };
 
 /* Higher is stronger; a unit's evidence is the weakest of its members'. */
@@ -191,7 +211,8 @@ static void placement_decide_unit(const struct unit_metrics *m, const struct pla
 
 	/* C3: BW_read(r) = n_rd·L / T_host(r) >= θ (BW computed by the caller of this function) */
 	c[PL_C3].lhs = m->bw;
-	c[PL_C3].rhs = placement_theta(p);
+	c[PL_C3].rhs = placement_theta_for(p, m->b_cpu_source);
+	d->theta_from_source = p->theta <= 0 && m->b_cpu_source > 0;
 	if (!stage1)
 		c[PL_C3].state = PL_COND_SKIPPED;
 	else if (isnan(m->bw))
@@ -303,6 +324,7 @@ static void region_metrics(const struct placement_region *r, const struct placem
 	m->bw = region_bw_read(r, p, unique_read_bytes, &m->bw_estimated);
 	m->f_store = region_f_store(r);
 	m->evidence = r->evidence;
+	m->b_cpu_source = r->b_cpu_source;
 	if (m->bw_estimated && evidence_strength(m->evidence) > evidence_strength(PL_EVIDENCE_ESTIMATE))
 		m->evidence = PL_EVIDENCE_ESTIMATE;
 }
@@ -365,8 +387,9 @@ static void reason_c3(const struct placement_decision *d, char *buf, size_t len,
 		append(buf, len, pos, "C3 not evaluable (no read counts)");
 		return;
 	}
-	append(buf, len, pos, "C3: BW_read %.2f GB/s %s θ %.2f GB/s%s", c->lhs / 1e9,
-	       cmp_text(c, ">=", "<"), c->rhs / 1e9, d->bw_estimated ? " (estimated)" : "");
+	append(buf, len, pos, "C3: BW_read %.2f GB/s %s θ %.2f GB/s%s%s", c->lhs / 1e9,
+	       cmp_text(c, ">=", "<"), c->rhs / 1e9, d->bw_estimated ? " (estimated)" : "",
+	       d->theta_from_source ? " (θ from the measuring host's B_cpu)" : "");
 }
 
 static void reason_c4(const struct placement_decision *d, char *buf, size_t len, size_t *pos)
@@ -556,6 +579,9 @@ int placement_region_validate(const struct placement_region *r, size_t i, struct
 				return region_bad(err, r, i, "store/backend cycle counts must be finite and >= 0",
 						  v[k]);
 	}
+	if (!isfinite(r->b_cpu_source) || r->b_cpu_source < 0)
+		return region_bad(err, r, i, "b_cpu_source must be a finite number >= 0 B/s (0: this host)",
+				  r->b_cpu_source);
 	if (r->have_t_pim && (!isfinite(r->t_pim_measured) || r->t_pim_measured < 0))
 		return region_bad(err, r, i, "t_pim_measured must be a finite number >= 0 s", r->t_pim_measured);
 	if (r->n_operands > 0 && !r->operands)
@@ -748,8 +774,9 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 	_cleanup_(freep) size_t *slots = malloc(cap * sizeof *slots);
 	_cleanup_(freep) uint64_t *trip_g = malloc((w->n ? w->n : 1) * sizeof *trip_g);
 	_cleanup_(freep) double *sum = calloc((w->n ? w->n : 1) * 8, sizeof *sum);
+	_cleanup_(freep) bool *mixed = calloc(w->n ? w->n : 1, sizeof *mixed);
 
-	if (!slots || !trip_g || !sum)
+	if (!slots || !trip_g || !sum || !mixed)
 		return err_set(err, -ENOMEM, "placement: out of memory grouping %zu regions", w->n);
 	for (size_t k = 0; k < cap; k++)
 		slots[k] = SIZE_MAX;
@@ -777,8 +804,11 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 			w->unit_outer[u] = 1;
 			trip_g[u] = r->trip;
 			w->unit_m[u] = (struct unit_metrics){ .n_par = (double)r->n_par,
-							      .evidence = r->evidence };
+							      .evidence = r->evidence,
+							      .b_cpu_source = r->b_cpu_source };
 		}
+		if (r->b_cpu_source != w->unit_m[u].b_cpu_source)
+			mixed[u] = true;
 		w->unit_of[i] = u;
 		w->unit_size[u]++;
 		if (r->trip < trip_g[u])
@@ -796,10 +826,14 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 		double wt = (double)r->trip / (double)trip_g[u], *s = &sum[8 * u];
 
 		region_metrics(r, w->p, w->read_bytes[i], &rm);
+		/* members measured on hosts of different B_cpu: with a derived θ, each member's read
+		 * bandwidth is rescaled to this host (BW·B_cpu/B_cpu_source), and θ is this host's */
+		double scale = mixed[u] && w->p->theta <= 0 && r->b_cpu_source > 0
+				       ? w->p->b_cpu / r->b_cpu_source : 1;
 		s[0] += wt * r->t_host;
 		s[1] += wt * (double)r->n_total;
 		if (!isnan(rm.bw)) {
-			s[2] += wt * rm.bw * r->t_host;
+			s[2] += wt * rm.bw * scale * r->t_host;
 			s[3] += wt * r->t_host;
 			s[6] += 1;
 			m->bw_estimated |= rm.bw_estimated;
@@ -819,6 +853,8 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 
 		m->t_host = s[0];
 		m->n_total = s[1];
+		if (mixed[u])
+			m->b_cpu_source = 0;
 		/* a member without the metric makes the group's metric not evaluable */
 		m->bw = s[6] == members && s[3] > 0 ? s[2] / s[3] : NAN;
 		if (isnan(m->bw))
@@ -1059,17 +1095,20 @@ static int movement_run(struct placement_work *w, struct placement_estimate *e, 
  * as often, which is the same total.
  */
 static double region_t_pim(const struct placement_work *w, const struct placement_params *p, size_t i,
-			   bool *measured)
+			   enum placement_t_pim_term *term)
 {
 	const struct placement_region *r = &w->regions[i];
 	double tc, tm;
 
-	*measured = r->have_t_pim;
-	if (r->have_t_pim)
+	if (r->have_t_pim) {
+		*term = PL_TPIM_MEASURED;
 		return r->t_pim_measured;
+	}
 	tc = (double)r->n_total * p->i_min / (p->n_core * p->f_pim);
 	tm = (double)w->touched_bytes[i] / (p->n_core * p->b_pim_core);
-	return tc > tm ? tc : tm;
+	/* a tie is charged to the lower bound: the assumed bandwidth did not raise it */
+	*term = tm > tc ? PL_TPIM_BANDWIDTH : PL_TPIM_COMPUTE;
+	return tc >= tm ? tc : tm;
 }
 
 static int estimate_one(struct placement_work *w, double n_core, struct placement_estimate *e,
@@ -1113,8 +1152,11 @@ static int estimate_one(struct placement_work *w, double n_core, struct placemen
 		d->t_host = r->t_host * (double)r->trip;
 		e->t_cpu += d->t_host;
 		if (d->side == PL_PIM) {
-			d->t_pim = region_t_pim(w, &pc, i, &d->t_pim_is_measured) * (double)r->trip;
+			d->t_pim = region_t_pim(w, &pc, i, &d->t_pim_term) * (double)r->trip;
+			d->t_pim_is_measured = d->t_pim_term == PL_TPIM_MEASURED;
 			e->t_pim += d->t_pim;
+			e->t_pim_by[d->t_pim_term] += d->t_pim;
+			e->n_pim_by[d->t_pim_term]++;
 			t_pim_side_host += d->t_host;
 			e->n_offloaded++;
 		} else {
@@ -1135,6 +1177,9 @@ static int estimate_one(struct placement_work *w, double n_core, struct placemen
 	e->residual_share = e->t_cpu > 0 ? e->t_host / e->t_cpu : 1;
 	/* depthwise_conv reasoning: with the PIM and movement terms at zero, 1/residual remains */
 	e->bound = e->residual_share > 0 ? 1.0 / e->residual_share : HUGE_VAL;
+	/* N_core → ∞ with this placement: estimated T_pim → 0, measured T_pim and T_move stay */
+	double floor_t = e->t_host + e->t_pim_by[PL_TPIM_MEASURED] + e->move.t_move;
+	e->bound_movement = floor_t > 0 ? e->t_cpu / floor_t : e->t_cpu > 0 ? HUGE_VAL : 1.0;
 	return 0;
 }
 

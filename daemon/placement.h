@@ -70,6 +70,12 @@ struct placement_region {
 	double c_store, c_be1, c_be2, c_be3; /* cycles, one execution */
 	bool have_t_pim;
 	double t_pim_measured; /* seconds, one execution on PIM, reported by a client */
+	/*
+	 * B_cpu (B/s) of the host whose counts these are, when not this one (imported counts):
+	 * a derived θ (theta_ratio·B_cpu) for this region uses it, since BW_read was measured
+	 * against that host's memory.  0: this host's B_cpu (params->b_cpu).
+	 */
+	double b_cpu_source;
 };
 
 /*
@@ -95,6 +101,9 @@ struct placement_params placement_params_default(void);
 int placement_params_validate(const struct placement_params *p, struct pim_error *err);
 /* Effective values after "<= 0 means derive". */
 double placement_theta(const struct placement_params *p);
+/* θ for counts measured on a host of bandwidth b_cpu_source (0: this host): an explicit theta
+ * applies as given, a derived one is theta_ratio·b_cpu_source. */
+double placement_theta_for(const struct placement_params *p, double b_cpu_source);
 double placement_b_rd(const struct placement_params *p);
 double placement_b_wb(const struct placement_params *p);
 
@@ -132,6 +141,21 @@ struct placement_cond {
 
 enum placement_side { PL_HOST, PL_PIM };
 
+/*
+ * Which term set a region's T_pim (BRIEF §3: T_pim = max(compute, bytes/B_pim) or a measurement).
+ * The two estimated terms are of different kinds, so the estimate says which one it rests on:
+ * the compute term is a strict lower bound (every iteration issues at least I_min = 1
+ * instruction), the bandwidth term rests on an assumed per-core PIM bandwidth (b_pim_core).
+ */
+enum placement_t_pim_term {
+	PL_TPIM_NONE,      /* the region stays on the host */
+	PL_TPIM_COMPUTE,   /* N_total·I_min/(N_core·f_pim): a lower bound */
+	PL_TPIM_BANDWIDTH, /* bytes(r)/(N_core·b_pim_core): an assumed bandwidth */
+	PL_TPIM_MEASURED,  /* a PIM time reported by a client */
+	PL_TPIM_N_TERMS,
+};
+const char *placement_t_pim_term_name(enum placement_t_pim_term t); /* "compute", ... */
+
 struct placement_decision {
 	size_t region;     /* index into the caller's array */
 	uint32_t region_id;
@@ -142,11 +166,13 @@ struct placement_decision {
 	struct placement_cond cond[PL_N_COND];
 	enum placement_evidence evidence; /* weakest evidence behind the Stage-2 values */
 	bool bw_estimated;                /* C3 used an estimated BW_read */
+	bool theta_from_source;           /* C3's θ came from the measuring host's B_cpu */
 	/* cost, totals over all executions */
 	uint64_t executions; /* trip, or trip·n_outer at block granularity */
 	double t_host;       /* T_host·trip */
 	double t_pim;        /* T_pim·trip when on PIM, else 0 */
 	bool t_pim_is_measured;
+	enum placement_t_pim_term t_pim_term; /* which term set t_pim */
 	uint64_t fetch_bytes, flush_bytes; /* movement charged to this region */
 };
 
@@ -168,11 +194,20 @@ struct placement_estimate {
 	double t_cpu;          /* Σ_all T_host·trip: the all-CPU time */
 	double t_host;         /* Σ_host T_host·trip: the residual */
 	double t_pim;          /* Σ_PIM T_pim·trip */
+	double t_pim_by[PL_TPIM_N_TERMS]; /* t_pim split by the term that set each region's T_pim */
+	size_t n_pim_by[PL_TPIM_N_TERMS]; /* regions on PIM by that term */
 	double t_hybrid;       /* t_host + t_pim + move.t_move */
-	double speedup;        /* t_cpu / t_hybrid */
+	double speedup;        /* t_cpu / t_hybrid: an estimate (see enum placement_t_pim_term) */
 	double captured_share; /* Σ_PIM T_host·trip / t_cpu */
 	double residual_share; /* t_host / t_cpu */
-	double bound;          /* 1/residual_share: attainable speedup; HUGE_VAL when nothing stays */
+	double bound;          /* 1/residual_share: the speedup if PIM and movement took no time;
+				  HUGE_VAL when nothing stays */
+	/*
+	 * The same placement with ever more PIM cores: the estimated T_pim terms shrink as 1/N_core
+	 * but T_move does not, so the speedup tends to t_cpu / (t_host + measured T_pim + t_move).
+	 * HUGE_VAL when that sum is 0.  Never above bound.
+	 */
+	double bound_movement;
 };
 
 struct placement_query {

@@ -22,6 +22,7 @@ struct loaded {
 	struct placement_operand *operands;
 	size_t n_with_metrics;
 	size_t n_estimates, n_counters, n_imported;
+	size_t n_imported_unknown_b_cpu; /* imported without the measuring host's B_cpu */
 };
 
 static void loaded_free(struct loaded *l)
@@ -112,6 +113,13 @@ static int load(struct rpc_context *ctx, const char *name, struct loaded *l, str
 		p->c_be1 = mt->c_be1;
 		p->c_be2 = mt->c_be2;
 		p->c_be3 = mt->c_be3;
+		if (mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED) {
+			/* θ of imported counts comes from the B_cpu of the host that measured them */
+			if (mt->source_b_cpu > 0 && isfinite(mt->source_b_cpu))
+				p->b_cpu_source = mt->source_b_cpu;
+			else
+				l->n_imported_unknown_b_cpu++;
+		}
 		if (mt->bw_read_estimate > 0) {
 			p->have_bw_read_estimate = true;
 			p->bw_read_estimate = mt->bw_read_estimate;
@@ -123,14 +131,20 @@ static int load(struct rpc_context *ctx, const char *name, struct loaded *l, str
 	return 0;
 }
 
+/* This host's B_cpu as queries use it: configured, else measured, else the paper's. */
+static double placement_host_b_cpu(const struct rpc_context *ctx)
+{
+	if (ctx->params->b_cpu > 0)
+		return ctx->params->b_cpu;
+	return ctx->platform->id.b_cpu > 0 ? ctx->platform->id.b_cpu : placement_params_default().b_cpu;
+}
+
 /* Configured parameters with the request's non-zero fields on top, validated. */
 static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 			struct placement_params *p, struct pim_error *err)
 {
 	*p = *ctx->params;
-	if (p->b_cpu == 0)
-		p->b_cpu = ctx->platform->id.b_cpu > 0 ? ctx->platform->id.b_cpu
-						      : placement_params_default().b_cpu;
+	p->b_cpu = placement_host_b_cpu(ctx);
 	if (q) {
 #define TAKE(f)                                                                                    \
 	do {                                                                                       \
@@ -157,13 +171,16 @@ static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 /* ---------------------------------------------------------------- building messages */
 
 
-static Pim__PlacementParams *params_msg(struct rpc_builder *b, const struct placement_params *p)
+/* n_core: the core count of the only estimate, or 0 when the answer has several (each estimate
+ * carries its own). */
+static Pim__PlacementParams *params_msg(struct rpc_builder *b, const struct placement_params *p,
+					double n_core)
 {
 	Pim__PlacementParams *m = rpc_calloc(b, 1, sizeof *m);
 	if (!m)
 		return NULL;
 	pim__placement_params__init(m);
-	m->n_core = p->n_core;
+	m->n_core = n_core;
 	m->f_pim = p->f_pim;
 	m->i_min = p->i_min;
 	m->t_ctx = p->t_ctx;
@@ -216,6 +233,8 @@ static Pim__RegionDecision *decision_msg(struct rpc_builder *b, const struct pla
 	m->fetch_bytes = d->fetch_bytes;
 	m->flush_bytes = d->flush_bytes;
 	m->unit_size = (uint32_t)d->unit_size;
+	if (d->side == PL_PIM)
+		m->t_pim_term = rpc_strdup(b, placement_t_pim_term_name(d->t_pim_term));
 	return m;
 }
 
@@ -238,6 +257,13 @@ static Pim__PlacementEstimate *estimate_msg(struct rpc_builder *b, const struct 
 	m->captured_share = e->captured_share;
 	m->residual_share = e->residual_share;
 	m->bound = isfinite(e->bound) ? e->bound : 0;
+	m->bound_movement = isfinite(e->bound_movement) ? e->bound_movement : 0;
+	m->t_pim_compute = e->t_pim_by[PL_TPIM_COMPUTE];
+	m->t_pim_bandwidth = e->t_pim_by[PL_TPIM_BANDWIDTH];
+	m->t_pim_measured = e->t_pim_by[PL_TPIM_MEASURED];
+	m->pim_compute = (uint32_t)e->n_pim_by[PL_TPIM_COMPUTE];
+	m->pim_bandwidth = (uint32_t)e->n_pim_by[PL_TPIM_BANDWIDTH];
+	m->pim_measured = (uint32_t)e->n_pim_by[PL_TPIM_MEASURED];
 	Pim__Movement *mv = rpc_calloc(b, 1, sizeof *mv);
 	if (mv) {
 		pim__movement__init(mv);
@@ -283,6 +309,10 @@ static void evidence_notes(struct rpc_builder *b, Pim__PlacementReply *r, const 
 						 : ctx->platform->backend_reason);
 	if (l->n_imported)
 		rpc_append(b, &r->notes, &r->n_notes, "%zu regions use counter data imported from perf stat", l->n_imported);
+	if (l->n_imported_unknown_b_cpu)
+		rpc_append(b, &r->notes, &r->n_notes, "warning: %zu regions use imported counts without the B_cpu of the "
+			   "host that measured them: their theta comes from this host's B_cpu, which may not "
+			   "match (import again with --b-cpu)", l->n_imported_unknown_b_cpu);
 	if (l->n_counters)
 		rpc_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
 }
@@ -291,7 +321,8 @@ static void evidence_notes(struct rpc_builder *b, Pim__PlacementReply *r, const 
 static void cache_key(char *buf, size_t len, const struct placement_params *p, const char *gran,
 		      const char *move, const double *cores, size_t n_cores, bool summary)
 {
-	size_t pos = (size_t)snprintf(buf, len, "v1 %s %s %d n_core=%.17g f_pim=%.17g i_min=%.17g "
+	/* v2: answers carry the T_pim terms and the movement-aware bound */
+	size_t pos = (size_t)snprintf(buf, len, "v2 %s %s %d n_core=%.17g f_pim=%.17g i_min=%.17g "
 				      "t_ctx=%.17g b_cpu=%.17g theta=%.17g sigma=%.17g b_rd=%.17g "
 				      "b_wb=%.17g b_pim_core=%.17g L=%.17g cores=", gran, move, summary,
 				      p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, placement_theta(p),
@@ -389,7 +420,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		pr->model = rpc_strdup(&b, l.manifest->name);
 		pr->granularity = rpc_strdup(&b, placement_granularity_name(gran));
 		pr->movement = rpc_strdup(&b, placement_movement_model_name(move));
-		pr->params = params_msg(&b, &res.params);
+		pr->params = params_msg(&b, &res.params, n_cores == 1 ? cores[0] : 0);
 		pr->platform = rpc_strdup(&b, ctx->platform->id.name);
 		pr->regions_with_metrics = (uint32_t)l.n_with_metrics;
 		pr->estimates = rpc_calloc(&b, res.n_estimates, sizeof *pr->estimates);
@@ -399,6 +430,12 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				pr->estimates[pr->n_estimates++] = e;
 		}
 		evidence_notes(&b, pr, &l, ctx);
+		rpc_append(&b, &pr->notes, &pr->n_notes, "the speedup is an estimate, not a prediction: each "
+			   "offloaded region's T_pim is the larger of a lower bound on compute (N_total x I_min / "
+			   "(N_core x f_pim), I_min = %g) and its bytes at an assumed PIM bandwidth of %.2f GB/s per "
+			   "core (b_pim_core); T_move is %s", p.i_min, p.b_pim_core / 1e9,
+			   move == PL_MOVE_UPPER ? "an upper bound (Eq. 8)"
+						 : "the resident model's estimate, below Eq. 8's upper bound");
 	}
 	placement_result_free(&res);
 	if (b.oom) {
@@ -437,6 +474,10 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 	if (!isfinite(q->t_host) || q->t_host < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "t_host must be a finite number of seconds >= 0");
+	if (!isfinite(q->b_cpu) || q->b_cpu < 0 || q->b_cpu > PLACEMENT_MAX_B_CPU)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "b_cpu %g: the measuring host's read bandwidth must lie in 0..%g B/s "
+					  "(0: unknown)", q->b_cpu, PLACEMENT_MAX_B_CPU);
 	if ((k = store_model_id_for(ctx->store, q->model, peer->cred.uid, "import its metrics", &model_id,
 				    &err)) < 0)
 		return rpc_error_from(req->id, &err);
@@ -462,6 +503,7 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 	m.region_id = q->region_id;
 	m.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
 	m.t_host = t;
+	m.source_b_cpu = q->b_cpu;
 	unsigned bit_rd = 1u << EVENTS_ROLE_N_RD, bit_store = 1u << EVENTS_ROLE_C_STORE;
 	unsigned bits_be = (1u << EVENTS_ROLE_BE1) | (1u << EVENTS_ROLE_BE2) | (1u << EVENTS_ROLE_BE3);
 	if (csv->present & bit_rd) {
@@ -493,20 +535,30 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 	Pim__ImportPerfReply *ir = malloc(sizeof *ir);
 	Pim__RegionMetrics *mm = malloc(sizeof *mm);
 	char *src = strdup(source);
-	char *note = NULL;
-	if (!m.have_store && asprintf(&note, "C4 not evaluable for region %u: the store-bound and "
-				      "backend events are missing", q->region_id) < 0)
-		note = NULL;
-	if (!m.have_n_rd && asprintf(&note, "C3 not evaluable for region %u: the off-core read "
-				     "count is missing", q->region_id) < 0)
-		note = NULL;
-	char **notes = note ? malloc(sizeof *notes) : NULL;
-	if (!resp || !ir || !mm || !src || (note && !notes)) {
+	/* notes: conditions without data, and an unknown measuring host */
+	char text[2][256];
+	size_t n_notes = 0;
+	if (!m.have_store)
+		snprintf(text[n_notes++], sizeof text[0], "C4 not evaluable for region %u: the store-bound "
+			 "and backend events are missing", q->region_id);
+	if (!m.have_n_rd)
+		snprintf(text[n_notes++], sizeof text[0], "C3 not evaluable for region %u: the off-core read "
+			 "count is missing", q->region_id);
+	else if (q->b_cpu == 0)
+		snprintf(text[n_notes++], sizeof text[0], "warning: the B_cpu of the host that measured these "
+			 "counts is unknown, so C3 compares them with theta from this host's B_cpu "
+			 "(%.2f GB/s); give it with --b-cpu", placement_host_b_cpu(ctx) / 1e9);
+	char **notes = calloc(n_notes + 1, sizeof *notes);
+	bool oom = !notes;
+	for (size_t i = 0; notes && i < n_notes; i++)
+		oom |= !(notes[i] = strdup(text[i]));
+	if (!resp || !ir || !mm || !src || oom) {
 		free(resp);
 		free(ir);
 		free(mm);
 		free(src);
-		free(note);
+		for (size_t i = 0; notes && i < n_notes; i++)
+			free(notes[i]);
 		free(notes);
 		free(csv);
 		return NULL;
@@ -515,11 +567,8 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 	mm->source = src;
 	pim__import_perf_reply__init(ir);
 	ir->metrics = mm;
-	if (note) {
-		notes[0] = note;
-		ir->notes = notes;
-		ir->n_notes = 1;
-	}
+	ir->notes = notes;
+	ir->n_notes = n_notes;
 	log_info("Imported perf counts for model \"%s\" region %u (%u events)", q->model, q->region_id,
 		 csv->n_events);
 	free(csv);

@@ -18,6 +18,8 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 /* Limits on what a request may ask for. */
 #define PLACEMENT_MAX_CORE_COUNTS 16
 #define PLACEMENT_MAX_SIGMAS 16
+/* Largest B_cpu an import may carry, B/s (far above any memory system). */
+#define PLACEMENT_MAX_B_CPU 1e15
 #define PLACEMENT_DECISIONS_MAX_ID (16u * 1024u * 1024u) /* bitmap of at most 2 MiB */
 
 #endif

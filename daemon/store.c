@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <time.h>
@@ -76,10 +77,10 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_REGION_EXISTS] = "SELECT 1 FROM regions WHERE model_id = ?1 AND region_id = ?2",
 	[ST_METRICS_UPSERT] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, run_id, "
 			      "evidence, t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, "
-			      "bw_read_estimate, source, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-			      "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+			      "bw_read_estimate, source, updated_at, source_b_cpu) VALUES (?1, ?2, ?3, ?4, "
+			      "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
 	[ST_METRICS_SELECT] = "SELECT region_id, evidence, t_host, t_host_spread, n_rd, c_store, c_be1, "
-			      "c_be2, c_be3, bw_read_estimate, source, updated_at FROM metrics "
+			      "c_be2, c_be3, bw_read_estimate, source, updated_at, source_b_cpu FROM metrics "
 			      "WHERE model_id = ?1 AND platform_id = ?2 ORDER BY region_id",
 	[ST_DECISIONS_DELETE] = "DELETE FROM decisions WHERE model_id = ?1",
 	[ST_DECISION_SELECT] = "SELECT reply FROM decisions WHERE model_id = ?1 AND platform_id = ?2 "
@@ -901,6 +902,9 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 		return err_set(err, -EINVAL, "metrics of region %u: no evidence kind", m->region_id);
 	if (!(m->t_host > 0))
 		return err_set(err, -EINVAL, "metrics of region %u: T_host must be positive", m->region_id);
+	if (!isfinite(m->source_b_cpu) || m->source_b_cpu < 0)
+		return err_set(err, -EINVAL, "metrics of region %u: the measuring host's B_cpu must be a "
+			       "finite number >= 0 B/s", m->region_id);
 	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
 		return r;
 	st = stmt_get(s, ST_REGION_EXISTS);
@@ -933,6 +937,7 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 	bind_opt(st, 13, m->bw_read_estimate > 0, m->bw_read_estimate);
 	sqlite3_bind_text(st, 14, m->source ? m->source : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 15, (int64_t)time(NULL));
+	bind_opt(st, 16, m->source_b_cpu > 0, m->source_b_cpu);
 	if ((r = step_done(s, st, "storing metrics", err)) < 0)
 		goto fail;
 	/* Stored answers rest on the old metrics: drop them with the change. */
@@ -989,6 +994,7 @@ int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
 		m->bw_read_estimate = sqlite3_column_double(st, 9);
 		m->source = col_strdup(st, 10);
 		m->updated_at = sqlite3_column_int64(st, 11);
+		m->source_b_cpu = sqlite3_column_double(st, 12); /* NULL reads as 0: unknown */
 		if (!m->source)
 			goto oom;
 	}

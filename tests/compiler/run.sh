@@ -101,9 +101,9 @@ if [ -x "$B/pimd" ] && [ -x "$B/pimctl" ]; then
 	# the fill and the matmul of /h.0/attn/MatMul decide as one unit), loop granularity does not.
 	if "$B/pim-extract" "$HERE/inputs/onnx-locs.mlir" -o "$T/onnx-locs.json" > "$T/groups.out" 2>&1 &&
 		"$B/pimctl" --socket "$S" model load "$T/onnx-locs.json" >> "$T/groups.out" 2>&1 &&
-		"$B/pimctl" --socket "$S" placement onnx-locs --granularity operator --cores 32 \
+		"$B/pimctl" --socket "$S" placement onnx-locs --granularity operator --cores 32 --verbose \
 			> "$T/operator.out" 2>&1 &&
-		"$B/pimctl" --socket "$S" placement onnx-locs --granularity loop --cores 32 \
+		"$B/pimctl" --socket "$S" placement onnx-locs --granularity loop --cores 32 --verbose \
 			> "$T/loop.out" 2>&1 &&
 		[ "$(grep -c 'operator group of 2 regions' "$T/operator.out")" -eq 2 ] &&
 		grep -q '^ *1 /h.0/attn/MatMul.1 .*operator group of 2 regions' "$T/operator.out" &&

@@ -112,12 +112,49 @@ expect_rc 1 "has no region 99" "import-perf of an unknown region" \
 	"$PIMCTL" --socket "$S" import-perf decoder-block 99 "$D/qkv-matvec.csv"
 expect_rc 1 "no duration_time or task-clock" "import-perf without a time needs --time" \
 	sh -c "grep -v duration_time '$D/qkv-matvec.csv' > '$T/notime.csv' && '$PIMCTL' --socket '$S' import-perf decoder-block 1 '$T/notime.csv'"
-expect_rc 0 "qkv.matvec .* yyyn *PIM *C3: BW_read 15.73 GB/s >= θ" "placement table: the gemv nest passes C3" \
-	"$PIMCTL" --socket "$S" placement decoder-block --cores 32,64,128
+expect_rc 0 "warning: the B_cpu of the host that measured these counts is unknown" \
+	"import-perf without --b-cpu warns that theta comes from this host" \
+	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --executions 100
+expect_rc 0 "note: warning: 1 regions use imported counts without the B_cpu" \
+	"placement warns about imported counts of an unknown host" \
+	"$PIMCTL" --socket "$S" placement decoder-block --summary
+expect_rc 0 "qkv.matvec .* yyyn *PIM *C3: BW_read 15.73 GB/s >= θ" "placement --verbose: the gemv nest passes C3" \
+	"$PIMCTL" --socket "$S" placement decoder-block --cores 32,64,128 --verbose
 expect_rc 0 "(stored answer)" "a repeated query is answered from the store" \
 	"$PIMCTL" --socket "$S" placement decoder-block --cores 32,64,128
 expect_rc 0 "qkv.matvec .* yynn *host *Stage 2 failed" "a changed parameter recomputes (theta 20 GB/s)" \
-	"$PIMCTL" --socket "$S" placement decoder-block --param theta=20e9
+	"$PIMCTL" --socket "$S" placement decoder-block --param theta=20e9 --verbose
+expect_rc 0 "^ *128 *0 *50.00 us *0 *- *0 *50.00 us *1.000x" \
+	"nothing offloaded: T_PIM and T_MOVE print 0 (known), T_PIM_BY '-'" \
+	"$PIMCTL" --socket "$S" placement decoder-block --param theta=20e9 --cores 128
+check "JSON params.n_core is the estimate's core count" sh -c \
+	"'$PIMCTL' --socket '$S' --json placement decoder-block --cores 32 --summary | tr -d ' \\n' | grep -q '\"params\":{\"n_core\":32[.,]'"
+check "JSON params.n_core is null with several core counts" sh -c \
+	"'$PIMCTL' --socket '$S' --json placement decoder-block --cores 32,64 --summary | tr -d ' \\n' | grep -q '\"params\":{\"n_core\":null,'"
+check "JSON labels the speedup an estimate and names the T_pim term" sh -c \
+	"'$PIMCTL' --socket '$S' --json placement decoder-block --cores 128 | tr -d ' \\n' | grep -q '\"speedup_kind\":\"estimate\",\"t_pim_term\":\"bandwidth\"'"
+expect_rc 0 "measured on a host with B_cpu 13.60 GB/s" "import-perf --b-cpu records the measuring host's B_cpu" \
+	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --executions 100 --b-cpu 13.6e9
+expect_rc 0 "C3: BW_read 15.73 GB/s >= θ 1.63 GB/s (θ from the measuring host's B_cpu)" \
+	"theta of imported counts comes from the measuring host's B_cpu (0.12 x 13.6 GB/s)" \
+	"$PIMCTL" --socket "$S" placement decoder-block --verbose
+check "no warning once the measuring host's B_cpu is known" sh -c \
+	"! '$PIMCTL' --socket '$S' placement decoder-block | grep -q 'without the B_cpu'"
+expect_rc 2 "not a positive number of bytes per second" "import-perf --b-cpu takes a positive bandwidth" \
+	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --b-cpu -5
+# A model of 300 regions: the table keeps to its columns, the reasons are counted below it.
+awk 'BEGIN { printf "{ \"name\": \"many\", \"allocations\": [ { \"id\": 0, \"bytes\": 4096, \"kind\": \"argument\" } ],\n  \"regions\": [";
+	for (i = 0; i < 300; i++) printf "%s\n { \"id\": %d, \"name\": \"r%d\", \"op\": \"add\", \"order\": %d, \"n_par\": %d, \"n_total\": 1024, \"operands\": [ { \"allocation\": 0, \"bytes\": 4096, \"role\": \"inout\" } ] }", i ? "," : "", i, i, i, i % 3 ? 1024 : 1;
+	print " ] }" }' > "$T/many.json"
+"$PIMCTL" --socket "$S" model load "$T/many.json" >/dev/null
+"$PIMCTL" --socket "$S" placement many > "$T/many.txt" 2>&1
+check "300 regions: one row each, no reason text in the rows" sh -c \
+	"[ \$(grep -c '^ *[0-9]* r[0-9]' '$T/many.txt') = 300 ] && ! grep '^ *[0-9]* r[0-9]' '$T/many.txt' | grep -q 'C1:'"
+check "300 regions: the reasons are counted per condition below the table" sh -c \
+	"grep -q '^  host *300  C1 fails: T_host <= T_ctx + N_total·I_min/(N_core·f_pim)\$' '$T/many.txt' && grep -q '^  host *100  C2 fails: N_par < N_core 128\$' '$T/many.txt' && [ \$(grep -c 'C1 fails' '$T/many.txt') = 1 ]"
+check "300 regions: --verbose and --json keep each region's full reason" sh -c \
+	"[ \$('$PIMCTL' --socket '$S' placement many --verbose | grep -c '^ *[0-9]* r[0-9].*C1: T_host') = 300 ] && [ \$('$PIMCTL' --socket '$S' --json placement many | grep -c '\"reason\":\"C1: T_host') = 300 ]"
+"$PIMCTL" --socket "$S" model rm many >/dev/null
 expect_rc 0 '"speedup":' "placement --json" "$PIMCTL" --socket "$S" --json placement decoder-block --summary
 expect_rc 0 "resident: 2 transitions" "movement model resident" \
 	"$PIMCTL" --socket "$S" placement decoder-block --movement resident --summary

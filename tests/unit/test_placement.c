@@ -592,6 +592,13 @@ START_TEST(test_rmsnorm_cores)
 		ck_rel(e->move.t_move, 13.8612096e-3);
 		ck_rel(e->captured_share, 0.625);
 		ck_rel(e->bound, 1 / 0.375);
+		/* T_pim set by the bandwidth term at both counts (17.30 / 4.33 ms against 1.31 / 0.33 ms) */
+		ck_assert_int_eq(e->decisions[1].t_pim_term, PL_TPIM_BANDWIDTH);
+		ck_rel(e->t_pim_by[PL_TPIM_BANDWIDTH], e->t_pim);
+		ck_assert_uint_eq(e->n_pim_by[PL_TPIM_BANDWIDTH], 1);
+		ck_assert_uint_eq(e->n_pim_by[PL_TPIM_COMPUTE], 0);
+		/* movement-aware bound: 40 / (15 + 13.8612096) = 1.38594×, far below 1/0.375 = 2.667× */
+		ck_rel(e->bound_movement, 40 / 28.8612096);
 	}
 	ck_rel(e32->decisions[1].cond[PL_C1].rhs, 1.32072e-3);
 	ck_rel(e32->t_pim, 17.301512e-3);
@@ -944,6 +951,151 @@ START_TEST(test_measured_t_pim_and_empty)
 }
 END_TEST
 
+
+/*
+ * Which term set T_pim, and the bound as the core count grows (tparams: 25.6e9 iterations/s and
+ * B_pim 16 GB/s at 64 cores; B_rd = B_wb = 10 GB/s; T_ctx 10 µs).
+ *   a: N_par = N_total = 256e6, 50 ms, ins alloc 0 (8e6 B), outs alloc 1 (8e6 B), n_rd 2e6
+ *      (2e6·64/0.05 = 2.56 GB/s >= θ 2): PIM.  64 cores: compute 256e6/25.6e9 = 10 ms, bandwidth
+ *      16e6/16e9 = 1 ms: the compute term sets it.  1e6 cores: compute 256e6/4e14 = 0.64 µs,
+ *      bandwidth 16e6/2.5e14 = 0.064 µs: still the compute term (both shrink as 1/N_core).
+ *   b: N_par 1 (C2 fails), 30 ms: host.
+ *   c: N_par = N_total = 1,024,000 (>= 1e6), 20 ms, n_rd 1e6 (3.2 GB/s): PIM, with a measured
+ *      T_pim of 5 ms and no operands.
+ * Movement (upper): a | b | c: 2 segments, 4 transitions = 40 µs, fetch 8e6 B = 0.8 ms, flush
+ *   8e6 B = 0.8 ms: T_move = 1.64 ms, the same at both counts.
+ * T_CPU 100 ms, residual 30 ms: bound 1/0.3 = 3.333×.
+ *   64 cores:  T_pim = 10 + 5 = 15 ms, T_hybrid = 30 + 15 + 1.64 = 46.64 ms, speedup 2.1441×.
+ *   1e6 cores: T_pim = 0.00064 + 5 ms, T_hybrid = 36.64064 ms, speedup 2.72925×.
+ *   bound_movement = 100 / (30 + 5 + 1.64) = 2.7293× at both: the estimated T_pim terms vanish,
+ *   the measured 5 ms and T_move stay.
+ */
+START_TEST(test_t_pim_terms_and_movement_bound)
+{
+	struct placement_params p = tparams();
+	struct placement_result res;
+	double cores[] = { 64, 1e6 };
+	const struct placement_operand oa[] = { { 0, 8000000, PL_IN }, { 1, 8000000, PL_OUT } };
+	struct placement_region r[3] = {
+		reg(0, "a", 0, 256000000, 256000000, 50e-3),
+		reg(1, "b", 1, 1, 1, 30e-3),
+		reg(2, "c", 2, 1024000, 1024000, 20e-3),
+	};
+
+	r[0].operands = oa, r[0].n_operands = 2;
+	set_nrd(&r[0], 2e6);
+	set_nrd(&r[2], 1e6);
+	r[2].have_t_pim = true;
+	r[2].t_pim_measured = 5e-3;
+	run(r, 3, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, cores, 2, &res);
+	const struct placement_estimate *e = &res.estimates[0], *big = &res.estimates[1];
+	for (int k = 0; k < 2; k++) {
+		const struct placement_estimate *x = &res.estimates[k];
+		ck_assert_int_eq(x->decisions[0].side, PL_PIM);
+		ck_assert_int_eq(x->decisions[1].side, PL_HOST);
+		ck_assert_int_eq(x->decisions[1].t_pim_term, PL_TPIM_NONE);
+		ck_assert_int_eq(x->decisions[2].side, PL_PIM);
+		ck_assert_int_eq(x->decisions[2].t_pim_term, PL_TPIM_MEASURED);
+		ck_rel(x->t_pim_by[PL_TPIM_MEASURED], 5e-3);
+		ck_assert_uint_eq(x->move.transitions, 4);
+		ck_rel(x->move.t_move, 1.64e-3);
+		ck_rel(x->bound, 1 / 0.3);
+		ck_rel(x->bound_movement, 100 / 36.64);
+		ck_assert(x->speedup < x->bound_movement && x->bound_movement < x->bound);
+	}
+	ck_assert_int_eq(e->decisions[0].t_pim_term, PL_TPIM_COMPUTE);
+	ck_rel(e->t_pim_by[PL_TPIM_COMPUTE], 10e-3);
+	ck_rel(e->t_pim_by[PL_TPIM_BANDWIDTH], 0);
+	ck_assert_uint_eq(e->n_pim_by[PL_TPIM_COMPUTE], 1);
+	ck_assert_uint_eq(e->n_pim_by[PL_TPIM_MEASURED], 1);
+	ck_rel(e->t_pim, 15e-3);
+	ck_rel(e->t_hybrid, 46.64e-3);
+	ck_rel(e->speedup, 100 / 46.64);
+	ck_assert_int_eq(big->decisions[0].t_pim_term, PL_TPIM_COMPUTE);
+	ck_rel(big->t_pim_by[PL_TPIM_COMPUTE], 0.64e-6);
+	ck_rel(big->t_pim_by[PL_TPIM_BANDWIDTH], 0);
+	ck_rel(big->t_hybrid, 36.64064e-3);
+	ck_rel(big->speedup, 100 / 36.64064);
+	ck_assert_str_eq(placement_t_pim_term_name(PL_TPIM_COMPUTE), "compute");
+	ck_assert_str_eq(placement_t_pim_term_name(PL_TPIM_BANDWIDTH), "bandwidth");
+	ck_assert_str_eq(placement_t_pim_term_name(PL_TPIM_MEASURED), "measured");
+	placement_result_free(&res);
+}
+END_TEST
+
+/*
+ * θ of counts measured on another host (import-perf --b-cpu).  θ derived: theta_ratio 0.12,
+ * this host's B_cpu 10 GB/s → θ 1.2 GB/s.  A region of 1 ms with n_rd 23,437.5
+ * (23,437.5·64/1e-3 = 1.5 GB/s):
+ *   measured here:                    1.5 >= 1.2        C3 holds, PIM
+ *   measured on a 20 GB/s host:       θ = 0.12·20 = 2.4  C3 fails, host
+ *   explicit θ 2 GB/s:                the source does not matter: 1.5 < 2, host, θ 2
+ * Operator group of two such regions, one from the 20 GB/s host and one from here: θ is this
+ * host's and the foreign member's bandwidth is rescaled by 10/20:
+ *   BW = (0.75 GB/s·1 ms + 1.5 GB/s·1 ms) / 2 ms = 1.125 GB/s < 1.2: host.
+ */
+START_TEST(test_theta_from_measuring_host)
+{
+	struct placement_params p = tparams();
+	struct placement_result res;
+	struct pim_error err = { 0 };
+	struct placement_region r[2] = { reg(0, "x", 0, 4096, 4096, 1e-3), reg(1, "y", 1, 4096, 4096, 1e-3) };
+
+	p.theta = 0;
+	p.theta_ratio = 0.12;
+	p.b_cpu = 10e9;
+	for (int i = 0; i < 2; i++) {
+		r[i].evidence = PL_EVIDENCE_IMPORTED;
+		r[i].op = "add";
+		set_nrd(&r[i], 23437.5);
+	}
+	run(r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
+	ck_assert_int_eq(res.estimates[0].decisions[0].side, PL_PIM);
+	ck_rel(res.estimates[0].decisions[0].cond[PL_C3].rhs, 1.2e9);
+	ck_assert(!res.estimates[0].decisions[0].theta_from_source);
+	placement_result_free(&res);
+
+	r[0].b_cpu_source = 20e9;
+	run(r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
+	const struct placement_decision *d = &res.estimates[0].decisions[0];
+	ck_assert_int_eq(d->side, PL_HOST);
+	ck_assert_int_eq(d->cond[PL_C3].state, PL_COND_FALSE);
+	ck_rel(d->cond[PL_C3].lhs, 1.5e9);
+	ck_rel(d->cond[PL_C3].rhs, 2.4e9);
+	ck_assert(d->theta_from_source);
+	ck_has(reason(d), "C3: BW_read 1.50 GB/s < θ 2.40 GB/s (θ from the measuring host's B_cpu)");
+	placement_result_free(&res);
+
+	p.theta = 2e9;
+	run(r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
+	d = &res.estimates[0].decisions[0];
+	ck_rel(d->cond[PL_C3].rhs, 2e9);
+	ck_assert(!d->theta_from_source);
+	placement_result_free(&res);
+
+	p.theta = 0;
+	run(r, 2, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
+	d = &res.estimates[0].decisions[0];
+	ck_assert_uint_eq(d->unit_size, 2);
+	ck_rel(d->cond[PL_C3].lhs, 1.125e9);
+	ck_rel(d->cond[PL_C3].rhs, 1.2e9);
+	ck_assert_int_eq(d->side, PL_HOST);
+	placement_result_free(&res);
+
+	/* both members from the 20 GB/s host: no rescaling, θ 2.4 GB/s */
+	r[1].b_cpu_source = 20e9;
+	run(r, 2, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
+	d = &res.estimates[0].decisions[0];
+	ck_rel(d->cond[PL_C3].lhs, 1.5e9);
+	ck_rel(d->cond[PL_C3].rhs, 2.4e9);
+	placement_result_free(&res);
+
+	r[0].b_cpu_source = -1;
+	ck_assert_int_eq(placement_run(r, 2, &p, NULL, &res, &err), -EINVAL);
+	ck_has(err.msg, "b_cpu_source must be a finite number >= 0 B/s");
+}
+END_TEST
+
 static Suite *placement_suite(void)
 {
 	Suite *s = suite_create("placement");
@@ -971,6 +1123,8 @@ static Suite *placement_suite(void)
 		{ "operator_granularity", test_operator_granularity },
 		{ "block_granularity", test_block_granularity },
 		{ "measured_t_pim_and_empty", test_measured_t_pim_and_empty },
+		{ "t_pim_terms_and_movement_bound", test_t_pim_terms_and_movement_bound },
+		{ "theta_from_measuring_host", test_theta_from_measuring_host },
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(tests); i++) {

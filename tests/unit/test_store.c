@@ -262,8 +262,23 @@ START_TEST(metrics_and_decisions)
 	ck_assert(v[0]->t_host == 4e-3);
 	ck_assert(!v[0]->have_n_rd);
 	ck_assert_int_eq(v[0]->evidence, PIM__EVIDENCE__EVIDENCE_IMPORTED);
+	ck_assert(v[0]->source_b_cpu == 0); /* not given: NULL, read back as unknown */
 	pim__region_metrics__free_unpacked(v[0], NULL);
 	free(v);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE source_b_cpu IS NULL"), 1);
+
+	/* the measuring host's B_cpu is kept with imported counts (migration 0004) */
+	rm.source_b_cpu = 13.6e9;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
+	ck_assert_int_eq(store_metrics_list(s, mid, pid, &v, &n, &err), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert(v[0]->source_b_cpu == 13.6e9);
+	pim__region_metrics__free_unpacked(v[0], NULL);
+	free(v);
+	rm.source_b_cpu = -1;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "measuring host's B_cpu"), "%s", err.msg);
+	rm.source_b_cpu = 0;
 
 	rm.region_id = 99;
 	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -ENOENT);
