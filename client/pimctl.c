@@ -58,7 +58,9 @@ static void usage(FILE *f)
 		"  jitq quantize --shape ROWSxCOLS [--format mx9|mx6|mx4|mxfp8-e4m3|mxfp8-e5m2|\n"
 		"            mxfp6-e3m2|mxfp6-e2m3|mxfp4|mxint8] [--from bf16|fp32] [--direction row|col]\n"
 		"            [--engine reference|tiled|strided|strided-opt] IN OUT\n"
-		"                            convert a raw tensor file to packed MX\n\n"
+		"                            convert a raw tensor file to packed MX\n"
+		"  jitq dequantize --shape ROWSxCOLS [--format FORMAT] [--direction row|col] IN OUT\n"
+		"                            convert packed MX back to raw FP32\n\n"
 		"Options:\n"
 		"  -s, --socket PATH  pimd's socket (default $%s, else %s)\n"
 		"  -j, --json         print JSON instead of tables\n"
@@ -1388,6 +1390,46 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* --shape ROWSxCOLS: 0, or the usage exit status. */
+static int parse_shape(const char *v, uint32_t *rows, uint32_t *cols)
+{
+	unsigned long rr, cc;
+	char x;
+	int end = -1;
+
+	if (sscanf(v, "%lu%c%lu%n", &rr, &x, &cc, &end) != 3 || x != 'x' || end != (int)strlen(v) || !rr || !cc ||
+	    rr > UINT32_MAX || cc > UINT32_MAX || v[0] == '-')
+		return usage_error("--shape: expected ROWSxCOLS, got '%s'", v);
+	*rows = (uint32_t)rr;
+	*cols = (uint32_t)cc;
+	return 0;
+}
+
+/* A whole binary file of at most max bytes: 0, or the exit status after saying why. */
+static int read_binary_file(const char *path, size_t max, uint8_t **out, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "pimctl: %s: %s\n", path, strerror(errno));
+		return EXIT_DAEMON;
+	}
+	uint8_t *data = malloc(max + 1);
+	size_t n = data ? fread(data, 1, max + 1, f) : 0;
+	int bad = ferror(f);
+	fclose(f);
+	if (!data || bad || n > max) {
+		free(data);
+		if (data && !bad)
+			fprintf(stderr, "pimctl: %s: larger than %zu MiB\n", path, max >> 20);
+		else
+			fprintf(stderr, "pimctl: %s: %s\n", path, data ? "cannot read" : "out of memory");
+		return EXIT_DAEMON;
+	}
+	*out = data;
+	*len = n;
+	return EXIT_OK;
+}
+
 static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
@@ -1407,14 +1449,7 @@ static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 		else if (strcmp(a, "--engine") == 0 && v)
 			body.engine = (char *)v;
 		else if (strcmp(a, "--shape") == 0 && v) {
-			unsigned long rr, cc;
-			char x;
-			int end = -1;
-			if (sscanf(v, "%lu%c%lu%n", &rr, &x, &cc, &end) != 3 || x != 'x' || end != (int)strlen(v) ||
-			    !rr || !cc || rr > UINT32_MAX || cc > UINT32_MAX || v[0] == '-')
-				r = usage_error("--shape: expected ROWSxCOLS, got '%s'", v);
-			body.rows = (uint32_t)rr;
-			body.cols = (uint32_t)cc;
+			r = parse_shape(v, &body.rows, &body.cols);
 			have_shape = true;
 		} else if (a[0] == '-' && a[1]) {
 			r = usage_error("jitq quantize: unknown option or missing value '%s'", a);
@@ -1432,20 +1467,10 @@ static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 		return r;
 	if (npos != 2 || !have_shape)
 		return usage_error("jitq quantize: expected --shape ROWSxCOLS IN OUT");
-	FILE *f = fopen(pos[0], "re");
-	if (!f) {
-		fprintf(stderr, "pimctl: %s: %s\n", pos[0], strerror(errno));
-		return EXIT_DAEMON;
-	}
-	size_t max = 256u << 20;
-	uint8_t *data = malloc(max + 1);
-	size_t n = data ? fread(data, 1, max + 1, f) : 0;
-	fclose(f);
-	if (!data || n > max) {
-		free(data);
-		fprintf(stderr, "pimctl: %s: %s\n", pos[0], data ? "larger than 256 MiB" : "out of memory");
-		return EXIT_DAEMON;
-	}
+	uint8_t *data;
+	size_t n;
+	if ((r = read_binary_file(pos[0], 256u << 20, &data, &n)))
+		return r;
 	if ((r = connect_client(ctl))) {
 		free(data);
 		return r;
@@ -1489,6 +1514,80 @@ static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 	return EXIT_OK;
 }
 
+static int cmd_jitq_dequantize(struct ctl *ctl, int argc, char **argv)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__JitqDequantize body = PIM__JITQ_DEQUANTIZE__INIT;
+	const char *pos[2];
+	int npos = 0, r = 0;
+	bool have_shape = false;
+
+	for (int i = 0; i < argc && !r; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--format") == 0 && v)
+			body.format = (char *)v;
+		else if (strcmp(a, "--direction") == 0 && v)
+			body.direction = (char *)v;
+		else if (strcmp(a, "--shape") == 0 && v) {
+			r = parse_shape(v, &body.rows, &body.cols);
+			have_shape = true;
+		} else if (a[0] == '-' && a[1]) {
+			r = usage_error("jitq dequantize: unknown option or missing value '%s'", a);
+			continue;
+		} else {
+			if (npos == 2)
+				r = usage_error("jitq dequantize: unexpected argument '%s'", a);
+			else
+				pos[npos++] = a;
+			continue;
+		}
+		i++;
+	}
+	if (r)
+		return r;
+	if (npos != 2 || !have_shape)
+		return usage_error("jitq dequantize: expected --shape ROWSxCOLS IN OUT");
+	uint8_t *data;
+	size_t n;
+	if ((r = read_binary_file(pos[0], 256u << 20, &data, &n)))
+		return r;
+	if ((r = connect_client(ctl))) {
+		free(data);
+		return r;
+	}
+	body.data.data = data;
+	body.data.len = n;
+	req.body_case = PIM__REQUEST__BODY_JITQ_DEQUANTIZE;
+	req.jitq_dequantize = &body;
+	Pim__Response *resp;
+	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_DEQUANTIZE, &resp);
+	free(data);
+	if (r)
+		return r;
+	const Pim__JitqDequantizeReply *q = resp->jitq_dequantize;
+	FILE *o = fopen(pos[1], "we");
+	if (!o || fwrite(q->data.data, 1, q->data.len, o) != q->data.len || fclose(o) != 0) {
+		fprintf(stderr, "pimctl: %s: %s\n", pos[1], strerror(errno));
+		pim__response__free_unpacked(resp, NULL);
+		return EXIT_DAEMON;
+	}
+	if (ctl->json) {
+		json_object *jo = json_object_new_object();
+		json_object_object_add(jo, "output", json_object_new_string(pos[1]));
+		json_object_object_add(jo, "bytes", json_object_new_int64((int64_t)q->data.len));
+		json_object_object_add(jo, "blocks", json_object_new_int64((int64_t)q->blocks));
+		json_object_object_add(jo, "nan_blocks", json_object_new_int64((int64_t)q->nan_blocks));
+		print_json(jo);
+	} else {
+		printf("Wrote %zu bytes (%u x %u FP32) from %" PRIu64 " MX blocks to %s", q->data.len, body.rows,
+		       body.cols, q->blocks, pos[1]);
+		if (q->nan_blocks)
+			printf("; %" PRIu64 " NaN blocks", q->nan_blocks);
+		printf("\n");
+	}
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
 
 /* ---------------------------------------------------------------- profile */
 
@@ -1765,8 +1864,10 @@ int main(int argc, char **argv)
 			r = cmd_jitq_plan(&ctl, argc - 1, argv + 1);
 		else if (argc >= 1 && strcmp(argv[0], "quantize") == 0)
 			r = cmd_jitq_quantize(&ctl, argc - 1, argv + 1);
+		else if (argc >= 1 && strcmp(argv[0], "dequantize") == 0)
+			r = cmd_jitq_dequantize(&ctl, argc - 1, argv + 1);
 		else
-			r = usage_error("jitq: expected plan or quantize");
+			r = usage_error("jitq: expected plan, quantize or dequantize");
 	} else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		r = EXIT_OK;

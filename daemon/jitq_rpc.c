@@ -385,3 +385,85 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	resp->jitq_quantize = r;
 	return resp;
 }
+
+Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__JitqDequantize *q = req->jitq_dequantize;
+	struct pim_error err = { 0 };
+	enum mx_format fmt = MX_FMT_MX6;
+	enum mx_ocp_format ocp_fmt = MX_OCP_FP8_E4M3;
+	enum mx_dir dir = MX_DIR_ROW;
+	bool ocp = false;
+
+	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0) {
+		if (mx_ocp_format_from_name(q->format, &ocp_fmt) < 0)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "format \"%.32s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", q->format);
+		ocp = true;
+	}
+	if (q->direction && *q->direction) {
+		if (strcmp(q->direction, "row") == 0)
+			dir = MX_DIR_ROW;
+		else if (strcmp(q->direction, "col") == 0 || strcmp(q->direction, "column") == 0)
+			dir = MX_DIR_COL;
+		else
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "direction \"%.16s\" is not row or col", q->direction);
+	}
+	const char *name = ocp ? mx_ocp_format_name(ocp_fmt) : mx_format_name(fmt);
+	int block = ocp ? MX_OCP_BLOCK : MX_BLOCK;
+	if (!q->rows || !q->cols)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "shape %u x %u: both dimensions must be at least 1", q->rows, q->cols);
+	size_t in_len = ocp ? mx_ocp_packed_size(ocp_fmt, q->rows, q->cols, dir)
+			    : mx_packed_size(fmt, q->rows, q->cols, dir);
+	if (!in_len)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%s blocking needs the %s count (%u) to be a multiple of %d",
+					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
+					  dir == MX_DIR_ROW ? q->cols : q->rows, block);
+	if (q->data.len != in_len)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%u x %u in %s, %s-blocked, is %zu bytes packed; the data has %zu",
+					  q->rows, q->cols, name, dir == MX_DIR_ROW ? "row" : "column", in_len,
+					  q->data.len);
+	/* The FP32 result is larger than the packed input (2 to 8 times): it must fit a reply. */
+	uint64_t count = (uint64_t)q->rows * q->cols, out_bytes = count * sizeof(float);
+	if (out_bytes + JITQ_RPC_REPLY_OVERHEAD > ctx->max_frame_bytes)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%u x %u FP32 elements are %llu bytes, more than a reply of "
+					  "max_frame_bytes %u can carry; dequantize the tensor in parts",
+					  q->rows, q->cols, (unsigned long long)out_bytes, ctx->max_frame_bytes);
+	float *out = malloc((size_t)out_bytes);
+	Pim__Response *resp = rpc_response_new(req->id);
+	Pim__JitqDequantizeReply *r = malloc(sizeof *r);
+	if (!out || !resp || !r) {
+		free(out);
+		free(resp);
+		free(r);
+		return NULL;
+	}
+	int k = ocp ? mx_ocp_dequantize_tensor(ocp_fmt, q->data.data, q->data.len, q->rows, q->cols, dir, out,
+					       (size_t)count, &err)
+		    : mx_dequantize_tensor(fmt, q->data.data, q->data.len, q->rows, q->cols, dir, out,
+					   (size_t)count, &err);
+	if (k < 0) {
+		free(out);
+		free(resp);
+		free(r);
+		return rpc_error_from(req->id, &err);
+	}
+	pim__jitq_dequantize_reply__init(r);
+	size_t bb = ocp ? mx_ocp_block_bytes(ocp_fmt) : mx_block_bytes(fmt);
+	r->blocks = in_len / bb;
+	/* byte 0 of every block is its exponent or scale; 255 marks a NaN block in both families */
+	for (size_t i = 0; i < in_len; i += bb)
+		r->nan_blocks += q->data.data[i] == (ocp ? MX_OCP_SCALE_NAN : MX_EXP_NAN);
+	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
+	r->data.data = (uint8_t *)out;
+	r->data.len = (size_t)out_bytes;
+	resp->body_case = PIM__RESPONSE__BODY_JITQ_DEQUANTIZE;
+	resp->jitq_dequantize = r;
+	return resp;
+}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jitq_rpc.h: the daemon side of JIT-Q: JitqPlan (the scheduler of jitq.c with the PIM cost of
- * pimsim.c) and JitqQuantize (mx.c, or the PIM model checked against it).
+ * pimsim.c), JitqQuantize (mx.c, or the PIM model checked against it) and JitqDequantize.
  */
 #ifndef PIMD_JITQ_RPC_H
 #define PIMD_JITQ_RPC_H
@@ -10,10 +10,13 @@
 
 Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req);
 Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req);
 
 /* The launches listed without per_block (a summary stays small for any model). */
 #define JITQ_RPC_SUMMARY_LAUNCHES 64
 /* Elements one JitqQuantize may run through the PIM model (a few hundred ms at most). */
 #define JITQ_RPC_PIM_ELEMENTS_MAX (1u << 20)
+/* Bytes a reply needs beside its payload (envelope, tags, lengths), kept free of max_frame_bytes. */
+#define JITQ_RPC_REPLY_OVERHEAD 64
 
 #endif

@@ -10,8 +10,15 @@
  *   e2e-tool pipeline SOCKET N    N requests pipelined unread, then read back in order.
  *   e2e-tool busy SOCKET          with max_clients = 1, a second client gets ERROR_BUSY.
  *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
+ *   e2e-tool mxgen FILE N         writes N BF16 values from a fixed generator: magnitudes over
+ *                                 16 octaves, both signs, some +0.0 and -0.0.
+ *   e2e-tool mxerr ORIG DEQ ROWS COLS BLOCK row|col LOG2_TOL
+ *                                 checks dequantized FP32 (DEQ) against the BF16 it came from
+ *                                 (ORIG): in every block, |deq - orig| <= max|orig| * 2^LOG2_TOL,
+ *                                 and the sign of every nonzero value kept.
  */
 #include <dlfcn.h>
+#include <math.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +34,7 @@
 
 #include "frame.h"
 #include "manifest.h"
+#include "mx.h"
 #include "pim.h"
 #include "pim_hooks.h"
 #include "pim.pb-c.h"
@@ -689,6 +697,16 @@ static int cmd_seeds(const char *reqdir, const char *mandir, const char *file)
 	req.body_case = PIM__REQUEST__BODY_JITQ_QUANTIZE;
 	req.jitq_quantize = &jq;
 	write_request(reqdir, "jitq-quantize", &req);
+	Pim__JitqDequantize jd = PIM__JITQ_DEQUANTIZE__INIT;
+	jd.format = "mxfp6-e2m3";
+	jd.rows = 32;
+	jd.cols = 1;
+	jd.direction = "col";
+	jd.data.data = data;
+	jd.data.len = 25;
+	req.body_case = PIM__REQUEST__BODY_JITQ_DEQUANTIZE;
+	req.jitq_dequantize = &jd;
+	write_request(reqdir, "jitq-dequantize", &req);
 	Pim__ProfileStatus ps = PIM__PROFILE_STATUS__INIT;
 	ps.job = 1;
 	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
@@ -709,8 +727,84 @@ static int cmd_seeds(const char *reqdir, const char *mandir, const char *file)
 	return 0;
 }
 
+static uint8_t *read_all(const char *path, size_t want)
+{
+	FILE *f = fopen(path, "re");
+	CHECK(f, "%s: %s", path, strerror(errno));
+	uint8_t *buf = malloc(want + 1);
+	CHECK(buf, "out of memory");
+	size_t n = fread(buf, 1, want + 1, f);
+	fclose(f);
+	CHECK(n == want, "%s: %zu bytes, expected %zu", path, n, want);
+	return buf;
+}
+
+static int cmd_mxgen(const char *path, long n)
+{
+	uint32_t x = 12345;
+	FILE *f = fopen(path, "we");
+
+	CHECK(f && n > 0, "mxgen: %s: %s", path, strerror(errno));
+	for (long i = 0; i < n; i++) {
+		x = x * 1664525u + 1013904223u; /* Numerical Recipes LCG: fixed, portable */
+		uint16_t v = (uint16_t)((x >> 31) << 15 | ((119u + (x >> 16) % 16) << 7) | ((x >> 8) & 0x7f));
+		if (i % 37 == 5)
+			v = 0x0000;
+		else if (i % 53 == 7)
+			v = 0x8000;
+		CHECK(fwrite(&v, 2, 1, f) == 1, "mxgen: write failed");
+	}
+	CHECK(fclose(f) == 0, "mxgen: close failed");
+	return 0;
+}
+
+static int cmd_mxerr(char **a)
+{
+	size_t rows = strtoul(a[2], NULL, 10), cols = strtoul(a[3], NULL, 10), block = strtoul(a[4], NULL, 10);
+	bool col = strcmp(a[5], "col") == 0;
+	double tol = ldexp(1, atoi(a[6])), worst = 0;
+	size_t n = rows * cols, along = col ? rows : cols;
+
+	CHECK(n && block && along % block == 0, "mxerr: bad shape");
+	uint8_t *ob = read_all(a[0], n * 2), *db = read_all(a[1], n * 4);
+	for (size_t b = 0; b < n / block; b++) {
+		/* block b: elements (r, c) along the blocked dimension, as pimd(8) numbers them */
+		size_t line = b / (along / block), first = b % (along / block) * block;
+		double max = 0, err[64];
+		float o[64], d[64];
+		CHECK(block <= 64, "mxerr: block too large");
+		for (size_t k = 0; k < block; k++) {
+			size_t i = col ? (first + k) * cols + line : line * cols + first + k;
+			uint16_t v;
+			memcpy(&v, ob + 2 * i, 2);
+			o[k] = mx_bf16_to_float(v);
+			memcpy(&d[k], db + 4 * i, 4);
+			if (fabs(o[k]) > max)
+				max = fabs(o[k]);
+		}
+		for (size_t k = 0; k < block; k++) {
+			err[k] = fabs((double)d[k] - (double)o[k]);
+			CHECK(isfinite(d[k]), "mxerr: block %zu element %zu: %g is not finite", b, k, d[k]);
+			CHECK(err[k] <= max * tol, "mxerr: block %zu element %zu: %.9g for %.9g, error %.3g > %.3g", b,
+			      k, d[k], o[k], err[k], max * tol);
+			CHECK(d[k] == 0 || signbit(d[k]) == signbit(o[k]), "mxerr: block %zu element %zu: sign lost",
+			      b, k);
+			if (max > 0 && err[k] / max > worst)
+				worst = err[k] / max;
+		}
+	}
+	printf("%zu blocks; largest error %.3g of the block maximum (bound %.3g)\n", n / block, worst, tol);
+	free(ob);
+	free(db);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "mxgen") == 0)
+		return cmd_mxgen(argv[2], atol(argv[3]));
+	if (argc == 9 && strcmp(argv[1], "mxerr") == 0)
+		return cmd_mxerr(argv + 2);
 	if (argc == 4 && strcmp(argv[1], "pipeline") == 0)
 		return cmd_pipeline(argv[2], atoi(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "decided") == 0)

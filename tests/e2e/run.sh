@@ -273,6 +273,40 @@ expect_rc 1 "the PIM model runs at most" "the PIM engine refuses tensors that wo
 check "PIM model output equals the reference file byte for byte" cmp "$T/w.col" "$T/w.strided-opt"
 expect_rc 1 "need 8192 bytes, the data has 8192\|64 x 32 bf16 elements need 4096 bytes" "a wrong shape is refused" \
 	"$PIMCTL" --socket "$S" jitq quantize --shape 64x32 "$T/w.bf16" "$T/out"
+# dequantize: every format, both directions.  Dequantized values are representable, so they
+# quantize back to the same bytes and dequantize to the same bits; against the BF16 input the
+# error stays within the format's bound, a share of the block's largest magnitude: 2^-m for
+# MX9/6/4 (m = 7, 4, 2), and for OCP the larger of half an ulp at emax and the saturation gap
+# above the largest normal: e4m3, e5m2, e3m2 2^-3; e2m3 2^-4; e2m1 2^-2; int8 2^-7.
+"$TOOL" mxgen "$T/g.bf16" 4096
+for spec in mx9:16:-7 mx6:16:-4 mx4:16:-2 mxfp8-e4m3:32:-3 mxfp8-e5m2:32:-3 mxfp6-e3m2:32:-3 \
+	mxfp6-e2m3:32:-4 mxfp4:32:-2 mxint8:32:-7; do
+	f=${spec%%:*} rest=${spec#*:}; blk=${rest%%:*} tol=${rest#*:}
+	for dir in row col; do
+		check "jitq dequantize $f ($dir): bit-exact round trip, error <= 2^$tol of the block maximum" sh -c "
+			'$PIMCTL' --socket '$S' jitq quantize --format $f --shape 64x64 --direction $dir '$T/g.bf16' '$T/g.q' >/dev/null &&
+			'$PIMCTL' --socket '$S' jitq dequantize --format $f --shape 64x64 --direction $dir '$T/g.q' '$T/g.f32' | grep -q 'Wrote 16384 bytes (64 x 64 FP32)' &&
+			'$PIMCTL' --socket '$S' jitq quantize --format $f --from fp32 --shape 64x64 --direction $dir '$T/g.f32' '$T/g.q2' >/dev/null &&
+			cmp '$T/g.q' '$T/g.q2' &&
+			'$PIMCTL' --socket '$S' jitq dequantize --format $f --shape 64x64 --direction $dir '$T/g.q2' '$T/g.f32b' >/dev/null &&
+			cmp '$T/g.f32' '$T/g.f32b' &&
+			'$TOOL' mxerr '$T/g.bf16' '$T/g.f32' 64 64 $blk $dir $tol"
+	done
+done
+expect_rc 0 '"nan_blocks":2' "jitq dequantize --json counts NaN blocks" sh -c \
+	"printf '\\377\\377' | dd of='$T/g.q' bs=1 seek=0 conv=notrunc 2>/dev/null; printf '\\377' | dd of='$T/g.q' bs=1 seek=33 conv=notrunc 2>/dev/null;
+	'$PIMCTL' --socket '$S' --json jitq dequantize --format mxint8 --shape 64x64 --direction col '$T/g.q' '$T/g.f32'"
+expect_rc 1 "64 x 64 in mx6, row-blocked, is 3072 bytes packed; the data has 3071" "jitq dequantize refuses a wrong size" \
+	sh -c "head -c 3071 '$T/w.mx6' > '$T/short' && '$PIMCTL' --socket '$S' jitq dequantize --format mx6 --shape 64x64 '$T/short' '$T/out'"
+expect_rc 1 "row blocking needs the column count (40) to be a multiple of 16" "jitq dequantize refuses an unblockable shape" \
+	"$PIMCTL" --socket "$S" jitq dequantize --format mx6 --shape 64x40 "$T/w.mx6" "$T/out"
+expect_rc 1 "format \"fp16\" is not one of" "jitq dequantize refuses an unknown format" \
+	"$PIMCTL" --socket "$S" jitq dequantize --format fp16 --shape 64x64 "$T/w.mx6" "$T/out"
+head -c 4194304 /dev/zero > "$T/big.mx4"
+expect_rc 1 "more than a reply of max_frame_bytes" "jitq dequantize refuses a result larger than a frame" \
+	"$PIMCTL" --socket "$S" jitq dequantize --format mx4 --shape 2048x4096 "$T/big.mx4" "$T/out"
+expect_rc 2 "expected ROWSxCOLS" "jitq dequantize checks --shape" \
+	"$PIMCTL" --socket "$S" jitq dequantize --shape 64 "$T/w.mx6" "$T/out"
 
 # a second pimd must not steal the socket
 expect_rc 1 "another pimd is serving this socket" "second pimd refuses a live socket" \

@@ -422,6 +422,41 @@ START_TEST(test_extremes)
 }
 END_TEST
 
+/*
+ * int8 on FP32 subnormals, against MX6 on the same 32 inputs (pimd(8) documents the contrast).
+ * max|x| = 2^-130: floor(log2) - emax_elem (0) = -130 clamps to -127: scale byte 0, X = 2^-127,
+ * and a code c means c/64 * 2^-127 = c * 2^-133:
+ *   2^-130 -> 8 (0x08), back to 2^-130 exactly (an FP32 subnormal: not flushed)
+ *   -2^-133 -> -1 (0xFF), back to -2^-133
+ *   3 * 2^-134 -> 1.5 quanta, tie, even -> 2 (0x02), 2^-132
+ *   2^-135 -> 0.25 quanta -> 0; -2^-135 -> 0 too: int8 has no negative zero, +0.0 out
+ *   -0.0 -> 0, +0.0 out
+ * MX6 flushes FP32 subnormal inputs to zero: E = 0, every magnitude 0, signs kept, so the same
+ * 16 first inputs come back as +-0.0.
+ */
+START_TEST(test_int8_subnormals_kept_unlike_mx)
+{
+	static const struct hand h[] = {
+		{ 0x1p-130f, 0x08, 0x1p-130f }, { -0x1p-133f, 0xff, -0x1p-133f },
+		{ 0x1.8p-133f, 0x02, 0x1p-132f }, { 0x1p-135f, 0x00, 0.0f },
+		{ -0x1p-135f, 0x00, 0.0f },	{ -0.0f, 0x00, 0.0f },
+	};
+	check_hand(MX_OCP_INT8, 0, h, ELEMENTSOF(h));
+
+	float in[16] = { 0 }, out[16];
+	struct mx_block b;
+	for (size_t j = 0; j < ELEMENTSOF(h); j++)
+		in[j] = h[j].in;
+	mx_quantize_block(MX_FMT_MX6, in, &b);
+	ck_assert_uint_eq(b.exp, 0);
+	mx_dequantize_block(MX_FMT_MX6, &b, out);
+	for (size_t j = 0; j < 16; j++) {
+		ck_assert_uint_eq(b.mag[j], 0);
+		ck_assert_uint_eq(f_bits(out[j]), signbit(in[j]) ? 0x80000000u : 0);
+	}
+}
+END_TEST
+
 /* ---- element values --------------------------------------------------------------------- */
 
 START_TEST(test_elem_values)
@@ -970,6 +1005,7 @@ static Suite *mx_ocp_suite(void)
 	tcase_add_test(tc, test_nan_blocks);
 	tcase_add_test(tc, test_zero_block);
 	tcase_add_test(tc, test_extremes);
+	tcase_add_test(tc, test_int8_subnormals_kept_unlike_mx);
 
 	tc = test_case(s, "elements");
 	tcase_add_test(tc, test_elem_values);
