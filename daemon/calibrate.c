@@ -426,10 +426,13 @@ int calibrate_run(const struct placement_region *regions, size_t n, const struct
 		if (rc < 0)
 			return rc;
 		placement_decide_region(&regions[lb->region], p, &d);
+		/* The sweep's θ is this host's; counts measured on a host of another B_cpu compare with
+		 * θ scaled by its B_cpu (θ = theta_ratio·B_cpu), i.e. their BW_read scaled to this host. */
+		double src = regions[lb->region].b_cpu_source;
 		v[i] = (struct labelled){
 			.stage1 = d.cond[PL_C1].state == PL_COND_TRUE && d.cond[PL_C2].state == PL_COND_TRUE,
 			.beneficial = lb->beneficial,
-			.bw = d.cond[PL_C3].lhs,
+			.bw = d.cond[PL_C3].lhs * (src > 0 ? p->b_cpu / src : 1),
 			.f_store = d.cond[PL_C4].lhs,
 		};
 		res.n_beneficial += lb->beneficial;

@@ -337,6 +337,47 @@ START_TEST(test_run_errors)
 }
 END_TEST
 
+/*
+ * Imported counts from a host with twice this host's B_cpu: the sweep's θ is this host's, so
+ * their BW_read counts at half.  a: imported, 3 GB/s there (n_rd 46,875 over 1 ms), i.e.
+ * 1.5 GB/s here, not beneficial; b: measured here, 2.5 GB/s (n_rd 39,062.5), beneficial.  Both
+ * pass Stage 1 (N_par 4096 >= 64, 1 ms > 10 µs + 4096/25.6e9).  Grid 1.0, 1.5, ... 3.0 GB/s:
+ *   θ 1.5: a (1.5) and b selected: 1 FP;  θ 2.0: only b: no FP, accuracy 1;  θ 3.0: none: 1 FN.
+ * Read at a's own 3 GB/s, θ 2.0 would wrongly select it.
+ */
+START_TEST(test_sweep_imported_b_cpu)
+{
+	struct placement_params p = tparams();
+	struct placement_region r[2] = {
+		{ .id = 0, .name = "a", .n_par = 4096, .n_total = 4096, .trip = 1, .evidence = PL_EVIDENCE_IMPORTED,
+		  .t_host = 1e-3, .have_n_rd = true, .n_rd = 46875, .b_cpu_source = 2 * p.b_cpu },
+		{ .id = 1, .name = "b", .n_par = 4096, .n_total = 4096, .trip = 1, .evidence = PL_EVIDENCE_COUNTERS,
+		  .t_host = 1e-3, .have_n_rd = true, .n_rd = 39062.5 },
+	};
+	struct calibrate_label lv[2] = { { .region = 0, .beneficial = false, .line = 2 },
+					 { .region = 1, .beneficial = true, .line = 3 } };
+	struct calibrate_labels l = { .v = lv, .n = 2 };
+	struct calibrate_sweep sw = { .theta_lo = 1e9, .theta_hi = 3e9, .theta_step = 0.5e9 };
+	struct calibrate_result res = { 0 };
+	struct pim_error err = { 0 };
+
+	ck_assert_int_eq(calibrate_run(r, 2, &p, &l, &sw, &res, &err), 0);
+	ck_assert_uint_eq(res.n_thetas, 5);
+	const struct calibrate_point *t15 = &res.points[1], *t20 = &res.points[2], *t30 = &res.points[4];
+	ck_rel(t15->theta, 1.5e9);
+	ck_assert_uint_eq(t15->selected, 2);
+	ck_assert_uint_eq(t15->fp, 1);
+	ck_rel(t20->theta, 2.0e9);
+	ck_assert_uint_eq(t20->selected, 1);
+	ck_assert_uint_eq(t20->fp, 0);
+	ck_assert_uint_eq(t20->tp, 1);
+	ck_rel(t20->accuracy, 1.0);
+	ck_assert_uint_eq(t30->selected, 0);
+	ck_assert_uint_eq(t30->fn, 1);
+	calibrate_result_free(&res);
+}
+END_TEST
+
 static Suite *calibrate_suite(void)
 {
 	Suite *s = suite_create("calibrate");
@@ -349,6 +390,7 @@ static Suite *calibrate_suite(void)
 		{ "sweep_paper_like", test_sweep_paper_like },
 		{ "sweep_default_sigma_and_subset", test_sweep_default_sigma_and_subset },
 		{ "run_errors", test_run_errors },
+		{ "sweep_imported_b_cpu", test_sweep_imported_b_cpu },
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(tests); i++) {
