@@ -27,12 +27,48 @@ void frame_reader_init(struct frame_reader *r, uint32_t max)
 	r->fd = -1;
 }
 
+void frame_reader_set_grow(struct frame_reader *r, frame_grow_fn fn, void *data)
+{
+	r->grow = fn;
+	r->grow_data = data;
+}
+
+/* Ready for the next frame; the limit and the grow hook stay. */
+static void frame_reader_next(struct frame_reader *r)
+{
+	frame_grow_fn fn = r->grow;
+	void *data = r->grow_data;
+
+	frame_reader_init(r, r->max);
+	frame_reader_set_grow(r, fn, data);
+}
+
 void frame_reader_reset(struct frame_reader *r)
 {
 	free(r->buf);
 	if (r->fd >= 0)
 		close(r->fd);
-	frame_reader_init(r, r->max);
+	frame_reader_next(r);
+}
+
+/* Makes room for more payload: the next chunk, or double, never beyond the announced length. */
+static int frame_reader_grow(struct frame_reader *r)
+{
+	uint32_t cap = r->cap ? r->cap : FRAME_READER_CHUNK / 2;
+	cap = cap >= r->len / 2 ? r->len : cap * 2;
+	if (cap < 1)
+		cap = 1;
+	if (r->grow) {
+		int k = r->grow(r->grow_data, r->cap, cap);
+		if (k < 0)
+			return k;
+	}
+	uint8_t *b = realloc(r->buf, cap);
+	if (!b)
+		return -ENOMEM;
+	r->buf = b;
+	r->cap = cap;
+	return 0;
 }
 
 /* read(2) that also collects descriptors passed with SCM_RIGHTS (at most one per frame). */
@@ -106,14 +142,19 @@ int frame_reader_read(struct frame_reader *r, int fd)
 		/* The limit is checked before any allocation (BRIEF §6). */
 		if (r->len > r->max)
 			return -EMSGSIZE;
-		r->buf = malloc(r->len ? r->len : 1);
-		if (!r->buf)
-			return -ENOMEM;
 		r->got = 0;
-		if (r->len == 0)
-			return 1;
+		if (r->len == 0) {
+			r->buf = malloc(1);
+			return r->buf ? 1 : -ENOMEM;
+		}
 	}
-	n = read_fds(r, fd, r->buf + r->got, r->len - r->got);
+	if (r->got == r->cap) {
+		/* The buffer follows the bytes that came, not the length announced. */
+		int k = frame_reader_grow(r);
+		if (k < 0)
+			return k;
+	}
+	n = read_fds(r, fd, r->buf + r->got, r->cap - r->got);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 	if (n == 0)
@@ -132,7 +173,7 @@ uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len, int *fd)
 	else if (r->fd >= 0)
 		close(r->fd);
 	r->buf = NULL;
-	frame_reader_init(r, r->max);
+	frame_reader_next(r);
 	return p;
 }
 

@@ -16,6 +16,16 @@
 #define FRAME_MAX_LIMIT (256u * 1024u * 1024u) /* no configuration may exceed this */
 #define FRAME_MAX_MIN 4096u
 
+/* The payload buffer of a frame_reader starts at this size (or the frame's, if smaller) and
+ * doubles as bytes arrive, so an announced length costs nothing until it is sent. */
+#define FRAME_READER_CHUNK (16u * 1024u)
+
+/*
+ * Asked before the payload buffer grows from old_cap to new_cap bytes; a negative errno refuses
+ * (frame_reader_read() then returns it, the bytes so far kept, and may be called again later).
+ */
+typedef int (*frame_grow_fn)(void *data, uint32_t old_cap, uint32_t new_cap);
+
 /* Incremental reader for non-blocking sockets. */
 struct frame_reader {
 	uint32_t max;   /* largest acceptable payload */
@@ -23,12 +33,17 @@ struct frame_reader {
 	uint32_t hdr_got;
 	uint32_t len;   /* payload length once the header is complete */
 	uint32_t got;   /* payload bytes received */
-	uint8_t *buf;   /* payload (len bytes), allocated once the header is complete */
+	uint32_t cap;   /* bytes allocated at buf (<= len) */
+	uint8_t *buf;   /* payload, grown towards len bytes as they arrive */
 	int fd;         /* a file descriptor that came with the frame (SCM_RIGHTS), or -1 */
 	int extra_fds;  /* descriptors beyond one per frame: closed on arrival, counted */
+	frame_grow_fn grow;  /* optional, kept across frames */
+	void *grow_data;
 };
 
 void frame_reader_init(struct frame_reader *r, uint32_t max);
+/* Sets the hook asked before the payload buffer grows (NULL: always grow). */
+void frame_reader_set_grow(struct frame_reader *r, frame_grow_fn fn, void *data);
 void frame_reader_reset(struct frame_reader *r);  /* frees the payload */
 
 /*
@@ -36,7 +51,7 @@ void frame_reader_reset(struct frame_reader *r);  /* frees the payload */
  * Returns 1 when a complete frame is ready (take it with frame_reader_take()), 0 when more
  * bytes are needed (EAGAIN), -ECONNRESET when the peer closed at a frame boundary, -EPIPE when
  * it closed in the middle of a frame (truncated), -EMSGSIZE when the announced length exceeds
- * the maximum, -ENOMEM, or another negative errno from read(2).
+ * the maximum, -ENOMEM, the error of the grow hook, or another negative errno from read(2).
  */
 int frame_reader_read(struct frame_reader *r, int fd);
 

@@ -23,6 +23,10 @@ void config_init(struct config *c)
 	c->max_clients = 256;
 	c->max_pending_bytes = 64ull * 1024 * 1024;
 	c->max_requests_in_flight = 64;
+	c->max_clients_per_uid = 64;
+	c->handshake_timeout_ms = 5000;
+	c->idle_timeout_s = 600;
+	c->max_buffered_bytes = 128ull * 1024 * 1024;
 	c->busy_timeout_ms = 5000;
 	c->placement = placement_params_default();
 	c->placement.b_cpu = 0; /* 0: the bandwidth measured on this platform (pimd's probe) */
@@ -82,6 +86,10 @@ static const struct key keys[] = {
 	{ "max_clients", U32(max_clients, 1, 65536) },
 	{ "max_pending_bytes", U64(max_pending_bytes, 64 * 1024, 16ull << 30) },
 	{ "max_requests_in_flight", U32(max_requests_in_flight, 1, 65536) },
+	{ "max_clients_per_uid", U32(max_clients_per_uid, 1, 65536) },
+	{ "handshake_timeout_ms", U32(handshake_timeout_ms, 100, 600000) },
+	{ "idle_timeout_s", U32(idle_timeout_s, 0, 604800) },
+	{ "max_buffered_bytes", U64(max_buffered_bytes, 1024 * 1024, 64ull << 30) },
 	{ "busy_timeout_ms", U32(busy_timeout_ms, 0, 600000) },
 	{ "profile_concurrency", U32(profile_concurrency, 1, 64) },
 	{ "profile_queue_max", U32(profile_queue_max, 1, 4096) },
@@ -224,6 +232,10 @@ int config_parse(struct config *c, const char *buf, size_t len, const char *orig
 		check.b_cpu = 1;
 	if (placement_params_validate(&check, err) < 0)
 		return err_prefix(err, "%s", origin);
+	/* One frame of the largest size must fit in the buffers of all connections together. */
+	if (tmp.max_buffered_bytes < tmp.max_frame_bytes)
+		return err_set(err, -EINVAL, "%s: max_buffered_bytes (%" PRIu64 ") is smaller than "
+			       "max_frame_bytes (%u)", origin, tmp.max_buffered_bytes, tmp.max_frame_bytes);
 	*c = tmp;
 	return 0;
 }

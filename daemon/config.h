@@ -27,6 +27,10 @@ struct config {
 	uint32_t max_clients;             /* connections served at once */
 	uint64_t max_pending_bytes;       /* per connection: unsent response bytes before reading pauses */
 	uint32_t max_requests_in_flight;  /* per connection: unanswered requests before reading pauses */
+	uint32_t max_clients_per_uid;     /* connections of one uid at once */
+	uint32_t handshake_timeout_ms;    /* from accept to a complete Hello */
+	uint32_t idle_timeout_s;          /* without a complete request or a sent byte; 0: never */
+	uint64_t max_buffered_bytes;      /* all connections: request and response bytes held */
 	uint32_t busy_timeout_ms;         /* SQLite busy timeout */
 	struct placement_params placement; /* platform parameters of the placement rule (BRIEF §3) */
 	uint32_t profile_concurrency;     /* profiling workers at once (1: measurements don't disturb) */

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -101,6 +102,41 @@ static int load_config(struct pimd *d, struct config *cfg, struct pim_error *err
 	return absent;
 }
 
+/* Descriptors pimd needs besides its clients: database, listener, epoll, signal and timer fds,
+ * and per profiling worker its pipes and library. */
+#define FD_MARGIN 64u
+#define FD_PER_WORKER 8u
+
+/*
+ * Raises the soft RLIMIT_NOFILE to fit max_clients connections and the margin, up to the hard
+ * limit (LimitNOFILE= in the unit); says so when the hard limit is lower, since accept() then
+ * fails with EMFILE before max_clients is reached (the listener rests, see server.c).
+ */
+static void raise_fd_limit(const struct config *c)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)c->max_clients + FD_MARGIN + (rlim_t)c->profile_concurrency * FD_PER_WORKER;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rlim_t cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (cur > rl.rlim_cur) {
+		rl.rlim_cur = cur;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warning("Cannot raise RLIMIT_NOFILE to %llu: %s", (unsigned long long)cur,
+				    strerror(errno));
+			return;
+		}
+	}
+	if (cur < want)
+		log_warning("RLIMIT_NOFILE allows %llu descriptors, max_clients %u needs %llu; raise "
+			    "LimitNOFILE= (or ulimit -Hn) or lower max_clients", (unsigned long long)cur,
+			    c->max_clients, (unsigned long long)want);
+	else
+		log_debug("RLIMIT_NOFILE raised to %llu for max_clients %u", (unsigned long long)cur,
+			  c->max_clients);
+}
+
 static void update_status(struct pimd *d)
 {
 	const struct rpc_context *ctx = server_context(d->server);
@@ -135,6 +171,7 @@ static void reload(struct pimd *d)
 		if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.state_dir, d->cfg.state_dir) != 0)
 			log_warning("socket and state_dir changes take effect only after a restart");
 		log_set_level(c.log_level);
+		raise_fd_limit(&c);
 		server_apply_config(d->server, &c);
 		store_set_busy_timeout(d->store, c.busy_timeout_ms);
 		profiler_apply_config(d->profiler, &c);
@@ -351,12 +388,15 @@ int main(int argc, char **argv)
 		printf("pim_config = %s\n", d.cfg.pim_config[0] ? d.cfg.pim_config : "(built-in HBM-PIM defaults)");
 		printf("socket = %s\nstate_dir = %s\nlog_level = %s\nmax_frame_bytes = %u\n"
 		       "max_clients = %u\nmax_pending_bytes = %" PRIu64 "\nmax_requests_in_flight = %u\n"
+		       "max_clients_per_uid = %u\nhandshake_timeout_ms = %u\nidle_timeout_s = %u\n"
+		       "max_buffered_bytes = %" PRIu64 "\n"
 		       "busy_timeout_ms = %u\nprofile_concurrency = %u\nprofile_queue_max = %u\n"
 		       "profile_repetitions = %u\nprofile_warmups = %u\nprofile_timeout_ms = %u\n"
 		       "profile_cpu_seconds = %u\nprofile_memory_bytes = %" PRIu64 "\n",
 		       d.cfg.socket_path, d.cfg.state_dir, log_level_name(d.cfg.log_level),
 		       d.cfg.max_frame_bytes, d.cfg.max_clients, d.cfg.max_pending_bytes,
-		       d.cfg.max_requests_in_flight, d.cfg.busy_timeout_ms, d.cfg.profile_concurrency,
+		       d.cfg.max_requests_in_flight, d.cfg.max_clients_per_uid, d.cfg.handshake_timeout_ms,
+		       d.cfg.idle_timeout_s, d.cfg.max_buffered_bytes, d.cfg.busy_timeout_ms, d.cfg.profile_concurrency,
 		       d.cfg.profile_queue_max, d.cfg.profile_repetitions, d.cfg.profile_warmups,
 		       d.cfg.profile_timeout_ms, d.cfg.profile_cpu_seconds, d.cfg.profile_memory_bytes);
 		const struct placement_params *p = &d.cfg.placement;
@@ -400,6 +440,7 @@ int main(int argc, char **argv)
 		log_info("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
 	else
 		log_notice("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
+	raise_fd_limit(&d.cfg);
 	if ((r = loop_new(&d.loop)) < 0) {
 		log_error("epoll: %s", strerror(-r));
 		return 1;

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
@@ -14,6 +15,17 @@
 
 /* Frames decoded per wakeup of one connection, so one busy client cannot starve the others. */
 #define FRAMES_PER_WAKEUP 32
+/* Bytes of input and of output each connection may hold outside max_buffered_bytes, so that
+ * small requests and answers always get through while large ones wait for the budget. */
+#define CONN_FREE_BYTES (64u * 1024u)
+/* Refused connections kept open at once to deliver their ERROR_BUSY (beyond: closed at once). */
+#define REJECTED_LINGER_MAX 64
+/* Deadlines are checked at this period at most (and at a quarter of handshake_timeout_ms). */
+#define SWEEP_MAX_MS 1000u
+/* While accept() fails for want of descriptors, the listener rests this long. */
+#define ACCEPT_PAUSE_MS 250u
+/* At most one log line about failing accept() per this interval. */
+#define ACCEPT_LOG_INTERVAL_NS (10ull * 1000000000ull)
 
 struct outbuf {
 	uint8_t *data;
@@ -29,7 +41,12 @@ struct conn {
 	struct rpc_peer peer;
 	uint32_t unanswered;  /* responses queued but not fully sent */
 	bool closing;         /* close once out is drained */
+	bool rejected;        /* refused (ERROR_BUSY): not a client; input dropped until closed */
+	bool starved;         /* reading paused until max_buffered_bytes has room */
 	uint64_t serial;
+	uint64_t accepted_ns; /* handshake deadline counts from here */
+	uint64_t active_ns;   /* last complete request or byte sent: idle timeout counts from here */
+	size_t in_charge, out_charge;  /* bytes counted in server.buffered */
 };
 
 struct server {
@@ -38,10 +55,19 @@ struct server {
 	bool activated;
 	char *bound_path;     /* path we created and must unlink, NULL when socket-activated */
 	struct rpc_context ctx;
-	uint32_t max_frame, max_clients, max_in_flight;
-	uint64_t max_pending;
+	uint32_t max_frame, max_clients, max_in_flight, max_per_uid;
+	uint32_t handshake_ms, idle_s;
+	uint64_t max_pending, max_buffered;
+	uint64_t buffered;    /* charged bytes of all connections (beyond CONN_FREE_BYTES each) */
+	bool starving;        /* some connection waits for buffered to go down */
+	unsigned rejected;    /* refused connections still open */
 	struct conn *conns;
 	uint64_t serial;
+	struct watch timer;   /* deadlines and the paused listener */
+	uint32_t timer_ms;    /* period armed, 0 when disarmed */
+	bool accept_paused;   /* out of descriptors: listener off until a close or ACCEPT_PAUSE_MS */
+	uint64_t accept_paused_ns, accept_logged_ns;
+	unsigned accept_failures; /* since the last line logged */
 	void (*change_fn)(struct server *, void *);
 	void *change_data;
 };
@@ -51,6 +77,10 @@ static void changed(struct server *s)
 	if (s->change_fn)
 		s->change_fn(s, s->change_data);
 }
+
+static void server_update_timer(struct server *s);
+static void server_wake_starved(struct server *s);
+static void listener_resume(struct server *s);
 
 static void conn_free(struct conn *c)
 {
@@ -67,11 +97,53 @@ static void conn_free(struct conn *c)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	s->ctx.clients--;
+	if (c->rejected)
+		s->rejected--;
+	else
+		s->ctx.clients--;
+	s->buffered -= c->in_charge + c->out_charge;
 	log_debug("Connection #%" PRIu64 " (pid %d uid %u) closed", c->serial, (int)c->peer.cred.pid,
 		  (unsigned)c->peer.cred.uid);
 	free(c);
+	/* A descriptor and buffer space came free. */
+	if (s->accept_paused)
+		listener_resume(s);
+	server_wake_starved(s);
+	server_update_timer(s);
 	changed(s);
+}
+
+static size_t over_free(size_t bytes) { return bytes > CONN_FREE_BYTES ? bytes - CONN_FREE_BYTES : 0; }
+
+/* Recounts what the connection holds against max_buffered_bytes after its buffers changed. */
+static void conn_account(struct conn *c)
+{
+	struct server *s = c->server;
+	size_t in = over_free(c->rd.cap), out = over_free(c->out.cap);
+	bool less = in + out < c->in_charge + c->out_charge;
+
+	s->buffered = s->buffered - c->in_charge - c->out_charge + in + out;
+	c->in_charge = in;
+	c->out_charge = out;
+	if (less)
+		server_wake_starved(s);
+}
+
+/* frame_reader grow hook: the payload buffer may grow only within max_buffered_bytes. */
+static int conn_grow(void *data, uint32_t old_cap, uint32_t new_cap)
+{
+	struct conn *c = data;
+	struct server *s = c->server;
+	size_t charge = over_free(new_cap);
+
+	if (charge > c->in_charge && s->buffered + (charge - c->in_charge) > s->max_buffered) {
+		c->starved = true;
+		s->starving = true;
+		return -ENOBUFS;
+	}
+	s->buffered = s->buffered - c->in_charge + charge;
+	c->in_charge = charge;
+	return 0;
 }
 
 static int outbuf_append(struct outbuf *o, const uint8_t *p, size_t n)
@@ -86,9 +158,11 @@ static int outbuf_append(struct outbuf *o, const uint8_t *p, size_t n)
 			o->off = 0;
 		}
 		if (o->len + n > o->cap) {
+			/* Doubling, but by at most 1 MiB at a time: what is held beyond what is
+			 * needed stays small against max_buffered_bytes. */
 			size_t cap = o->cap ? o->cap : 4096;
 			while (cap < o->len + n)
-				cap *= 2;
+				cap += cap < (1u << 20) ? cap : (1u << 20);
 			uint8_t *d = realloc(o->data, cap);
 			if (!d)
 				return -ENOMEM;
@@ -109,7 +183,11 @@ static void conn_update_events(struct conn *c)
 	struct server *s = c->server;
 	uint32_t ev = 0;
 
-	if (!c->closing && outbuf_pending(&c->out) < s->max_pending && c->unanswered < s->max_in_flight)
+	if (c->rejected && !c->closing)
+		ev |= EPOLLIN;  /* read and dropped until the peer closes */
+	else if (!c->closing && !c->starved && outbuf_pending(&c->out) < s->max_pending &&
+		 c->unanswered < s->max_in_flight &&
+		 !(outbuf_pending(&c->out) && s->buffered >= s->max_buffered))
 		ev |= EPOLLIN;
 	if (outbuf_pending(&c->out))
 		ev |= EPOLLOUT;
@@ -131,10 +209,18 @@ static int conn_flush(struct conn *c)
 			return -errno;
 		}
 		o->off += (size_t)n;
+		c->active_ns = now_ns();
 	}
 	if (!outbuf_pending(o)) {
 		c->unanswered = 0;
 		o->off = o->len = 0;
+		if (o->cap > CONN_FREE_BYTES) {
+			/* Give a large buffer back once it is sent. */
+			free(o->data);
+			o->data = NULL;
+			o->cap = 0;
+			conn_account(c);
+		}
 	}
 	return 0;
 }
@@ -156,6 +242,19 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 			return -ENOMEM;
 		n = pim__response__get_packed_size(resp);
 	}
+	size_t want = outbuf_pending(&c->out) + FRAME_HEADER_BYTES + n;
+	if (want > CONN_FREE_BYTES && over_free(want) > c->out_charge &&
+	    c->server->buffered + over_free(want) - c->out_charge > c->server->max_buffered) {
+		/* Held responses and requests of all clients fill max_buffered_bytes. */
+		uint64_t id = resp->id;
+		pim__response__free_unpacked(resp, NULL);
+		resp = rpc_error_response(id, PIM__ERROR_CODE__ERROR_BUSY,
+					  "a response of %zu bytes does not fit in max_buffered_bytes "
+					  "(%" PRIu64 ") now; retry later", n, c->server->max_buffered);
+		if (!resp)
+			return -ENOMEM;
+		n = pim__response__get_packed_size(resp);
+	}
 	_cleanup_(freep) uint8_t *buf = malloc(n ? n : 1);
 	if (!buf) {
 		pim__response__free_unpacked(resp, NULL);
@@ -164,7 +263,11 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 	pim__response__pack(resp, buf);
 	pim__response__free_unpacked(resp, NULL);
 	frame_put_header(hdr, (uint32_t)n);
-	if ((r = outbuf_append(&c->out, hdr, sizeof hdr)) < 0 || (r = outbuf_append(&c->out, buf, n)) < 0)
+	r = outbuf_append(&c->out, hdr, sizeof hdr);
+	if (r == 0)
+		r = outbuf_append(&c->out, buf, n);
+	conn_account(c);
+	if (r < 0)
 		return r;
 	c->unanswered++;
 	return 0;
@@ -177,6 +280,31 @@ static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 	if (r && conn_queue(c, r) == 0)
 		conn_flush(c);
 	c->closing = true;
+}
+
+/*
+ * Refuses a new connection with ERROR_BUSY.  Closing a socket whose peer's Hello is still
+ * unread would make the peer's read fail with ECONNRESET instead of returning the answer, so
+ * the connection stays open, its input dropped, until the peer closes it or the handshake
+ * deadline passes (for at most REJECTED_LINGER_MAX connections at once).  Returns false if the
+ * connection was freed.
+ */
+static bool conn_refuse(struct conn *c, const char *msg)
+{
+	struct server *s = c->server;
+	Pim__Response *r = rpc_error_response(0, PIM__ERROR_CODE__ERROR_BUSY, "%s", msg);
+
+	s->ctx.clients--;
+	c->rejected = true;
+	s->rejected++;
+	if (!r || conn_queue(c, r) < 0 || conn_flush(c) < 0 || outbuf_pending(&c->out) ||
+	    s->rejected > REJECTED_LINGER_MAX) {
+		conn_free(c);
+		return false;
+	}
+	shutdown(c->watch.fd, SHUT_WR);
+	conn_update_events(c);
+	return true;
 }
 
 /*
@@ -220,6 +348,8 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 {
 	struct server *s = c->server;
 	struct decode_budget budget = { .limit = (size_t)len * 12 + (1u << 20) };
+
+	c->active_ns = now_ns();
 	ProtobufCAllocator alloc = { .alloc = budget_alloc, .free = budget_free, .allocator_data = &budget };
 	Pim__Request *req = pim__request__unpack(&alloc, len, payload);
 	enum rpc_after after;
@@ -263,12 +393,35 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 		changed(s);
 }
 
+/* A refused connection: drop what it sends; close when it does. */
+static void conn_drain_rejected(struct conn *c)
+{
+	uint8_t junk[4096];
+	ssize_t n;
+
+	for (int i = 0; i < 16; i++) {
+		n = recv(c->watch.fd, junk, sizeof junk, MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		break;
+	}
+	if (n <= 0)
+		conn_free(c);
+}
+
 static void conn_event(struct watch *w, uint32_t events)
 {
 	struct conn *c = w->data;
 	struct server *s = c->server;
 	int r;
 
+	if (c->rejected) {
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+			conn_drain_rejected(c);
+		return;
+	}
 	if (events & EPOLLOUT) {
 		if (conn_flush(c) < 0) {
 			conn_free(c);
@@ -276,12 +429,14 @@ static void conn_event(struct watch *w, uint32_t events)
 		}
 	}
 	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) {
+		c->starved = false;
 		for (int i = 0; i < FRAMES_PER_WAKEUP && !c->closing; i++) {
-			if (outbuf_pending(&c->out) >= s->max_pending || c->unanswered >= s->max_in_flight)
+			if (outbuf_pending(&c->out) >= s->max_pending || c->unanswered >= s->max_in_flight ||
+			    (outbuf_pending(&c->out) && s->buffered >= s->max_buffered))
 				break;
 			r = frame_reader_read(&c->rd, w->fd);
-			if (r == 0)
-				break;
+			if (r == 0 || r == -ENOBUFS)
+				break;  /* -ENOBUFS: starved, woken when buffer space comes free */
 			if (r < 0) {
 				if (r == -EMSGSIZE) {
 					char msg[128];
@@ -319,6 +474,8 @@ static void conn_event(struct watch *w, uint32_t events)
 			}
 			uint8_t *payload = frame_reader_take(&c->rd, &len, &fd);
 			conn_handle_frame(c, payload, len, fd);
+			/* The payload is freed: its bytes leave the budget. */
+			conn_account(c);
 		}
 		if (conn_flush(c) < 0) {
 			conn_free(c);
@@ -336,17 +493,142 @@ static void conn_event(struct watch *w, uint32_t events)
 	conn_update_events(c);
 }
 
+/* Buffer space came free: connections waiting for it read again (their EPOLLIN is re-armed). */
+static void server_wake_starved(struct server *s)
+{
+	if (!s->starving || s->buffered >= s->max_buffered)
+		return;
+	s->starving = false;
+	for (struct conn *c = s->conns; c; c = c->next) {
+		if (c->starved) {
+			c->starved = false;
+			conn_update_events(c);
+		} else if (!c->rejected && outbuf_pending(&c->out)) {
+			conn_update_events(c);
+		}
+	}
+}
+
+static void listener_resume(struct server *s)
+{
+	s->accept_paused = false;
+	loop_mod(s->loop, &s->listener, EPOLLIN);
+	server_update_timer(s);
+}
+
+/* accept() failed with EMFILE or ENFILE: the level-triggered listener would fire again at once,
+ * so it rests until a connection closes or ACCEPT_PAUSE_MS passes; the log says so rarely. */
+static void listener_pause(struct server *s, int e)
+{
+	uint64_t now = now_ns();
+
+	s->accept_paused = true;
+	s->accept_paused_ns = now;
+	s->accept_failures++;
+	loop_mod(s->loop, &s->listener, 0);
+	if (!s->accept_logged_ns || now - s->accept_logged_ns >= ACCEPT_LOG_INTERVAL_NS) {
+		log_warning("Cannot accept connections: %s (%u failure%s since the last report; %u "
+			    "clients); new connections wait until a descriptor is free", strerror(e),
+			    s->accept_failures, s->accept_failures == 1 ? "" : "s", s->ctx.clients);
+		s->accept_logged_ns = now;
+		s->accept_failures = 0;
+	}
+	server_update_timer(s);
+}
+
+/* Closes the connections whose deadline passed and the refused ones that lingered long enough. */
+static void server_sweep(struct server *s)
+{
+	uint64_t now = now_ns(), hs = (uint64_t)s->handshake_ms * 1000000;
+	uint64_t idle = (uint64_t)s->idle_s * 1000000000;
+	struct conn *next;
+
+	for (struct conn *c = s->conns; c; c = next) {
+		next = c->next;
+		if (c->rejected || c->closing) {
+			/* Had its answer, or was told why; it does not read: give up. */
+			if (now - (c->rejected ? c->accepted_ns : c->active_ns) >= hs)
+				conn_free(c);
+			continue;
+		}
+		if (!c->peer.hello_done && now - c->accepted_ns >= hs) {
+			log_info("Connection #%" PRIu64 " (pid %d uid %u): no Hello within "
+				 "handshake_timeout_ms (%u); closing it", c->serial, (int)c->peer.cred.pid,
+				 (unsigned)c->peer.cred.uid, s->handshake_ms);
+			char msg[96];
+			snprintf(msg, sizeof msg, "no Hello within handshake_timeout_ms (%u)", s->handshake_ms);
+			conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL, msg);
+			conn_free(c);
+			continue;
+		}
+		if (idle && c->peer.hello_done && !outbuf_pending(&c->out) && now - c->active_ns >= idle) {
+			log_info("Connection #%" PRIu64 " (pid %d uid %u): idle for idle_timeout_s (%u); "
+				 "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid,
+				 s->idle_s);
+			conn_free(c);
+		}
+	}
+}
+
+static void timer_event(struct watch *w, uint32_t events)
+{
+	struct server *s = w->data;
+	uint64_t expirations;
+
+	if (read(w->fd, &expirations, sizeof expirations) < 0 && errno == EAGAIN)
+		return;
+	if (s->accept_paused && now_ns() - s->accept_paused_ns >= (uint64_t)ACCEPT_PAUSE_MS * 1000000)
+		listener_resume(s);
+	server_sweep(s);
+	server_update_timer(s);
+}
+
+/* The timer runs while there are connections to watch or the listener rests; else it sleeps. */
+static void server_update_timer(struct server *s)
+{
+	uint32_t ms = 0;
+
+	if (s->timer.fd < 0)
+		return;
+	if (s->conns) {
+		ms = s->handshake_ms / 4;
+		if (ms > SWEEP_MAX_MS)
+			ms = SWEEP_MAX_MS;
+		if (ms < 25)
+			ms = 25;
+	}
+	if (s->accept_paused && (!ms || ms > ACCEPT_PAUSE_MS))
+		ms = ACCEPT_PAUSE_MS;
+	if (ms == s->timer_ms)
+		return;
+	struct itimerspec its = { 0 };
+	its.it_interval.tv_sec = ms / 1000;
+	its.it_interval.tv_nsec = (long)(ms % 1000) * 1000000;
+	its.it_value = its.it_interval;
+	if (timerfd_settime(s->timer.fd, 0, &its, NULL) == 0)
+		s->timer_ms = ms;
+}
+
+static unsigned uid_connections(const struct server *s, uid_t uid)
+{
+	unsigned n = 0;
+	for (const struct conn *c = s->conns; c; c = c->next)
+		if (!c->rejected && c->peer.cred.uid == uid)
+			n++;
+	return n;
+}
+
 static void listener_event(struct watch *w, uint32_t events)
 {
 	struct server *s = w->data;
 
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 64 && !s->accept_paused; i++) {
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 				return;
-			if (errno == EMFILE || errno == ENFILE) {
-				log_warning("Cannot accept a connection: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				listener_pause(s, errno);
 				return;
 			}
 			log_error("accept: %s", strerror(errno));
@@ -368,12 +650,15 @@ static void listener_event(struct watch *w, uint32_t events)
 		c->watch = (struct watch){ .fd = fd, .fn = conn_event, .data = c };
 		c->server = s;
 		c->serial = ++s->serial;
+		c->accepted_ns = c->active_ns = now_ns();
 		frame_reader_init(&c->rd, s->max_frame);
+		frame_reader_set_grow(&c->rd, conn_grow, c);
 		if (loop_add(s->loop, &c->watch, EPOLLIN) < 0) {
 			close(fd);
 			free(c);
 			continue;
 		}
+		unsigned same_uid = uid_connections(s, c->peer.cred.uid);
 		c->next = s->conns;
 		if (s->conns)
 			s->conns->prev = c;
@@ -384,13 +669,15 @@ static void listener_event(struct watch *w, uint32_t events)
 		if (s->ctx.clients > s->max_clients) {
 			log_warning("Refusing connection from pid %d uid %u: max_clients (%u) reached",
 				    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, s->max_clients);
-			conn_reject(c, PIM__ERROR_CODE__ERROR_BUSY, "too many clients connected; retry later");
-			if (!outbuf_pending(&c->out)) {
-				conn_free(c);
-				continue;
-			}
-			conn_update_events(c);
+			conn_refuse(c, "too many clients connected; retry later");
+		} else if (same_uid >= s->max_per_uid) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "uid %u has %u connections open (max_clients_per_uid); "
+				 "retry later", (unsigned)c->peer.cred.uid, same_uid);
+			log_warning("Refusing connection from pid %d: %s", (int)c->peer.cred.pid, msg);
+			conn_refuse(c, msg);
 		}
+		server_update_timer(s);
 		changed(s);
 	}
 }
@@ -408,6 +695,13 @@ static bool socket_alive(const char *path)
 	alive = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
 	close(fd);
 	return alive;
+}
+
+/* Connections waiting for accept() are not refused by the kernel below max_clients (the kernel
+ * caps this at net.core.somaxconn). */
+static int listen_backlog(const struct server *s)
+{
+	return s->max_clients + 64 > (uint32_t)SOMAXCONN ? (int)s->max_clients + 64 : SOMAXCONN;
 }
 
 static int bind_socket(struct server *s, const char *path, struct pim_error *err)
@@ -458,7 +752,7 @@ static int bind_socket(struct server *s, const char *path, struct pim_error *err
 	umask(old);
 	if (r < 0)
 		return err_set(err, -errno, "binding %s: %s", path, strerror(errno));
-	if (chmod(path, 0660) < 0 || listen(fd, 128) < 0) {
+	if (chmod(path, 0660) < 0 || listen(fd, listen_backlog(s)) < 0) {
 		r = -errno;
 		unlink(path);
 		return err_set(err, r, "setting up %s: %s", path, strerror(-r));
@@ -478,6 +772,7 @@ int server_new(struct loop *loop, const struct config *cfg, struct store *store,
 		return err_set(err, -ENOMEM, "out of memory");
 	s->loop = loop;
 	s->listener = (struct watch){ .fd = -1, .fn = listener_event, .data = s };
+	s->timer = (struct watch){ .fd = -1, .fn = timer_event, .data = s };
 	s->ctx.store = store;
 	s->ctx.started_ns = now_ns();
 	server_apply_config(s, cfg);
@@ -505,9 +800,22 @@ int server_new(struct loop *loop, const struct config *cfg, struct store *store,
 		}
 		s->listener.fd = fd;
 		s->activated = true;
+		/* The backlog of a socket systemd made is raised the same way (listen(2) again). */
+		if (listen(fd, listen_backlog(s)) < 0)
+			log_warning("Cannot raise the listen backlog of the systemd socket: %s",
+				    strerror(errno));
 	} else if ((r = bind_socket(s, cfg->socket_path, err)) < 0)
 		goto fail;
 	if ((r = loop_add(loop, &s->listener, EPOLLIN)) < 0) {
+		err_set(err, r, "epoll: %s", strerror(-r));
+		goto fail;
+	}
+	s->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->timer.fd < 0) {
+		r = err_set(err, -errno, "timerfd: %s", strerror(errno));
+		goto fail;
+	}
+	if ((r = loop_add(loop, &s->timer, EPOLLIN)) < 0) {
 		err_set(err, r, "epoll: %s", strerror(-r));
 		goto fail;
 	}
@@ -529,6 +837,10 @@ void server_free(struct server *s)
 		loop_del(s->loop, &s->listener);
 		close(s->listener.fd);
 	}
+	if (s->timer.fd >= 0) {
+		loop_del(s->loop, &s->timer);
+		close(s->timer.fd);
+	}
 	if (s->bound_path) {
 		unlink(s->bound_path);
 		free(s->bound_path);
@@ -543,8 +855,17 @@ void server_apply_config(struct server *s, const struct config *cfg)
 	s->max_clients = cfg->max_clients;
 	s->max_pending = cfg->max_pending_bytes;
 	s->max_in_flight = cfg->max_requests_in_flight;
+	s->max_per_uid = cfg->max_clients_per_uid;
+	s->handshake_ms = cfg->handshake_timeout_ms;
+	s->idle_s = cfg->idle_timeout_s;
+	s->max_buffered = cfg->max_buffered_bytes;
 	for (struct conn *c = s->conns; c; c = c->next)
 		c->rd.max = cfg->max_frame_bytes;
+	if (s->listener.fd >= 0 && listen(s->listener.fd, listen_backlog(s)) < 0)
+		log_warning("Cannot set the listen backlog: %s", strerror(errno));
+	s->timer_ms = UINT32_MAX; /* re-armed with the new handshake period */
+	server_update_timer(s);
+	server_wake_starved(s);
 }
 
 bool server_socket_activated(const struct server *s) { return s->activated; }

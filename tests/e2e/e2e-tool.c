@@ -9,6 +9,15 @@
  *   e2e-tool notify PATH SECONDS  receives sd_notify datagrams on PATH and prints them.
  *   e2e-tool pipeline SOCKET N    N requests pipelined unread, then read back in order.
  *   e2e-tool busy SOCKET          with max_clients = 1, a second client gets ERROR_BUSY.
+ *   e2e-tool deadlines SOCKET N   N connections of one uid (silent, 3 bytes, Hello then quiet) at
+ *                                 max_clients_per_uid = N: one more is refused with ERROR_BUSY
+ *                                 (read, not ECONNRESET), another uid is served (as root), each
+ *                                 is closed at its deadline, then the uid is served again.
+ *   e2e-tool memory SOCKET PID N MIB BOUND  N clients announce max-size frames, send MIB MiB
+ *                                 each and stall, then N clients pipeline without reading: a
+ *                                 good client is served and pimd's VmHWM grows by < BOUND MiB.
+ *   e2e-tool flood SOCKET PID N MS  N connections held MS ms against a low descriptor limit:
+ *                                 pimd's CPU time over them stays small; then it serves.
  *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
  *   e2e-tool mxgen FILE N         writes N BF16 values from a fixed generator: magnitudes over
  *                                 16 octaves, both signs, some +0.0 and -0.0.
@@ -26,6 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -574,6 +586,311 @@ static int cmd_amplify(const char *path)
 	return 0;
 }
 
+/* ------------------------------------------------------------ availability */
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A field of /proc/PID/status in kB ("VmHWM", "VmRSS"). */
+static long proc_status_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	CHECK(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
+			v = atol(line + strlen(field) + 1);
+	fclose(f);
+	CHECK(v >= 0, "no %s in %s", field, path);
+	return v;
+}
+
+/* utime + stime of pid in seconds (/proc/PID/stat fields 14 and 15). */
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0, "%s: %s", path, strerror(errno));
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	CHECK(n > 0, "read %s", path);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	CHECK(p, "parse %s", path);
+	unsigned long ut = 0, st = 0;
+	/* after ") ": state(3) ... utime is field 14 */
+	CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2,
+	      "parse %s", path);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Waits until the daemon closes fd (EOF or reset); returns the seconds it took, or -1 after
+ * limit seconds.  Frames the daemon sends on the way are read and dropped. */
+static double wait_closed(int fd, double since, double limit)
+{
+	uint8_t buf[4096];
+	for (;;) {
+		double left = since + limit - mono_s();
+		if (left <= 0)
+			return -1;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+			continue;
+		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return mono_s() - since;
+	}
+}
+
+/* A status request from a new client of another uid (run as root): it is not counted with ours. */
+static int other_uid_served(const char *path)
+{
+	pid_t kid = fork();
+	CHECK(kid >= 0, "fork");
+	if (kid == 0) {
+		if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+		    setresuid(65534, 65534, 65534) < 0)
+			_exit(3);
+		pim_client *c = pim_client_new();
+		struct pim_status st;
+		if (pim_client_connect(c, path, "other-uid") < 0 || pim_status(c, &st) < 0) {
+			fprintf(stderr, "e2e-tool: uid 65534: %s\n", pim_client_error(c));
+			_exit(1);
+		}
+		pim_client_free(c);
+		_exit(0);
+	}
+	int st;
+	waitpid(kid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+/* Reads a whole frame from fd and returns its Error message, or NULL (closed or reset). */
+static char *read_error(int fd, int *err)
+{
+	uint8_t *p;
+	uint32_t len;
+	int r = frame_recv(fd, FRAME_MAX_LIMIT, &p, &len);
+	*err = r;
+	if (r < 0)
+		return NULL;
+	Pim__Response *resp = pim__response__unpack(NULL, len, p);
+	free(p);
+	char *msg = resp && resp->body_case == PIM__RESPONSE__BODY_ERROR ? strdup(resp->error->message) : NULL;
+	if (resp)
+		pim__response__free_unpacked(resp, NULL);
+	return msg;
+}
+
+/*
+ * With handshake_timeout_ms HS and idle_timeout_s IDLE (given as the 4th and 5th arguments) and
+ * max_clients_per_uid = n: n connections of this uid are held (a third silent, a third sending
+ * 3 bytes of a frame header, a third saying Hello and nothing more).
+ */
+static int cmd_deadlines(const char *path, int n, int hs_ms, int idle_s)
+{
+	int *fds = calloc((size_t)n, sizeof *fds);
+	double *t0 = calloc((size_t)n, sizeof *t0);
+	CHECK(n >= 3 && fds && t0, "n >= 3");
+	for (int i = 0; i < n; i++) {
+		fds[i] = raw_connect(path);
+		t0[i] = mono_s();
+		if (i % 3 == 1)
+			CHECK(write(fds[i], "\x00\x00\x01", 3) == 3, "write");
+		if (i % 3 == 2) {
+			send_hello(fds[i], 1);
+			pim__response__free_unpacked(recv_response(fds[i]), NULL);
+		}
+	}
+	/* One more from this uid: refused, and the refusal can be read although the Hello went out
+	 * before the daemon answered (closing with the Hello unread would reset the connection). */
+	int fd = raw_connect(path), err;
+	send_hello(fd, 1);
+	usleep(100000);
+	char *msg = read_error(fd, &err);
+	CHECK(msg && strstr(msg, "max_clients_per_uid"), "connection %d of one uid: %s", n + 1,
+	      msg ? msg : strerror(-err));
+	free(msg);
+	close(fd);
+	pim_client *c = pim_client_new();
+	int r = pim_client_connect(c, path, "one-too-many");
+	CHECK(r == -EBUSY && strstr(pim_client_error(c), "max_clients_per_uid"),
+	      "libpimclient over the per-uid cap: %d %s", r, pim_client_error(c));
+	pim_client_free(c);
+	if (getuid() == 0)
+		CHECK(other_uid_served(path) == 0, "another uid is not served while one uid holds its cap");
+	/* Each held connection is closed at its deadline. */
+	for (int i = 0; i < n; i++) {
+		double limit = i % 3 == 2 ? idle_s + 3.0 : hs_ms / 1000.0 + 3.0;
+		double lo = i % 3 == 2 ? idle_s * 0.9 : hs_ms / 1000.0 * 0.9;
+		double t = wait_closed(fds[i], t0[i], limit);
+		CHECK(t >= 0, "connection %d (%s) still open after %.1f s", i,
+		      i % 3 == 0 ? "silent" : i % 3 == 1 ? "3 bytes" : "Hello then quiet", limit);
+		CHECK(t >= lo, "connection %d closed after %.2f s, before its deadline", i, t);
+		close(fds[i]);
+	}
+	good_client_rounds(path, 5);
+	printf("deadlines: %d held connections of one uid closed at their deadlines; the next one "
+	       "refused with ERROR_BUSY%s; served again after\n", n,
+	       getuid() == 0 ? "; another uid served meanwhile" : "");
+	free(fds);
+	free(t0);
+	return 0;
+}
+
+static void set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Sends up to n bytes without blocking for more than ms at a time; returns bytes sent. */
+static size_t send_some(int fd, const uint8_t *p, size_t n, int ms)
+{
+	size_t sent = 0;
+	while (sent < n) {
+		ssize_t k = send(fd, p + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (k > 0) {
+			sent += (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		if (poll(&pf, 1, ms) <= 0)
+			break;
+	}
+	return sent;
+}
+
+/* Resets the peak RSS (VmHWM) of pid to its current RSS (proc(5), clear_refs value 5). */
+static void reset_hwm(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && write(fd, "5", 1) == 1, "%s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static int cmd_memory(const char *path, pid_t pid, int n, int mib, int bound)
+{
+	int *fds = calloc((size_t)n, sizeof *fds);
+	size_t chunk = (size_t)mib << 20;
+	uint8_t *junk = calloc(1, chunk);
+	CHECK(fds && junk, "oom");
+	memset(junk, 0x5a, chunk);
+	/* The frames of 2. are announced at max_frame_bytes (from the HelloReply). */
+	pim_client *probe = pim_client_new();
+	CHECK(pim_client_connect(probe, path, "probe") == 0, "probe: %s", pim_client_error(probe));
+	struct pim_status st;
+	CHECK(pim_status(probe, &st) == 0, "status");
+	pim_client_free(probe);
+	uint32_t announce = st.max_frame_bytes;
+	CHECK(chunk < announce, "send less than max_frame_bytes (%u)", announce);
+	/* The peak RSS counts from here, over both attacks. */
+	reset_hwm(pid);
+	long base = proc_status_kb(pid, "VmHWM");
+	/* 1. Clients that pipeline requests and never read the answers: model show of
+	 * decoder-block (loaded by the caller), answers of a few KiB each. */
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelShow ms = PIM__MODEL_SHOW__INIT;
+	ms.name = "decoder-block";
+	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
+	req.model_show = &ms;
+	size_t rn = pim__request__get_packed_size(&req);
+	size_t batch_n = 1024;
+	uint8_t *batch = malloc(batch_n * (rn + 4));
+	for (size_t k = 0; k < batch_n; k++) {
+		frame_put_header(batch + k * (rn + 4), (uint32_t)rn);
+		pim__request__pack(&req, batch + k * (rn + 4) + 4);
+	}
+	size_t piped = 0;
+	for (int i = 0; i < n; i++) {
+		fds[i] = raw_connect(path);
+		send_hello(fds[i], 1);
+		pim__response__free_unpacked(recv_response(fds[i]), NULL);
+		set_nonblock(fds[i]);
+	}
+	/* round robin until every pipeliner is stuck for 300 ms */
+	for (bool progress = true; progress;) {
+		progress = false;
+		for (int i = 0; i < n; i++) {
+			size_t k = send_some(fds[i], batch, batch_n * (rn + 4), 300);
+			piped += k;
+			if (k == batch_n * (rn + 4))
+				progress = true;
+		}
+	}
+	good_client_rounds(path, 20);
+	long grow2 = (proc_status_kb(pid, "VmHWM") - base) / 1024;
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	usleep(200000);
+	/* 2. Frames announced at max_frame_bytes, mib MiB of each sent, then silence. */
+	size_t stalled = 0;
+	for (int i = 0; i < n; i++) {
+		fds[i] = raw_connect(path);
+		send_hello(fds[i], 1);
+		pim__response__free_unpacked(recv_response(fds[i]), NULL);
+		uint8_t hdr[4];
+		frame_put_header(hdr, announce);
+		CHECK(write(fds[i], hdr, 4) == 4, "write");
+		stalled += send_some(fds[i], junk, chunk, 200);
+	}
+	good_client_rounds(path, 20);
+	long grow1 = (proc_status_kb(pid, "VmHWM") - base) / 1024;
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	usleep(200000);
+	good_client_rounds(path, 5);
+	printf("memory: peak RSS of pimd over its RSS before: +%ld MiB with %d pipelining clients "
+	       "(%zu MiB of requests unread), +%ld MiB with %d stalled frames as well (%zu MiB sent); "
+	       "bound %d MiB\n", grow2, n, piped >> 20, grow1, n, stalled >> 20, bound);
+	CHECK(grow1 < bound && grow2 < bound, "pimd grew by %ld / %ld MiB, more than %d MiB", grow1,
+	      grow2, bound);
+	free(batch);
+	free(junk);
+	free(fds);
+	return 0;
+}
+
+/* Many connections against a low RLIMIT_NOFILE: accept() fails with EMFILE; pimd must rest, not
+ * spin, and serve again once descriptors are free. */
+static int cmd_flood(const char *path, pid_t pid, int n, int ms)
+{
+	int *fds = calloc((size_t)n, sizeof *fds);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	double cpu0 = proc_cpu_s(pid), t0 = mono_s();
+	int opened = 0;
+	for (int i = 0; i < n; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&sa, sizeof sa) == 0)
+			opened++;
+	}
+	usleep((useconds_t)ms * 1000);
+	double cpu = proc_cpu_s(pid) - cpu0, wall = mono_s() - t0;
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	printf("flood: %d connections held %.1f s: pimd used %.3f s of CPU\n", opened, wall, cpu);
+	CHECK(opened > 0, "no connection got through");
+	CHECK(cpu < 0.1 * wall, "pimd spun: %.2f s of CPU in %.2f s", cpu, wall);
+	/* descriptors came back: served again (after the rest of at most a few hundred ms) */
+	usleep(600000);
+	good_client_rounds(path, 5);
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -826,6 +1143,12 @@ int main(int argc, char **argv)
 		return cmd_client(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "notify") == 0)
 		return cmd_notify(argv[2], atoi(argv[3]));
+	if (argc == 6 && strcmp(argv[1], "deadlines") == 0)
+		return cmd_deadlines(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	if (argc == 7 && strcmp(argv[1], "memory") == 0)
+		return cmd_memory(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+	if (argc == 6 && strcmp(argv[1], "flood") == 0)
+		return cmd_flood(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	fprintf(stderr, "usage: e2e-tool hostile SOCKET N | client SOCKET FILE | notify PATH SECONDS\n");
 	return 2;
 }

@@ -423,6 +423,39 @@ if [ ! -e /etc/pimd/pimd.conf ]; then
 	kill -TERM "$PID"; wait_exit "$PID"; PID=
 fi
 
+# ------------------------------------------------------------ availability: deadlines, caps, memory, descriptors
+printf 'max_clients = 64\nmax_clients_per_uid = 6\nhandshake_timeout_ms = 400\nidle_timeout_s = 1\n' > "$T/avail.conf"
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/avail.conf" 2>"$T/log" &
+PID=$!
+wait_ready "$S"
+# another uid must reach the socket for the per-uid test
+chmod 0755 "$T"; chmod 0666 "$S"
+check "silent, 3-byte and Hello-then-quiet connections are closed at their deadlines; per-uid cap" \
+	"$TOOL" deadlines "$S" 6 400 1
+chmod 0700 "$T"
+check "the deadlines are logged" grep -q 'no Hello within handshake_timeout_ms (400); closing it' "$T/log"
+# 12 pipelining clients that never read (up to 2 MiB of answers each: 24 MiB), then 12 frames
+# announced at 8 MiB with 4 MiB sent each (48 MiB): max_buffered_bytes 8 MiB holds for all.
+printf 'max_clients = 64\nmax_frame_bytes = 8M\nmax_pending_bytes = 2M\nmax_requests_in_flight = 65536\nmax_buffered_bytes = 8M\n' > "$T/avail.conf"
+kill -HUP "$PID"; sleep 0.3
+check "pimd's peak RSS stays within max_buffered_bytes under stalled frames and unread answers" \
+	"$TOOL" memory "$S" "$PID" 12 4 16
+kill -TERM "$PID"; wait_exit "$PID"; PID=
+# max_clients 256 against 32 descriptors: accept() fails with EMFILE; pimd rests instead of spinning
+printf 'max_clients = 256\n' > "$T/avail.conf"
+prlimit --nofile=32:32 "$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/avail.conf" 2>"$T/log" &
+PID=$!
+wait_ready "$S"
+check "RLIMIT_NOFILE too low for max_clients is reported" grep -q 'RLIMIT_NOFILE allows 32 descriptors, max_clients 256 needs' "$T/log"
+check "out of descriptors, pimd does not spin and serves again after" "$TOOL" flood "$S" "$PID" 100 2000
+check "and logs it once, not per attempt" sh -c "[ \$(grep -c 'Cannot accept connections' '$T/log') -le 2 ]"
+kill -TERM "$PID"; wait_exit "$PID"; PID=
+prlimit --nofile=100:4096 "$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/avail.conf" 2>"$T/log" &
+PID=$!
+wait_ready "$S"
+check "pimd raises RLIMIT_NOFILE (soft 100, hard 4096) to fit max_clients 256" sh -c "[ \$(sed -n 's/^Max open files *\([0-9]*\).*/\1/p' /proc/$PID/limits) -ge 328 ]"
+kill -TERM "$PID"; wait_exit "$PID"; PID=
+
 # ------------------------------------------------------------ sd_notify protocol
 "$TOOL" notify "$T/notify.sock" 10 > "$T/notify.out" &
 NPID=$!

@@ -28,6 +28,35 @@ START_TEST(defaults)
 	ck_assert_uint_eq(c.profile_concurrency, 1);
 	ck_assert_uint_eq(c.profile_repetitions, 10);
 	ck_assert_str_eq(c.pim_config, "");
+	/* connection limits (pimd.conf(5)) */
+	ck_assert_uint_eq(c.max_clients_per_uid, 64);
+	ck_assert_uint_eq(c.handshake_timeout_ms, 5000);
+	ck_assert_uint_eq(c.idle_timeout_s, 600);
+	ck_assert_uint_eq(c.max_buffered_bytes, 128u << 20);
+}
+END_TEST
+
+START_TEST(connection_limits)
+{
+	struct config c;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	int r = parse(&c, "max_clients_per_uid = 3\nhandshake_timeout_ms = 250\nidle_timeout_s = 0\n"
+			  "max_buffered_bytes = 32M\n", &err);
+	ck_assert_msg(r == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.max_clients_per_uid, 3);
+	ck_assert_uint_eq(c.handshake_timeout_ms, 250);
+	ck_assert_uint_eq(c.idle_timeout_s, 0);
+	ck_assert_uint_eq(c.max_buffered_bytes, 32u << 20);
+	/* one frame of the largest size must fit in the buffers */
+	config_init(&c);
+	ck_assert_int_lt(parse(&c, "max_frame_bytes = 64M\nmax_buffered_bytes = 32M\n", &err), 0);
+	ck_assert_str_eq(err.msg, "test.conf: max_buffered_bytes (33554432) is smaller than "
+			 "max_frame_bytes (67108864)");
+	ck_assert_uint_eq(c.max_frame_bytes, 16u << 20);
+	ck_assert_int_lt(parse(&c, "handshake_timeout_ms = 99\n", &err), 0);
+	ck_assert_msg(strstr(err.msg, "between 100 and 600000"), "%s", err.msg);
+	ck_assert_int_lt(parse(&c, "max_clients_per_uid = 0\n", &err), 0);
 }
 END_TEST
 
@@ -132,6 +161,7 @@ int main(void)
 	TCase *tc = test_case(s, "config");
 	tcase_add_test(tc, defaults);
 	tcase_add_test(tc, values_and_comments);
+	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, errors_name_file_and_line);
 	tcase_add_test(tc, files);
 	return test_run_suite(s);

@@ -234,6 +234,81 @@ START_TEST(descriptor_travels_with_the_frame)
 }
 END_TEST
 
+/* The buffer follows the bytes that arrived, not the length announced: a header announcing
+ * 1 MiB costs 16 KiB until more comes; the grow hook can refuse, and reading resumes later. */
+static uint32_t grow_allowed;
+static int grow_calls;
+static int grow_hook(void *data, uint32_t old_cap, uint32_t new_cap)
+{
+	grow_calls++;
+	ck_assert_ptr_eq(data, &grow_allowed);
+	ck_assert_uint_lt(old_cap, new_cap);
+	return new_cap <= grow_allowed ? 0 : -ENOBUFS;
+}
+
+START_TEST(reader_grows_with_the_bytes_that_arrive)
+{
+	int sv[2];
+	struct frame_reader r;
+	uint8_t hdr[4];
+	static uint8_t data[1 << 20];
+	uint32_t len;
+
+	pair(sv, 1);
+	frame_reader_init(&r, 2u << 20);
+	frame_reader_set_grow(&r, grow_hook, &grow_allowed);
+	grow_allowed = 64 * 1024;
+	frame_put_header(hdr, sizeof data);
+	ck_assert_int_eq(write(sv[1], hdr, 4), 4);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0);
+	ck_assert_uint_eq(r.cap, FRAME_READER_CHUNK); /* not the 1 MiB announced */
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (uint8_t)(i * 7);
+	ck_assert_int_eq(write(sv[1], data, 10), 10);
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0);
+	ck_assert_uint_eq(r.cap, FRAME_READER_CHUNK);
+	ck_assert_uint_eq(r.got, 10);
+	/* 100 KiB more: 16 → 32 → 64 KiB allowed, then 128 KiB refused */
+	ck_assert_int_eq(write(sv[1], data + 10, 100 * 1024), 100 * 1024);
+	int k;
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, -ENOBUFS);
+	ck_assert_uint_eq(r.cap, 64 * 1024);
+	ck_assert_uint_eq(r.got, 64 * 1024);
+	/* allowed again: the rest is read, doubling up to the announced length exactly */
+	grow_allowed = UINT32_MAX;
+	pid_t kid = fork();
+	if (kid == 0) {
+		ssize_t n = write(sv[1], data + 10 + 100 * 1024, sizeof data - 10 - 100 * 1024);
+		_exit(n == (ssize_t)(sizeof data - 10 - 100 * 1024) ? 0 : 1);
+	}
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	ck_assert_uint_eq(r.cap, sizeof data);
+	uint8_t *p = frame_reader_take(&r, &len, NULL);
+	ck_assert_uint_eq(len, sizeof data);
+	ck_assert_mem_eq(p, data, sizeof data);
+	free(p);
+	/* the hook stays for the next frame; a small frame takes its own size */
+	ck_assert_ptr_eq(r.grow_data, &grow_allowed);
+	frame_put_header(hdr, 100);
+	ck_assert_int_eq(write(sv[1], hdr, 4), 4);
+	ck_assert_int_eq(write(sv[1], data, 100), 100);
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	ck_assert_uint_eq(r.cap, 100);
+	free(frame_reader_take(&r, &len, NULL));
+	int st;
+	waitpid(kid, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("frame");
@@ -243,6 +318,7 @@ int main(void)
 	tcase_add_test(tc, reader_refuses_oversized_before_allocating);
 	tcase_add_test(tc, reader_reports_truncation_and_clean_eof);
 	tcase_add_test(tc, zero_length_frame);
+	tcase_add_test(tc, reader_grows_with_the_bytes_that_arrive);
 	tcase_add_test(tc, blocking_round_trip_large);
 	tcase_add_test(tc, send_to_closed_peer_is_epipe);
 	tcase_add_test(tc, descriptor_travels_with_the_frame);
