@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
+#include "decode.h"
 #include "frame.h"
 #include "log.h"
 
@@ -307,68 +308,29 @@ static bool conn_refuse(struct conn *c, const char *msg)
 	return true;
 }
 
-/*
- * Decoding allocates a structure per repeated entry, however few bytes the entry takes on the
- * wire: bound what one request may expand to (12x its size + 1 MiB; a real manifest needs
- * about 7x), so a small frame cannot make pimd allocate gigabytes.
- */
-struct decode_budget {
-	size_t used, limit;
-	bool exceeded;
-};
-
-static void *budget_alloc(void *data, size_t size)
-{
-	struct decode_budget *b = data;
-	if (size > b->limit || b->used + size + 16 > b->limit) {
-		b->exceeded = true;
-		return NULL;
-	}
-	uint8_t *p = malloc(size + 16);
-	if (!p)
-		return NULL;
-	memcpy(p, &size, sizeof size);
-	b->used += size + 16;
-	return p + 16;
-}
-
-static void budget_free(void *data, void *ptr)
-{
-	struct decode_budget *b = data;
-	size_t size;
-	if (!ptr)
-		return;
-	uint8_t *p = (uint8_t *)ptr - 16;
-	memcpy(&size, p, sizeof size);
-	b->used -= size + 16;
-	free(p);
-}
-
 static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
 {
 	struct server *s = c->server;
-	struct decode_budget budget = { .limit = (size_t)len * 12 + (1u << 20) };
-
-	c->active_ns = now_ns();
-	ProtobufCAllocator alloc = { .alloc = budget_alloc, .free = budget_free, .allocator_data = &budget };
-	Pim__Request *req = pim__request__unpack(&alloc, len, payload);
+	struct decode_budget budget;
+	struct pim_error err = { 0 };
+	Pim__Request *req = NULL;
 	enum rpc_after after;
 
+	c->active_ns = now_ns();
+	/* Measured before anything is allocated for it (decode.c). */
+	int k = decode_request(payload, len, &budget, &req, &err);
 	free(payload);
 	c->peer.passed_fd = fd;
-	if (!req && budget.exceeded) {
+	if (k == -E2BIG) {
 		closep(&c->peer.passed_fd);
-		log_warning("Connection #%" PRIu64 " (pid %d uid %u): a request of %u bytes expands beyond "
-			    "%zu bytes when decoded; refused", c->serial, (int)c->peer.cred.pid,
-			    (unsigned)c->peer.cred.uid, len, budget.limit);
-		Pim__Response *r = rpc_error_response(0, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						      "request of %u bytes decodes to more than %zu bytes of "
-						      "structures (empty repeated entries?)", len, budget.limit);
+		log_warning("Connection #%" PRIu64 " (pid %d uid %u): %s; refused", c->serial,
+			    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, err.msg);
+		Pim__Response *r = rpc_error_response(0, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
 		if (!r || conn_queue(c, r) < 0)
 			c->closing = true;
 		return;
 	}
-	if (!req) {
+	if (k < 0) {
 		closep(&c->peer.passed_fd);
 		log_warning("Connection #%" PRIu64 " (pid %d uid %u): undecodable request of %u bytes; "
 			    "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, len);
@@ -381,7 +343,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 	c->peer.passed_fd = -1;
 	bool model_change = req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
 			    req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
-	pim__request__free_unpacked(req, &alloc);
+	pim__request__free_unpacked(req, &budget.alloc);
 	if (!resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
 		c->closing = true;

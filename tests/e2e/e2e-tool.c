@@ -18,6 +18,8 @@
  *                                 good client is served and pimd's VmHWM grows by < BOUND MiB.
  *   e2e-tool flood SOCKET PID N MS  N connections held MS ms against a low descriptor limit:
  *                                 pimd's CPU time over them stays small; then it serves.
+ *   e2e-tool amplify SOCKET       frames of empty entries are refused before they expand.
+ *   e2e-tool compact SOCKET N     a valid manifest of N regions in its densest form loads.
  *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
  *   e2e-tool mxgen FILE N         writes N BF16 values from a fixed generator: magnitudes over
  *                                 16 octaves, both signs, some +0.0 and -0.0.
@@ -552,40 +554,6 @@ static int cmd_insitu(const char *path, const char *model, const char *lib)
 	return 0;
 }
 
-/* A small frame that would decode into millions of empty structures is refused, and the
- * daemon keeps serving. */
-static int cmd_amplify(const char *path)
-{
-	size_t n = 4u << 20; /* empty Region entries: 2 bytes each on the wire */
-	size_t inner = 2 * n;
-	uint8_t *buf = malloc(inner + 32), *p = buf;
-	/* Request.model_load (4) { ModelLoad.manifest (1) { Manifest.regions (4) x n } } */
-	size_t man_len = inner, ml_len = 1 + 4 + man_len;
-	*p++ = 0x22;
-	for (size_t v = ml_len; ; v >>= 7) { *p++ = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); if (v <= 0x7f) break; }
-	*p++ = 0x0a;
-	uint8_t *lenpos = p;
-	for (size_t v = man_len; ; v >>= 7) { *p++ = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); if (v <= 0x7f) break; }
-	CHECK(p - lenpos == 4, "test bug: varint width");
-	for (size_t i = 0; i < n; i++) {
-		*p++ = 0x22;
-		*p++ = 0x00;
-	}
-	int fd = raw_connect(path);
-	send_hello(fd, 1);
-	pim__response__free_unpacked(recv_response(fd), NULL);
-	frame_send(fd, buf, (uint32_t)(p - buf));
-	Pim__Response *r = recv_response(fd);
-	CHECK(r->body_case == PIM__RESPONSE__BODY_ERROR && strstr(r->error->message, "decodes to more than"),
-	      "expansion not refused (body %d)", r->body_case);
-	pim__response__free_unpacked(r, NULL);
-	close(fd);
-	free(buf);
-	good_client_rounds(path, 5);
-	printf("amplify: an 8 MiB frame of empty entries refused before it expanded\n");
-	return 0;
-}
-
 /* ------------------------------------------------------------ availability */
 
 static double mono_s(void)
@@ -891,6 +859,120 @@ static int cmd_flood(const char *path, pid_t pid, int n, int ms)
 	return 0;
 }
 
+/* A frame of n empty Region entries (2 bytes each on the wire) in a model load. */
+static uint8_t *empty_regions_frame(size_t n, size_t *len)
+{
+	size_t inner = 2 * n;
+	uint8_t *buf = malloc(inner + 32), *p = buf;
+	/* Request.model_load (4) { ModelLoad.manifest (1) { Manifest.regions (4) x n } } */
+	size_t man_len = inner, ml_len = 1 + 4 + man_len;
+	*p++ = 0x22;
+	for (size_t v = ml_len; ; v >>= 7) { *p++ = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); if (v <= 0x7f) break; }
+	*p++ = 0x0a;
+	uint8_t *lenpos = p;
+	/* the manifest's length as a 4-byte varint whatever its value */
+	for (int k = 0; k < 4; k++)
+		*p++ = (uint8_t)(((man_len >> (7 * k)) & 0x7f) | (k < 3 ? 0x80 : 0));
+	CHECK(man_len < (1u << 28) && p - lenpos == 4, "test bug: varint width");
+	for (size_t i = 0; i < n; i++) {
+		*p++ = 0x22;
+		*p++ = 0x00;
+	}
+	*len = (size_t)(p - buf);
+	return buf;
+}
+
+/* A frame that would decode into millions of empty structures is refused before it is
+ * decoded, both beyond the protocol's count of regions and within it; the daemon keeps
+ * serving. */
+static int cmd_amplify(const char *path)
+{
+	static const struct { size_t n; const char *want; } cases[] = {
+		{ 4u << 20, "Manifest.regions: 4194304 entries, at most 1000000 allowed" },
+		{ 900000, "decodes to more than" },
+	};
+	for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+		size_t len;
+		uint8_t *buf = empty_regions_frame(cases[k].n, &len);
+		int fd = raw_connect(path);
+		send_hello(fd, 1);
+		pim__response__free_unpacked(recv_response(fd), NULL);
+		frame_send(fd, buf, (uint32_t)len);
+		Pim__Response *r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_ERROR && strstr(r->error->message, cases[k].want),
+		      "expansion not refused (body %d: %s)", r->body_case,
+		      r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "");
+		pim__response__free_unpacked(r, NULL);
+		close(fd);
+		free(buf);
+	}
+	good_client_rounds(path, 5);
+	printf("amplify: frames of 4194304 and 900000 empty regions refused before they expanded\n");
+	return 0;
+}
+
+/* A valid manifest of n regions in its densest form (one operand, one-letter names) loads and
+ * reads back; then it is removed. */
+static int cmd_compact(const char *path, size_t n)
+{
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	Pim__Allocation a = PIM__ALLOCATION__INIT, *ap = &a;
+	Pim__Region *regions = calloc(n, sizeof *regions);
+	Pim__Region **rp = calloc(n, sizeof *rp);
+	Pim__Operand op = PIM__OPERAND__INIT, *opp = &op;
+	CHECK(regions && rp, "oom");
+	m.name = "compact";
+	a.bytes = 4096;
+	a.kind = PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT;
+	m.allocations = &ap;
+	m.n_allocations = 1;
+	op.bytes = 1;
+	op.role = PIM__OPERAND_ROLE__OPERAND_ROLE_IN;
+	for (size_t i = 0; i < n; i++) {
+		pim__region__init(&regions[i]);
+		regions[i].id = (uint32_t)i;
+		regions[i].order = (uint32_t)i;
+		regions[i].name = "r";
+		regions[i].op = "x";
+		regions[i].n_par = regions[i].n_total = 1;
+		regions[i].operands = &opp;
+		regions[i].n_operands = 1;
+		rp[i] = &regions[i];
+	}
+	m.regions = rp;
+	m.n_regions = n;
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
+	ml.manifest = &m;
+	ml.replace = true;
+	req.id = 3;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+	req.model_load = &ml;
+	int fd = raw_connect(path);
+	struct timeval tv = { .tv_sec = 120 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	send_hello(fd, 1);
+	pim__response__free_unpacked(recv_response(fd), NULL);
+	size_t len = pim__request__get_packed_size(&req);
+	double t0 = mono_s();
+	send_request(fd, &req);
+	Pim__Response *r = recv_response(fd);
+	double t = mono_s() - t0;
+	CHECK(r->body_case == PIM__RESPONSE__BODY_MODEL_LOAD && r->model_load->model->regions == n,
+	      "a valid manifest of %zu regions (%zu bytes) refused: %s", n, len,
+	      r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "?");
+	pim__response__free_unpacked(r, NULL);
+	close(fd);
+	free(regions);
+	free(rp);
+	pim_client *c = pim_client_new();
+	CHECK(pim_client_connect(c, path, "compact") == 0, "%s", pim_client_error(c));
+	CHECK(pim_model_remove(c, "compact") == 0, "remove: %s", pim_client_error(c));
+	pim_client_free(c);
+	printf("compact: a valid manifest of %zu regions (%zu bytes) loaded in %.2f s\n", n, len, t);
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -1130,6 +1212,8 @@ int main(int argc, char **argv)
 		return cmd_insitu(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "amplify") == 0)
 		return cmd_amplify(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "compact") == 0)
+		return cmd_compact(argv[2], (size_t)strtoul(argv[3], NULL, 10));
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)

@@ -98,6 +98,7 @@ check "bash completion offers commands and model names" bash -c "
 check "hostile frames from 32 clients; good client served" "$TOOL" hostile "$S" 32
 check "5000 pipelined requests under a 4-in-flight limit, answered in order" "$TOOL" pipeline "$S" 5000
 check "a frame that would decode into millions of structures is refused" "$TOOL" amplify "$S"
+check "a valid manifest of 40,000 regions in its densest form loads" "$TOOL" compact "$S" 40000
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list
 
 # ------------------------------------------------------------ placement (imported counts)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: one frame payload as the daemon receives it — decoded as a Request and answered
+ * Fuzz target: one frame payload as the daemon receives it — decoded as a Request (measured
+ * first, under the same budget as pimd's, decode.c) and answered
  * by rpc_handle() against a real store — so the decoder, manifest validation and the store's
  * handling of anything a client can send are covered.  Built by "make fuzz" (libFuzzer) and, with
  * tests/fuzz/replay.c, by "make check" to replay the corpus.
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "decode.h"
 #include "log.h"
 #include "loop.h"
 #include "manifest.h"
@@ -72,11 +74,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct rpc_peer peer = { .hello_done = true, .cred = { .uid = 1000 }, .passed_fd = -1 };
 	enum rpc_after after;
+	struct decode_budget budget;
+	struct pim_error err = { 0 };
+	Pim__Request *req;
 
 	if (!store)
 		init();
-	Pim__Request *req = pim__request__unpack(NULL, size, data);
-	if (!req)
+	if (decode_request(data, size, &budget, &req, &err) < 0)
 		return 0;
 	/* both connection states: before and after Hello */
 	peer.hello_done = size & 1;
@@ -88,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(buf);
 		pim__response__free_unpacked(resp, NULL);
 	}
-	pim__request__free_unpacked(req, NULL);
+	pim__request__free_unpacked(req, &budget.alloc);
 	rpc_peer_closed(&ctx, &peer);
 	return 0;
 }
