@@ -174,6 +174,11 @@ check-man:
 check-e2e: all $(B)/tests/e2e-tool
 	sh tests/e2e/run.sh $(B)
 
+# Availability at the sizes of the issue reports and the documented limits (minutes, GBs
+# through sockets): not part of make check.  Figures in README.md.
+stress: all $(B)/tests/e2e-tool
+	sh tests/e2e/stress.sh $(B)
+
 check-install: all
 	@rm -rf $(B)/destdir
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(B))/destdir PREFIX=/usr >/dev/null
@@ -298,9 +303,10 @@ help:
 	@echo "make demo       build, start pimd privately, load and show the example model, stop"
 	@echo "make check      every test: unit, end to end, units, man pages, install"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
+	@echo "make stress     availability under hostile clients at full scale (minutes)"
 	@echo "make bench      benchmarks (ratios measured side by side in one run)"
 	@echo "make jitq-report  JIT-Q figures of the models beside the paper's"
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help stress

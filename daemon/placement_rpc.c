@@ -592,16 +592,104 @@ static void point_fill(Pim__CalibratePoint *m, const struct calibrate_point *p)
 	m->accuracy = p->accuracy;
 }
 
-Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req)
+/* A calibration in flight: what the sweep needs, owned here (the request is gone when it runs). */
+struct calibrate_job {
+	uint64_t id;
+	struct loaded l;
+	struct placement_params p;
+	struct calibrate_labels labels;
+	struct calibrate_sweep sw;
+	double *sigmas;
+	struct calibrate_result res;
+	struct pim_error err;
+	int r;
+	Pim__Response *resp;  /* built by run() too: a reply of 100,000s of points takes a while */
+};
+
+static Pim__Response *calibrate_reply(struct calibrate_job *j);
+
+static void calibrate_job_run(void *data)
+{
+	struct calibrate_job *j = data;
+	j->r = calibrate_run(j->l.regions, j->l.manifest->n_regions, &j->p, &j->labels, &j->sw, &j->res,
+			     &j->err);
+	j->resp = calibrate_reply(j);
+}
+
+static Pim__Response *calibrate_job_finish(void *data)
+{
+	struct calibrate_job *j = data;
+	Pim__Response *r = j->resp;
+	j->resp = NULL;
+	return r;
+}
+
+static void calibrate_job_release(void *data)
+{
+	struct calibrate_job *j = data;
+	calibrate_result_free(&j->res);
+	calibrate_labels_free(&j->labels);
+	loaded_free(&j->l);
+	free(j->sigmas);
+	if (j->resp)
+		pim__response__free_unpacked(j->resp, NULL);
+	free(j);
+}
+
+static Pim__Response *calibrate_reply(struct calibrate_job *j)
+{
+	struct calibrate_result *res = &j->res;
+	struct rpc_builder b = { 0 };
+
+	if (j->r < 0)
+		return rpc_error_from(j->id, &j->err);
+	size_t n_points = res->n_thetas * res->n_sigmas;
+	Pim__CalibrateReply *cr = rpc_calloc(&b, 1, sizeof *cr);
+	if (cr) {
+		pim__calibrate_reply__init(cr);
+		cr->labelled = (uint32_t)res->n_labelled;
+		cr->beneficial = (uint32_t)res->n_beneficial;
+		cr->best = (uint32_t)res->best;
+		cr->points = rpc_calloc(&b, n_points, sizeof *cr->points);
+		for (size_t i = 0; cr->points && i < n_points; i++) {
+			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
+			if (!m)
+				break;
+			point_fill(m, &res->points[i]);
+			cr->points[cr->n_points++] = m;
+		}
+		cr->suggestions = rpc_calloc(&b, res->n_sigmas, sizeof *cr->suggestions);
+		cr->suggestion_lo = rpc_calloc(&b, res->n_sigmas, sizeof *cr->suggestion_lo);
+		cr->suggestion_hi = rpc_calloc(&b, res->n_sigmas, sizeof *cr->suggestion_hi);
+		for (size_t i = 0; cr->suggestions && cr->suggestion_lo && cr->suggestion_hi &&
+				   i < res->n_sigmas; i++) {
+			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
+			if (!m)
+				break;
+			point_fill(m, &res->suggestions[i].at);
+			m->theta = res->suggestions[i].theta;
+			cr->suggestions[cr->n_suggestions++] = m;
+			cr->suggestion_lo[cr->n_suggestion_lo++] = res->suggestions[i].lo;
+			cr->suggestion_hi[cr->n_suggestion_hi++] = res->suggestions[i].hi;
+		}
+	}
+	Pim__Response *resp = b.oom ? NULL : rpc_response_new(j->id);
+	if (!resp) {
+		if (cr)
+			pim__calibrate_reply__free_unpacked(cr, NULL);
+		return NULL;
+	}
+	resp->body_case = PIM__RESPONSE__BODY_CALIBRATE;
+	resp->calibrate = cr;
+	return resp;
+}
+
+Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req,
+				       struct rpc_deferred *defer)
 {
 	const Pim__Calibrate *q = req->calibrate;
 	struct pim_error err = { 0 };
-	struct placement_params p;
-	struct loaded l;
-	struct calibrate_labels labels = { 0 };
-	struct calibrate_result res = { 0 };
 	struct calibrate_sweep sw = calibrate_sweep_default();
-	struct rpc_builder b = { 0 };
 
 	if (q->n_sigmas > PLACEMENT_MAX_SIGMAS)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
@@ -612,7 +700,6 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 		sw.theta_hi = q->theta_hi;
 	if (q->theta_step)
 		sw.theta_step = q->theta_step;
-	sw.sigmas = q->sigmas;
 	sw.n_sigmas = q->n_sigmas;
 	/* Every point goes into the reply (about 40 bytes each): refuse a sweep that cannot. */
 	if (!(sw.theta_step > 0) || !(sw.theta_hi >= sw.theta_lo) || !isfinite(sw.theta_hi) ||
@@ -627,61 +714,31 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 					  "calibrate: a sweep of %.0f points does not fit a reply of "
 					  "max_frame_bytes %u (at most %.0f points): use a larger theta step",
 					  points, ctx->max_frame_bytes, max_points);
-	if (merge_params(ctx, q->params, &p, &err) < 0)
-		return rpc_error_from(req->id, &err);
-	if (load(ctx, q->model, &l, &err) < 0) {
-		loaded_free(&l);
-		return rpc_error_from(req->id, &err);
-	}
-	const char *csv = q->labels_csv ? q->labels_csv : "";
-	if (calibrate_parse_labels(csv, strlen(csv), l.regions, l.manifest->n_regions, &labels, &err) < 0 ||
-	    calibrate_run(l.regions, l.manifest->n_regions, &p, &labels, &sw, &res, &err) < 0) {
-		calibrate_labels_free(&labels);
-		loaded_free(&l);
-		return rpc_error_from(req->id, &err);
-	}
-	size_t n_points = res.n_thetas * res.n_sigmas;
-	Pim__CalibrateReply *cr = rpc_calloc(&b, 1, sizeof *cr);
-	if (cr) {
-		pim__calibrate_reply__init(cr);
-		cr->labelled = (uint32_t)res.n_labelled;
-		cr->beneficial = (uint32_t)res.n_beneficial;
-		cr->best = (uint32_t)res.best;
-		cr->points = rpc_calloc(&b, n_points, sizeof *cr->points);
-		for (size_t i = 0; cr->points && i < n_points; i++) {
-			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
-			if (!m)
-				break;
-			point_fill(m, &res.points[i]);
-			cr->points[cr->n_points++] = m;
-		}
-		cr->suggestions = rpc_calloc(&b, res.n_sigmas, sizeof *cr->suggestions);
-		cr->suggestion_lo = rpc_calloc(&b, res.n_sigmas, sizeof *cr->suggestion_lo);
-		cr->suggestion_hi = rpc_calloc(&b, res.n_sigmas, sizeof *cr->suggestion_hi);
-		for (size_t i = 0; cr->suggestions && cr->suggestion_lo && cr->suggestion_hi &&
-				   i < res.n_sigmas; i++) {
-			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
-			if (!m)
-				break;
-			point_fill(m, &res.suggestions[i].at);
-			m->theta = res.suggestions[i].theta;
-			cr->suggestions[cr->n_suggestions++] = m;
-			cr->suggestion_lo[cr->n_suggestion_lo++] = res.suggestions[i].lo;
-			cr->suggestion_hi[cr->n_suggestion_hi++] = res.suggestions[i].hi;
-		}
-	}
-	calibrate_result_free(&res);
-	calibrate_labels_free(&labels);
-	loaded_free(&l);
-	Pim__Response *resp = b.oom ? NULL : rpc_response_new(req->id);
-	if (!resp) {
-		if (cr)
-			pim__calibrate_reply__free_unpacked(cr, NULL);
+	struct calibrate_job *j = calloc(1, sizeof *j);
+	if (!j)
 		return NULL;
+	j->id = req->id;
+	j->sw = sw;
+	if (q->n_sigmas) {
+		j->sigmas = malloc(q->n_sigmas * sizeof *j->sigmas);
+		if (!j->sigmas) {
+			free(j);
+			return NULL;
+		}
+		memcpy(j->sigmas, q->sigmas, q->n_sigmas * sizeof *j->sigmas);
 	}
-	resp->body_case = PIM__RESPONSE__BODY_CALIBRATE;
-	resp->calibrate = cr;
-	return resp;
+	j->sw.sigmas = j->sigmas;
+	/* The store and the labels are read here, on the event loop; only the sweep moves. */
+	const char *csv = q->labels_csv ? q->labels_csv : "";
+	if (merge_params(ctx, q->params, &j->p, &err) < 0 || load(ctx, q->model, &j->l, &err) < 0 ||
+	    calibrate_parse_labels(csv, strlen(csv), j->l.regions, j->l.manifest->n_regions, &j->labels,
+				   &err) < 0) {
+		calibrate_job_release(j);
+		return rpc_error_from(req->id, &err);
+	}
+	struct rpc_deferred job = { .run = calibrate_job_run, .finish = calibrate_job_finish,
+				    .release = calibrate_job_release, .data = j };
+	return rpc_defer(defer, &job);
 }
 
 /* ---------------------------------------------------------------- decisions for the client */

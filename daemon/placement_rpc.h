@@ -12,7 +12,9 @@
 Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req);
 Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct rpc_peer *peer,
 					 const Pim__Request *req);
-Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req);
+/* The sweep itself runs through defer (rpc_deferred): it can take seconds on a large model. */
+Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req,
+				       struct rpc_deferred *defer);
 Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req);
 
 /* Limits on what a request may ask for. */

@@ -318,10 +318,24 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 	return r;
 }
 
+Pim__Response *rpc_defer(struct rpc_deferred *defer, const struct rpc_deferred *job)
+{
+	if (defer) {
+		*defer = *job;
+		return NULL;
+	}
+	job->run(job->data);
+	Pim__Response *r = job->finish(job->data);
+	job->release(job->data);
+	return r;
+}
+
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
-			  enum rpc_after *after)
+			  enum rpc_after *after, struct rpc_deferred *defer)
 {
 	*after = RPC_KEEP;
+	if (defer)
+		defer->run = NULL;
 	ctx->requests++;
 
 	if (!peer->hello_done && req->body_case != PIM__REQUEST__BODY_HELLO) {
@@ -347,7 +361,7 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 	case PIM__REQUEST__BODY_IMPORT_PERF:
 		return placement_rpc_import_perf(ctx, peer, req);
 	case PIM__REQUEST__BODY_CALIBRATE:
-		return placement_rpc_calibrate(ctx, req);
+		return placement_rpc_calibrate(ctx, req, defer);
 	case PIM__REQUEST__BODY_DECISIONS:
 		return placement_rpc_decisions(ctx, req);
 	case PIM__REQUEST__BODY_JITQ_PLAN:

@@ -45,11 +45,29 @@ enum rpc_after {
 };
 
 /*
+ * Work too long for the event loop (a calibration sweep).  run() is called on another thread
+ * and may use only data (no store, context or connection); finish() is called on the event
+ * loop afterwards and returns the response (NULL when out of memory); release() frees data,
+ * whether finish() was called or not (the connection may have closed meanwhile).
+ */
+struct rpc_deferred {
+	void (*run)(void *data);
+	Pim__Response *(*finish)(void *data);
+	void (*release)(void *data);
+	void *data;
+};
+
+/*
  * Builds the response to req.  The response and everything it points to is heap-allocated;
- * free it with pim__response__free_unpacked(resp, NULL).  Returns NULL only when out of memory.
+ * free it with pim__response__free_unpacked(resp, NULL).  Returns NULL when out of memory, or
+ * when the handler handed its work to *defer (then defer->run is set; see rpc_deferred); with
+ * defer NULL the work is done before returning.
  */
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
-			  enum rpc_after *after);
+			  enum rpc_after *after, struct rpc_deferred *defer);
+
+/* For handlers: hands job to defer, or with defer NULL runs and finishes it at once. */
+Pim__Response *rpc_defer(struct rpc_deferred *defer, const struct rpc_deferred *job);
 
 /* Building a response tree: allocation failures are remembered and checked once at the end
  * (free the partial tree with its free_unpacked function). */

@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -48,6 +51,28 @@ struct conn {
 	uint64_t accepted_ns; /* handshake deadline counts from here */
 	uint64_t active_ns;   /* last complete request or byte sent: idle timeout counts from here */
 	size_t in_charge, out_charge;  /* bytes counted in server.buffered */
+	struct work *deferred; /* the request being worked on by the work thread: reading waits */
+};
+
+/* A request handed to the work thread (rpc_deferred); conn is NULL once it closed. */
+struct work {
+	struct work *next;
+	struct conn *conn;
+	struct rpc_deferred job;
+};
+
+/*
+ * One thread for requests too long for the event loop, so that other clients and the
+ * watchdog keep being served: jobs run one at a time, in the order they came.
+ */
+struct worker_thread {
+	pthread_t thread;
+	bool started, stopping;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct work *todo, **todo_tail;  /* under mu */
+	struct work *done;               /* under mu, finished, newest first */
+	struct watch ev;                 /* eventfd: the thread finished something */
 };
 
 struct server {
@@ -69,6 +94,7 @@ struct server {
 	bool accept_paused;   /* out of descriptors: listener off until a close or ACCEPT_PAUSE_MS */
 	uint64_t accept_paused_ns, accept_logged_ns;
 	unsigned accept_failures; /* since the last line logged */
+	struct worker_thread wt;
 	void (*change_fn)(struct server *, void *);
 	void *change_data;
 };
@@ -87,6 +113,8 @@ static void conn_free(struct conn *c)
 {
 	struct server *s = c->server;
 
+	if (c->deferred)
+		c->deferred->conn = NULL;  /* its result is dropped when it comes */
 	rpc_peer_closed(&s->ctx, &c->peer);
 	loop_del(s->loop, &c->watch);
 	close(c->watch.fd);
@@ -186,7 +214,7 @@ static void conn_update_events(struct conn *c)
 
 	if (c->rejected && !c->closing)
 		ev |= EPOLLIN;  /* read and dropped until the peer closes */
-	else if (!c->closing && !c->starved && outbuf_pending(&c->out) < s->max_pending &&
+	else if (!c->closing && !c->starved && !c->deferred && outbuf_pending(&c->out) < s->max_pending &&
 		 c->unanswered < s->max_in_flight &&
 		 !(outbuf_pending(&c->out) && s->buffered >= s->max_buffered))
 		ev |= EPOLLIN;
@@ -308,6 +336,163 @@ static bool conn_refuse(struct conn *c, const char *msg)
 	return true;
 }
 
+static void *work_main(void *data)
+{
+	struct worker_thread *t = data;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		while (!t->todo && !t->stopping)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (t->stopping)
+			break;
+		struct work *w = t->todo;
+		t->todo = w->next;
+		if (!t->todo)
+			t->todo_tail = &t->todo;
+		pthread_mutex_unlock(&t->mu);
+		w->job.run(w->job.data);
+		pthread_mutex_lock(&t->mu);
+		w->next = t->done;
+		t->done = w;
+		if (write(t->ev.fd, &one, sizeof one) < 0) {
+			/* the counter cannot overflow in practice; the loop drains it */
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+static void conn_event(struct watch *w, uint32_t events);
+
+/* The work thread finished jobs: answer their connections, in the order they were asked. */
+static void work_event(struct watch *wch, uint32_t events)
+{
+	struct server *s = wch->data;
+	struct worker_thread *t = &s->wt;
+	uint64_t n;
+	struct work *done, *rev = NULL;
+
+	if (read(t->ev.fd, &n, sizeof n) < 0 && errno == EAGAIN)
+		return;
+	pthread_mutex_lock(&t->mu);
+	done = t->done;
+	t->done = NULL;
+	pthread_mutex_unlock(&t->mu);
+	while (done) {
+		struct work *next = done->next;
+		done->next = rev;
+		rev = done;
+		done = next;
+	}
+	for (struct work *w = rev, *next; w; w = next) {
+		next = w->next;
+		struct conn *c = w->conn;
+		if (c) {
+			Pim__Response *resp = w->job.finish(w->job.data);
+			c->deferred = NULL;
+			c->active_ns = now_ns();
+			if (!resp || conn_queue(c, resp) < 0) {
+				log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
+				c->closing = true;
+			}
+		}
+		w->job.release(w->job.data);
+		free(w);
+		if (c) {
+			/* flush and read on, as if the socket had become writable */
+			conn_event(&c->watch, EPOLLOUT);
+		}
+	}
+}
+
+static int work_start(struct server *s)
+{
+	struct worker_thread *t = &s->wt;
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	t->ev = (struct watch){ .fd = fd, .fn = work_event, .data = s };
+	if ((r = loop_add(s->loop, &t->ev, EPOLLIN)) < 0) {
+		close(fd);
+		t->ev.fd = -1;
+		return r;
+	}
+	t->todo_tail = &t->todo;
+	/* The thread takes no signals: they stay with signalfd on the event loop. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = -pthread_create(&t->thread, NULL, work_main, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		loop_del(s->loop, &t->ev);
+		close(fd);
+		t->ev.fd = -1;
+		return r;
+	}
+	t->started = true;
+	return 0;
+}
+
+/* Hands the deferred part of c's current request to the work thread. */
+static int work_submit(struct conn *c, const struct rpc_deferred *job)
+{
+	struct server *s = c->server;
+	struct worker_thread *t = &s->wt;
+	int r;
+
+	if (!t->started && (r = work_start(s)) < 0) {
+		log_error("Cannot start the work thread: %s", strerror(-r));
+		job->release(job->data);
+		return r;
+	}
+	struct work *w = calloc(1, sizeof *w);
+	if (!w) {
+		job->release(job->data);
+		return -ENOMEM;
+	}
+	w->conn = c;
+	w->job = *job;
+	c->deferred = w;
+	pthread_mutex_lock(&t->mu);
+	*t->todo_tail = w;
+	t->todo_tail = &w->next;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+/* Stops the work thread after the job it runs (if any); drops what was not done. */
+static void work_stop(struct server *s)
+{
+	struct worker_thread *t = &s->wt;
+
+	if (!t->started)
+		return;
+	pthread_mutex_lock(&t->mu);
+	t->stopping = true;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(t->thread, NULL);
+	struct work *lists[2] = { t->todo, t->done };
+	for (int i = 0; i < 2; i++)
+		for (struct work *w = lists[i], *next; w; w = next) {
+			next = w->next;
+			if (w->conn)
+				w->conn->deferred = NULL;
+			w->job.release(w->job.data);
+			free(w);
+		}
+	t->todo = t->done = NULL;
+	loop_del(s->loop, &t->ev);
+	close(t->ev.fd);
+	t->started = false;
+}
+
 static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
 {
 	struct server *s = c->server;
@@ -337,13 +522,23 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 		conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL, "request frame is not a valid Request message");
 		return;
 	}
-	Pim__Response *resp = rpc_handle(&s->ctx, &c->peer, req, &after);
+	struct rpc_deferred defer;
+	uint64_t id = req->id;
+	Pim__Response *resp = rpc_handle(&s->ctx, &c->peer, req, &after, &defer);
 	/* A descriptor the request did not take is not kept. */
 	closep(&c->peer.passed_fd);
 	c->peer.passed_fd = -1;
 	bool model_change = req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
 			    req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
 	pim__request__free_unpacked(req, &budget.alloc);
+	if (!resp && defer.run) {
+		/* Answered when the work thread is done; nothing more is read meanwhile, so the
+		 * responses stay in the order of the requests. */
+		if (work_submit(c, &defer) == 0)
+			return;
+		resp = rpc_error_response(id, PIM__ERROR_CODE__ERROR_INTERNAL,
+					  "cannot hand the request to pimd's work thread; retry later");
+	}
 	if (!resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
 		c->closing = true;
@@ -390,7 +585,7 @@ static void conn_event(struct watch *w, uint32_t events)
 			return;
 		}
 	}
-	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) {
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing && !c->deferred) {
 		c->starved = false;
 		for (int i = 0; i < FRAMES_PER_WAKEUP && !c->closing; i++) {
 			if (outbuf_pending(&c->out) >= s->max_pending || c->unanswered >= s->max_in_flight ||
@@ -438,6 +633,8 @@ static void conn_event(struct watch *w, uint32_t events)
 			conn_handle_frame(c, payload, len, fd);
 			/* The payload is freed: its bytes leave the budget. */
 			conn_account(c);
+			if (c->deferred)
+				break;
 		}
 		if (conn_flush(c) < 0) {
 			conn_free(c);
@@ -523,7 +720,8 @@ static void server_sweep(struct server *s)
 			conn_free(c);
 			continue;
 		}
-		if (idle && c->peer.hello_done && !outbuf_pending(&c->out) && now - c->active_ns >= idle) {
+		if (idle && c->peer.hello_done && !outbuf_pending(&c->out) && !c->deferred &&
+		    now - c->active_ns >= idle) {
 			log_info("Connection #%" PRIu64 " (pid %d uid %u): idle for idle_timeout_s (%u); "
 				 "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid,
 				 s->idle_s);
@@ -735,6 +933,9 @@ int server_new(struct loop *loop, const struct config *cfg, struct store *store,
 	s->loop = loop;
 	s->listener = (struct watch){ .fd = -1, .fn = listener_event, .data = s };
 	s->timer = (struct watch){ .fd = -1, .fn = timer_event, .data = s };
+	s->wt.ev.fd = -1;
+	pthread_mutex_init(&s->wt.mu, NULL);
+	pthread_cond_init(&s->wt.cv, NULL);
 	s->ctx.store = store;
 	s->ctx.started_ns = now_ns();
 	server_apply_config(s, cfg);
@@ -793,6 +994,7 @@ void server_free(struct server *s)
 	if (!s)
 		return;
 	s->change_fn = NULL;
+	work_stop(s);
 	while (s->conns)
 		conn_free(s->conns);
 	if (s->listener.fd >= 0) {
@@ -807,6 +1009,8 @@ void server_free(struct server *s)
 		unlink(s->bound_path);
 		free(s->bound_path);
 	}
+	pthread_mutex_destroy(&s->wt.mu);
+	pthread_cond_destroy(&s->wt.cv);
 	free(s);
 }
 

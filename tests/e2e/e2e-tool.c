@@ -13,13 +13,15 @@
  *                                 max_clients_per_uid = N: one more is refused with ERROR_BUSY
  *                                 (read, not ECONNRESET), another uid is served (as root), each
  *                                 is closed at its deadline, then the uid is served again.
- *   e2e-tool memory SOCKET PID N MIB BOUND  N clients announce max-size frames, send MIB MiB
- *                                 each and stall, then N clients pipeline without reading: a
- *                                 good client is served and pimd's VmHWM grows by < BOUND MiB.
+ *   e2e-tool memory SOCKET PID P F MIB BOUND  P clients pipeline without reading, then F
+ *                                 clients announce max-size frames, send MIB MiB each and stall:
+ *                                 a good client is served and pimd's VmHWM grows by < BOUND MiB.
  *   e2e-tool flood SOCKET PID N MS  N connections held MS ms against a low descriptor limit:
  *                                 pimd's CPU time over them stays small; then it serves.
  *   e2e-tool amplify SOCKET       frames of empty entries are refused before they expand.
  *   e2e-tool compact SOCKET N     a valid manifest of N regions in its densest form loads.
+ *   e2e-tool calibrate-p99 SOCKET N POINTS MS  status round trips keep p99 < MS ms while a
+ *                                 calibration of N labelled regions x POINTS thetas runs.
  *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
  *   e2e-tool mxgen FILE N         writes N BF16 values from a fixed generator: magnitudes over
  *                                 16 octaves, both signs, some +0.0 and -0.0.
@@ -39,6 +41,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <math.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -599,24 +602,6 @@ static double proc_cpu_s(pid_t pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* Waits until the daemon closes fd (EOF or reset); returns the seconds it took, or -1 after
- * limit seconds.  Frames the daemon sends on the way are read and dropped. */
-static double wait_closed(int fd, double since, double limit)
-{
-	uint8_t buf[4096];
-	for (;;) {
-		double left = since + limit - mono_s();
-		if (left <= 0)
-			return -1;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
-			continue;
-		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			return mono_s() - since;
-	}
-}
-
 /* A status request from a new client of another uid (run as root): it is not counted with ours. */
 static int other_uid_served(const char *path)
 {
@@ -694,16 +679,48 @@ static int cmd_deadlines(const char *path, int n, int hs_ms, int idle_s)
 	pim_client_free(c);
 	if (getuid() == 0)
 		CHECK(other_uid_served(path) == 0, "another uid is not served while one uid holds its cap");
-	/* Each held connection is closed at its deadline. */
+	/* Each held connection is closed at its deadline: all watched at once, each closing time
+	 * taken when it happens. */
+	double *closed = calloc((size_t)n, sizeof *closed);
+	struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+	CHECK(closed && pf, "oom");
+	double end = mono_s() + idle_s + hs_ms / 1000.0 + 5.0;
+	int open_n = n;
+	for (int i = 0; i < n; i++)
+		closed[i] = -1;
+	while (open_n > 0 && mono_s() < end) {
+		int k = 0;
+		for (int i = 0; i < n; i++)
+			if (closed[i] < 0)
+				pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+		if (poll(pf, (nfds_t)k, 200) <= 0)
+			continue;
+		for (int j = 0; j < k; j++) {
+			if (!pf[j].revents)
+				continue;
+			uint8_t buf[4096];
+			ssize_t got = recv(pf[j].fd, buf, sizeof buf, MSG_DONTWAIT);
+			if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EINTR)))
+				continue;  /* the error frame before the close */
+			for (int i = 0; i < n; i++)
+				if (fds[i] == pf[j].fd && closed[i] < 0) {
+					closed[i] = mono_s() - t0[i];
+					open_n--;
+				}
+		}
+	}
 	for (int i = 0; i < n; i++) {
-		double limit = i % 3 == 2 ? idle_s + 3.0 : hs_ms / 1000.0 + 3.0;
-		double lo = i % 3 == 2 ? idle_s * 0.9 : hs_ms / 1000.0 * 0.9;
-		double t = wait_closed(fds[i], t0[i], limit);
-		CHECK(t >= 0, "connection %d (%s) still open after %.1f s", i,
-		      i % 3 == 0 ? "silent" : i % 3 == 1 ? "3 bytes" : "Hello then quiet", limit);
-		CHECK(t >= lo, "connection %d closed after %.2f s, before its deadline", i, t);
+		const char *kind = i % 3 == 0 ? "silent" : i % 3 == 1 ? "3 bytes" : "Hello then quiet";
+		double deadline = i % 3 == 2 ? idle_s : hs_ms / 1000.0;
+		CHECK(closed[i] >= 0, "connection %d (%s) still open %.1f s after its deadline", i, kind,
+		      mono_s() - t0[i] - deadline);
+		CHECK(closed[i] >= deadline * 0.9 && closed[i] <= deadline + 3.0,
+		      "connection %d (%s) closed after %.2f s; its deadline is %.2f s", i, kind, closed[i],
+		      deadline);
 		close(fds[i]);
 	}
+	free(closed);
+	free(pf);
 	good_client_rounds(path, 5);
 	printf("deadlines: %d held connections of one uid closed at their deadlines; the next one "
 	       "refused with ERROR_BUSY%s; served again after\n", n,
@@ -748,8 +765,9 @@ static void reset_hwm(pid_t pid)
 	close(fd);
 }
 
-static int cmd_memory(const char *path, pid_t pid, int n, int mib, int bound)
+static int cmd_memory(const char *path, pid_t pid, int npipe, int nframes, int mib, int bound)
 {
+	int n = npipe > nframes ? npipe : nframes;
 	int *fds = calloc((size_t)n, sizeof *fds);
 	size_t chunk = (size_t)mib << 20;
 	uint8_t *junk = calloc(1, chunk);
@@ -781,7 +799,7 @@ static int cmd_memory(const char *path, pid_t pid, int n, int mib, int bound)
 		pim__request__pack(&req, batch + k * (rn + 4) + 4);
 	}
 	size_t piped = 0;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < npipe; i++) {
 		fds[i] = raw_connect(path);
 		send_hello(fds[i], 1);
 		pim__response__free_unpacked(recv_response(fds[i]), NULL);
@@ -790,7 +808,7 @@ static int cmd_memory(const char *path, pid_t pid, int n, int mib, int bound)
 	/* round robin until every pipeliner is stuck for 300 ms */
 	for (bool progress = true; progress;) {
 		progress = false;
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < npipe; i++) {
 			size_t k = send_some(fds[i], batch, batch_n * (rn + 4), 300);
 			piped += k;
 			if (k == batch_n * (rn + 4))
@@ -799,29 +817,30 @@ static int cmd_memory(const char *path, pid_t pid, int n, int mib, int bound)
 	}
 	good_client_rounds(path, 20);
 	long grow2 = (proc_status_kb(pid, "VmHWM") - base) / 1024;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < npipe; i++)
 		close(fds[i]);
 	usleep(200000);
 	/* 2. Frames announced at max_frame_bytes, mib MiB of each sent, then silence. */
 	size_t stalled = 0;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < nframes; i++) {
 		fds[i] = raw_connect(path);
 		send_hello(fds[i], 1);
 		pim__response__free_unpacked(recv_response(fds[i]), NULL);
 		uint8_t hdr[4];
 		frame_put_header(hdr, announce);
 		CHECK(write(fds[i], hdr, 4) == 4, "write");
-		stalled += send_some(fds[i], junk, chunk, 200);
+		stalled += send_some(fds[i], junk, chunk, 100);
 	}
 	good_client_rounds(path, 20);
 	long grow1 = (proc_status_kb(pid, "VmHWM") - base) / 1024;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < nframes; i++)
 		close(fds[i]);
 	usleep(200000);
 	good_client_rounds(path, 5);
-	printf("memory: peak RSS of pimd over its RSS before: +%ld MiB with %d pipelining clients "
-	       "(%zu MiB of requests unread), +%ld MiB with %d stalled frames as well (%zu MiB sent); "
-	       "bound %d MiB\n", grow2, n, piped >> 20, grow1, n, stalled >> 20, bound);
+	printf("memory: peak RSS of pimd over its RSS before (%ld MiB): +%ld MiB with %d pipelining "
+	       "clients (%zu MiB of requests unread), +%ld MiB with %d stalled frames as well (%zu MiB "
+	       "sent); bound %d MiB\n", base / 1024, grow2, npipe, piped >> 20, grow1, nframes,
+	       stalled >> 20, bound);
 	CHECK(grow1 < bound && grow2 < bound, "pimd grew by %ld / %ld MiB, more than %d MiB", grow1,
 	      grow2, bound);
 	free(batch);
@@ -911,9 +930,9 @@ static int cmd_amplify(const char *path)
 	return 0;
 }
 
-/* A valid manifest of n regions in its densest form (one operand, one-letter names) loads and
- * reads back; then it is removed. */
-static int cmd_compact(const char *path, size_t n)
+/* Loads (replacing) a valid manifest "compact" of n regions in its densest form (one operand,
+ * one-letter names); returns the seconds the load took. */
+static double load_compact(const char *path, size_t n)
 {
 	Pim__Manifest m = PIM__MANIFEST__INIT;
 	Pim__Allocation a = PIM__ALLOCATION__INIT, *ap = &a;
@@ -965,11 +984,87 @@ static int cmd_compact(const char *path, size_t n)
 	close(fd);
 	free(regions);
 	free(rp);
+	printf("compact: a valid manifest of %zu regions (%zu bytes) loaded in %.2f s\n", n, len, t);
+	return t;
+}
+
+/* The manifest loads and reads back; then it is removed. */
+static int cmd_compact(const char *path, size_t n)
+{
+	load_compact(path, n);
 	pim_client *c = pim_client_new();
 	CHECK(pim_client_connect(c, path, "compact") == 0, "%s", pim_client_error(c));
 	CHECK(pim_model_remove(c, "compact") == 0, "remove: %s", pim_client_error(c));
 	pim_client_free(c);
-	printf("compact: a valid manifest of %zu regions (%zu bytes) loaded in %.2f s\n", n, len, t);
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A calibration of every region of a compact model of n regions over `points` values of theta
+ * runs on one connection while another asks for status in a loop: the status round trips keep
+ * a p99 under p99_ms, and the calibration is answered.
+ */
+static int cmd_calibrate_p99(const char *path, size_t n, size_t points, double p99_ms)
+{
+	load_compact(path, n);
+	size_t cap = 32 + n * 16;
+	char *csv = malloc(cap), *q = csv;
+	q += sprintf(q, "region,beneficial\n");
+	for (size_t i = 0; i < n; i++)
+		q += sprintf(q, "%zu,%d\n", i, (int)(i % 3 == 0));
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Calibrate cal = PIM__CALIBRATE__INIT;
+	cal.model = "compact";
+	cal.labels_csv = csv;
+	cal.theta_lo = 1e6;
+	cal.theta_step = 1e6;
+	cal.theta_hi = 1e6 * (double)points;
+	req.id = 11;
+	req.body_case = PIM__REQUEST__BODY_CALIBRATE;
+	req.calibrate = &cal;
+	int fd = raw_connect(path);
+	struct timeval tv = { .tv_sec = 600 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	send_hello(fd, 1);
+	pim__response__free_unpacked(recv_response(fd), NULL);
+	pim_client *c = pim_client_new();
+	CHECK(pim_client_connect(c, path, "status-probe") == 0, "%s", pim_client_error(c));
+	double t0 = mono_s();
+	send_request(fd, &req);
+	size_t cap_lat = 1 << 20, nlat = 0;
+	double *lat = malloc(cap_lat * sizeof *lat);
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	while (poll(&pf, 1, 0) == 0 && nlat < cap_lat) {
+		struct pim_status st;
+		double a = mono_s();
+		CHECK(pim_status(c, &st) == 0, "status: %s", pim_client_error(c));
+		lat[nlat++] = (mono_s() - a) * 1e3;
+		usleep(1000);
+	}
+	Pim__Response *r = recv_response(fd);
+	double took = mono_s() - t0;
+	CHECK(r->body_case == PIM__RESPONSE__BODY_CALIBRATE && r->id == 11, "calibrate: %s",
+	      r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "not a calibrate reply");
+	size_t npoints = r->calibrate->n_points;
+	pim__response__free_unpacked(r, NULL);
+	CHECK(nlat > 0, "no status request was answered while the calibration ran");
+	qsort(lat, nlat, sizeof *lat, cmp_double);
+	size_t i99 = (size_t)ceil((double)nlat * 0.99) - 1;
+	double p50 = lat[nlat / 2], p99 = lat[i99], max = lat[nlat - 1];
+	printf("calibrate: %zu labelled regions x %zu points took %.2f s; meanwhile %zu status round "
+	       "trips: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", n, npoints, took, nlat, p50, p99, max);
+	CHECK(p99 < p99_ms, "status p99 %.2f ms during the calibration, goal < %.0f ms", p99, p99_ms);
+	CHECK(pim_model_remove(c, "compact") == 0, "remove: %s", pim_client_error(c));
+	pim_client_free(c);
+	close(fd);
+	free(lat);
+	free(csv);
 	return 0;
 }
 
@@ -1214,6 +1309,9 @@ int main(int argc, char **argv)
 		return cmd_amplify(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "compact") == 0)
 		return cmd_compact(argv[2], (size_t)strtoul(argv[3], NULL, 10));
+	if (argc == 6 && strcmp(argv[1], "calibrate-p99") == 0)
+		return cmd_calibrate_p99(argv[2], (size_t)strtoul(argv[3], NULL, 10),
+					 (size_t)strtoul(argv[4], NULL, 10), atof(argv[5]));
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)
@@ -1229,8 +1327,9 @@ int main(int argc, char **argv)
 		return cmd_notify(argv[2], atoi(argv[3]));
 	if (argc == 6 && strcmp(argv[1], "deadlines") == 0)
 		return cmd_deadlines(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-	if (argc == 7 && strcmp(argv[1], "memory") == 0)
-		return cmd_memory(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+	if (argc == 8 && strcmp(argv[1], "memory") == 0)
+		return cmd_memory(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]),
+				  atoi(argv[7]));
 	if (argc == 6 && strcmp(argv[1], "flood") == 0)
 		return cmd_flood(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	fprintf(stderr, "usage: e2e-tool hostile SOCKET N | client SOCKET FILE | notify PATH SECONDS\n");

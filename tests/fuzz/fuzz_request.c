@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	/* both connection states: before and after Hello */
 	peer.hello_done = size & 1;
-	Pim__Response *resp = rpc_handle(&ctx, &peer, req, &after);
+	Pim__Response *resp = rpc_handle(&ctx, &peer, req, &after, NULL);
 	if (resp) {
 		size_t n = pim__response__get_packed_size(resp);
 		uint8_t *buf = malloc(n + 1);

@@ -1,0 +1,97 @@
+#!/bin/sh
+# Availability at full scale (make stress): what tests/e2e/run.sh checks in a few seconds, here
+# at the sizes of issue reports and of the documented limits.  Usage: tests/e2e/stress.sh BUILD_DIR
+# Prints the figures README.md quotes; exits non-zero if a bound is not kept.
+set -u
+B=${1:-build}
+B=$(cd "$B" && pwd)
+PIMD=$B/pimd
+PIMCTL=$B/pimctl
+TOOL=$B/tests/e2e-tool
+T=$(mktemp -d /tmp/pimd-stress.XXXXXX)
+S=$T/pimd.sock
+PID=
+pass=0
+fail=0
+
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; tail -5 "$T/log" | sed 's/^/     | /'; }
+check() { d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+start() { # start CONFIG [PRLIMIT-ARGS]: pimd on $S with that configuration
+	printf "$1" > "$T/pimd.conf"
+	shift
+	${1:+prlimit "$@"} "$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
+	PID=$!
+	i=0
+	while ! "$PIMCTL" --socket "$S" status >/dev/null 2>&1 && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+}
+stop() { kill -TERM "$PID"; wait "$PID"; PID=; }
+hwm_mib() { echo $(($(awk '/^VmHWM:/ { print $2 }' /proc/$1/status) / 1024)); }
+
+# The client plays every attacker from one uid: the per-uid cap is raised where it would stop it.
+ulimit -n 8192 2>/dev/null
+
+# 1. 256 silent, slowloris and Hello-then-quiet connections of one uid, default handshake
+#    deadline (5 s), idle timeout 10 s: another uid is served while they are held, and each
+#    closes at its deadline.
+start 'max_clients = 1024\nmax_clients_per_uid = 256\nidle_timeout_s = 10\n'
+chmod 0755 "$T"; chmod 0666 "$S"
+check "256 held connections of one uid" "$TOOL" deadlines "$S" 256 5000 10
+chmod 0700 "$T"
+stop
+
+# 2. Memory: 32 clients pipelining without reading (max_pending_bytes 64M each: 2 GiB before
+#    max_buffered_bytes), then 255 frames announced at 32 MiB with 15 MiB sent each; default
+#    max_buffered_bytes (128M).  Goal: pimd under 256 MiB whatever clients send.
+start 'max_clients = 1024\nmax_clients_per_uid = 1024\nmax_frame_bytes = 32M\nmax_requests_in_flight = 65536\n'
+"$PIMCTL" --socket "$S" model load "$(pwd)/examples/decoder-block.json" >/dev/null
+check "peak RSS under 32 pipelining clients and 255 stalled frames" \
+	"$TOOL" memory "$S" "$PID" 32 255 15 240
+
+# 3. A valid manifest at the documented limit: 1000000 regions (25 MB with max_frame_bytes 32M).
+echo 5 > /proc/$PID/clear_refs
+check "a valid manifest of 1000000 regions loads" "$TOOL" compact "$S" 1000000
+echo "compact: pimd peak RSS $(hwm_mib $PID) MiB while loading it"
+stop
+
+# 4. A calibration of 10000 labelled regions x 200000 thetas (2e9 evaluations, seconds) runs on
+#    the work thread: status keeps p99 < 10 ms and the watchdog (WATCHDOG_USEC 1 s: a ping each
+#    0.5 s) keeps pinging.
+"$TOOL" notify "$T/notify.sock" 300 > "$T/notify.out" &
+NPID=$!
+sleep 0.2
+printf '' > "$T/pimd.conf"
+NOTIFY_SOCKET=$T/notify.sock WATCHDOG_USEC=1000000 \
+	"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
+PID=$!
+i=0
+while ! "$PIMCTL" --socket "$S" status >/dev/null 2>&1 && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+W0=$(grep -c '^WATCHDOG=1' "$T/notify.out")
+"$TOOL" calibrate-p99 "$S" 10000 200000 10 > "$T/cal.out" 2>&1
+RC=$?
+W1=$(grep -c '^WATCHDOG=1' "$T/notify.out")
+cat "$T/cal.out"
+SECS=$(sed -n 's/.* took \([0-9]*\)\.[0-9]* s;.*/\1/p' "$T/cal.out")
+echo "watchdog: $((W1 - W0)) WATCHDOG=1 during the calibration (${SECS:-?} s)"
+check "status p99 < 10 ms during a large calibration" [ "$RC" -eq 0 ]
+check "the watchdog pings on during it (at least one a second)" [ $((W1 - W0)) -ge "${SECS:-1}" ]
+stop
+wait "$NPID"
+
+# 5. max_clients 1024 against RLIMIT_NOFILE 1024 (the man page's example, the default limit):
+#    2000 connections held 5 s.
+start 'max_clients = 1024\nmax_clients_per_uid = 4096\n' --nofile=1024:1024
+check "2000 connections against 1024 descriptors: no spinning" "$TOOL" flood "$S" "$PID" 2000 5000
+LINES=$(grep -c 'Cannot accept connections' "$T/log")
+echo "flood: $LINES log line(s) about accept()"
+check "accept failures logged at most once per 10 s" [ "$LINES" -le 2 ]
+stop
+
+echo "stress: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
