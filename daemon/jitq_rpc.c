@@ -269,10 +269,104 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	return resp;
 }
 
-Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req)
+/* A quantization in flight (rpc_deferred): its own copies of the tensor and the PIM model. */
+struct quantize_job {
+	uint64_t id;
+	bool pim, ocp;
+	enum mx_format fmt;
+	enum mx_ocp_format ocp_fmt;
+	enum mx_src src;
+	enum mx_dir dir;
+	enum pimsim_mapping map;
+	struct pimsim_params pimp;
+	uint32_t rows, cols;
+	void *data;
+	size_t len, out_len;
+	Pim__Response *resp;
+};
+
+/* On the work thread: quantizes and builds the reply (NULL when out of memory). */
+static Pim__Response *quantize_job_reply(struct quantize_job *j)
+{
+	struct pim_error err = { 0 };
+	uint8_t *out = malloc(j->out_len);
+	Pim__Response *resp = rpc_response_new(j->id);
+	Pim__JitqQuantizeReply *r = malloc(sizeof *r);
+	char *engine = strdup(j->pim ? pimsim_mapping_name(j->map) : "reference");
+	if (!out || !resp || !r || !engine) {
+		free(out);
+		free(resp);
+		free(r);
+		free(engine);
+		return NULL;
+	}
+	pim__jitq_quantize_reply__init(r);
+	int k;
+	if (j->pim) {
+		struct pimsim_stats st = { 0 };
+		uint8_t *ref = malloc(j->out_len);
+		k = ref ? pimsim_quantize(&j->pimp, j->map, j->dir, j->fmt, j->src, j->data, j->rows, j->cols,
+					  out, j->out_len, &st, &err)
+			: err_set(&err, -ENOMEM, "out of memory");
+		if (k == 0)
+			k = mx_quantize_tensor(j->fmt, j->src, j->data, j->rows, j->cols, j->dir, ref, j->out_len,
+					       &err);
+		if (k == 0 && memcmp(ref, out, j->out_len) != 0) {
+			log_error("PIM model and reference quantizer disagree (%s, %s, %u x %u)",
+				  pimsim_mapping_name(j->map), mx_format_name(j->fmt), j->rows, j->cols);
+			k = err_set(&err, -EIO, "the PIM model's output differs from the reference quantizer");
+		}
+		free(ref);
+		r->pim_time_ns = st.time_ns;
+		r->pim_commands = st.total_cmds;
+	} else if (j->ocp)
+		k = mx_ocp_quantize_tensor(j->ocp_fmt, j->src, j->data, j->rows, j->cols, j->dir, out,
+					   j->out_len, &err);
+	else
+		k = mx_quantize_tensor(j->fmt, j->src, j->data, j->rows, j->cols, j->dir, out, j->out_len, &err);
+	if (k < 0) {
+		free(out);
+		free(resp);
+		free(r);
+		free(engine);
+		return rpc_error_from(j->id, &err);
+	}
+	r->data.data = out;
+	r->data.len = j->out_len;
+	r->blocks = j->out_len / (j->ocp ? mx_ocp_block_bytes(j->ocp_fmt) : mx_block_bytes(j->fmt));
+	r->engine = engine;
+	resp->body_case = PIM__RESPONSE__BODY_JITQ_QUANTIZE;
+	resp->jitq_quantize = r;
+	return resp;
+}
+
+static void quantize_job_run(void *data)
+{
+	struct quantize_job *j = data;
+	j->resp = quantize_job_reply(j);
+}
+
+static Pim__Response *quantize_job_finish(void *data)
+{
+	struct quantize_job *j = data;
+	Pim__Response *r = j->resp;
+	j->resp = NULL;
+	return r;
+}
+
+static void quantize_job_release(void *data)
+{
+	struct quantize_job *j = data;
+	if (j->resp)
+		pim__response__free_unpacked(j->resp, NULL);
+	free(j->data);
+	free(j);
+}
+
+Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req,
+				  struct rpc_deferred *defer)
 {
 	const Pim__JitqQuantize *q = req->jitq_quantize;
-	struct pim_error err = { 0 };
 	enum mx_format fmt = MX_FMT_MX6;
 	enum mx_ocp_format ocp_fmt = MX_OCP_FP8_E4M3;
 	enum mx_src src = MX_SRC_BF16;
@@ -311,7 +405,8 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 						  "the PIM model runs the MX9/MX6/MX4 kernel; %s takes the "
 						  "reference engine", mx_ocp_format_name(ocp_fmt));
 	}
-	/* The PIM model executes every command on the event loop: keep one request short. */
+	/* The PIM model executes every command (on the work thread, one request at a time): keep
+	 * one request short so that others do not wait long behind it. */
 	if (pim && (uint64_t)q->rows * q->cols > JITQ_RPC_PIM_ELEMENTS_MAX)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "the PIM model runs at most %u elements per request (%u x %u given); "
@@ -332,58 +427,21 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 					  "%s blocking needs the %s count (%u) to be a multiple of %d",
 					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
 					  dir == MX_DIR_ROW ? q->cols : q->rows, ocp ? MX_OCP_BLOCK : MX_BLOCK);
+	struct quantize_job *j = calloc(1, sizeof *j);
 	/* Input is little-endian by contract; this daemon only runs on little-endian hosts. */
 	void *aligned = malloc(q->data.len);
-	uint8_t *out = malloc(out_len);
-	Pim__Response *resp = rpc_response_new(req->id);
-	Pim__JitqQuantizeReply *r = malloc(sizeof *r);
-	char *engine = strdup(pim ? pimsim_mapping_name(map) : "reference");
-	if (!aligned || !out || !resp || !r || !engine) {
+	if (!j || !aligned) {
+		free(j);
 		free(aligned);
-		free(out);
-		free(resp);
-		free(r);
-		free(engine);
 		return NULL;
 	}
 	memcpy(aligned, q->data.data, q->data.len);
-	pim__jitq_quantize_reply__init(r);
-	int k;
-	if (pim) {
-		struct pimsim_stats st = { 0 };
-		uint8_t *ref = malloc(out_len);
-		k = ref ? pimsim_quantize(ctx->pim, map, dir, fmt, src, aligned, q->rows, q->cols, out, out_len,
-					  &st, &err)
-			: err_set(&err, -ENOMEM, "out of memory");
-		if (k == 0)
-			k = mx_quantize_tensor(fmt, src, aligned, q->rows, q->cols, dir, ref, out_len, &err);
-		if (k == 0 && memcmp(ref, out, out_len) != 0) {
-			log_error("PIM model and reference quantizer disagree (%s, %s, %u x %u)",
-				  pimsim_mapping_name(map), mx_format_name(fmt), q->rows, q->cols);
-			k = err_set(&err, -EIO, "the PIM model's output differs from the reference quantizer");
-		}
-		free(ref);
-		r->pim_time_ns = st.time_ns;
-		r->pim_commands = st.total_cmds;
-	} else if (ocp)
-		k = mx_ocp_quantize_tensor(ocp_fmt, src, aligned, q->rows, q->cols, dir, out, out_len, &err);
-	else
-		k = mx_quantize_tensor(fmt, src, aligned, q->rows, q->cols, dir, out, out_len, &err);
-	free(aligned);
-	if (k < 0) {
-		free(out);
-		free(resp);
-		free(r);
-		free(engine);
-		return rpc_error_from(req->id, &err);
-	}
-	r->data.data = out;
-	r->data.len = out_len;
-	r->blocks = out_len / (ocp ? mx_ocp_block_bytes(ocp_fmt) : mx_block_bytes(fmt));
-	r->engine = engine;
-	resp->body_case = PIM__RESPONSE__BODY_JITQ_QUANTIZE;
-	resp->jitq_quantize = r;
-	return resp;
+	*j = (struct quantize_job){ .id = req->id, .pim = pim, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt,
+				    .src = src, .dir = dir, .map = map, .pimp = *ctx->pim, .rows = q->rows,
+				    .cols = q->cols, .data = aligned, .len = q->data.len, .out_len = out_len };
+	struct rpc_deferred job = { .run = quantize_job_run, .finish = quantize_job_finish,
+				    .release = quantize_job_release, .data = j };
+	return rpc_defer(defer, &job);
 }
 
 Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req)

@@ -367,7 +367,7 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 	case PIM__REQUEST__BODY_JITQ_PLAN:
 		return jitq_rpc_plan(ctx, req);
 	case PIM__REQUEST__BODY_JITQ_QUANTIZE:
-		return jitq_rpc_quantize(ctx, req);
+		return jitq_rpc_quantize(ctx, req, defer);
 	case PIM__REQUEST__BODY_JITQ_DEQUANTIZE:
 		return jitq_rpc_dequantize(ctx, req);
 	case PIM__REQUEST__BODY_PROFILE:
