@@ -441,8 +441,11 @@ check "the deadlines are logged" grep -q 'no Hello within handshake_timeout_ms (
 # announced at 8 MiB with 4 MiB sent each (48 MiB): max_buffered_bytes 8 MiB holds for all.
 printf 'max_clients = 64\nmax_frame_bytes = 8M\nmax_pending_bytes = 2M\nmax_requests_in_flight = 65536\nmax_buffered_bytes = 8M\n' > "$T/avail.conf"
 kill -HUP "$PID"; sleep 0.3
-check "pimd's peak RSS stays within max_buffered_bytes under stalled frames and unread answers" \
-	"$TOOL" memory "$S" "$PID" 12 12 4 16
+# AddressSanitizer keeps freed memory in its quarantine: RSS does not show what pimd holds there.
+if [ -z "${PIMD_E2E_ASAN:-}" ]; then
+	check "pimd's peak RSS stays within max_buffered_bytes under stalled frames and unread answers" \
+		"$TOOL" memory "$S" "$PID" 12 12 4 16
+fi
 kill -TERM "$PID"; wait_exit "$PID"; PID=
 # max_clients 256 against 32 descriptors: accept() fails with EMFILE; pimd rests instead of spinning
 printf 'max_clients = 256\n' > "$T/avail.conf"
