@@ -444,10 +444,84 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	return rpc_defer(defer, &job);
 }
 
-Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req)
+/* A dequantization in flight (rpc_deferred), like a quantization: its own copy of the blocks. */
+struct dequantize_job {
+	uint64_t id;
+	bool ocp;
+	enum mx_format fmt;
+	enum mx_ocp_format ocp_fmt;
+	enum mx_dir dir;
+	uint32_t rows, cols;
+	uint8_t *data;
+	size_t len;
+	Pim__Response *resp;
+};
+
+/* On the work thread: dequantizes and builds the reply (NULL when out of memory). */
+static Pim__Response *dequantize_job_reply(struct dequantize_job *j)
+{
+	struct pim_error err = { 0 };
+	size_t count = (size_t)j->rows * j->cols;
+	float *out = malloc(count * sizeof(float));
+	Pim__Response *resp = rpc_response_new(j->id);
+	Pim__JitqDequantizeReply *r = malloc(sizeof *r);
+	if (!out || !resp || !r) {
+		free(out);
+		free(resp);
+		free(r);
+		return NULL;
+	}
+	int k = j->ocp ? mx_ocp_dequantize_tensor(j->ocp_fmt, j->data, j->len, j->rows, j->cols, j->dir, out,
+						  count, &err)
+		       : mx_dequantize_tensor(j->fmt, j->data, j->len, j->rows, j->cols, j->dir, out, count,
+					      &err);
+	if (k < 0) {
+		free(out);
+		free(resp);
+		free(r);
+		return rpc_error_from(j->id, &err);
+	}
+	pim__jitq_dequantize_reply__init(r);
+	size_t bb = j->ocp ? mx_ocp_block_bytes(j->ocp_fmt) : mx_block_bytes(j->fmt);
+	r->blocks = j->len / bb;
+	/* byte 0 of every block is its exponent or scale; 255 marks a NaN block in both families */
+	for (size_t i = 0; i < j->len; i += bb)
+		r->nan_blocks += j->data[i] == (j->ocp ? MX_OCP_SCALE_NAN : MX_EXP_NAN);
+	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
+	r->data.data = (uint8_t *)out;
+	r->data.len = count * sizeof(float);
+	resp->body_case = PIM__RESPONSE__BODY_JITQ_DEQUANTIZE;
+	resp->jitq_dequantize = r;
+	return resp;
+}
+
+static void dequantize_job_run(void *data)
+{
+	struct dequantize_job *j = data;
+	j->resp = dequantize_job_reply(j);
+}
+
+static Pim__Response *dequantize_job_finish(void *data)
+{
+	struct dequantize_job *j = data;
+	Pim__Response *r = j->resp;
+	j->resp = NULL;
+	return r;
+}
+
+static void dequantize_job_release(void *data)
+{
+	struct dequantize_job *j = data;
+	if (j->resp)
+		pim__response__free_unpacked(j->resp, NULL);
+	free(j->data);
+	free(j);
+}
+
+Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req,
+				    struct rpc_deferred *defer)
 {
 	const Pim__JitqDequantize *q = req->jitq_dequantize;
-	struct pim_error err = { 0 };
 	enum mx_format fmt = MX_FMT_MX6;
 	enum mx_ocp_format ocp_fmt = MX_OCP_FP8_E4M3;
 	enum mx_dir dir = MX_DIR_ROW;
@@ -493,35 +567,17 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 					  "%u x %u FP32 elements are %llu bytes, more than a reply of "
 					  "max_frame_bytes %u can carry; dequantize the tensor in parts",
 					  q->rows, q->cols, (unsigned long long)out_bytes, ctx->max_frame_bytes);
-	float *out = malloc((size_t)out_bytes);
-	Pim__Response *resp = rpc_response_new(req->id);
-	Pim__JitqDequantizeReply *r = malloc(sizeof *r);
-	if (!out || !resp || !r) {
-		free(out);
-		free(resp);
-		free(r);
+	struct dequantize_job *j = calloc(1, sizeof *j);
+	void *copy = malloc(in_len);
+	if (!j || !copy) {
+		free(j);
+		free(copy);
 		return NULL;
 	}
-	int k = ocp ? mx_ocp_dequantize_tensor(ocp_fmt, q->data.data, q->data.len, q->rows, q->cols, dir, out,
-					       (size_t)count, &err)
-		    : mx_dequantize_tensor(fmt, q->data.data, q->data.len, q->rows, q->cols, dir, out,
-					   (size_t)count, &err);
-	if (k < 0) {
-		free(out);
-		free(resp);
-		free(r);
-		return rpc_error_from(req->id, &err);
-	}
-	pim__jitq_dequantize_reply__init(r);
-	size_t bb = ocp ? mx_ocp_block_bytes(ocp_fmt) : mx_block_bytes(fmt);
-	r->blocks = in_len / bb;
-	/* byte 0 of every block is its exponent or scale; 255 marks a NaN block in both families */
-	for (size_t i = 0; i < in_len; i += bb)
-		r->nan_blocks += q->data.data[i] == (ocp ? MX_OCP_SCALE_NAN : MX_EXP_NAN);
-	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
-	r->data.data = (uint8_t *)out;
-	r->data.len = (size_t)out_bytes;
-	resp->body_case = PIM__RESPONSE__BODY_JITQ_DEQUANTIZE;
-	resp->jitq_dequantize = r;
-	return resp;
+	memcpy(copy, q->data.data, in_len);
+	*j = (struct dequantize_job){ .id = req->id, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt, .dir = dir,
+				      .rows = q->rows, .cols = q->cols, .data = copy, .len = in_len };
+	struct rpc_deferred job = { .run = dequantize_job_run, .finish = dequantize_job_finish,
+				    .release = dequantize_job_release, .data = j };
+	return rpc_defer(defer, &job);
 }

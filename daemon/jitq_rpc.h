@@ -12,7 +12,8 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req);
 /* The quantization itself runs through defer (rpc_deferred): a tensor can take seconds. */
 Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req,
 				 struct rpc_deferred *defer);
-Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req);
+Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req,
+				    struct rpc_deferred *defer);
 
 /* The launches listed without per_block (a summary stays small for any model). */
 #define JITQ_RPC_SUMMARY_LAUNCHES 64

@@ -369,7 +369,7 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 	case PIM__REQUEST__BODY_JITQ_QUANTIZE:
 		return jitq_rpc_quantize(ctx, req, defer);
 	case PIM__REQUEST__BODY_JITQ_DEQUANTIZE:
-		return jitq_rpc_dequantize(ctx, req);
+		return jitq_rpc_dequantize(ctx, req, defer);
 	case PIM__REQUEST__BODY_PROFILE:
 		return profiler_rpc_start(ctx->profiler, peer, req);
 	case PIM__REQUEST__BODY_PROFILE_STATUS:
