@@ -138,6 +138,35 @@ void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *ou
 	}
 }
 
+void mx_quantize_block_trunc(enum mx_format f, const float in[16], struct mx_block *out)
+{
+	unsigned m = mx_mantissa_bits(f), e[MX_BLOCK], E = 0;
+	uint32_t u[MX_BLOCK];
+
+	memset(out, 0, sizeof *out);
+	if (!m)
+		return;
+	for (unsigned j = 0; j < MX_BLOCK; j++) {
+		u[j] = mx_f32_bits(in[j]);
+		e[j] = (u[j] >> FP32_MANT_BITS) & 0xff;
+		if (e[j] > E)
+			E = e[j];
+	}
+	out->exp = (uint8_t)E; /* 255 is not special here */
+	for (unsigned i = 0; i < MX_BLOCK / 2; i++) {
+		unsigned d = e[2 * i] < E && e[2 * i + 1] < E;
+		out->micro |= (uint8_t)(d << i);
+		for (unsigned j = 2 * i; j < 2 * i + 2; j++) {
+			/* The hidden bit is set whatever e is; sh >= 24 - m >= 17, and v < 2^24 so
+			 * any sh >= 24 gives 0. M < 2^m always: no saturation. */
+			uint32_t v = FP32_HIDDEN | (u[j] & FP32_MANT_MASK);
+			unsigned sh = 24 - m + (E - e[j]) - d;
+			out->sign |= (uint16_t)((u[j] >> 31) << j);
+			out->mag[j] = (uint8_t)(sh >= 24 ? 0 : v >> sh);
+		}
+	}
+}
+
 /*
  * M * 2^k as FP32: built directly when the result is normal, else by ldexpf(), which is exact
  * here too since k >= -134 makes the value a multiple of 2^-149 (mx.h).
@@ -281,7 +310,7 @@ static inline size_t block_elem(size_t rows, size_t cols, enum mx_dir dir, size_
 }
 
 static void quant_ref(enum mx_format f, enum mx_src t, const void *src, size_t rows, size_t cols,
-		      enum mx_dir dir, uint8_t *out)
+		      enum mx_dir dir, uint8_t *out, bool trunc)
 {
 	size_t nblocks = rows * cols / MX_BLOCK, bb = mx_block_bytes(f);
 
@@ -291,7 +320,10 @@ static void quant_ref(enum mx_format f, enum mx_src t, const void *src, size_t r
 
 		for (unsigned k = 0; k < MX_BLOCK; k++)
 			in[k] = mx_f32_from_bits(src_bits(t, src, block_elem(rows, cols, dir, b, k)));
-		mx_quantize_block(f, in, &blk);
+		if (trunc)
+			mx_quantize_block_trunc(f, in, &blk);
+		else
+			mx_quantize_block(f, in, &blk);
 		mx_pack_block(f, &blk, out + b * bb);
 	}
 }
@@ -824,7 +856,7 @@ int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src
 
 	switch (impl) {
 	case MX_IMPL_REF:
-		quant_ref(f, src_type, src, rows, cols, dir, out);
+		quant_ref(f, src_type, src, rows, cols, dir, out, false);
 		return 0;
 	case MX_IMPL_GENERIC:
 		quant_generic(f, src_type, src, rows, cols, dir, out);
@@ -856,6 +888,27 @@ int mx_quantize_tensor_ref(enum mx_format f, enum mx_src src_type, const void *s
 {
 	return mx_quantize_tensor_impl(MX_IMPL_REF, f, src_type, src, rows, cols, dir, out,
 				       out_len, err);
+}
+
+int mx_quantize_tensor_trunc(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
+			     size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+			     struct pim_error *err)
+{
+	size_t need = 0;
+	int r = check_shape(f, rows, cols, dir, &need, err);
+
+	if (r < 0)
+		return r;
+	if (src_type != MX_SRC_FP32 && src_type != MX_SRC_BF16)
+		return err_set(err, -EINVAL, "invalid source type %d", (int)src_type);
+	if (!src || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
+	if (out_len < need)
+		return err_set(err, -EINVAL,
+			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
+			       mx_format_name(f), rows, cols, out_len, need);
+	quant_ref(f, src_type, src, rows, cols, dir, out, true);
+	return 0;
 }
 
 int mx_dequantize_tensor(enum mx_format f, const uint8_t *in, size_t in_len, size_t rows,

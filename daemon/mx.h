@@ -84,6 +84,13 @@ int mx_format_from_name(const char *s, enum mx_format *out);
 
 /* Scalar reference quantizer of one block (the specification, BRIEF §5.1). */
 void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *out);
+/*
+ * The arithmetic of the JIT-Q paper's PIM kernel (pimsim's kernel = paper), as a reference for
+ * it: the same E and d, but M = (2^23 | fraction) >> (24 - m + E - e - d), truncated, with the
+ * hidden bit set whatever the exponent (zero and subnormal inputs are not flushed) and no
+ * NaN/Inf block (E = 255 is kept as any other exponent). Not the specification of §5.1.
+ */
+void mx_quantize_block_trunc(enum mx_format f, const float in[16], struct mx_block *out);
 void mx_dequantize_block(enum mx_format f, const struct mx_block *b, float out[16]);
 /* Bits of mag[] above m are ignored by pack; unpack leaves them 0. */
 void mx_pack_block(enum mx_format f, const struct mx_block *b, uint8_t *out);
@@ -153,6 +160,10 @@ int mx_quantize_tensor(enum mx_format f, enum mx_src src_type, const void *src, 
 int mx_quantize_tensor_ref(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
 			   size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
 			   struct pim_error *err);
+/* Same with mx_quantize_block_trunc() (the paper kernel's reference). */
+int mx_quantize_tensor_trunc(enum mx_format f, enum mx_src src_type, const void *src, size_t rows,
+			     size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+			     struct pim_error *err);
 /* Same with a chosen implementation; -ENOTSUP if this CPU cannot run it. */
 int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src_type,
 			    const void *src, size_t rows, size_t cols, enum mx_dir dir,

@@ -54,6 +54,28 @@ int pimsim_mapping_from_name(const char *s, enum pimsim_mapping *out)
 	return -EINVAL;
 }
 
+const char *pimsim_kernel_name(enum pimsim_kernel k)
+{
+	return k == PIMSIM_KERNEL_EXACT ? "exact" : k == PIMSIM_KERNEL_PAPER ? "paper" : "invalid";
+}
+
+int pimsim_kernel_from_name(const char *s, enum pimsim_kernel *out)
+{
+	if (!s)
+		return -EINVAL;
+	if (strcasecmp(s, "exact") == 0) {
+		if (out)
+			*out = PIMSIM_KERNEL_EXACT;
+		return 0;
+	}
+	if (strcasecmp(s, "paper") == 0) {
+		if (out)
+			*out = PIMSIM_KERNEL_PAPER;
+		return 0;
+	}
+	return -EINVAL;
+}
+
 static const struct {
 	const char *name;
 	enum pimsim_class cls;
@@ -79,6 +101,7 @@ static const struct {
 	[PIMSIM_OP_LDCNT] = { "LDCNT", PIMSIM_CLASS_OTHER, false },
 	[PIMSIM_OP_CSHRJ] = { "CSHRJ", PIMSIM_CLASS_BIT_SHIFT, true },
 	[PIMSIM_OP_SEL] = { "SEL", PIMSIM_CLASS_OTHER, true },
+	[PIMSIM_OP_CSHR] = { "CSHR", PIMSIM_CLASS_BIT_SHIFT, false },
 	[PIMSIM_OP_SETS] = { "SETS", PIMSIM_CLASS_OTHER, false },
 	[PIMSIM_OP_SETC] = { "SETC", PIMSIM_CLASS_OTHER, false },
 };
@@ -124,10 +147,17 @@ void pimsim_params_default(struct pimsim_params *p)
 		.BL = 4,
 		.tREFI = 3900,
 		.tRFC = 350,
+		.rw_turnaround = 1,
+		.tRTW = 15,
+		.tWTR = 19,
+		.refresh_reopen = 1,
+		.kernel = PIMSIM_KERNEL_EXACT,
+		.lane_shift_lanes = 1,
+		.cond_shift_range = 0,
 	};
 }
 
-enum pkey_type { PKEY_UINT, PKEY_NS };
+enum pkey_type { PKEY_UINT, PKEY_NS, PKEY_BOOL, PKEY_KERNEL };
 
 static const struct pkey {
 	const char *name;
@@ -157,6 +187,13 @@ static const struct pkey {
 	{ "BL", PKEY_UINT, offsetof(struct pimsim_params, BL), 1, 64 },
 	{ "tREFI", PKEY_UINT, offsetof(struct pimsim_params, tREFI), 0, 1000000 },
 	{ "tRFC", PKEY_UINT, offsetof(struct pimsim_params, tRFC), 0, 100000 },
+	{ "rw_turnaround", PKEY_BOOL, offsetof(struct pimsim_params, rw_turnaround), 0, 1 },
+	{ "tRTW", PKEY_UINT, offsetof(struct pimsim_params, tRTW), 0, 1000 },
+	{ "tWTR", PKEY_UINT, offsetof(struct pimsim_params, tWTR), 0, 1000 },
+	{ "refresh_reopen", PKEY_BOOL, offsetof(struct pimsim_params, refresh_reopen), 0, 1 },
+	{ "kernel", PKEY_KERNEL, offsetof(struct pimsim_params, kernel), 0, 1 },
+	{ "lane_shift_lanes", PKEY_UINT, offsetof(struct pimsim_params, lane_shift_lanes), 1, 16 },
+	{ "cond_shift_range", PKEY_UINT, offsetof(struct pimsim_params, cond_shift_range), 0, 32 },
 };
 
 static char *trim(char *s)
@@ -178,6 +215,22 @@ static int parse_value(const struct pkey *k, const char *v, unsigned *out)
 	unsigned decimals = 0;
 	bool digits = false, dot = false;
 
+	if (k->type == PKEY_BOOL) {
+		if (strcmp(v, "on") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "1") == 0)
+			*out = 1;
+		else if (strcmp(v, "off") == 0 || strcmp(v, "no") == 0 || strcmp(v, "0") == 0)
+			*out = 0;
+		else
+			return -EINVAL;
+		return 0;
+	}
+	if (k->type == PKEY_KERNEL) {
+		enum pimsim_kernel kk;
+		if (pimsim_kernel_from_name(v, &kk) < 0)
+			return -EINVAL;
+		*out = (unsigned)kk;
+		return 0;
+	}
 	for (const char *s = v; *s; s++) {
 		if (*s == '.' && k->type == PKEY_NS && !dot) {
 			dot = true;
@@ -203,6 +256,12 @@ static int parse_value(const struct pkey *k, const char *v, unsigned *out)
 	return 0;
 }
 
+/* Cycles one refresh takes away from the command stream. */
+static unsigned refresh_cost(const struct pimsim_params *p)
+{
+	return p->tRFC + (p->refresh_reopen ? p->tRP + p->tRRDL + p->tRCDRD : 0);
+}
+
 static int params_check(const struct pimsim_params *p, const char *origin, struct pim_error *err)
 {
 	if (!p->stacks || !p->pch_per_stack || p->stacks * p->pch_per_stack > 4096)
@@ -218,9 +277,18 @@ static int params_check(const struct pimsim_params *p, const char *origin, struc
 	if (p->row_bytes % 32)
 		return err_set(err, -EINVAL, "%s: row_bytes = %u must be a multiple of the 32-byte "
 			       "column access", origin, p->row_bytes);
-	if (p->tREFI && p->tREFI <= p->tRFC)
-		return err_set(err, -EINVAL, "%s: tREFI = %u must exceed tRFC = %u (or be 0 to "
-			       "leave refresh out)", origin, p->tREFI, p->tRFC);
+	unsigned per_ref = refresh_cost(p);
+	if (p->tREFI && p->tREFI <= per_ref)
+		return err_set(err, -EINVAL, "%s: tREFI = %u must exceed the %u cycles of one refresh "
+			       "(tRFC%s), or be 0 to leave refresh out", origin, p->tREFI, per_ref,
+			       p->refresh_reopen ? " + tRP + tRRDL + tRCDRD" : "");
+	if (p->kernel > PIMSIM_KERNEL_PAPER || p->rw_turnaround > 1 || p->refresh_reopen > 1)
+		return err_set(err, -EINVAL, "%s: kernel, rw_turnaround or refresh_reopen out of "
+			       "range", origin);
+	if (p->lane_shift_lanes < 1 || p->lane_shift_lanes > 16 || p->cond_shift_range > 32)
+		return err_set(err, -EINVAL, "%s: lane_shift_lanes = %u must be 1 to 16 and "
+			       "cond_shift_range = %u at most 32", origin, p->lane_shift_lanes,
+			       p->cond_shift_range);
 	return 0;
 }
 
@@ -276,6 +344,12 @@ int pimsim_params_parse(struct pimsim_params *p, const char *buf, size_t len, co
 		unsigned v;
 		if (parse_value(&pkeys[i], val, &v) < 0) {
 			const struct pkey *k = &pkeys[i];
+			if (k->type == PKEY_BOOL)
+				return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be on or off",
+					       origin, lineno, key, val);
+			if (k->type == PKEY_KERNEL)
+				return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be exact or paper",
+					       origin, lineno, key, val);
 			if (k->type == PKEY_NS)
 				return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be a time in ns "
 					       "(up to 3 decimals) between %u and %u ps", origin,
@@ -320,6 +394,9 @@ struct kctx {
 	unsigned cj;       /* unconditional sticky right shifts */
 	unsigned K;        /* conditional sticky right shifts (worst case, data-independent) */
 	bool opt, cross;   /* strided-opt counter; block inside a word (tiled, row blocking) */
+	bool paper;        /* paper kernel: truncation, C + K conditional shifts */
+	unsigned C;        /* significand bits - m */
+	unsigned lsw;      /* lanes per lane-shift command */
 	unsigned wp, half; /* words per pack, per bank */
 	unsigned wpr;      /* words per DRAM row */
 	unsigned units;    /* PIM units per pCH */
@@ -364,9 +441,23 @@ static int kctx_init(struct kctx *k, const struct pimsim_params *p, enum pimsim_
 	 * enough whatever the data, which is what a broadcast kernel needs.
 	 */
 	unsigned C = bits - k->m;
-	k->pre = C < 2 ? 2 - C : 0;
-	k->cj = C + k->pre - 2;
-	k->K = k->m + 1;
+	k->C = C;
+	k->paper = p->kernel == PIMSIM_KERNEL_PAPER;
+	k->lsw = p->lane_shift_lanes ? p->lane_shift_lanes : 1;
+	if (k->paper) {
+		/* Truncation: v / 2^(C + k) < 1 for k >= m, so K = m steps give every input its
+		 * truncated M; fewer would leave wrong bits for large k. */
+		if (p->cond_shift_range && p->cond_shift_range < k->m)
+			return err_set(err, -EINVAL, "cond_shift_range = %u is below m = %u of %s: "
+				       "the paper kernel would not truncate every input correctly",
+				       p->cond_shift_range, k->m, mx_format_name(f));
+		k->pre = k->cj = 0;
+		k->K = p->cond_shift_range ? p->cond_shift_range : k->m;
+	} else {
+		k->pre = C < 2 ? 2 - C : 0;
+		k->cj = C + k->pre - 2;
+		k->K = k->m + 1;
+	}
 	k->opt = map == PIMSIM_STRIDED_OPT;
 	k->cross = map == PIMSIM_TILED && dir == MX_DIR_ROW;
 	k->tiles_per_pack = map == PIMSIM_TILED ? 1 : k->nl;
@@ -399,9 +490,9 @@ struct loc {
 struct tmpl {
 	struct tcmd *v;
 	size_t n, cap;
-	struct pimsim_cmd setup[48];
+	struct pimsim_cmd setup[80];
 	unsigned nsetup;
-	uint32_t srf[40];
+	uint32_t srf[72];
 	unsigned nsrf;
 	uint32_t out_count[2], out_round;
 	struct loc elem_out[256]; /* by input word of the pack */
@@ -477,6 +568,13 @@ static void un(struct tmpl *t, enum pimsim_op op, unsigned d, unsigned a)
 	alu(t, op, d, a, 0);
 }
 
+/* A lane shift by n lanes (imm, not an SRF scalar: it is part of the command). */
+static void lsh(struct tmpl *t, enum pimsim_op op, unsigned d, unsigned a, unsigned n)
+{
+	struct pimsim_cmd c = { .op = (uint8_t)op, .dst = (uint8_t)d, .a = (uint8_t)a, .imm = n };
+	t_push(t, &c, false, 0);
+}
+
 static void sel(struct tmpl *t, unsigned d, unsigned m, unsigned a, unsigned b)
 {
 	struct pimsim_cmd c = { .op = PIMSIM_OP_SEL, .dst = (uint8_t)d, .a = (uint8_t)m,
@@ -506,8 +604,37 @@ static struct loc movw(struct tmpl *t, unsigned a, unsigned bank)
  * E - d, R_DB the output d bit. Leaves the output lane (sign | d << m | M) in R_X and
  * overwrites e with k = E - d - e.
  */
+static void emit_element_paper(struct tmpl *t, const struct kctx *k, unsigned u, unsigned e)
+{
+	unsigned steps = k->C + k->K;
+
+	alui(t, PIMSIM_OP_AND, R_X, u, k->mantmask);
+	alui(t, PIMSIM_OP_OR, R_X, R_X, k->hidden); /* no zero/subnormal test */
+	alu(t, PIMSIM_OP_SUB, e, R_ED, e);          /* k = E - d - e */
+	if (k->C)
+		alui(t, PIMSIM_OP_ADD, e, e, k->C * k->unit); /* the whole shift C + k */
+	if (k->opt) {
+		un(t, PIMSIM_OP_LDCNT, 0, e);
+		for (unsigned i = 0; i < steps; i++)
+			un(t, PIMSIM_OP_CSHR, R_X, R_X);
+	} else {
+		for (unsigned i = 0; i < steps; i++) {
+			alui(t, PIMSIM_OP_CMPGT, R_T0, e, i * k->unit);
+			un(t, PIMSIM_OP_BSHR, R_T1, R_X);
+			sel(t, R_X, R_T0, R_T1, R_X);
+		}
+	}
+	alui(t, PIMSIM_OP_AND, R_T0, u, k->sign);
+	alu(t, PIMSIM_OP_OR, R_X, R_X, R_T0);
+	alu(t, PIMSIM_OP_OR, R_X, R_X, R_DB);
+}
+
 static void emit_element(struct tmpl *t, const struct kctx *k, unsigned u, unsigned e)
 {
+	if (k->paper) {
+		emit_element_paper(t, k, u, e);
+		return;
+	}
 	alui(t, PIMSIM_OP_AND, R_X, u, k->mantmask);
 	alui(t, PIMSIM_OP_OR, R_X, R_X, k->hidden);
 	alui(t, PIMSIM_OP_CMPGT, R_T0, e, 0); /* e = 0: zero or subnormal, flushed */
@@ -550,6 +677,10 @@ static void emit_pair_tail(struct tmpl *t, const struct kctx *k)
 {
 	alui(t, PIMSIM_OP_AND, R_ED, R_LT, k->unit);
 	alu(t, PIMSIM_OP_SUB, R_ED, R_E, R_ED);
+	if (k->paper) {
+		alui(t, PIMSIM_OP_AND, R_DB, R_LT, 1u << k->m); /* no NaN block */
+		return;
+	}
 	alu(t, PIMSIM_OP_AND, R_DB, R_LT, R_NN);
 	alui(t, PIMSIM_OP_AND, R_DB, R_DB, 1u << k->m);
 }
@@ -570,7 +701,8 @@ static void emit_lane_group(struct tmpl *t, const struct kctx *k, const unsigned
 			alu(t, PIMSIM_OP_MAX, R_E, R_E, R_U0);
 		}
 	}
-	alui(t, PIMSIM_OP_CMPLT, R_NN, R_E, k->expmask); /* E < 255 */
+	if (!k->paper)
+		alui(t, PIMSIM_OP_CMPLT, R_NN, R_E, k->expmask); /* E < 255 */
 	t->hdr_out[g] = movw(t, R_E, 1 - word_bank(k, w[0]));
 	for (unsigned i = 0; i < 8; i++) {
 		movr(t, k, R_U0, w[2 * i]);
@@ -608,18 +740,24 @@ static void emit_cross_block(struct tmpl *t, const struct kctx *k, unsigned r)
 		src = R_E;
 	}
 	for (unsigned s = k->nl / 2; s >= 1; s /= 2) {
-		un(t, PIMSIM_OP_LSHU, R_T2, src);
-		for (unsigned i = 1; i < s; i++)
-			un(t, PIMSIM_OP_LSHU, R_T2, R_T2);
+		/* A rotation by s lanes: lsw lanes per command. */
+		unsigned left = s, from = src;
+		while (left) {
+			unsigned n = left < k->lsw ? left : k->lsw;
+			lsh(t, PIMSIM_OP_LSHU, R_T2, from, n);
+			from = R_T2;
+			left -= n;
+		}
 		alu(t, PIMSIM_OP_MAX, R_E, src, R_T2);
 		src = R_E;
 	}
-	alui(t, PIMSIM_OP_CMPLT, R_NN, R_E, k->expmask);
+	if (!k->paper)
+		alui(t, PIMSIM_OP_CMPLT, R_NN, R_E, k->expmask);
 	t->hdr_out[r] = movw(t, R_E, 1 - word_bank(k, w[0]));
 	for (unsigned h = 0; h < nw; h++) {
 		alu(t, PIMSIM_OP_CMPLT, R_LT, R_E0 + h, R_E);
-		un(t, PIMSIM_OP_LSHU, R_T2, R_LT); /* lane l gets lane l+1: partner of even l */
-		un(t, PIMSIM_OP_LSHD, R_T3, R_LT); /* lane l gets lane l-1: partner of odd l */
+		lsh(t, PIMSIM_OP_LSHU, R_T2, R_LT, 1); /* lane l gets lane l+1: partner of even l */
+		lsh(t, PIMSIM_OP_LSHD, R_T3, R_LT, 1); /* lane l gets lane l-1: partner of odd l */
 		alu(t, PIMSIM_OP_AND, R_T2, R_T2, R_EVEN);
 		alu(t, PIMSIM_OP_AND, R_T3, R_T3, R_ODD);
 		alu(t, PIMSIM_OP_OR, R_T2, R_T2, R_T3);
@@ -802,6 +940,7 @@ static void round_emit(struct cmdbuf *b, const struct tmpl *t, const struct kctx
 struct tsnap {
 	uint64_t t;      /* earliest issue time of the next command = end of the last one */
 	uint64_t occ[3]; /* occupancy of lane-shift, bit-shift and other PIM commands */
+	uint64_t turn;   /* stalls for read/write bus turnaround */
 	uint64_t ops[PIMSIM_OP_COUNT];
 };
 
@@ -810,6 +949,8 @@ struct timing {
 	struct tsnap s;
 	uint64_t t_act[2], t_pre[2], t_wr[2];
 	bool acted[2], pred[2];
+	uint64_t t_rd, t_wr_cmd; /* issue of the last read-type / write column command */
+	bool rd, wr;
 	uint64_t act_hist[4];
 	uint64_t nact;
 };
@@ -859,10 +1000,23 @@ static void timing_cmd(struct timing *tm, const struct pimsim_cmd *c)
 		break;
 	case PIMSIM_OP_MOVW:
 		ti = max_u64(ti, tm->t_act[b] + p->tRCDWR);
-		tm->t_wr[b] = ti + p->WL + p->BL / 2 + p->tWR; /* write recovery before PRE */
 		break;
 	default:
 		break;
+	}
+	if (p->rw_turnaround) {
+		uint64_t t0 = ti;
+		if (c->op == PIMSIM_OP_MOVW && tm->rd)
+			ti = max_u64(ti, tm->t_rd + p->tRTW);
+		else if (c->op != PIMSIM_OP_MOVW && tm->wr)
+			ti = max_u64(ti, tm->t_wr_cmd + p->tWTR);
+		tm->s.turn += ti - t0;
+	}
+	if (c->op == PIMSIM_OP_MOVW) {
+		tm->t_wr[b] = ti + p->WL + p->BL / 2 + p->tWR; /* write recovery before PRE */
+		tm->t_wr_cmd = ti, tm->wr = true;
+	} else {
+		tm->t_rd = ti, tm->rd = true;
 	}
 	enum pimsim_class cls = op_info[c->op].cls;
 	tm->s.occ[cls == PIMSIM_CLASS_LANE_SHIFT ? 0 : cls == PIMSIM_CLASS_BIT_SHIFT ? 1 : 2] +=
@@ -875,12 +1029,14 @@ static void snap_stats(const struct pimsim_params *p, const struct tsnap *s,
 {
 	uint64_t busy = s->occ[0] + s->occ[1] + s->occ[2];
 
-	st->refresh_cycles = p->tREFI ? s->t / p->tREFI * p->tRFC : 0;
+	st->refreshes = p->tREFI ? s->t / p->tREFI : 0;
+	st->refresh_cycles = st->refreshes * refresh_cost(p);
 	st->cycles = s->t + st->refresh_cycles;
 	st->lane_shift_cycles = s->occ[0];
 	st->bit_shift_cycles = s->occ[1];
 	st->other_cycles = st->cycles - s->occ[0] - s->occ[1];
-	st->row_cycles = s->t - busy;
+	st->row_cycles = s->t - busy - s->turn;
+	st->turnaround_cycles = s->turn;
 	st->time_ns = (double)st->cycles * p->tck_ps / 1000.0;
 	memcpy(st->ops, s->ops, sizeof st->ops);
 	st->lane_shift_cmds = st->bit_shift_cmds = st->other_cmds = st->extra_cmds = 0;
@@ -910,6 +1066,7 @@ static void snap_extrapolate(const struct tsnap *a, const struct tsnap *b, uint6
 {
 	*out = *a;
 	out->t += n * (b->t - a->t);
+	out->turn += n * (b->turn - a->turn);
 	for (unsigned i = 0; i < 3; i++)
 		out->occ[i] += n * (b->occ[i] - a->occ[i]);
 	for (unsigned i = 0; i < PIMSIM_OP_COUNT; i++)
@@ -1229,19 +1386,29 @@ static int exec_cmd(struct machine *M, unsigned pch, const struct pimsim_cmd *c,
 		case PIMSIM_OP_LSHU:
 		case PIMSIM_OP_LSHD: {
 			uint32_t src[16];
+			unsigned sh = (c->imm ? c->imm : 1) % nl;
 			memcpy(src, a, sizeof src);
 			for (unsigned l = 0; l < nl; l++)
-				d[l] = src[c->op == PIMSIM_OP_LSHU ? (l + 1) % nl : (l + nl - 1) % nl];
+				d[l] = src[c->op == PIMSIM_OP_LSHU ? (l + sh) % nl : (l + nl - sh) % nl];
 			break;
 		}
 		case PIMSIM_OP_LDCNT:
 			for (unsigned l = 0; l < nl; l++)
-				S[l] = (uint8_t)(a[l] >> k->expshift);
+				S[l] = (uint8_t)((a[l] >> k->expshift) > 255 ? 255 : a[l] >> k->expshift);
 			break;
 		case PIMSIM_OP_CSHRJ:
 			for (unsigned l = 0; l < nl; l++)
 				if (S[l]) {
 					d[l] = a[l] >> 1 | (a[l] & 1);
+					S[l]--;
+				} else {
+					d[l] = a[l];
+				}
+			break;
+		case PIMSIM_OP_CSHR:
+			for (unsigned l = 0; l < nl; l++)
+				if (S[l]) {
+					d[l] = a[l] >> 1;
 					S[l]--;
 				} else {
 					d[l] = a[l];

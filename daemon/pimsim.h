@@ -32,10 +32,13 @@
  *   MAX MIN d,a,b|imm     unsigned lane maximum / minimum (pim-MAX, JIT-Q's pim-CMP family)
  *   CMPLT CMPGT d,a,b|imm unsigned compare to a lane mask (pim-CMP)
  *   BSHR BSHL d,a         shift every lane right / left by one bit (pim-bitSHIFT)
- *   LSHU LSHD d,a         move every lane one lane up / down, as a ring: lane l receives lane
- *                         l+1 (LSHU) or l-1 (LSHD) (pim-laneSHIFT)
+ *   LSHU LSHD d,a,n       move every lane n lanes up / down (n = imm, 1 unless the setting
+ *                         lane_shift_lanes allows more), as a ring: lane l receives lane
+ *                         l+n (LSHU) or l-n (LSHD) (pim-laneSHIFT)
  *   LDCNT a               load the per-lane shift counters S[l] = exponent field of a[l]
+ *                         (saturating at 255)
  *                         (strided-opt: "stores the per-lane shift amount in a register")
+ *   CSHR d                the same conditional shift without the sticky bit (paper kernel)
  *   SETS imm  SETC d      kernel setup: write one SRF scalar / one vector constant
  * Extra commands, beyond the paper's list (counted in pimsim_stats.extra_cmds):
  *   BSHRJ d,a             one-bit right shift that ORs the bit shifted out into bit 0
@@ -85,7 +88,9 @@
  * SETS/SETC are host register writes spaced by tCCD_S. ACT waits tRP after PRE, tRC and
  * tRRD_L and tFAW after earlier ACTs; PRE waits tRAS after ACT and write recovery
  * (WL + BL/2 + tWR) after the last write; a column command waits tRCDRD / tRCDWR after ACT.
- * Refresh adds tRFC every tREFI. Time is split as in JIT-Q Figure 9 into lane shifts
+ * With rw_turnaround a MOVW waits tRTW after the last read-type column command and the
+ * next read-type command waits tWTR after it. Refresh: floor(t / tREFI) refreshes of tRFC,
+ * each with refresh_reopen also tRP + tRRD_L + tRCDRD (precharge all, re-open both rows). Time is split as in JIT-Q Figure 9 into lane shifts
  * (LSHU/LSHD), bit shifts (BSHR/BSHL/BSHRJ/CSHRJ) and other (every other command, row
  * activation stalls and refresh).
  */
@@ -101,6 +106,26 @@
 
 enum pimsim_mapping { PIMSIM_TILED, PIMSIM_STRIDED, PIMSIM_STRIDED_OPT };
 
+/*
+ * The kernel's arithmetic.
+ *   exact  round to nearest even, saturation, NaN/Inf blocks and flushed subnormals, bit for
+ *          bit mx_quantize_tensor_ref() (BRIEF §5.1); constant shifts are one sticky BSHRJ
+ *          each, only the data-dependent m + 1 are conditional.
+ *   paper  JIT-Q §4.1 as written: the significand (hidden bit always set, so zero and
+ *          subnormal inputs are not special, nor are NaN/Inf) is truncated by C + k one-bit
+ *          shifts, C = significand bits - m, k = E - e - d, and every one of them is a
+ *          per-lane conditional shift: CMPGT + BSHR + SEL without the opt counter (the
+ *          paper's "three PIM commands ... for a single bit shift"), one CSHR with it. Its
+ *          two unknowns are settings: cond_shift_range (the k covered: 0 = m, the least that
+ *          gives every input the truncated result) and lane_shift_lanes (lanes one LSHU/LSHD
+ *          moves). Bit for bit mx_quantize_tensor_trunc().
+ */
+enum pimsim_kernel { PIMSIM_KERNEL_EXACT, PIMSIM_KERNEL_PAPER };
+
+/* "exact", "paper"; 0 or -EINVAL. */
+const char *pimsim_kernel_name(enum pimsim_kernel k);
+int pimsim_kernel_from_name(const char *s, enum pimsim_kernel *out);
+
 /* "tiled", "strided", "strided-opt"; from_name also accepts "opt". 0 or -EINVAL. */
 const char *pimsim_mapping_name(enum pimsim_mapping m);
 int pimsim_mapping_from_name(const char *s, enum pimsim_mapping *out);
@@ -115,6 +140,18 @@ struct pimsim_params {
 	unsigned tck_ps;
 	unsigned tCCDS, tCCDL, tRCDRD, tRCDWR, tRAS, tRP, tRC, tRRDL, tFAW, tWR, WL, BL;
 	unsigned tREFI, tRFC; /* tREFI = 0: no refresh */
+	/* Bus turnaround around writes (on by default, HBM2 values of PIMSimulator): a MOVW
+	 * issues tRTW after the previous read-type column command (MOVR and every register-only
+	 * command, which HBM-PIM triggers by an all-bank column read), and the next read-type
+	 * command issues tWTR after the MOVW. Off: every column command is tCCD_L apart. */
+	unsigned rw_turnaround, tRTW, tWTR;
+	/* Refresh (every tREFI cycles of command time): tRFC, and with refresh_reopen (default)
+	 * the all-bank precharge before it (tRP) and the re-activation of the two open rows after
+	 * it (tRRD_L + tRCDRD). */
+	unsigned refresh_reopen;
+	unsigned kernel;           /* enum pimsim_kernel; default exact */
+	unsigned lane_shift_lanes; /* lanes one LSHU/LSHD moves (tiled row blocking); default 1 */
+	unsigned cond_shift_range; /* paper kernel: conditional shift steps beyond C; 0 = m */
 };
 
 /* The defaults of examples/hbm-pim.conf (sources cited there). */
@@ -152,6 +189,7 @@ enum pimsim_op {
 	PIMSIM_OP_LDCNT,
 	PIMSIM_OP_CSHRJ, /* extra (sticky form of the opt conditional shift) */
 	PIMSIM_OP_SEL,   /* extra */
+	PIMSIM_OP_CSHR,  /* paper kernel: the opt conditional shift, plain */
 	PIMSIM_OP_SETS,
 	PIMSIM_OP_SETC,
 	PIMSIM_OP_COUNT
@@ -208,7 +246,9 @@ struct pimsim_stats {
 	uint64_t cycles;
 	uint64_t lane_shift_cycles, bit_shift_cycles, other_cycles;
 	uint64_t row_cycles;     /* part of other: ACT/PRE and the stalls they cause */
-	uint64_t refresh_cycles; /* part of other */
+	uint64_t turnaround_cycles; /* part of other: read/write bus turnaround stalls */
+	uint64_t refresh_cycles; /* part of other (with refresh_reopen: PRE + REF + re-ACT) */
+	uint64_t refreshes;
 	double time_ns;          /* cycles * tCK */
 	/* Commands on the critical pseudo-channel. */
 	uint64_t ops[PIMSIM_OP_COUNT];

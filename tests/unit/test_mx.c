@@ -351,6 +351,58 @@ START_TEST(test_block_bf16)
 END_TEST
 
 /* The packed layout of mx.h, byte by byte. */
+/*
+ * The paper kernel's reference (mx_quantize_block_trunc), MX6 (m = 4), by hand:
+ *   1.0 (e 127, fraction 0) and 0.9375 (e 126, fraction 0x700000), rest 0: E = 127, pair 0
+ *   d = 0: M0 = 0x800000 >> 20 = 8, M1 = 0xf00000 >> 21 = 7 (RNE: 7.5 -> 8). Pairs 1-7 have
+ *   e = 0 < 127: d = 1, and 0x800000 >> (20 + 127 - 1) = 0.
+ *   All zeros: E = 0, d = 0, the hidden bit is not cleared: M = 0x800000 >> 20 = 8 (RNE: 0).
+ *   NaN (0x7fc00000) and 1.0: E = 255 kept, pair d = 0, M(NaN) = 0xc00000 >> 20 = 12,
+ *   M(1.0) = 0x800000 >> (20 + 128) = 0.
+ */
+START_TEST(test_block_trunc)
+{
+	float in[16] = { 1.0f, 0.9375f };
+	struct mx_block b, r;
+
+	mx_quantize_block_trunc(MX_FMT_MX6, in, &b);
+	mx_quantize_block(MX_FMT_MX6, in, &r);
+	ck_assert_uint_eq(b.exp, 127);
+	ck_assert_uint_eq(b.micro, 0xfe);
+	ck_assert_uint_eq(b.mag[0], 8);
+	ck_assert_uint_eq(b.mag[1], 7);
+	ck_assert_uint_eq(r.mag[1], 8);
+	for (unsigned j = 2; j < 16; j++)
+		ck_assert_uint_eq(b.mag[j], 0);
+
+	memset(in, 0, sizeof in);
+	in[3] = -0.0f;
+	mx_quantize_block_trunc(MX_FMT_MX6, in, &b);
+	ck_assert_uint_eq(b.exp, 0);
+	ck_assert_uint_eq(b.micro, 0);
+	ck_assert_uint_eq(b.sign, 1u << 3);
+	for (unsigned j = 0; j < 16; j++)
+		ck_assert_uint_eq(b.mag[j], 8);
+
+	memset(in, 0, sizeof in);
+	in[0] = mx_f32_from_bits(0x7fc00000u);
+	in[1] = 1.0f;
+	mx_quantize_block_trunc(MX_FMT_MX6, in, &b);
+	ck_assert_uint_eq(b.exp, 255);
+	ck_assert_uint_eq(b.micro & 1, 0);
+	ck_assert_uint_eq(b.mag[0], 12);
+	ck_assert_uint_eq(b.mag[1], 0);
+
+	uint8_t out[12];
+	struct pim_error err;
+	ck_assert_int_eq(mx_quantize_tensor_trunc(MX_FMT_MX6, MX_SRC_FP32, in, 1, 16, MX_DIR_ROW, out,
+						  11, &err), -EINVAL);
+	ck_assert_int_eq(mx_quantize_tensor_trunc(MX_FMT_MX6, MX_SRC_FP32, in, 1, 16, MX_DIR_ROW, out,
+						  sizeof out, &err), 0);
+	ck_assert_uint_eq(out[0], 255);
+}
+END_TEST
+
 START_TEST(test_pack_layout)
 {
 	/*
@@ -819,6 +871,7 @@ static Suite *mx_suite(void)
 	tcase_add_test(tc, test_block_zero);
 	tcase_add_test(tc, test_block_extremes);
 	tcase_add_test(tc, test_block_bf16);
+	tcase_add_test(tc, test_block_trunc);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("layout");

@@ -120,8 +120,13 @@ static void check_exact(const struct pimsim_params *p, struct combo cb, size_t r
 	uint8_t *ref = malloc(n), *got = malloc(n);
 
 	ck_assert_uint_gt(n, 0);
-	ck_assert_int_eq(mx_quantize_tensor_ref(cb.fmt, cb.src, src, rows, cols, cb.dir, ref, n,
-						&err), 0);
+	/* The paper kernel truncates and has no special values: its own reference. */
+	if (p->kernel == PIMSIM_KERNEL_PAPER)
+		ck_assert_int_eq(mx_quantize_tensor_trunc(cb.fmt, cb.src, src, rows, cols, cb.dir,
+							  ref, n, &err), 0);
+	else
+		ck_assert_int_eq(mx_quantize_tensor_ref(cb.fmt, cb.src, src, rows, cols, cb.dir,
+							ref, n, &err), 0);
 	memset(got, 0xa5, n);
 	int r = pimsim_quantize(p, cb.map, cb.dir, cb.fmt, cb.src, src, rows, cols, got, n, st,
 				&err);
@@ -171,6 +176,41 @@ START_TEST(test_bit_exact)
 }
 END_TEST
 
+/*
+ * The paper kernel against the truncating reference, every combination; the settings of its
+ * unknowns (a wider conditional-shift range, multi-lane shifts) change the cost, not the
+ * result.
+ */
+START_TEST(test_bit_exact_paper)
+{
+	struct combo cb = combo(_i);
+	struct pimsim_params p, small;
+	struct pimsim_stats st;
+
+	rng_state = 0x4321 + (uint64_t)_i;
+	pimsim_params_default(&p);
+	p.kernel = PIMSIM_KERNEL_PAPER;
+	small = p;
+	small.pch_per_stack = 2;
+	small.banks_per_pch = 4;
+	small.cond_shift_range = 9;
+	small.lane_shift_lanes = 3;
+	if (cb.dir == MX_DIR_ROW) {
+		check_exact(&p, cb, 37, 64, &st);
+		check_exact(&small, cb, 83, 272, &st);
+	} else {
+		check_exact(&p, cb, 64, 37, &st);
+		check_exact(&small, cb, 272, 83, &st);
+	}
+	ck_assert_uint_gt(st.rounds, 1);
+	/* Paper arithmetic: no sticky shifts, no rounding, no NaN mask, no saturation. */
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_BSHRJ] + st.ops[PIMSIM_OP_CSHRJ] + st.ops[PIMSIM_OP_MIN],
+			  0);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_CSHR] > 0, cb.map == PIMSIM_STRIDED_OPT);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_SEL] > 0, cb.map != PIMSIM_STRIDED_OPT);
+}
+END_TEST
+
 /* Blocks made entirely of one kind of special value, in every combination. */
 START_TEST(test_bit_exact_special_blocks)
 {
@@ -201,13 +241,20 @@ START_TEST(test_bit_exact_special_blocks)
 				h[r * cols + c] = (uint16_t)(u >> 16) | ((u & 0x7fffff) && (u >> 23 & 0xff) == 0xff ? 0x40 : 0);
 			}
 		const void *src = cb.src == MX_SRC_BF16 ? (const void *)h : (const void *)f;
-		ck_assert_int_eq(mx_quantize_tensor_ref(cb.fmt, cb.src, src, rows, cols, cb.dir, ref,
-							nb, &err), 0);
-		ck_assert_msg(pimsim_quantize(&p, cb.map, cb.dir, cb.fmt, cb.src, src, rows, cols, got,
-					      nb, NULL, &err) == 0, "%s: %s",
-			      combo_name(cb, name, sizeof name), err.msg);
-		ck_assert_msg(memcmp(got, ref, nb) == 0, "%s differs from the reference",
-			      combo_name(cb, name, sizeof name));
+		for (unsigned kern = 0; kern < 2; kern++) {
+			p.kernel = kern;
+			ck_assert_int_eq(kern ? mx_quantize_tensor_trunc(cb.fmt, cb.src, src, rows,
+									 cols, cb.dir, ref, nb, &err)
+					      : mx_quantize_tensor_ref(cb.fmt, cb.src, src, rows,
+								       cols, cb.dir, ref, nb, &err),
+					 0);
+			ck_assert_msg(pimsim_quantize(&p, cb.map, cb.dir, cb.fmt, cb.src, src, rows,
+						      cols, got, nb, NULL, &err) == 0,
+				      "%s: %s", combo_name(cb, name, sizeof name), err.msg);
+			ck_assert_msg(memcmp(got, ref, nb) == 0, "%s, %s kernel, differs from its "
+				      "reference", combo_name(cb, name, sizeof name),
+				      pimsim_kernel_name(kern));
+		}
 		free(f);
 		free(h);
 		free(ref);
@@ -243,6 +290,8 @@ END_TEST
  * at + tRP, MOVW at ACT + tRCDWR: 24. Total 98.
  * Time: 26 + 1104 x 4 + 98 = 4540 cycles, plus one refresh (4540 / tREFI 3900 = 1) of
  * tRFC 350: 4890. Lane shifts 17 x 16 x 4 = 1088 cycles; bit shifts 11 x 16 x 4 = 704.
+ * (Bus turnaround and the refresh's precharge and re-activation are off here; the next test
+ * adds them to the same stream.)
  */
 START_TEST(test_hand_count_tiled_row)
 {
@@ -251,6 +300,8 @@ START_TEST(test_hand_count_tiled_row)
 
 	rng_state = 99;
 	pimsim_params_default(&p);
+	p.rw_turnaround = 0;
+	p.refresh_reopen = 0;
 	check_exact(&p, (struct combo){ PIMSIM_TILED, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 }, 16,
 		    16, &st);
 	const uint64_t per_block[PIMSIM_OP_COUNT] = {
@@ -288,6 +339,136 @@ START_TEST(test_hand_count_tiled_row)
 	ck_assert_uint_eq(st.rounds, 1);
 	ck_assert_uint_eq(st.tiles, 1);
 	ck_assert(st.fits);
+}
+END_TEST
+
+/*
+ * The stream above with the defaults: read/write turnaround (tRTW 15, tWTR 19) and refresh
+ * with precharge and re-activation. Each MOVW issues 15 after the read-type command before
+ * it instead of 4 (11 more) and the read after it 19 after it instead of 4 (15 more), except
+ * where row switching already waits longer:
+ *   headers (16): block 0's waits ACT + tRCDWR = 14 after the read, 1 more to 15; block 8's
+ *     waits PRE + ACT: 0; 14 others x 11 = 154; the CMPLT after each: 16 x 15 = 240;
+ *   outputs (16): 16 x 11 = 176; the next block's MOVR: blocks 0-6 and 8-14 x 15 = 210;
+ *     block 7's (its read waits for PRE after write recovery) and block 15's (last): 0.
+ * Turnaround 1 + 154 + 240 + 176 + 210 = 781; row stalls stay 98.
+ * Command time 4540 + 781 = 5321: one refresh of tRFC 350 + tRP 14 + tRRDL 6 + tRCDRD 14 =
+ * 384. Total 5705.
+ */
+START_TEST(test_hand_count_turnaround_refresh)
+{
+	struct pimsim_params p;
+	struct pimsim_stats st;
+
+	rng_state = 99;
+	pimsim_params_default(&p);
+	check_exact(&p, (struct combo){ PIMSIM_TILED, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 }, 16,
+		    16, &st);
+	ck_assert_uint_eq(st.turnaround_cycles, 781);
+	ck_assert_uint_eq(st.row_cycles, 98);
+	ck_assert_uint_eq(st.refreshes, 1);
+	ck_assert_uint_eq(st.refresh_cycles, 384);
+	ck_assert_uint_eq(st.cycles, 5705);
+	ck_assert_uint_eq(st.lane_shift_cycles, 1088);
+	ck_assert_uint_eq(st.other_cycles, 5705 - 1088 - 704);
+	/* Turnaround alone, refresh as before. */
+	p.refresh_reopen = 0;
+	check_exact(&p, (struct combo){ PIMSIM_TILED, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 }, 16,
+		    16, &st);
+	ck_assert_uint_eq(st.cycles, 5321 + 350);
+	/* Turnaround at its floor (tCCD_L) is the same as off. */
+	p.tRTW = p.tWTR = p.tCCDL;
+	check_exact(&p, (struct combo){ PIMSIM_TILED, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 }, 16,
+		    16, &st);
+	ck_assert_uint_eq(st.turnaround_cycles, 0);
+	ck_assert_uint_eq(st.cycles, 4890);
+}
+END_TEST
+
+/*
+ * The paper kernel, one BF16 tile, strided-opt, row blocking, MX6 (m = 4, C = 8 - 4 = 4,
+ * conditional-shift range K = m = 4). Per group, from emit_lane_group() and
+ * emit_element_paper():
+ *   pass 1: 16 x MOVR, 16 x AND, 15 x MAX; MOVW 1 (header; no E < 255 test)     = 48
+ *   8 pairs x (MOVR 2, AND 2, CMPLT 2, AND 1, tail AND 1 SUB 1 AND 1)             = 80
+ *   16 elements x (AND 1, OR 1 (hidden bit), SUB 1 (k), ADD 1 (C + k), LDCNT 1,
+ *                  CSHR C + K = 8, AND 1 + OR 1 (sign), OR 1 (d), MOVW 1 = 17)   = 272
+ * 400 per group: 25 commands per input word (the exact kernel: 553, 34.6 per word).
+ * Without the counter (strided) each of the 8 shifts is CMPGT + BSHR + SEL: the element is
+ * 4 + 24 + 4 = 32 and the group 48 + 80 + 512 = 640, 40 per word. A range of 8 adds 4
+ * CSHR per element (strided-opt: 464 per group). FP32 -> MX4 (C = 22, K = 2, 8 lanes)
+ * strided-opt: elements 4 + 1 + 24 + 4 = 33, group 48 + 80 + 528 = 656, 41 per word.
+ * SRF scalars (opt, BF16 MX6): 0x7f80, 0x7f, 0x80 (hidden bit and exponent unit), 0x10
+ * (d << m), 0x200 (C in the exponent field), 0x8000: 6.
+ */
+START_TEST(test_hand_count_paper)
+{
+	struct pimsim_params p;
+	struct pimsim_stats st;
+	struct pim_error err;
+	const struct combo opt6 = { PIMSIM_STRIDED_OPT, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 };
+	const struct combo str6 = { PIMSIM_STRIDED, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 };
+	const struct combo opt4 = { PIMSIM_STRIDED_OPT, MX_DIR_ROW, MX_FMT_MX4, MX_SRC_FP32 };
+	uint64_t pim;
+
+	rng_state = 11;
+	pimsim_params_default(&p);
+	p.kernel = PIMSIM_KERNEL_PAPER;
+	check_exact(&p, opt6, 16, 16, &st);
+	pim = st.bit_shift_cmds + st.other_cmds - st.ops[PIMSIM_OP_SETS];
+	ck_assert_uint_eq(pim, 16 * 400);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_CSHR], 16 * 16 * 8);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_LDCNT], 16 * 16);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_MOVW], 16 * 17);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_CMPGT] + st.ops[PIMSIM_OP_SEL], 0);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_SETS], 6);
+	ck_assert_uint_eq(st.extra_cmds, 0);
+
+	check_exact(&p, str6, 16, 16, &st);
+	ck_assert_uint_eq(st.bit_shift_cmds + st.other_cmds - st.ops[PIMSIM_OP_SETS], 16 * 640);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_BSHR], 16 * 16 * 8);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_SEL], 16 * 16 * 8);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_CMPGT], 16 * 16 * 8);
+
+	p.cond_shift_range = 8;
+	check_exact(&p, opt6, 16, 16, &st);
+	ck_assert_uint_eq(st.bit_shift_cmds + st.other_cmds - st.ops[PIMSIM_OP_SETS], 16 * 464);
+	p.cond_shift_range = 0;
+
+	check_exact(&p, opt4, 16, 16, &st);
+	ck_assert_uint_eq(st.bit_shift_cmds + st.other_cmds - st.ops[PIMSIM_OP_SETS], 16 * 656);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_CSHR], 16 * 16 * 24);
+
+	/* A range below m would leave wrong bits: refused. */
+	p.cond_shift_range = 3;
+	ck_assert_int_eq(pimsim_estimate(&p, PIMSIM_STRIDED_OPT, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16,
+					 16, 16, &st, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "cond_shift_range = 3 is below m = 4 of mx6: the paper kernel "
+			 "would not truncate every input correctly");
+}
+END_TEST
+
+/*
+ * lane_shift_lanes: tiled row blocking rotates by 8, 4, 2 and 1 lanes for the block maximum;
+ * with 8 lanes per command that is 4 LSHU instead of 15, with 3 lanes 3 + 2 + 1 + 1 = 7.
+ * Plus 1 LSHU and 1 LSHD for the pair partner, per block (16 per tile).
+ */
+START_TEST(test_lane_shift_width)
+{
+	struct pimsim_params p;
+	struct pimsim_stats st;
+	const struct combo tr = { PIMSIM_TILED, MX_DIR_ROW, MX_FMT_MX6, MX_SRC_BF16 };
+
+	rng_state = 5;
+	pimsim_params_default(&p);
+	p.lane_shift_lanes = 8;
+	check_exact(&p, tr, 16, 16, &st);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_LSHU], 16 * 5);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_LSHD], 16 * 1);
+	p.lane_shift_lanes = 3;
+	p.kernel = PIMSIM_KERNEL_PAPER;
+	check_exact(&p, tr, 16, 16, &st);
+	ck_assert_uint_eq(st.ops[PIMSIM_OP_LSHU], 16 * 8);
 }
 END_TEST
 
@@ -532,6 +713,19 @@ START_TEST(test_config_parse)
 	ck_assert_uint_eq(p.stacks, 4);
 	ck_assert_uint_eq(p.tck_ps, 833);
 	ck_assert_uint_eq(p.tRCDRD, d.tRCDRD);
+	p = d;
+	ck_assert_int_eq(parse(&p, "kernel = paper\nrw_turnaround = off\nrefresh_reopen = no\n"
+			       "cond_shift_range = 8\nlane_shift_lanes = 4\ntRTW = 20\n", &err), 0);
+	ck_assert_uint_eq(p.kernel, PIMSIM_KERNEL_PAPER);
+	ck_assert_uint_eq(p.rw_turnaround, 0);
+	ck_assert_uint_eq(p.refresh_reopen, 0);
+	ck_assert_uint_eq(p.cond_shift_range, 8);
+	ck_assert_uint_eq(p.lane_shift_lanes, 4);
+	ck_assert_uint_eq(p.tRTW, 20);
+	ck_assert_uint_eq(d.kernel, PIMSIM_KERNEL_EXACT);
+	ck_assert_uint_eq(d.rw_turnaround, 1);
+	ck_assert_uint_eq(d.tRTW, 15);
+	ck_assert_uint_eq(d.tWTR, 19);
 
 	static const struct {
 		const char *text, *msg;
@@ -550,7 +744,12 @@ START_TEST(test_config_parse)
 		{ "row_bytes = 1000\n",
 		  "t.conf: row_bytes = 1000 must be a multiple of the 32-byte column access" },
 		{ "tREFI = 300\n",
-		  "t.conf: tREFI = 300 must exceed tRFC = 350 (or be 0 to leave refresh out)" },
+		  "t.conf: tREFI = 300 must exceed the 384 cycles of one refresh (tRFC + tRP + "
+		  "tRRDL + tRCDRD), or be 0 to leave refresh out" },
+		{ "kernel = fast\n", "t.conf:1: kernel \"fast\" must be exact or paper" },
+		{ "rw_turnaround = maybe\n", "t.conf:1: rw_turnaround \"maybe\" must be on or off" },
+		{ "lane_shift_lanes = 0\n",
+		  "t.conf:1: lane_shift_lanes \"0\" must be an integer between 1 and 16" },
 	};
 	for (unsigned i = 0; i < ELEMENTSOF(bad); i++) {
 		p = d;
@@ -634,6 +833,12 @@ START_TEST(test_names)
 	for (unsigned op = 0; op < PIMSIM_OP_COUNT; op++)
 		extras += pimsim_op_is_extra(op);
 	ck_assert_uint_eq(extras, 3);
+	ck_assert_int_eq(pimsim_op_class(PIMSIM_OP_CSHR), PIMSIM_CLASS_BIT_SHIFT);
+	enum pimsim_kernel k;
+	ck_assert_int_eq(pimsim_kernel_from_name("PAPER", &k), 0);
+	ck_assert_int_eq(k, PIMSIM_KERNEL_PAPER);
+	ck_assert_int_eq(pimsim_kernel_from_name("rne", &k), -EINVAL);
+	ck_assert_str_eq(pimsim_kernel_name(PIMSIM_KERNEL_EXACT), "exact");
 	ck_assert(pimsim_op_is_extra(PIMSIM_OP_SEL));
 	ck_assert_str_eq(pimsim_op_name(PIMSIM_OP_COUNT), "invalid");
 }
@@ -646,9 +851,13 @@ static Suite *pimsim_suite(void)
 
 	tc = test_case(s, "exact");
 	tcase_add_loop_test(tc, test_bit_exact, 0, N_COMBO);
+	tcase_add_loop_test(tc, test_bit_exact_paper, 0, N_COMBO);
 	tcase_add_test(tc, test_bit_exact_special_blocks);
 	tc = test_case(s, "counts");
 	tcase_add_test(tc, test_hand_count_tiled_row);
+	tcase_add_test(tc, test_hand_count_turnaround_refresh);
+	tcase_add_test(tc, test_hand_count_paper);
+	tcase_add_test(tc, test_lane_shift_width);
 	tcase_add_test(tc, test_hand_count_strided_opt);
 	tcase_add_test(tc, test_stream);
 	tc = test_case(s, "estimate");
