@@ -181,6 +181,7 @@ void pim_jitq_plan_free(pim_jitq_plan *p);
 const struct pim_jitq_launch *pim_jitq_launches_at(const pim_jitq_plan *p, enum pim_jitq_phase phase,
 						   int32_t boundary, size_t *n);
 unsigned pim_jitq_lookahead(const pim_jitq_plan *p, enum pim_jitq_phase phase);
+/* Blocks on the device planned: the model's layers over its pipeline stages, rounded up. */
 unsigned pim_jitq_layers(const pim_jitq_plan *p);
 
 /* ---------------------------------------------------------------- the decided path

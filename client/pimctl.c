@@ -51,9 +51,11 @@ static void usage(FILE *f)
 		"            [--param NAME=VALUE]... [--all]\n"
 		"                            sweep theta (GB/s) against labelled regions\n"
 		"  jitq plan --model PRESET | --layers N --hidden H [--heads A] [--seq S] [--batch B]\n"
-		"            [--tslice T] [--format mx9|mx6|mx4] [--from bf16|fp32]\n"
+		"            [--tslice T] [--pipeline P] [--format mx9|mx6|mx4] [--from bf16|fp32]\n"
 		"            [--mapping tiled|strided|strided-opt] [--peak-flops F] [--efficiency E]\n"
-		"            [--times FILE] [--lookahead N] [--stacks N] [--per-block]\n"
+		"            [--times FILE] [--lookahead N] [--stacks N] [--preset default|paper]\n"
+		"            [--kernel exact|paper] [--tck NS] [--activations full|selective|\n"
+		"            recompute|none] [--layout in-out|out-in] [--set KEY=VALUE]... [--per-block]\n"
 		"                            schedule just-in-time weight quantization on PIM\n"
 		"  jitq quantize --shape ROWSxCOLS [--format mx9|mx6|mx4|mxfp8-e4m3|mxfp8-e5m2|\n"
 		"            mxfp6-e3m2|mxfp6-e2m3|mxfp4|mxint8] [--from bf16|fp32] [--direction row|col]\n"
@@ -1220,6 +1222,11 @@ static json_object *jitq_json(const Pim__JitqPlanReply *r)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "model", json_object_new_string(r->model));
 	json_object_object_add(o, "layers", json_object_new_int64(r->layers));
+	json_object_object_add(o, "model_layers", json_object_new_int64(r->model_layers));
+	json_object_object_add(o, "pipeline", json_object_new_int64(r->pipeline));
+	json_object_object_add(o, "kernel", json_object_new_string(r->kernel));
+	json_object_object_add(o, "pim_tck_ns", jdouble(r->pim_tck_ns));
+	json_object_object_add(o, "pim_stacks", json_object_new_int64(r->pim_stacks));
 	json_object_object_add(o, "format", json_object_new_string(r->format));
 	json_object_object_add(o, "source", json_object_new_string(r->source));
 	json_object_object_add(o, "mapping", json_object_new_string(r->mapping));
@@ -1307,10 +1314,41 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	size_t n_times = 0;
 	bool have_model = false;
 	int r = 0;
+	/* --set KEY=VALUE and the options that are shorthands for one (the daemon validates). */
+	char *settings[64];
+	size_t n_set = 0;
 
 	for (int i = 0; i < argc && !r; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		bool takes = v != NULL;
+		const char *set_key = NULL;
+		if (strcmp(a, "--set") == 0 && takes)
+			set_key = "";
+		else if (strcmp(a, "--kernel") == 0 && takes)
+			set_key = "kernel";
+		else if (strcmp(a, "--tck") == 0 && takes)
+			set_key = "tCK";
+		else if (strcmp(a, "--activations") == 0 && takes)
+			set_key = "activations";
+		else if (strcmp(a, "--layout") == 0 && takes)
+			set_key = "layout";
+		if (set_key) {
+			if (n_set == ELEMENTSOF(settings)) {
+				r = usage_error("jitq plan: at most %zu settings", ELEMENTSOF(settings));
+				break;
+			}
+			if (*set_key ? asprintf(&settings[n_set], "%s=%s", set_key, v) < 0
+				     : !(settings[n_set] = strdup(v))) {
+				fprintf(stderr, "pimctl: out of memory\n");
+				r = EXIT_DAEMON;
+				break;
+			}
+			if (!*set_key && !strchr(v, '='))
+				r = usage_error("--set: '%s' is not KEY=VALUE", v);
+			n_set++;
+			i++;
+			continue;
+		}
 		if (strcmp(a, "--model") == 0 && takes) {
 			model.preset = (char *)v;
 			have_model = true;
@@ -1328,6 +1366,10 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 			r = parse_u32(a, v, &model.batch);
 		else if (strcmp(a, "--tslice") == 0 && takes)
 			r = parse_u32(a, v, &model.tslice);
+		else if (strcmp(a, "--pipeline") == 0 && takes)
+			r = parse_u32(a, v, &model.pipeline);
+		else if (strcmp(a, "--preset") == 0 && takes)
+			body.config = (char *)v;
 		else if (strcmp(a, "--format") == 0 && takes)
 			body.format = (char *)v;
 		else if (strcmp(a, "--from") == 0 && takes)
@@ -1363,8 +1405,12 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	if (r) {
 		free(fwd);
 		free(bwd);
+		for (size_t i = 0; i < n_set; i++)
+			free(settings[i]);
 		return r;
 	}
+	body.settings = settings;
+	body.n_settings = n_set;
 	body.model = &model;
 	body.fwd_times = fwd;
 	body.bwd_times = bwd;
@@ -1375,6 +1421,8 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
 	free(fwd);
 	free(bwd);
+	for (size_t i = 0; i < n_set; i++)
+		free(settings[i]);
 	if (r)
 		return r;
 	const Pim__JitqPlanReply *p = resp->jitq_plan;
@@ -1382,7 +1430,8 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 		print_json(jitq_json(p));
 	else {
 		for (size_t i = 0; i < p->n_assumptions; i++)
-			if (strncmp(p->assumptions[i], "PIM:", 4) == 0)
+			if (strncmp(p->assumptions[i], "PIM:", 4) == 0 ||
+			    strncmp(p->assumptions[i], "configuration:", 14) == 0)
 				printf("%s\n", p->assumptions[i]);
 		fputs(p->text, stdout);
 	}

@@ -15,7 +15,10 @@
  */
 #include "jitq.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -23,7 +26,7 @@
 
 struct preset {
 	const char *name;
-	uint32_t layers, hidden, heads, seq, batch, tslice, vocab;
+	uint32_t layers, hidden, heads, seq, batch, tslice, pstages, vocab;
 	const char *source;
 };
 
@@ -35,24 +38,27 @@ struct preset {
  * the 175B and 1T models as in Narayanan et al.'s large configurations.
  */
 static const struct preset presets[] = {
-	{ "bert-340M", 24, 1024, 16, 512, 8, 1, 30522,
+	{ "bert-340M", 24, 1024, 16, 512, 8, 1, 1, 30522,
 	  "BERT-Large, Devlin et al. NAACL 2019 (L 24, H 1024, A 16, seq 512, vocab 30522); "
 	  "micro-batch 8 and t 1 assumed" },
-	{ "gpt-2-1.5B", 48, 1600, 25, 1024, 8, 1, 50257,
+	{ "gpt-2-1.5B", 48, 1600, 25, 1024, 8, 1, 2, 50257,
 	  "GPT-2 XL, Radford et al. 2019 (48 layers, d 1600, context 1024, vocab 50257; 25 heads "
-	  "in the released config); micro-batch 8 and t 1 assumed" },
-	{ "mega-lm-8.3B", 72, 3072, 32, 1024, 8, 8, 51200,
+	  "in the released config); micro-batch 8, t 1 and 2 pipeline stages (a device's state "
+	  "fits 80 GiB) assumed" },
+	{ "mega-lm-8.3B", 72, 3072, 32, 1024, 8, 8, 1, 51200,
 	  "Megatron-LM 8.3B, Shoeybi et al. 2019 Table 2 (72 layers, h 3072, 32 heads, 8-way model "
 	  "parallel, seq 1024, vocab padded to 51200); micro-batch 8 assumed" },
-	{ "t-nlg-17B", 78, 4256, 28, 1024, 8, 4, 50257,
+	{ "t-nlg-17B", 78, 4256, 28, 1024, 8, 4, 2, 50257,
 	  "Turing-NLG, Microsoft Research blog Feb 2020 (78 layers, h 4256, 28 heads, Megatron "
-	  "tensor slicing over 4 GPUs); seq 1024, micro-batch 8 and GPT-2 vocab assumed" },
-	{ "gpt-3-175B", 96, 12288, 96, 2048, 1, 8, 50257,
-	  "GPT-3, Brown et al. 2020 Table 2.1 (96 layers, d 12288, 96 heads, context 2048); t 8 as "
-	  "in Narayanan et al. SC'21; micro-batch 1 assumed" },
-	{ "future-1T", 128, 25600, 160, 2048, 1, 8, 51200,
-	  "1T GPT of Narayanan et al. SC'21 Table 1 (128 layers, h 25600, 160 heads, t 8, seq "
-	  "2048, vocab 51200); micro-batch 1 assumed" },
+	  "tensor slicing over 4 GPUs); seq 1024, micro-batch 8, GPT-2 vocab and 2 pipeline "
+	  "stages (a device's state fits 80 GiB) assumed" },
+	{ "gpt-3-175B", 96, 12288, 96, 2048, 1, 8, 8, 50257,
+	  "GPT-3, Brown et al. 2020 Table 2.1 (96 layers, d 12288, 96 heads, context 2048); t 8 "
+	  "and p 8 (12 blocks per device) as the 145B row of Narayanan et al. SC'21 Table 1; "
+	  "micro-batch 1 assumed" },
+	{ "future-1T", 128, 25600, 160, 2048, 1, 8, 64, 51200,
+	  "1T GPT of Narayanan et al. SC'21 Table 1 (128 layers, h 25600, 160 heads, t 8, p 64, "
+	  "seq 2048, vocab 51200); micro-batch 1 assumed" },
 };
 
 const char *jitq_model_preset_name(size_t i)
@@ -76,6 +82,7 @@ int jitq_model_preset(const char *name, struct jitq_model *out)
 		out->seq = p->seq;
 		out->batch = p->batch;
 		out->tslice = p->tslice;
+		out->pstages = p->pstages;
 		out->vocab = p->vocab;
 		out->source = p->source;
 		return 0;
@@ -105,6 +112,7 @@ int jitq_model_validate(const struct jitq_model *m, struct pim_error *err)
 	    (r = check_range(err, "model.seq", m->seq, 1, JITQ_MAX_SEQ)) < 0 ||
 	    (r = check_range(err, "model.batch", m->batch, 1, JITQ_MAX_BATCH)) < 0 ||
 	    (r = check_range(err, "model.tslice", m->tslice, 1, JITQ_MAX_TSLICE)) < 0 ||
+	    (r = check_range(err, "model.pstages", m->pstages ? m->pstages : 1, 1, m->layers)) < 0 ||
 	    (r = check_range(err, "model.vocab", m->vocab, 0, JITQ_MAX_VOCAB)) < 0)
 		return r;
 	if (m->hidden % m->heads)
@@ -123,7 +131,45 @@ int jitq_model_validate(const struct jitq_model *m, struct pim_error *err)
 	return 0;
 }
 
+uint32_t jitq_local_layers(const struct jitq_model *m)
+{
+	uint32_t p = m->pstages ? m->pstages : 1;
+	return (m->layers + p - 1) / p;
+}
+
 /* ---- names, formats ----------------------------------------------------------------------- */
+
+const char *jitq_act_name(enum jitq_act a)
+{
+	static const char *const n[] = { "full", "selective", "recompute", "none" };
+	return (unsigned)a < ELEMENTSOF(n) ? n[a] : "invalid";
+}
+
+int jitq_act_from_name(const char *s, enum jitq_act *out)
+{
+	for (unsigned a = 0; s && a <= JITQ_ACT_NONE; a++)
+		if (strcasecmp(s, jitq_act_name(a)) == 0) {
+			*out = a;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *jitq_layout_name(enum jitq_layout l)
+{
+	return l == JITQ_LAYOUT_IN_OUT ? "in-out" : l == JITQ_LAYOUT_OUT_IN ? "out-in" : "invalid";
+}
+
+int jitq_layout_from_name(const char *s, enum jitq_layout *out)
+{
+	if (s && strcasecmp(s, "in-out") == 0)
+		*out = JITQ_LAYOUT_IN_OUT;
+	else if (s && strcasecmp(s, "out-in") == 0)
+		*out = JITQ_LAYOUT_OUT_IN;
+	else
+		return -EINVAL;
+	return 0;
+}
 
 const char *jitq_phase_name(enum jitq_phase ph)
 {
@@ -236,6 +282,75 @@ void jitq_config_init(struct jitq_config *c)
 	c->mem_share = 0.1;
 }
 
+void jitq_config_paper(struct jitq_config *c)
+{
+	c->fp.grad_bytes = 2;
+	c->fp.optim_bytes = 3;
+	c->fp.optim_shards = 1;
+	c->fp.act = JITQ_ACT_NONE;
+}
+
+int jitq_config_set(struct jitq_config *c, const char *key, const char *value,
+		    struct pim_error *err)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+		unsigned lo, hi;
+	} ints[] = {
+		{ "grad_bytes", offsetof(struct jitq_config, fp.grad_bytes), 0, 16 },
+		{ "optim_bytes", offsetof(struct jitq_config, fp.optim_bytes), 0, 64 },
+		{ "optim_shards", offsetof(struct jitq_config, fp.optim_shards), 1, 1u << 20 },
+		{ "lookahead", offsetof(struct jitq_config, max_lookahead), 1, JITQ_MAX_LOOKAHEAD },
+	};
+	static const struct {
+		const char *key;
+		size_t off;
+		double hi;
+	} reals[] = {
+		{ "bus_share", offsetof(struct jitq_config, bus_share), 1 },
+		{ "mem_share", offsetof(struct jitq_config, mem_share), 1 },
+		{ "head_start", offsetof(struct jitq_config, head_start_blocks), 1e6 },
+	};
+	char *end;
+
+	for (size_t i = 0; i < ELEMENTSOF(ints); i++) {
+		if (strcmp(key, ints[i].key) != 0)
+			continue;
+		errno = 0;
+		unsigned long v = strtoul(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || v < ints[i].lo ||
+		    v > ints[i].hi)
+			return err_set(err, -EINVAL, "%s \"%.32s\" must be an integer between %u and %u",
+				       key, value, ints[i].lo, ints[i].hi);
+		*(uint32_t *)((char *)c + ints[i].off) = (uint32_t)v;
+		return 0;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(reals); i++) {
+		if (strcmp(key, reals[i].key) != 0)
+			continue;
+		errno = 0;
+		double v = strtod(value, &end);
+		if (errno || end == value || *end || !isfinite(v) || v < 0 || v > reals[i].hi)
+			return err_set(err, -EINVAL, "%s \"%.32s\" must be a number between 0 and %g",
+				       key, value, reals[i].hi);
+		*(double *)((char *)c + reals[i].off) = v;
+		return 0;
+	}
+	if (strcmp(key, "activations") == 0) {
+		if (jitq_act_from_name(value, &c->fp.act) < 0)
+			return err_set(err, -EINVAL, "activations \"%.32s\" is not full, selective, "
+				       "recompute or none", value);
+		return 0;
+	}
+	if (strcmp(key, "layout") == 0) {
+		if (jitq_layout_from_name(value, &c->layout) < 0)
+			return err_set(err, -EINVAL, "layout \"%.32s\" is not in-out or out-in", value);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 static int check_real(struct pim_error *err, const char *field, double v, double lo, double hi,
 		      bool lo_open)
 {
@@ -280,10 +395,12 @@ static int config_validate(const struct jitq_config *c, struct pim_error *err)
 		return err_set(err, -EINVAL,
 			       "accel.fwd_s and accel.bwd_s: give both measured arrays or neither");
 	if (a->fwd_s) {
-		if (a->n_times != c->model.layers)
+		if (a->n_times != jitq_local_layers(&c->model))
 			return err_set(err, -EINVAL,
-				       "accel.n_times = %zu does not match model.layers = %u",
-				       a->n_times, c->model.layers);
+				       "accel.n_times = %zu does not match the %u blocks of a device "
+				       "(model.layers %u over %u pipeline stages)",
+				       a->n_times, jitq_local_layers(&c->model), c->model.layers,
+				       c->model.pstages ? c->model.pstages : 1);
 		for (size_t i = 0; i < a->n_times; i++) {
 			char f[48];
 			snprintf(f, sizeof f, "accel.fwd_s[%zu]", i);
@@ -387,7 +504,7 @@ static int plan_phase(struct jitq_plan *plan, enum jitq_phase ph, const double *
 {
 	const struct jitq_config *c = &plan->cfg;
 	struct jitq_phase_plan *pp = &plan->phase[ph];
-	size_t n = c->model.layers;
+	size_t n = plan->layers;
 	enum mx_dir bwd_dir = fwd_dir == MX_DIR_ROW ? MX_DIR_COL : MX_DIR_ROW;
 	enum mx_dir dirs[2];
 	unsigned ndirs = 0;
@@ -519,7 +636,7 @@ static int capacity(struct jitq_plan *plan, struct pim_error *err)
 	const struct jitq_config *c = &plan->cfg;
 	const struct jitq_model *m = &c->model;
 	struct jitq_capacity *cap = &plan->cap;
-	uint64_t n = m->layers, per_block = 0, row = 0, col = 0, tmp;
+	uint64_t n = plan->layers, per_block = 0, row = 0, col = 0, tmp;
 	bool ok = true;
 
 	for (int t = 0; t < JITQ_T_COUNT; t++) {
@@ -613,7 +730,8 @@ int jitq_plan(const struct jitq_config *cfg, struct jitq_plan **out, struct pim_
 	plan->cfg.accel.n_times = 0;
 	const struct jitq_config *c = &plan->cfg;
 	const struct jitq_model *m = &c->model;
-	size_t n = m->layers;
+	plan->layers = jitq_local_layers(m);
+	size_t n = plan->layers;
 
 	tensor_shapes(m, c->layout, plan->tensors);
 	enum mx_dir fwd_dir = c->layout == JITQ_LAYOUT_IN_OUT ? MX_DIR_COL : MX_DIR_ROW;
@@ -679,7 +797,7 @@ const struct jitq_launch *jitq_launches_at(const struct jitq_plan *p, enum jitq_
 {
 	*n = 0;
 	if (!p || (unsigned)phase >= JITQ_PHASE_COUNT || boundary < JITQ_PROLOGUE ||
-	    boundary >= (int32_t)p->cfg.model.layers)
+	    boundary >= (int32_t)p->layers)
 		return NULL;
 	const struct jitq_phase_plan *pp = &p->phase[phase];
 	size_t slot = (size_t)(boundary + 1);
@@ -736,9 +854,9 @@ size_t jitq_plan_format(const struct jitq_plan *p, bool per_block, char *buf, si
 	if (len)
 		buf[0] = '\0';
 	put(&o, "model %s: %u layers, hidden %u, %u heads, seq %u, micro-batch %u, tensor slicing %u, "
-		"vocab %u\n",
+		"pipeline %u (%u blocks per device), vocab %u\n",
 	    m->name[0] ? m->name : "(custom)", m->layers, m->hidden, m->heads, m->seq, m->batch,
-	    m->tslice, m->vocab);
+	    m->tslice, m->pstages ? m->pstages : 1, p->layers, m->vocab);
 	if (m->source)
 		put(&o, "  source: %s\n", m->source);
 	put(&o, "quantize %s -> %s, weights stored %s (forward needs %s-blocked, backward %s)\n",
@@ -791,7 +909,14 @@ size_t jitq_plan_format(const struct jitq_plan *p, bool per_block, char *buf, si
 	    c->fp.optim_bytes, c->fp.optim_shards);
 	put(&o, "  parameters: block weights 12h^2/t + embedding vocab*h/t; biases, layer norms "
 		"left out; embedding never JIT-quantized\n");
-	put(&o, "  activations: %s\n", act_desc(c->fp.act));
+	put(&o, "  activations: %s: %s\n", jitq_act_name(c->fp.act), act_desc(c->fp.act));
+	put(&o, "  weight layout %s: forward reads the %s-blocked copy, backward the %s-blocked one%s\n",
+	    jitq_layout_name(c->layout), c->layout == JITQ_LAYOUT_IN_OUT ? "col" : "row",
+	    c->layout == JITQ_LAYOUT_IN_OUT ? "row" : "col",
+	    c->fp.act == JITQ_ACT_RECOMPUTE ? " (and the forward one again)" : "");
+	put(&o, "  parallelism: micro-batch %u, sequence %u, tensor %u, pipeline %u; the device "
+		"planned holds %u blocks and the embedding\n",
+	    m->batch, m->seq, m->tslice, m->pstages ? m->pstages : 1, p->layers);
 	put(&o, "  MX %s: %u B per 16 elements; JIT-Q holds (lookahead + 1) blocks' copies\n",
 	    jitq_fmt_name(c->fmt), fmt_block_bytes(c->fmt));
 	put(&o, "  PIM: one FIFO server over %u pseudo-channels; head start %.3g block(s) before "
@@ -803,7 +928,7 @@ size_t jitq_plan_format(const struct jitq_plan *p, bool per_block, char *buf, si
 	if (per_block) {
 		for (int ph = 0; ph < JITQ_PHASE_COUNT; ph++) {
 			put(&o, "%s launches:\n", jitq_phase_name(ph));
-			for (int32_t bd = JITQ_PROLOGUE; bd < (int32_t)m->layers; bd++) {
+			for (int32_t bd = JITQ_PROLOGUE; bd < (int32_t)p->layers; bd++) {
 				size_t nl;
 				const struct jitq_launch *l = jitq_launches_at(p, ph, bd, &nl);
 				char at[24];

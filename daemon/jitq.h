@@ -83,6 +83,8 @@ struct jitq_model {
 	uint32_t seq;    /* s */
 	uint32_t batch;  /* b: micro-batch per accelerator (one forward/backward pass) */
 	uint32_t tslice; /* t: tensor-slicing degree */
+	uint32_t pstages; /* p: pipeline stages; a device holds ceil(layers / p) blocks (the first
+			     stage, with the embedding, is the one planned); 0 is taken as 1 */
 	uint32_t vocab;  /* embedding rows (high precision, never JIT-quantized); 0: not counted */
 	const char *source; /* citation of shape and defaults (static string); NULL for custom */
 };
@@ -94,6 +96,8 @@ int jitq_model_preset(const char *name, struct jitq_model *out);
 const char *jitq_model_preset_name(size_t i);
 /* 0, or -EINVAL with a message naming the field ("model.hidden = ..."). */
 int jitq_model_validate(const struct jitq_model *m, struct pim_error *err);
+/* Blocks on one device: ceil(layers / pstages). */
+uint32_t jitq_local_layers(const struct jitq_model *m);
 
 /*
  * Accelerator.  Without measured times a block's forward time is
@@ -108,7 +112,8 @@ struct jitq_accel {
 			      on GPU Clusters Using Megatron-LM") */
 	const double *fwd_s; /* measured forward time per block, or NULL */
 	const double *bwd_s; /* measured backward time per block, or NULL (both or neither) */
-	size_t n_times;      /* entries in each array (must equal model.layers) */
+	size_t n_times;      /* entries in each array (must equal the device's blocks,
+				jitq_local_layers()) */
 };
 
 /*
@@ -170,6 +175,30 @@ struct jitq_config {
 /* Defaults above, with a NULL PIM cost (the caller must set pim.quant_time_s) and model
  * gpt-3-175B. */
 void jitq_config_init(struct jitq_config *c);
+
+/*
+ * The scheduler's part of the paper configuration (the PIM part is pimsim_params_paper()):
+ * the footprint the JIT-Q paper's capacity figures imply.  All six of its capacity figures
+ * (MX4/MX6/MX9, both copies and one copy, "up to") equal copies / (7 B/param + copies) with
+ * activations left out: master BF16 2 B + gradients 2 B + optimizer 3 B per parameter,
+ * activations JITQ_ACT_NONE.  Everything else keeps the defaults above.
+ */
+void jitq_config_paper(struct jitq_config *c);
+
+/*
+ * Sets one scheduler assumption by name: grad_bytes, optim_bytes, optim_shards (integers),
+ * activations (full|selective|recompute|none), layout (in-out|out-in), bus_share, mem_share
+ * (0 to 1), head_start (blocks, 0 to 1e6), lookahead (1 to JITQ_MAX_LOOKAHEAD).  0; -ENOENT for
+ * a key that is not the scheduler's (err untouched); -EINVAL with err for a bad value.
+ */
+int jitq_config_set(struct jitq_config *c, const char *key, const char *value,
+		    struct pim_error *err);
+
+/* "full", "selective", "recompute", "none" and "in-out", "out-in"; 0 or -EINVAL. */
+const char *jitq_act_name(enum jitq_act a);
+int jitq_act_from_name(const char *s, enum jitq_act *out);
+const char *jitq_layout_name(enum jitq_layout l);
+int jitq_layout_from_name(const char *s, enum jitq_layout *out);
 
 /*
  * Linear PIM cost for tests and for the bench until pimsim is joined (NOT pimsim's model).
@@ -270,6 +299,8 @@ struct jitq_capacity {
 struct jitq_plan {
 	struct jitq_config cfg; /* copy; accel.fwd_s/bwd_s are NULL (times are in blocks[]);
 				   pim.ctx is the caller's and is never called through again */
+	uint32_t layers;        /* blocks on this device: jitq_local_layers(&cfg.model); every
+				   per-block array and boundary below counts these */
 	double flops_fwd;       /* per block, local (analytic; 0 with measured times) */
 	double flops_bwd;
 	struct jitq_tensor_info tensors[JITQ_T_COUNT];

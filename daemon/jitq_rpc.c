@@ -59,7 +59,7 @@ static Pim__JitqPhase *phase_msg(struct rpc_builder *b, const struct jitq_plan *
 			m->launches[m->n_launches++] = l;
 	}
 	if (per_block) {
-		uint32_t layers = p->cfg.model.layers;
+		uint32_t layers = p->layers;
 		m->blocks = rpc_calloc(b, layers, sizeof *m->blocks);
 		for (uint32_t i = 0; m->blocks && i < layers && !b->oom; i++) {
 			Pim__JitqBlock *k = rpc_calloc(b, 1, sizeof *k);
@@ -138,6 +138,46 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	OVERRIDE(tslice);
 	OVERRIDE(vocab);
 #undef OVERRIDE
+	if (qm->pipeline)
+		cfg.model.pstages = qm->pipeline;
+	/* The paper configuration first, then the caller's settings over it. */
+	bool paper = false;
+	if (q->config && *q->config && strcmp(q->config, "default") != 0) {
+		if (strcmp(q->config, "paper") != 0)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "config \"%.32s\" is not default or paper", q->config);
+		paper = true;
+		jitq_config_paper(&cfg);
+		pimsim_params_paper(&pp);
+	}
+	if (q->n_settings > JITQ_RPC_SETTINGS_MAX)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					  "%zu settings: at most %u", q->n_settings, JITQ_RPC_SETTINGS_MAX);
+	bool stacks_set = false;
+	for (size_t i = 0; i < q->n_settings; i++) {
+		const char *kv = q->settings[i], *eq = strchr(kv, '=');
+		char key[64];
+		size_t kl = eq ? (size_t)(eq - kv) : 0;
+		if (strlen(kv) > 127 || !eq || kl == 0 || kl >= sizeof key)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "setting \"%.40s\": expected KEY=VALUE of at most 127 bytes", kv);
+		memcpy(key, kv, kl);
+		key[kl] = 0;
+		for (size_t j = 0; j < i; j++)
+			if (strncmp(q->settings[j], kv, kl + 1) == 0)
+				return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+							  "setting %s is given twice", key);
+		int sr = jitq_config_set(&cfg, key, eq + 1, &err);
+		if (sr == -ENOENT) {
+			/* Not the scheduler's: a key of the HBM-PIM file. */
+			char line[160];
+			snprintf(line, sizeof line, "%s = %s\n", key, eq + 1);
+			sr = pimsim_params_parse(&pp, line, strlen(line), "setting", &err);
+			stacks_set = stacks_set || strcmp(key, "stacks") == 0;
+		}
+		if (sr < 0)
+			return rpc_error_from(req->id, &err);
+	}
 	if (q->format && *q->format && mx_format_from_name(q->format, &cfg.fmt) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "format \"%.32s\" is not one of mx9, mx6, mx4", q->format);
@@ -173,7 +213,10 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	if (q->pim_stacks > 64)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "pim_stacks %u: at most 64", q->pim_stacks);
-	pp.stacks = q->pim_stacks ? q->pim_stacks : ctx->pim_configured ? ctx->pim->stacks : 5;
+	if (q->pim_stacks)
+		pp.stacks = q->pim_stacks;
+	else if (!stacks_set && !paper)
+		pp.stacks = ctx->pim_configured ? ctx->pim->stacks : 5;
 	cfg.pim.channels = pp.stacks * pp.pch_per_stack;
 	cfg.pim.quant_time_s = pimsim_cost_s;
 	cfg.pim.ctx = &cost;
@@ -193,7 +236,12 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 		r->format = rpc_strdup(&b, jitq_fmt_name(cfg.fmt));
 		r->source = rpc_strdup(&b, jitq_src_name(cfg.src));
 		r->mapping = rpc_strdup(&b, pimsim_mapping_name(cost.mapping));
-		r->layers = plan->cfg.model.layers;
+		r->layers = plan->layers;
+		r->model_layers = plan->cfg.model.layers;
+		r->pipeline = plan->cfg.model.pstages ? plan->cfg.model.pstages : 1;
+		r->kernel = rpc_strdup(&b, pimsim_kernel_name((enum pimsim_kernel)pp.kernel));
+		r->pim_tck_ns = pp.tck_ps / 1000.0;
+		r->pim_stacks = pp.stacks;
 		r->loss = plan->loss;
 		r->loss_stall = plan->loss_stall;
 		r->loss_interference = plan->loss_interference;
@@ -229,10 +277,15 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 		r->text = rpc_calloc(&b, need, 1);
 		if (r->text)
 			jitq_plan_format(plan, q->per_block, r->text, need);
+		if (paper)
+			rpc_append(&b, &r->assumptions, &r->n_assumptions, "configuration: the JIT-Q paper's "
+				       "(kernel paper, cond_shift_range 8, tCK 0.833 ns, 5 stacks; 7 B/param "
+				       "footprint without activations), then the settings given");
 		rpc_append(&b, &r->assumptions, &r->n_assumptions, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
-			       "tensor slicing %u%s%s", cfg.model.name, plan->cfg.model.layers,
-			       plan->cfg.model.hidden, plan->cfg.model.heads, plan->cfg.model.seq,
-			       plan->cfg.model.batch, plan->cfg.model.tslice,
+			       "tensor slicing %u, pipeline %u (%u blocks per device)%s%s", cfg.model.name,
+			       plan->cfg.model.layers, plan->cfg.model.hidden, plan->cfg.model.heads,
+			       plan->cfg.model.seq, plan->cfg.model.batch, plan->cfg.model.tslice,
+			       r->pipeline, plan->layers,
 			       plan->cfg.model.source ? "; " : "",
 			       plan->cfg.model.source ? plan->cfg.model.source : "");
 		if (cfg.accel.n_times)
@@ -242,12 +295,17 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 				       "FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
 				       cfg.accel.peak_flops / 1e12, cfg.accel.efficiency);
 		rpc_append(&b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
-			       "each, tCK %u ps, mapping %s; time from the command stream it executes",
+			       "each, tCK %u ps, mapping %s, kernel %s (cond_shift_range %u, "
+			       "lane_shift_lanes %u), read/write turnaround %s (tRTW %u, tWTR %u), "
+			       "refresh %s re-activation; time from the command stream it executes",
 			       pp.stacks, pp.pch_per_stack, pp.banks_per_pch, pp.tck_ps,
-			       pimsim_mapping_name(cost.mapping));
+			       pimsim_mapping_name(cost.mapping),
+			       pimsim_kernel_name((enum pimsim_kernel)pp.kernel), pp.cond_shift_range,
+			       pp.lane_shift_lanes, pp.rw_turnaround ? "on" : "off", pp.tRTW, pp.tWTR,
+			       pp.refresh_reopen ? "with" : "without");
 		rpc_append(&b, &r->assumptions, &r->n_assumptions, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
-			       "state %u B/parameter%s, %s", jitq_src_name(cfg.src), cfg.fp.grad_bytes,
-			       cfg.fp.optim_bytes, cfg.fp.optim_shards > 1 ? " (sharded)" : "",
+			       "state %u B/parameter over %u shard(s), %s", jitq_src_name(cfg.src),
+			       cfg.fp.grad_bytes, cfg.fp.optim_bytes, cfg.fp.optim_shards,
 			       act_name(cfg.fp.act));
 		rpc_append(&b, &r->assumptions, &r->n_assumptions, "interference: PIM takes %.0f%% of the command bus during overlap, "
 			       "memory-bound share of block time %.0f%%", 100 * cfg.bus_share,

@@ -17,6 +17,8 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 
 /* The launches listed without per_block (a summary stays small for any model). */
 #define JITQ_RPC_SUMMARY_LAUNCHES 64
+/* KEY=VALUE settings one JitqPlan may carry. */
+#define JITQ_RPC_SETTINGS_MAX 64u
 /* Elements one JitqQuantize may run through the PIM model (a few hundred ms at most). */
 #define JITQ_RPC_PIM_ELEMENTS_MAX (1u << 20)
 /* Bytes a reply needs beside its payload (envelope, tags, lengths), kept free of max_frame_bytes. */

@@ -157,6 +157,14 @@ void pimsim_params_default(struct pimsim_params *p)
 	};
 }
 
+void pimsim_params_paper(struct pimsim_params *p)
+{
+	p->kernel = PIMSIM_KERNEL_PAPER;
+	p->cond_shift_range = 8;
+	p->tck_ps = 833;
+	p->stacks = 5;
+}
+
 enum pkey_type { PKEY_UINT, PKEY_NS, PKEY_BOOL, PKEY_KERNEL };
 
 static const struct pkey {

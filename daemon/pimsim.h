@@ -157,6 +157,13 @@ struct pimsim_params {
 /* The defaults of examples/hbm-pim.conf (sources cited there). */
 void pimsim_params_default(struct pimsim_params *p);
 /*
+ * The PIM part of the JIT-Q paper configuration, over *p: kernel = paper with a
+ * conditional-shift range of 8 (the paper gives none; 8 binades of exponent difference), tCK
+ * 0.833 ns (one PIM command per tCCD_L = 4 tCK at the 300 MHz of HBM-PIM, Lee et al. 2021) and
+ * 5 stacks (an A100's HBM). Organisation, DRAM timing, turnaround and refresh are kept.
+ */
+void pimsim_params_paper(struct pimsim_params *p);
+/*
  * Parses "key = value" lines ('#' comments, blank lines) over *p; keys not given keep their
  * value. origin names the buffer in messages ("origin:line: ..."). Unknown keys, repeated
  * keys, bad values and inconsistent results are errors; *p is untouched on error.

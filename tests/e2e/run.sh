@@ -257,6 +257,16 @@ expect_rc 1 "unknown model preset \"gpt-5\" (known: bert-340M" "an unknown prese
 	"$PIMCTL" --socket "$S" jitq plan --model gpt-5
 expect_rc 1 "mapping \"diagonal\" is not one of" "an unknown mapping is refused" \
 	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --mapping diagonal
+expect_rc 0 "kernel paper (cond_shift_range 8" "jitq plan in the paper's configuration states it" \
+	"$PIMCTL" --socket "$S" jitq plan --model gpt-3-175B --preset paper
+expect_rc 0 "tCK 1250 ps, mapping strided-opt, kernel paper" "jitq plan: kernel and PIM clock as inputs" \
+	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --kernel paper --tck 1.25
+expect_rc 0 "pipeline 4 (6 blocks per device)" "jitq plan: pipeline stages as an input" \
+	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --pipeline 4 --set optim_shards=4 --activations none
+expect_rc 1 'setting:1: kernel "fast" must be exact or paper' "jitq plan: a bad PIM setting is refused" \
+	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --kernel fast
+expect_rc 1 'mem_share "2" must be a number between 0 and 1' "jitq plan: a bad scheduler setting is refused" \
+	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --set mem_share=2
 check "libpimclient: a JIT-Q plan looked up per block boundary" "$TOOL" jitq "$S"
 head -c 8192 /dev/urandom > "$T/w.bf16"
 expect_rc 0 "Wrote 3072 bytes (256 MX blocks)" "jitq quantize a raw BF16 tensor (reference)" \

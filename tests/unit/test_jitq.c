@@ -491,6 +491,11 @@ START_TEST(test_presets)
 		struct jitq_plan *p = plan_ok(&c);
 		ck_assert_uint_eq(p->pim_queries, 8);
 		ck_assert_double_gt(p->cap.pct_vs_both, p->cap.pct_vs_one);
+		/* The pipeline split fits a real device, an 80 GiB A100 (Narayanan et al.'s), with
+		 * both copies kept. */
+		ck_assert_msg(p->cap.total_both <= 80ull << 30, "%s needs %.1f GiB per device",
+			      m.name, p->cap.total_both / 1073741824.0);
+		ck_assert_uint_eq(p->layers, (m.layers + m.pstages - 1) / m.pstages);
 		jitq_plan_free(p);
 	}
 	ck_assert_uint_eq(i, ELEMENTSOF(want));
@@ -498,8 +503,8 @@ START_TEST(test_presets)
 	ck_assert_int_eq(jitq_model_preset("GPT-3-175b", &m), 0);
 	ck_assert_uint_eq(m.hidden, 12288);
 	ck_assert_int_eq(jitq_model_preset("gpt-4", &m), -ENOENT);
-	/* GPT-3 params per device: 96 · 12 · 12288² / 8 + ceil(50257 / 8) · 12288
-	 * = 21743271936 + 6283 · 12288 = 21743271936 + 77205504 = 21820477440 */
+	/* GPT-3 params per device, 96 / 8 = 12 blocks: 12 · 12 · 12288² / 8 + ceil(50257 / 8) ·
+	 * 12288 = 2717908992 + 6283 · 12288 = 2717908992 + 77205504 = 2795114496 */
 	struct jitq_config c;
 	struct jitq_linear_pim lp;
 	jitq_linear_pim_init(&lp);
@@ -507,8 +512,57 @@ START_TEST(test_presets)
 	c.pim.quant_time_s = jitq_linear_pim_time;
 	c.pim.ctx = &lp;
 	struct jitq_plan *p = plan_ok(&c);
-	ck_assert_uint_eq(p->cap.params, 21820477440ull);
+	ck_assert_uint_eq(p->cap.params, 2795114496ull);
+	ck_assert_uint_eq(p->layers, 12);
+	ck_assert_uint_eq(p->phase[JITQ_PHASE_FWD].n_launches, 12 * 4);
 	jitq_plan_free(p);
+}
+END_TEST
+
+/*
+ * Pipeline stages, the settings by name and the paper footprint, small model by hand:
+ * h 64, 4 layers over 2 stages -> 2 blocks per device; block params 12 · 64² = 49152, so
+ * 98304 quantized parameters, no embedding. Paper footprint: 2 (BF16 master) + 2 + 3 = 7 B per
+ * parameter = 688128 B, no activations. MX6 copies: 12 B per 16 elements, per direction
+ * 49152 / 16 · 12 = 36864 B per block: both copies of 2 blocks 147456 B. JIT-Q holds
+ * min(L + 1, 2) = 2 blocks of one direction per phase: 73728 B. Saved 147456 - 73728 = 73728
+ * of 688128 + 147456 = 835584: 8.8235%.
+ */
+START_TEST(test_pipeline_settings_paper)
+{
+	struct jitq_config c = small_config();
+	struct pim_error err = { 0 };
+
+	c.model.pstages = 2;
+	jitq_config_paper(&c);
+	struct jitq_plan *p = plan_ok(&c);
+	ck_assert_uint_eq(p->layers, 2);
+	ck_assert_uint_eq(p->cap.params_quant, 98304);
+	ck_assert_uint_eq(p->cap.master + p->cap.grads + p->cap.optim, 688128);
+	ck_assert_uint_eq(p->cap.acts, 0);
+	ck_assert_uint_eq(p->cap.lp_both, 147456);
+	ck_assert_uint_eq(p->cap.lp_jitq, 73728);
+	ck_assert_double_eq_tol(p->cap.pct_vs_both, 100.0 * 73728 / 835584, 1e-9);
+	ck_assert_uint_eq(p->phase[JITQ_PHASE_BWD].n_launches, 2 * 4);
+	jitq_plan_free(p);
+
+	ck_assert_int_eq(jitq_config_set(&c, "optim_bytes", "12", &err), 0);
+	ck_assert_uint_eq(c.fp.optim_bytes, 12);
+	ck_assert_int_eq(jitq_config_set(&c, "optim_shards", "0", &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "optim_shards \"0\" must be an integer between 1 and 1048576");
+	ck_assert_int_eq(jitq_config_set(&c, "activations", "selective", &err), 0);
+	ck_assert_int_eq(c.fp.act, JITQ_ACT_SELECTIVE);
+	ck_assert_int_eq(jitq_config_set(&c, "activations", "some", &err), -EINVAL);
+	ck_assert_int_eq(jitq_config_set(&c, "layout", "out-in", &err), 0);
+	ck_assert_int_eq(c.layout, JITQ_LAYOUT_OUT_IN);
+	ck_assert_int_eq(jitq_config_set(&c, "bus_share", "0.25", &err), 0);
+	ck_assert_double_eq(c.bus_share, 0.25);
+	ck_assert_int_eq(jitq_config_set(&c, "mem_share", "1.5", &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "mem_share \"1.5\" must be a number between 0 and 1");
+	ck_assert_int_eq(jitq_config_set(&c, "head_start", "nan", &err), -EINVAL);
+	ck_assert_int_eq(jitq_config_set(&c, "tCK", "1.0", &err), -ENOENT);
+	ck_assert_str_eq(jitq_act_name(JITQ_ACT_NONE), "none");
+	ck_assert_str_eq(jitq_layout_name(JITQ_LAYOUT_IN_OUT), "in-out");
 }
 END_TEST
 
@@ -576,7 +630,7 @@ START_TEST(test_invalid)
 	plan_fails(&c, -EINVAL, "give both measured arrays or neither");
 	c.accel.bwd_s = t3;
 	c.accel.n_times = 3;
-	plan_fails(&c, -EINVAL, "accel.n_times = 3 does not match model.layers = 4");
+	plan_fails(&c, -EINVAL, "accel.n_times = 3 does not match the 4 blocks of a device");
 	c.accel.fwd_s = t4;
 	c.accel.bwd_s = t4;
 	c.accel.n_times = 4;
@@ -599,6 +653,9 @@ START_TEST(test_invalid)
 	c.model.batch = JITQ_MAX_BATCH;
 	tcost.k[0] = tcost.k[1] = 1e-12;
 	plan_fails(&c, -EOVERFLOW, "activation footprint overflows 64 bits");
+	c = small_config();
+	c.model.pstages = c.model.layers + 1;
+	plan_fails(&c, -EINVAL, "model.pstages = 5 is out of range [1, 4]");
 
 	ck_assert_int_eq(jitq_plan(NULL, NULL, &err), -EINVAL);
 	ck_assert_int_eq(jitq_model_validate(NULL, &err), -EINVAL);
@@ -619,6 +676,7 @@ START_TEST(test_distinct_shapes_and_1t_time)
 	 * bound is generous for a loaded 2-core machine; bench_jitq prints the real figure) */
 	c = small_config();
 	ck_assert_int_eq(jitq_model_preset("future-1T", &c.model), 0);
+	c.model.pstages = 1; /* all 128 blocks on the device planned */
 	tcost.k[0] = tcost.k[1] = 1e-12;
 	uint64_t t0 = now_ns();
 	p = plan_ok(&c);
@@ -748,6 +806,7 @@ int main(void)
 	tc = test_case(s, "inputs");
 	tcase_add_test(tc, test_presets);
 	tcase_add_test(tc, test_invalid);
+	tcase_add_test(tc, test_pipeline_settings_paper);
 	tcase_add_test(tc, test_names);
 	tc = test_case(s, "cost");
 	tcase_add_test(tc, test_distinct_shapes_and_1t_time);
