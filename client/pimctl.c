@@ -59,7 +59,7 @@ static void usage(FILE *f)
 		"                            schedule just-in-time weight quantization on PIM\n"
 		"  jitq quantize --shape ROWSxCOLS [--format mx9|mx6|mx4|mxfp8-e4m3|mxfp8-e5m2|\n"
 		"            mxfp6-e3m2|mxfp6-e2m3|mxfp4|mxint8] [--from bf16|fp32] [--direction row|col]\n"
-		"            [--engine reference|tiled|strided|strided-opt] IN OUT\n"
+		"            [--engine reference|tiled|strided|strided-opt] [--kernel exact|paper] IN OUT\n"
 		"                            convert a raw tensor file to packed MX\n"
 		"  jitq dequantize --shape ROWSxCOLS [--format FORMAT] [--direction row|col] IN OUT\n"
 		"                            convert packed MX back to raw FP32\n\n"
@@ -1497,6 +1497,8 @@ static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 			body.direction = (char *)v;
 		else if (strcmp(a, "--engine") == 0 && v)
 			body.engine = (char *)v;
+		else if (strcmp(a, "--kernel") == 0 && v)
+			body.kernel = (char *)v;
 		else if (strcmp(a, "--shape") == 0 && v) {
 			r = parse_shape(v, &body.rows, &body.cols);
 			have_shape = true;

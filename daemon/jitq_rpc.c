@@ -350,7 +350,10 @@ static Pim__Response *quantize_job_reply(struct quantize_job *j)
 	uint8_t *out = malloc(j->out_len);
 	Pim__Response *resp = rpc_response_new(j->id);
 	Pim__JitqQuantizeReply *r = malloc(sizeof *r);
-	char *engine = strdup(j->pim ? pimsim_mapping_name(j->map) : "reference");
+	char *engine = NULL;
+	if (asprintf(&engine, "%s%s", j->pim ? pimsim_mapping_name(j->map) : "reference",
+		     j->pim && j->pimp.kernel == PIMSIM_KERNEL_PAPER ? " (paper kernel)" : "") < 0)
+		engine = NULL;
 	if (!out || !resp || !r || !engine) {
 		free(out);
 		free(resp);
@@ -434,6 +437,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	enum mx_src src = MX_SRC_BF16;
 	enum mx_dir dir = MX_DIR_ROW;
 	enum pimsim_mapping map = PIMSIM_TILED;
+	struct pimsim_params pp = *ctx->pim;
 	bool pim = false, ocp = false;
 
 	/* The shared-microexponent formats (BRIEF §5.1), or the OCP family (reference engine). */
@@ -467,6 +471,16 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 						  "the PIM model runs the MX9/MX6/MX4 kernel; %s takes the "
 						  "reference engine", mx_ocp_format_name(ocp_fmt));
 	}
+	if (q->kernel && *q->kernel) {
+		enum pimsim_kernel kk;
+		if (pimsim_kernel_from_name(q->kernel, &kk) < 0)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "kernel \"%.32s\" is not exact or paper", q->kernel);
+		if (!pim)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "a kernel needs a PIM engine (tiled, strided or strided-opt)");
+		pp.kernel = kk;
+	}
 	/* The PIM model executes every command (on the work thread, one request at a time): keep
 	 * one request short so that others do not wait long behind it. */
 	if (pim && (uint64_t)q->rows * q->cols > JITQ_RPC_PIM_ELEMENTS_MAX)
@@ -499,7 +513,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	}
 	memcpy(aligned, q->data.data, q->data.len);
 	*j = (struct quantize_job){ .id = req->id, .pim = pim, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt,
-				    .src = src, .dir = dir, .map = map, .pimp = *ctx->pim, .rows = q->rows,
+				    .src = src, .dir = dir, .map = map, .pimp = pp, .rows = q->rows,
 				    .cols = q->cols, .data = aligned, .len = q->data.len, .out_len = out_len };
 	struct rpc_deferred job = { .run = quantize_job_run, .finish = quantize_job_finish,
 				    .release = quantize_job_release, .data = j };

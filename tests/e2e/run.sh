@@ -276,6 +276,10 @@ for m in tiled strided strided-opt; do
 		"$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col --engine $m "$T/w.bf16" "$T/w.$m"
 done
 "$PIMCTL" --socket "$S" jitq quantize --format mx6 --shape 64x64 --direction col "$T/w.bf16" "$T/w.col" >/dev/null
+expect_rc 0 "strided-opt (paper kernel) engine; PIM model" "jitq quantize with the paper's kernel, checked against the truncating reference" \
+	"$PIMCTL" --socket "$S" jitq quantize --format mx4 --shape 64x64 --engine strided-opt --kernel paper "$T/w.bf16" "$T/w.paper"
+expect_rc 1 "a kernel needs a PIM engine" "jitq quantize: a kernel needs a PIM engine" \
+	"$PIMCTL" --socket "$S" jitq quantize --format mx4 --shape 64x64 --kernel paper "$T/w.bf16" "$T/w.paper"
 expect_rc 0 "Wrote 4224 bytes (128 MX blocks)" "jitq quantize to an OCP format (mxfp8-e4m3, block 32)" \
 	"$PIMCTL" --socket "$S" jitq quantize --format mxfp8-e4m3 --shape 64x64 "$T/w.bf16" "$T/w.fp8"
 expect_rc 1 "takes the reference engine" "OCP formats are not run on the PIM model" \
