@@ -4,7 +4,8 @@
  * in mx.h; this file has three quantizers that must agree bit for bit:
  *   - the scalar reference mx_quantize_block(), written to read like the specification;
  *   - a branch-light portable version working on FP32 bit patterns (quant_bits_generic());
- *   - an AVX2 version chosen at run time with __builtin_cpu_supports("avx2").
+ *   - an AVX2 version chosen at run time with __builtin_cpu_supports("avx2");
+ *   - an AVX-512 (F/BW/VL/VBMI + BMI2) version for row blocking, chosen the same way.
  * tests/unit/test_mx.c compares them on millions of random values.
  */
 #include "mx.h"
@@ -811,6 +812,231 @@ static bool have_avx2(void)
 static bool have_avx2(void) { return false; }
 #endif
 
+/* ---- AVX-512 fast path ----------------------------------------------------------------- */
+
+#if MX_HAVE_X86
+/*
+ * AVX-512 F/BW/VL/VBMI with BMI2, chosen at run time like the AVX2 path (no -march flag: only
+ * these functions are compiled for the wider target). Row blocking only; column blocking,
+ * whose cost is the strided gather rather than the arithmetic, uses the AVX2 code (every
+ * AVX-512 CPU has AVX2). Same arithmetic as avx2_fields() and avx2_row_block_bf16(), with the
+ * variable 16-bit shifts (vpsrlvw) and mask registers that AVX2 lacks; two blocks per step,
+ * packed by one byte permutation (vpermt2b) and one store.
+ */
+#define AVX512_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2"
+#define AVX512 __attribute__((target(AVX512_TARGET)))
+#define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
+
+/*
+ * Byte permutation for avx512_pack2(): output byte i of the two packed blocks comes from the
+ * merged fields (indices 0-63) or the 4 header bytes E0, micro0, E1, micro1 (64-67). After the
+ * merge in avx512_pack2(), 128-bit lane l holds in its low w bytes the stream of fields
+ * 8l .. 8l + 7 (8 fields of w bits are w whole bytes); for w = 8 the fields are the low bytes
+ * of the 16-bit lanes.
+ */
+static AVX512 __m512i avx512_pack_index(unsigned m)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	uint8_t idx[64] = { 0 };
+
+	for (unsigned k = 0; k < 2; k++) {
+		uint8_t *o = idx + k * bb;
+		o[0] = (uint8_t)(64 + 2 * k);
+		o[1] = (uint8_t)(64 + 2 * k + 1);
+		for (unsigned i = 0; i < 2 * w; i++) {
+			if (w == 8)
+				o[2 + i] = (uint8_t)(2 * (MX_BLOCK * k + i));
+			else
+				o[2 + i] = (uint8_t)((2 * k + i / w) * 16 + i % w);
+		}
+	}
+	return _mm512_loadu_si512(idx);
+}
+
+/*
+ * Packs two blocks from their 32 fields (16-bit lanes, block 0 in lanes 0-15) and headers
+ * (hdr = E0 | micro0 << 8 | E1 << 16 | micro1 << 24) into out: 2 * bb bytes, or bb if !two.
+ * room is the number of bytes that may be written at out; with 64 or more, one full-width
+ * store (the bytes past the blocks are rewritten by the next step), else a masked one.
+ */
+AVX512_INLINE void avx512_pack2(__m512i f, uint32_t hdr, __m512i idx, unsigned m, bool two,
+				size_t room, uint8_t *out)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	__m512i y = f;
+
+	if (w != 8) {
+		/* 2 fields per u32 (2w bits), 4 per u64 (4w bits), 8 per 128-bit lane (w bytes). */
+		y = _mm512_madd_epi16(f, _mm512_set1_epi32(1 | (1 << w) << 16));
+		y = _mm512_or_si512(y, _mm512_srli_epi64(y, 32 - 2 * w));
+		y = _mm512_and_si512(y, _mm512_set1_epi64((1ll << (4 * w)) - 1));
+		y = _mm512_or_si512(y, _mm512_slli_epi64(_mm512_shuffle_epi32(y, (_MM_PERM_ENUM)0x4e),
+							 4 * w));
+	}
+	__m512i p = _mm512_permutex2var_epi8(y, idx, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)hdr)));
+	unsigned n = two ? 2 * bb : bb;
+
+	if (room >= 64)
+		_mm512_storeu_si512(out, p);
+	else
+		_mm512_mask_storeu_epi8(out, (__mmask64)((1ull << n) - 1), p);
+	/* NaN blocks (rare): canonical form over whatever was computed for them. */
+	for (unsigned k = 0; k < (two ? 2u : 1u); k++)
+		if (__builtin_expect(((hdr >> (16 * k)) & 0xff) == MX_EXP_NAN, 0)) {
+			memset(out + k * bb, 0, bb);
+			out[k * bb] = MX_EXP_NAN;
+		}
+}
+
+/*
+ * The fields of two BF16 row blocks in one vector of 32 16-bit lanes (block 0 in lanes 0-15)
+ * and their headers. Shift counts as in avx2_row_block_bf16(): sh = 8 - m + (E - e) - d
+ * clamped at 9, where v < 2^8 rounds to 0; 2^(sh-1) - 1 = 0xffff >> (17 - sh).
+ */
+AVX512_INLINE __m512i avx512_bf16_fields2(__m512i x, unsigned m, uint32_t *hdr)
+{
+	const __m512i one = _mm512_set1_epi16(1);
+	__m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xff));
+
+	/* E of each 256-bit half in all of its lanes: swap 128-bit lanes, then 64, 32, 16 bits. */
+	__m512i E = _mm512_max_epu16(e, _mm512_shuffle_i64x2(e, e, 0xb1));
+	E = _mm512_max_epu16(E, _mm512_shuffle_epi32(E, (_MM_PERM_ENUM)0x4e));
+	E = _mm512_max_epu16(E, _mm512_shuffle_epi32(E, (_MM_PERM_ENUM)0xb1));
+	E = _mm512_max_epu16(E, _mm512_rol_epi32(E, 16));
+	unsigned E0 = (unsigned)_mm_cvtsi128_si32(_mm512_castsi512_si128(E)) & 0xff;
+	unsigned E1 = (unsigned)_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(E, 2)) & 0xff;
+
+	/* d = both elements of the pair below E: mask bits j and j + 1, j even. */
+	uint32_t lt = (uint32_t)_mm512_cmpgt_epu16_mask(E, e);
+	uint32_t pairs = lt & lt >> 1 & 0x55555555u;
+	__m512i v = _mm512_maskz_mov_epi16(_mm512_test_epi16_mask(e, e),
+					   _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi16(0x7f)),
+							   _mm512_set1_epi16(0x80)));
+	__m512i sh = _mm512_add_epi16(_mm512_sub_epi16(E, e), _mm512_set1_epi16((short)(8 - m)));
+	sh = _mm512_mask_sub_epi16(sh, pairs | pairs << 1, sh, one);
+	sh = _mm512_min_epu16(sh, _mm512_set1_epi16(9));
+	__m512i lsb = _mm512_and_si512(_mm512_srlv_epi16(v, sh), one);
+	__m512i hm1 = _mm512_srlv_epi16(_mm512_set1_epi16(-1),
+					_mm512_sub_epi16(_mm512_set1_epi16(17), sh));
+	__m512i q = _mm512_srlv_epi16(_mm512_add_epi16(_mm512_add_epi16(v, hm1), lsb), sh);
+	q = _mm512_min_epu16(q, _mm512_set1_epi16((short)((1u << m) - 1)));
+	unsigned micro = (unsigned)_pext_u32(pairs, 0x55555555u);
+
+	*hdr = E0 | (micro & 0xff) << 8 | E1 << 16 | (micro >> 8) << 24;
+	return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 15 - m),
+						_mm512_set1_epi16((short)(1u << m))),
+			       q);
+}
+
+/* The 16 fields (as 16-bit lanes) and header (E | micro << 8) of one FP32 row block in 16
+ * 32-bit lanes; the lane arithmetic of avx2_fields(). */
+AVX512_INLINE __m256i avx512_f32_fields(__m512i x, unsigned m, uint32_t *hdr)
+{
+	const __m512i one = _mm512_set1_epi32(1);
+	__m512i e = _mm512_and_si512(_mm512_srli_epi32(x, FP32_MANT_BITS), _mm512_set1_epi32(0xff));
+	unsigned Es = _mm512_reduce_max_epu32(e);
+	__m512i E = _mm512_set1_epi32((int)Es);
+
+	uint32_t lt = (uint32_t)_mm512_cmpgt_epu32_mask(E, e);
+	uint32_t pairs = lt & lt >> 1 & 0x5555u;
+	__m512i v = _mm512_maskz_mov_epi32(
+		_mm512_test_epi32_mask(e, e),
+		_mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(FP32_MANT_MASK)),
+				_mm512_set1_epi32(FP32_HIDDEN)));
+	__m512i sh = _mm512_add_epi32(_mm512_sub_epi32(E, e), _mm512_set1_epi32((int)(24 - m)));
+	sh = _mm512_mask_sub_epi32(sh, (__mmask16)(pairs | pairs << 1), sh, one);
+	sh = _mm512_min_epu32(sh, _mm512_set1_epi32(25));
+	__m512i lsb = _mm512_and_si512(_mm512_srlv_epi32(v, sh), one);
+	__m512i hm1 = _mm512_srlv_epi32(_mm512_set1_epi32(-1),
+					_mm512_sub_epi32(_mm512_set1_epi32(33), sh));
+	__m512i q = _mm512_srlv_epi32(_mm512_add_epi32(_mm512_add_epi32(v, hm1), lsb), sh);
+	q = _mm512_min_epu32(q, _mm512_set1_epi32((int)((1u << m) - 1)));
+
+	*hdr = Es | (uint32_t)_pext_u32(pairs, 0x5555u) << 8;
+	return _mm512_cvtepi32_epi16(_mm512_or_si512(
+		_mm512_and_si512(_mm512_srli_epi32(x, 31 - m), _mm512_set1_epi32((int)(1u << m))),
+		q));
+}
+
+AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
+			      uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, total = nblocks * bb;
+	const __m512i idx = avx512_pack_index(m);
+	uint32_t h0, h1;
+
+	for (size_t b = 0; b < nblocks; b += 2) {
+		bool two = b + 1 < nblocks;
+		__m512i f;
+		if (t == MX_SRC_BF16) {
+			const uint16_t *s = (const uint16_t *)src + b * MX_BLOCK;
+			/* the last odd block alone: upper half masked off, nothing read past it */
+			__m512i x = two ? _mm512_loadu_si512(s) : _mm512_maskz_loadu_epi16(0xffff, s);
+			f = avx512_bf16_fields2(x, m, &h0);
+		} else {
+			const float *s = (const float *)src + b * MX_BLOCK;
+			__m256i f0 = avx512_f32_fields(_mm512_loadu_si512(s), m, &h0);
+			__m256i f1 = _mm256_setzero_si256();
+			h1 = 0;
+			if (two)
+				f1 = avx512_f32_fields(_mm512_loadu_si512(s + MX_BLOCK), m, &h1);
+			f = _mm512_inserti64x4(_mm512_castsi256_si512(f0), f1, 1);
+			h0 |= h1 << 16;
+		}
+		avx512_pack2(f, h0, idx, m, two, total - b * bb, out + b * bb);
+	}
+}
+
+AVX512_INLINE void avx512_m(unsigned m, enum mx_src t, const void *src, size_t rows,
+			    size_t cols, enum mx_dir dir, uint8_t *out)
+{
+	if (dir == MX_DIR_ROW)
+		avx512_row(m, t, src, rows * cols / MX_BLOCK, out);
+	else
+		avx2_col(m, t, src, rows, cols, out);
+}
+
+/* Specialized for each format and source type, as quant_avx2(). */
+static AVX512 void quant_avx512(enum mx_format f, enum mx_src t, const void *src, size_t rows,
+				size_t cols, enum mx_dir dir, uint8_t *out)
+{
+	unsigned m = mx_mantissa_bits(f);
+
+#define AVX512_CASE(M, T)                                                                          \
+	case M * 2 + T:                                                                            \
+		avx512_m(M, T, src, rows, cols, dir, out);                                        \
+		break
+	switch (m * 2 + (t == MX_SRC_BF16)) {
+		AVX512_CASE(7, MX_SRC_FP32);
+		AVX512_CASE(7, MX_SRC_BF16);
+		AVX512_CASE(4, MX_SRC_FP32);
+		AVX512_CASE(4, MX_SRC_BF16);
+		AVX512_CASE(2, MX_SRC_FP32);
+		AVX512_CASE(2, MX_SRC_BF16);
+	}
+#undef AVX512_CASE
+}
+
+static bool have_avx512(void)
+{
+	static int cached = -1;
+
+	if (cached < 0) {
+		__builtin_cpu_init();
+		cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+				 __builtin_cpu_supports("avx512bw") &&
+				 __builtin_cpu_supports("avx512vl") &&
+				 __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("bmi") &&
+				 __builtin_cpu_supports("bmi2") ?
+			 1 :
+			 0;
+	}
+	return cached;
+}
+#else
+static bool have_avx512(void) { return false; }
+#endif
+
 /* ---- tensor entry points --------------------------------------------------------------- */
 
 const char *mx_impl_name(enum mx_impl impl)
@@ -824,12 +1050,16 @@ const char *mx_impl_name(enum mx_impl impl)
 		return "generic";
 	case MX_IMPL_AVX2:
 		return "avx2";
+	case MX_IMPL_AVX512:
+		return "avx512";
 	}
 	return "invalid";
 }
 
 enum mx_impl mx_impl_best(void)
 {
+	if (have_avx512())
+		return MX_IMPL_AVX512;
 	return have_avx2() ? MX_IMPL_AVX2 : MX_IMPL_GENERIC;
 }
 
@@ -869,6 +1099,15 @@ int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src
 		}
 #endif
 		return err_set(err, -ENOTSUP, "the avx2 MX quantizer needs a CPU with AVX2");
+	case MX_IMPL_AVX512:
+#if MX_HAVE_X86
+		if (have_avx512()) {
+			quant_avx512(f, src_type, src, rows, cols, dir, out);
+			return 0;
+		}
+#endif
+		return err_set(err, -ENOTSUP,
+			       "the avx512 MX quantizer needs a CPU with AVX-512 F/BW/VL/VBMI and BMI2");
 	default:
 		return err_set(err, -EINVAL, "invalid MX implementation %d", (int)impl);
 	}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mx_ocp.c: OCP MX formats (MXFP8/6/4, MXINT8), scalar reference. The formats, the layout
- * and every edge case are documented in mx_ocp.h. All arithmetic is exact integer work on
+ * mx_ocp.c: OCP MX formats (MXFP8/6/4, MXINT8): the scalar reference and an AVX-512 fast
+ * path that must agree with it bit for bit. The formats, the layout and every edge case are
+ * documented in mx_ocp.h. All arithmetic is exact integer work on
  * the FP32 significands: the scale is a power of two, so V_i / X only moves the exponent,
  * and each element is rounded once (to nearest, ties to even) straight from the input.
  */
@@ -323,11 +324,190 @@ static inline float src_value(enum mx_src t, const void *src, size_t i)
 	return x;
 }
 
-int mx_ocp_quantize_tensor(enum mx_ocp_format f, enum mx_src src_type, const void *src,
-			   size_t rows, size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
-			   struct pim_error *err)
+/* ---- AVX-512 fast path ------------------------------------------------------------------ */
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/*
+ * AVX-512 F/BW/VL quantizer, chosen at run time (mx_impl_best() == MX_IMPL_AVX512), bit-
+ * identical to mx_ocp_quantize_block() + mx_ocp_pack_block(). 32 elements are two vectors of
+ * 16 FP32 bit patterns. The reference's integer rounding is done here in FP32 arithmetic,
+ * which is exact at every step that matters:
+ *   - y = |V| * 2^-s is a power-of-two scaling, exact unless y < 2^-126; such y are below
+ *     half the smallest element step of every format (2^-17 at the least), so both round
+ *     them to 0. |V| < 2^(s + emax_elem + 1), so y never overflows and e_v <= emax_elem.
+ *   - e = max(floor(log2 y), emin) is y's exponent field; y * 2^(mbits - e) is exact and
+ *     below 2^(mbits+1), and vcvtps2dq with explicit round-to-nearest-even gives the
+ *     reference's M (the MXCSR mode is not used). code = (e - emin) << mbits + M carries
+ *     into the exponent exactly as enc_mag() does; then the same saturation.
+ *   - int8: M = rne(y * 64) <= 128, saturated at 127, negated for negative inputs.
+ * Column blocking gathers each block's 32 elements first; the arithmetic is the same.
+ */
+#define OCP_AVX512_TARGET "avx2,avx512f,avx512bw,avx512vl"
+#define OCP_AVX512 __attribute__((target(OCP_AVX512_TARGET)))
+#define OCP_AVX512_INLINE static inline __attribute__((always_inline, target(OCP_AVX512_TARGET)))
+
+/* Codes (32-bit lanes, low w bits) of 16 elements x (FP32 bits) with scaling factor fac. */
+OCP_AVX512_INLINE __m512i ocp_codes16(const struct elem_fmt *p, __m512i x, __m512 fac)
 {
-	size_t need = 0, nblocks, bb;
+	const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+	__m512 y = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(x, abs)), fac);
+
+	if (p->is_int) {
+		__m512i M = _mm512_cvt_roundps_epi32(_mm512_mul_ps(y, _mm512_set1_ps(64.0f)),
+						     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		M = _mm512_min_epi32(M, _mm512_set1_epi32(p->max_code));
+		__mmask16 neg = _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512());
+		return _mm512_mask_sub_epi32(M, neg, _mm512_setzero_si512(), M);
+	}
+	const int emin = 1 - p->bias;
+	__m512i e = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(y), FP32_MANT_BITS),
+				     _mm512_set1_epi32(127));
+	e = _mm512_max_epi32(e, _mm512_set1_epi32(emin));
+	/* 2^(mbits - e) as FP32 bits: mbits - e lies in [mbits - emax, mbits - emin]. */
+	__m512i sc = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127 + p->mbits), e),
+				       FP32_MANT_BITS);
+	__m512i M = _mm512_cvt_roundps_epi32(_mm512_mul_ps(y, _mm512_castsi512_ps(sc)),
+					     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512i code = _mm512_add_epi32(
+		_mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(emin)), (unsigned)p->mbits),
+		M);
+	code = _mm512_min_epu32(code, _mm512_set1_epi32(p->max_code));
+	/* sign bit 31 -> bit w - 1 */
+	return _mm512_or_si512(code, _mm512_and_si512(_mm512_srli_epi32(x, 32 - p->w),
+						      _mm512_set1_epi32(1 << (p->w - 1))));
+}
+
+/* One block from its 32 FP32 bit patterns (x0: 0-15, x1: 16-31) to packed bytes at out. */
+OCP_AVX512_INLINE void ocp_block_avx512(const struct elem_fmt *p, __m512i x0, __m512i x1,
+					uint8_t *out)
+{
+	const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+	uint32_t amax = _mm512_reduce_max_epu32(
+		_mm512_max_epu32(_mm512_and_si512(x0, abs), _mm512_and_si512(x1, abs)));
+
+	if (__builtin_expect(amax >= 0x7f800000u, 0)) { /* NaN or Inf: NaN block, codes 0 */
+		memset(out, 0, 1 + MX_OCP_BLOCK * p->w / 8);
+		out[0] = MX_OCP_SCALE_NAN;
+		return;
+	}
+	int s = SCALE_MIN;
+	if (amax) {
+		unsigned ea = amax >> FP32_MANT_BITS;
+		int lg = ea ? (int)ea - 127 : 31 - __builtin_clz(amax) - 149;
+		s = lg - p->emax;
+		if (s < SCALE_MIN)
+			s = SCALE_MIN;
+	}
+	out[0] = (uint8_t)(s + MX_OCP_SCALE_BIAS);
+	/* 2^-s; -s = 127 (int8 with the largest finite max) is FP32's subnormal 2^-127. */
+	int k = -s;
+	__m512 fac = _mm512_castsi512_ps(
+		_mm512_set1_epi32(k >= -126 ? (k + 127) << FP32_MANT_BITS : 1 << (k + 149)));
+	__m128i c0 = _mm512_cvtepi32_epi8(ocp_codes16(p, x0, fac));
+	__m128i c1 = _mm512_cvtepi32_epi8(ocp_codes16(p, x1, fac));
+
+	if (p->w == 8) {
+		_mm_storeu_si128((__m128i *)(out + 1), c0);
+		_mm_storeu_si128((__m128i *)(out + 17), c1);
+	} else if (p->w == 4) {
+		/* element 2i in the low nibble of byte i */
+		__m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+		c = _mm256_or_si256(_mm256_and_si256(c, _mm256_set1_epi16(0x0f)),
+				    _mm256_and_si256(_mm256_srli_epi16(c, 4), _mm256_set1_epi16(0xf0)));
+		_mm_storeu_si128((__m128i *)(out + 1), _mm256_cvtepi16_epi8(c));
+	} else { /* w == 6: 4 codes -> 24 bits -> 3 bytes */
+		__m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+		c = _mm256_maddubs_epi16(c, _mm256_set1_epi16(1 | 64 << 8));
+		c = _mm256_madd_epi16(c, _mm256_set1_epi32(1 | 4096 << 16));
+		c = _mm256_shuffle_epi8(c, _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14,
+							    -1, -1, -1, -1, 0, 1, 2, 4, 5, 6, 8, 9,
+							    10, 12, 13, 14, -1, -1, -1, -1));
+		uint8_t tmp[32];
+		_mm256_storeu_si256((__m256i *)tmp, c);
+		memcpy(out + 1, tmp, 12);
+		memcpy(out + 13, tmp + 16, 12);
+	}
+}
+
+OCP_AVX512_INLINE __m512i ocp_load16(enum mx_src t, const void *src, size_t i)
+{
+	if (t == MX_SRC_BF16)
+		return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+						 (const __m256i *)((const uint16_t *)src + i))),
+					 16);
+	return _mm512_loadu_si512((const float *)src + i);
+}
+
+OCP_AVX512_INLINE void ocp_tensor_avx512(const struct elem_fmt *p, enum mx_src t,
+					 const void *src, size_t rows, size_t cols,
+					 enum mx_dir dir, uint8_t *out)
+{
+	const size_t bb = 1 + MX_OCP_BLOCK * p->w / 8, nblocks = rows * cols / MX_OCP_BLOCK;
+
+	if (dir == MX_DIR_ROW) {
+		for (size_t b = 0; b < nblocks; b++)
+			ocp_block_avx512(p, ocp_load16(t, src, b * MX_OCP_BLOCK),
+					 ocp_load16(t, src, b * MX_OCP_BLOCK + 16), out + b * bb);
+		return;
+	}
+	/* Column blocks, rows of 32 at a time so the reads stay close together. */
+	const size_t rblocks = rows / MX_OCP_BLOCK;
+	uint32_t u[MX_OCP_BLOCK];
+	for (size_t rb = 0; rb < rblocks; rb++)
+		for (size_t c = 0; c < cols; c++) {
+			for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
+				u[k] = mx_f32_bits(src_value(t, src, (rb * MX_OCP_BLOCK + k) * cols + c));
+			ocp_block_avx512(p, _mm512_loadu_si512(u), _mm512_loadu_si512(u + 16),
+					 out + (c * rblocks + rb) * bb);
+		}
+}
+
+/* Specialized for each format and source type (constants after inlining). */
+static OCP_AVX512 void quant_ocp_avx512(enum mx_ocp_format f, enum mx_src t, const void *src,
+					size_t rows, size_t cols, enum mx_dir dir, uint8_t *out)
+{
+#define OCP_CASE(F)                                                                                \
+	case F:                                                                                    \
+		if (t == MX_SRC_BF16)                                                              \
+			ocp_tensor_avx512(&fmts[F], MX_SRC_BF16, src, rows, cols, dir, out);       \
+		else                                                                               \
+			ocp_tensor_avx512(&fmts[F], MX_SRC_FP32, src, rows, cols, dir, out);       \
+		break
+	switch (f) {
+		OCP_CASE(MX_OCP_FP8_E4M3);
+		OCP_CASE(MX_OCP_FP8_E5M2);
+		OCP_CASE(MX_OCP_FP6_E3M2);
+		OCP_CASE(MX_OCP_FP6_E2M3);
+		OCP_CASE(MX_OCP_FP4_E2M1);
+		OCP_CASE(MX_OCP_INT8);
+	}
+#undef OCP_CASE
+}
+#endif
+
+static void quant_ocp_ref(enum mx_ocp_format f, enum mx_src t, const void *src, size_t rows,
+			  size_t cols, enum mx_dir dir, uint8_t *out)
+{
+	size_t nblocks = rows * cols / MX_OCP_BLOCK, bb = mx_ocp_block_bytes(f);
+
+	for (size_t b = 0; b < nblocks; b++) {
+		float in[MX_OCP_BLOCK];
+		struct mx_ocp_block blk;
+
+		for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
+			in[k] = src_value(t, src, block_elem(rows, cols, dir, b, k));
+		mx_ocp_quantize_block(f, in, &blk);
+		mx_ocp_pack_block(f, &blk, out + b * bb);
+	}
+}
+
+int mx_ocp_quantize_tensor_impl(enum mx_impl impl, enum mx_ocp_format f, enum mx_src src_type,
+				const void *src, size_t rows, size_t cols, enum mx_dir dir,
+				uint8_t *out, size_t out_len, struct pim_error *err)
+{
+	size_t need = 0;
 	int r;
 
 	r = check_shape(f, rows, cols, dir, &need, err);
@@ -341,19 +521,37 @@ int mx_ocp_quantize_tensor(enum mx_ocp_format f, enum mx_src src_type, const voi
 		return err_set(err, -EINVAL,
 			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
 			       mx_ocp_format_name(f), rows, cols, out_len, need);
+	if (impl == MX_IMPL_AUTO)
+		impl = mx_impl_best() == MX_IMPL_AVX512 ? MX_IMPL_AVX512 : MX_IMPL_REF;
 
-	nblocks = rows * cols / MX_OCP_BLOCK;
-	bb = mx_ocp_block_bytes(f);
-	for (size_t b = 0; b < nblocks; b++) {
-		float in[MX_OCP_BLOCK];
-		struct mx_ocp_block blk;
-
-		for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
-			in[k] = src_value(src_type, src, block_elem(rows, cols, dir, b, k));
-		mx_ocp_quantize_block(f, in, &blk);
-		mx_ocp_pack_block(f, &blk, out + b * bb);
+	switch (impl) {
+	case MX_IMPL_REF:
+	case MX_IMPL_GENERIC:
+		quant_ocp_ref(f, src_type, src, rows, cols, dir, out);
+		return 0;
+	case MX_IMPL_AVX2:
+		return err_set(err, -ENOTSUP, "there is no avx2 MX OCP quantizer");
+	case MX_IMPL_AVX512:
+#if defined(__x86_64__)
+		if (mx_impl_best() == MX_IMPL_AVX512) {
+			quant_ocp_avx512(f, src_type, src, rows, cols, dir, out);
+			return 0;
+		}
+#endif
+		return err_set(err, -ENOTSUP,
+			       "the avx512 MX OCP quantizer needs a CPU with AVX-512 F/BW/VL/VBMI "
+			       "and BMI2");
+	default:
+		return err_set(err, -EINVAL, "invalid MX implementation %d", (int)impl);
 	}
-	return 0;
+}
+
+int mx_ocp_quantize_tensor(enum mx_ocp_format f, enum mx_src src_type, const void *src,
+			   size_t rows, size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
+			   struct pim_error *err)
+{
+	return mx_ocp_quantize_tensor_impl(MX_IMPL_AUTO, f, src_type, src, rows, cols, dir, out,
+					   out_len, err);
 }
 
 int mx_ocp_dequantize_tensor(enum mx_ocp_format f, const uint8_t *in, size_t in_len,

@@ -146,6 +146,16 @@ size_t mx_ocp_packed_size(enum mx_ocp_format f, size_t rows, size_t cols, enum m
 int mx_ocp_quantize_tensor(enum mx_ocp_format f, enum mx_src src_type, const void *src,
 			   size_t rows, size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
 			   struct pim_error *err);
+/*
+ * Same with a chosen implementation (mx.h's enum mx_impl): MX_IMPL_REF (and MX_IMPL_GENERIC,
+ * the same code) is the scalar reference; MX_IMPL_AVX512 the AVX-512 path, every format and
+ * both directions; MX_IMPL_AUTO the AVX-512 path where mx_impl_best() is MX_IMPL_AVX512, else
+ * the reference. -ENOTSUP for MX_IMPL_AVX2 (there is none) or an AVX-512 path this CPU
+ * cannot run.
+ */
+int mx_ocp_quantize_tensor_impl(enum mx_impl impl, enum mx_ocp_format f, enum mx_src src_type,
+				const void *src, size_t rows, size_t cols, enum mx_dir dir,
+				uint8_t *out, size_t out_len, struct pim_error *err);
 
 /*
  * Dequantizes a packed tensor (in_len bytes, at least mx_ocp_packed_size()) into out, rows x

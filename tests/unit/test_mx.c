@@ -56,17 +56,29 @@ static void check_block(const struct mx_block *b, unsigned exp, unsigned micro, 
 			      mag[j]);
 }
 
+/* Whether this CPU runs an implementation (AVX-512 implies AVX2, see mx_impl_best()). */
+static bool impl_runs(enum mx_impl impl)
+{
+	enum mx_impl best = mx_impl_best();
+
+	if (impl == MX_IMPL_AVX512)
+		return best == MX_IMPL_AVX512;
+	if (impl == MX_IMPL_AVX2)
+		return best == MX_IMPL_AVX512 || best == MX_IMPL_AVX2;
+	return true;
+}
+
 /* Quantize one block through every path (block API, tensor ref/generic/avx2, FP32) and
  * require the same packed bytes. */
 static void check_all_paths_f32(enum mx_format f, const float in[16], const struct mx_block *b)
 {
 	uint8_t want[MX_BLOCK_BYTES_MAX], got[MX_BLOCK_BYTES_MAX];
 	size_t bb = mx_block_bytes(f);
-	enum mx_impl impls[] = { MX_IMPL_REF, MX_IMPL_GENERIC, MX_IMPL_AVX2 };
+	enum mx_impl impls[] = { MX_IMPL_REF, MX_IMPL_GENERIC, MX_IMPL_AVX2, MX_IMPL_AVX512 };
 
 	mx_pack_block(f, b, want);
 	for (size_t i = 0; i < ELEMENTSOF(impls); i++) {
-		if (impls[i] == MX_IMPL_AVX2 && mx_impl_best() != MX_IMPL_AVX2)
+		if (!impl_runs(impls[i]))
 			continue;
 		for (int dir = 0; dir < 2; dir++) {
 			struct pim_error e = { 0 };
@@ -308,7 +320,7 @@ START_TEST(test_block_bf16)
 	uint8_t got[MX_BLOCK_BYTES_MAX];
 	struct mx_block b;
 	struct pim_error e = { 0 };
-	enum mx_impl impls[] = { MX_IMPL_REF, MX_IMPL_GENERIC, MX_IMPL_AVX2 };
+	enum mx_impl impls[] = { MX_IMPL_REF, MX_IMPL_GENERIC, MX_IMPL_AVX2, MX_IMPL_AVX512 };
 
 	ck_assert_float_eq(mx_bf16_to_float(0x3f80), 1.0f);
 	ck_assert_float_eq(mx_bf16_to_float(0xc049), -3.140625f);
@@ -327,7 +339,7 @@ START_TEST(test_block_bf16)
 			ck_assert_float_eq(mx_bf16_to_float(in[j]), block_a[j]);
 
 	for (size_t i = 0; i < ELEMENTSOF(impls); i++) {
-		if (impls[i] == MX_IMPL_AVX2 && mx_impl_best() != MX_IMPL_AVX2)
+		if (!impl_runs(impls[i]))
 			continue;
 		ck_assert_int_eq(mx_quantize_tensor_impl(impls[i], MX_FMT_MX6, MX_SRC_BF16, in, 1,
 							 16, MX_DIR_ROW, got, sizeof got, &e),
@@ -577,7 +589,7 @@ START_TEST(test_row_vs_col)
 	uint16_t ab[R * C], abt[C * R];
 	uint8_t col[R * C / 16 * 18], row[R * C / 16 * 18];
 	struct pim_error e = { 0 };
-	enum mx_impl impls[] = { MX_IMPL_REF, MX_IMPL_GENERIC, MX_IMPL_AVX2 };
+	enum mx_impl impls[] = { MX_IMPL_REF, MX_IMPL_GENERIC, MX_IMPL_AVX2, MX_IMPL_AVX512 };
 
 	rng_state = 3;
 	for (unsigned r = 0; r < R; r++)
@@ -593,7 +605,7 @@ START_TEST(test_row_vs_col)
 		ck_assert_uint_eq(sz, R * C / 16 * mx_block_bytes(f));
 		ck_assert_uint_eq(mx_packed_size(f, C, R, MX_DIR_ROW), sz);
 		for (size_t i = 0; i < ELEMENTSOF(impls); i++) {
-			if (impls[i] == MX_IMPL_AVX2 && mx_impl_best() != MX_IMPL_AVX2)
+			if (!impl_runs(impls[i]))
 				continue;
 			for (int s = 0; s < 2; s++) {
 				const void *src = s ? (const void *)ab : (const void *)a;
@@ -681,22 +693,25 @@ static void compare_impls(enum mx_src t, const void *src, size_t rows, size_t co
 			  enum mx_dir dir)
 {
 	static uint8_t ref[1 << 20], fast[1 << 20];
-	enum mx_impl impls[] = { MX_IMPL_GENERIC, MX_IMPL_AVX2, MX_IMPL_AUTO };
+	enum mx_impl impls[] = { MX_IMPL_GENERIC, MX_IMPL_AVX2, MX_IMPL_AVX512, MX_IMPL_AUTO };
 	struct pim_error e = { 0 };
 
 	for (unsigned fi = 0; fi < N_FMT; fi++) {
 		enum mx_format f = all_fmt[fi];
 		size_t sz = mx_packed_size(f, rows, cols, dir);
 
-		ck_assert(sz > 0 && sz <= sizeof ref);
+		ck_assert(sz > 0 && sz + 64 <= sizeof ref);
 		ck_assert_int_eq(mx_quantize_tensor_ref(f, t, src, rows, cols, dir, ref, sz, &e), 0);
 		for (size_t i = 0; i < ELEMENTSOF(impls); i++) {
-			if (impls[i] == MX_IMPL_AVX2 && mx_impl_best() != MX_IMPL_AVX2)
+			if (!impl_runs(impls[i]))
 				continue;
-			memset(fast, 0xa5, sz);
+			memset(fast, 0xa5, sz + 64); /* + a guard zone that must stay */
 			ck_assert_int_eq(mx_quantize_tensor_impl(impls[i], f, t, src, rows, cols,
 								 dir, fast, sz, &e),
 					 0);
+			for (size_t k = sz; k < sz + 64; k++)
+				ck_assert_msg(fast[k] == 0xa5, "%s %s wrote past the end (byte %zu)",
+					      mx_format_name(f), mx_impl_name(impls[i]), k - sz);
 			if (memcmp(ref, fast, sz) != 0) {
 				size_t k = 0;
 				while (ref[k] == fast[k])
@@ -735,6 +750,13 @@ START_TEST(test_fast_eq_ref_bits)
 		}
 		compare_impls(MX_SRC_FP32, f32, rows, cols, dir);
 		compare_impls(MX_SRC_BF16, b16, rows, cols, dir);
+	}
+	/* Odd block counts (the AVX-512 BF16 path does two blocks a step) and single blocks,
+	 * on the same adversarial values; sizes are exact, so a write past the end shows. */
+	static const size_t odd[][2] = { { 1, 16 }, { 3, 48 }, { 5, 80 }, { 1, 32 }, { 16, 1 } };
+	for (size_t k = 0; k < ELEMENTSOF(odd); k++) {
+		compare_impls(MX_SRC_FP32, f32, odd[k][0], odd[k][1], odd[k][1] == 1);
+		compare_impls(MX_SRC_BF16, b16, odd[k][0], odd[k][1], odd[k][1] == 1);
 	}
 }
 END_TEST
@@ -817,7 +839,14 @@ START_TEST(test_errors)
 						 16, 16, MX_DIR_ROW, buf, sizeof buf, &e),
 			 -EINVAL);
 	ck_assert_msg(strstr(e.msg, "invalid MX implementation 42"), "%s", e.msg);
-	if (mx_impl_best() != MX_IMPL_AVX2) {
+	if (!impl_runs(MX_IMPL_AVX512)) {
+		ck_assert_int_eq(mx_quantize_tensor_impl(MX_IMPL_AVX512, MX_FMT_MX4, MX_SRC_FP32,
+							 src, 16, 16, MX_DIR_ROW, buf, sizeof buf,
+							 &e),
+				 -ENOTSUP);
+		ck_assert_msg(strstr(e.msg, "needs a CPU with AVX-512"), "%s", e.msg);
+	}
+	if (!impl_runs(MX_IMPL_AVX2)) {
 		ck_assert_int_eq(mx_quantize_tensor_impl(MX_IMPL_AVX2, MX_FMT_MX4, MX_SRC_FP32, src,
 							 16, 16, MX_DIR_ROW, buf, sizeof buf, &e),
 				 -ENOTSUP);

@@ -3,7 +3,8 @@
  * Unit tests for daemon/mx_ocp.c (OCP MX formats, mx_ocp.h): hand-worked blocks for every
  * element type (scale, ties to even, saturation, element subnormals, zeros, NaN/Inf blocks),
  * a brute-force nearest-value oracle and error bounds on random data, every representable
- * element value round-tripping, row vs column blocking, the packed layout, and error paths.
+ * element value round-tripping, row vs column blocking, the packed layout, error paths, and
+ * the fast paths against the reference on adversarial blocks.
  */
 #include <check.h>
 #include <float.h>
@@ -990,6 +991,179 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- fast paths ------------------------------------------------------------------------- */
+
+/* Whether this CPU runs an implementation of mx_ocp_quantize_tensor_impl(). */
+static bool ocp_impl_runs(enum mx_impl impl)
+{
+	if (impl == MX_IMPL_AVX512)
+		return mx_impl_best() == MX_IMPL_AVX512;
+	return impl != MX_IMPL_AVX2;
+}
+
+/*
+ * One adversarial block of 32 FP32 bit patterns for format f, of a kind chosen at random:
+ * random bits (NaN, Inf, subnormals anywhere), zeros, subnormals only, a NaN or Inf among
+ * normals, exact ties of f's element values at a random scale (the largest exponents
+ * included), values near FLT_MAX, a narrow exponent spread with zeros and subnormals, and
+ * Gaussians at scales 2^-140 .. 2^120.
+ */
+static void adversarial_block(enum mx_ocp_format f, uint32_t u[32])
+{
+	unsigned kind = (unsigned)(rnd() % 8);
+	uint32_t base = (uint32_t)(rnd() % 254);
+
+	for (int j = 0; j < 32; j++) {
+		uint64_t r = rnd();
+		uint32_t sgn = (uint32_t)(r >> 63) << 31, mant = (uint32_t)r & 0x7fffffu;
+		switch (kind) {
+		case 0:
+			u[j] = (uint32_t)(r >> 16);
+			break;
+		case 1:
+			u[j] = sgn;
+			break;
+		case 2:
+			u[j] = sgn | (mant >> (r >> 40) % 23);
+			break;
+		case 3:
+			u[j] = sgn | (uint32_t)(1 + (r >> 32) % 254) << 23 | mant;
+			if (j == (int)(base % 32))
+				u[j] = sgn | 0x7f800000u | (base & 1 ? mant : 0);
+			break;
+		case 4: {
+			int s = (int)(base % 255) - 127;
+			if (s > 127 - mx_ocp_emax_elem(f))
+				s = 127 - mx_ocp_emax_elem(f);
+			unsigned mc = max_code(f);
+			double v = (double)mx_ocp_elem_max(f);
+			if (j > 0) {
+				unsigned c = (unsigned)((r >> 8) % mc);
+				v = ((double)mx_ocp_elem_value(f, (uint8_t)c) +
+				     (double)mx_ocp_elem_value(f, (uint8_t)(c + 1))) / 2;
+			}
+			u[j] = sgn | f_bits((float)ldexp(v, s));
+			break;
+		}
+		case 5:
+			u[j] = sgn | (j % 3 ? 254u : (uint32_t)((r >> 32) % 255)) << 23 | mant;
+			break;
+		case 6: {
+			uint32_t e = base + (uint32_t)((r >> 32) % 12);
+			e = e > 254 ? 254 : e;
+			if ((r >> 48) % 8 == 0)
+				e = 0;
+			u[j] = sgn | e << 23 | mant;
+			break;
+		}
+		default:
+			u[j] = f_bits((float)(rnd_normal() * ldexp(1.0, (int)(base % 261) - 140)));
+			break;
+		}
+	}
+}
+
+/*
+ * Every implementation against the reference, byte for byte, for one format, source and
+ * direction on rows x cols of adversarial blocks (generated in block order, so ties stay in
+ * their blocks in both directions), with a guard zone after the output.
+ */
+static void ocp_compare(enum mx_ocp_format f, enum mx_src t, size_t rows, size_t cols,
+			enum mx_dir dir)
+{
+	static const enum mx_impl impls[] = { MX_IMPL_GENERIC, MX_IMPL_AVX512, MX_IMPL_AUTO };
+	size_t n = rows * cols, sz = mx_ocp_packed_size(f, rows, cols, dir);
+	uint32_t *u = malloc(n * sizeof *u);
+	uint16_t *b16 = malloc(n * sizeof *b16);
+	uint8_t *ref = malloc(sz), *fast = malloc(sz + 64);
+	struct pim_error e = { 0 };
+
+	ck_assert(sz > 0 && u && b16 && ref && fast);
+	for (size_t b = 0; b < n / 32; b++) {
+		uint32_t blk[32];
+		adversarial_block(f, blk);
+		for (size_t k = 0; k < 32; k++) {
+			size_t i = dir == MX_DIR_ROW ? b * 32 + k :
+				   ((b % (rows / 32)) * 32 + k) * cols + b / (rows / 32);
+			u[i] = blk[k];
+			b16[i] = (uint16_t)(blk[k] >> 16);
+		}
+	}
+	const void *src = t == MX_SRC_BF16 ? (const void *)b16 : (const void *)u;
+	ck_assert_int_eq(mx_ocp_quantize_tensor_impl(MX_IMPL_REF, f, t, src, rows, cols, dir, ref,
+						     sz, &e),
+			 0);
+	for (size_t i = 0; i < ELEMENTSOF(impls); i++) {
+		if (!ocp_impl_runs(impls[i]))
+			continue;
+		memset(fast, 0xa5, sz + 64);
+		ck_assert_int_eq(mx_ocp_quantize_tensor_impl(impls[i], f, t, src, rows, cols, dir,
+							     fast, sz, &e),
+				 0);
+		if (memcmp(ref, fast, sz) != 0) {
+			size_t k = 0;
+			while (ref[k] == fast[k])
+				k++;
+			size_t bb = mx_ocp_block_bytes(f);
+			ck_abort_msg("%s %s src %d dir %d %zux%zu: byte %zu of block %zu: ref %02x "
+				     "fast %02x",
+				     mx_ocp_format_name(f), mx_impl_name(impls[i]), t, dir, rows, cols,
+				     k % bb, k / bb, ref[k], fast[k]);
+		}
+		for (size_t k = sz; k < sz + 64; k++)
+			CHECK(fast[k] == 0xa5, "%s %s wrote past the end", mx_ocp_format_name(f),
+			      mx_impl_name(impls[i]));
+	}
+	free(u);
+	free(b16);
+	free(ref);
+	free(fast);
+}
+
+/* Row shapes with 1, 3 and 4096 blocks; column shapes with odd column counts. */
+START_TEST(test_fast_eq_ref)
+{
+	static const size_t shapes[][3] = { { 1, 32, MX_DIR_ROW },    { 3, 32, MX_DIR_ROW },
+					    { 128, 1024, MX_DIR_ROW }, { 32, 1, MX_DIR_COL },
+					    { 96, 7, MX_DIR_COL },     { 256, 129, MX_DIR_COL } };
+
+	rng_state = 0xfa57u + (uint64_t)_i;
+	for (int i = 0; i < N_FMT; i++)
+		for (size_t k = 0; k < ELEMENTSOF(shapes); k++)
+			for (int t = 0; t < 2; t++)
+				ocp_compare(all_fmt[i], t ? MX_SRC_BF16 : MX_SRC_FP32, shapes[k][0],
+					    shapes[k][1], (enum mx_dir)shapes[k][2]);
+}
+END_TEST
+
+START_TEST(test_impl_errors)
+{
+	float src[32] = { 0 };
+	uint8_t out[33];
+	struct pim_error e = { 0 };
+
+	ck_assert_int_eq(mx_ocp_quantize_tensor_impl(MX_IMPL_AVX2, MX_OCP_INT8, MX_SRC_FP32, src,
+						     1, 32, MX_DIR_ROW, out, sizeof out, &e),
+			 -ENOTSUP);
+	ck_assert_msg(strstr(e.msg, "no avx2 MX OCP quantizer"), "%s", e.msg);
+	ck_assert_int_eq(mx_ocp_quantize_tensor_impl((enum mx_impl)42, MX_OCP_INT8, MX_SRC_FP32,
+						     src, 1, 32, MX_DIR_ROW, out, sizeof out, &e),
+			 -EINVAL);
+	ck_assert_msg(strstr(e.msg, "invalid MX implementation 42"), "%s", e.msg);
+	if (!ocp_impl_runs(MX_IMPL_AVX512)) {
+		ck_assert_int_eq(mx_ocp_quantize_tensor_impl(MX_IMPL_AVX512, MX_OCP_INT8,
+							     MX_SRC_FP32, src, 1, 32, MX_DIR_ROW,
+							     out, sizeof out, &e),
+				 -ENOTSUP);
+		ck_assert_msg(strstr(e.msg, "needs a CPU with AVX-512"), "%s", e.msg);
+	}
+	/* Shape errors come before the implementation is looked at. */
+	ck_assert_int_eq(mx_ocp_quantize_tensor_impl(MX_IMPL_AVX512, MX_OCP_INT8, MX_SRC_FP32, src,
+						     1, 31, MX_DIR_ROW, out, sizeof out, &e),
+			 -EINVAL);
+}
+END_TEST
+
 static Suite *mx_ocp_suite(void)
 {
 	Suite *s = suite_create("mx_ocp");
@@ -1021,6 +1195,10 @@ static Suite *mx_ocp_suite(void)
 	tcase_add_test(tc, test_pack_roundtrip);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_errors);
+
+	tc = test_case(s, "fast");
+	tcase_add_loop_test(tc, test_fast_eq_ref, 0, 3);
+	tcase_add_test(tc, test_impl_errors);
 
 	return s;
 }
