@@ -384,11 +384,12 @@ static Pim__Response *quantize_job_reply(struct quantize_job *j)
 		free(ref);
 		r->pim_time_ns = st.time_ns;
 		r->pim_commands = st.total_cmds;
-	} else if (j->ocp)
-		k = mx_ocp_quantize_tensor(j->ocp_fmt, j->src, j->data, j->rows, j->cols, j->dir, out,
-					   j->out_len, &err);
+	} else if (j->ocp) /* threads 0: one per CPU pimd may run on (rows only; see mx.h) */
+		k = mx_ocp_quantize_tensor_mt(0, MX_IMPL_AUTO, j->ocp_fmt, j->src, j->data, j->rows, j->cols,
+					      j->dir, out, j->out_len, &err);
 	else
-		k = mx_quantize_tensor(j->fmt, j->src, j->data, j->rows, j->cols, j->dir, out, j->out_len, &err);
+		k = mx_quantize_tensor_mt(0, MX_IMPL_AUTO, j->fmt, j->src, j->data, j->rows, j->cols, j->dir,
+					  out, j->out_len, &err);
 	if (k < 0) {
 		free(out);
 		free(resp);

@@ -11,6 +11,8 @@
 #include "mx.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <strings.h>
 
 #if defined(__x86_64__)
@@ -823,6 +825,9 @@ static bool have_avx2(void) { return false; }
  * variable 16-bit shifts (vpsrlvw) and mask registers that AVX2 lacks; two blocks per step,
  * packed by one byte permutation (vpermt2b) and one store.
  */
+/* Source prefetch distance in bytes for the row loops (helps a single core keep enough
+ * DRAM reads in flight). */
+#define MX_PREFETCH 4096
 #define AVX512_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2"
 #define AVX512 __attribute__((target(AVX512_TARGET)))
 #define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
@@ -970,6 +975,7 @@ AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t
 		__m512i f;
 		if (t == MX_SRC_BF16) {
 			const uint16_t *s = (const uint16_t *)src + b * MX_BLOCK;
+			_mm_prefetch((const char *)s + MX_PREFETCH, _MM_HINT_T0);
 			/* the last odd block alone: upper half masked off, nothing read past it */
 			__m512i x = two ? _mm512_loadu_si512(s) : _mm512_maskz_loadu_epi16(0xffff, s);
 			f = avx512_bf16_fields2(x, m, &h0);
@@ -1148,6 +1154,115 @@ int mx_quantize_tensor_trunc(enum mx_format f, enum mx_src src_type, const void 
 			       mx_format_name(f), rows, cols, out_len, need);
 	quant_ref(f, src_type, src, rows, cols, dir, out, true);
 	return 0;
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+unsigned mx_threads_allowed(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof set, &set) < 0)
+		return 1;
+	int n = CPU_COUNT(&set);
+	return n < 1 ? 1 : n > MX_THREADS_MAX ? MX_THREADS_MAX : (unsigned)n;
+}
+
+struct mx_split_part {
+	int (*fn)(void *arg, size_t b0, size_t b1, struct pim_error *err);
+	void *arg;
+	size_t b0, b1;
+	int ret;
+	struct pim_error err;
+};
+
+static void *mx_split_thread(void *p)
+{
+	struct mx_split_part *part = p;
+
+	part->ret = part->fn(part->arg, part->b0, part->b1, &part->err);
+	return NULL;
+}
+
+int mx_split_blocks(unsigned threads, size_t nblocks, size_t min_blocks,
+		    int (*fn)(void *arg, size_t b0, size_t b1, struct pim_error *err), void *arg,
+		    struct pim_error *err)
+{
+	struct mx_split_part parts[MX_THREADS_MAX];
+	pthread_t tid[MX_THREADS_MAX];
+	bool started[MX_THREADS_MAX] = { false };
+	size_t n;
+
+	if (threads == 0)
+		threads = mx_threads_allowed();
+	if (threads > MX_THREADS_MAX)
+		threads = MX_THREADS_MAX;
+	if (min_blocks == 0)
+		min_blocks = 1;
+	n = nblocks / min_blocks;
+	if (n > threads)
+		n = threads;
+	if (n <= 1)
+		return fn(arg, 0, nblocks, err);
+
+	for (size_t i = 0; i < n; i++) {
+		parts[i] = (struct mx_split_part){ .fn = fn, .arg = arg, .b0 = nblocks * i / n,
+						   .b1 = nblocks * (i + 1) / n };
+		/* Part 0 runs here; a part whose thread cannot start runs here too. */
+		if (i > 0)
+			started[i] = pthread_create(&tid[i], NULL, mx_split_thread, &parts[i]) == 0;
+	}
+	mx_split_thread(&parts[0]);
+	for (size_t i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			mx_split_thread(&parts[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (parts[i].ret < 0) {
+			if (err)
+				*err = parts[i].err;
+			return parts[i].ret;
+		}
+	return 0;
+}
+
+struct mx_mt_job {
+	enum mx_impl impl;
+	enum mx_format f;
+	enum mx_src t;
+	const void *src;
+	uint8_t *out;
+};
+
+/* Blocks [b0, b1) of a row-blocked tensor are the 1 x 16 (b1 - b0) tensor at block b0. */
+static int mx_mt_part(void *arg, size_t b0, size_t b1, struct pim_error *err)
+{
+	const struct mx_mt_job *j = arg;
+	size_t elem = j->t == MX_SRC_BF16 ? 2 : 4, bb = mx_block_bytes(j->f);
+
+	return mx_quantize_tensor_impl(j->impl, j->f, j->t,
+				       (const char *)j->src + b0 * MX_BLOCK * elem, 1,
+				       (b1 - b0) * MX_BLOCK, MX_DIR_ROW, j->out + b0 * bb,
+				       (b1 - b0) * bb, err);
+}
+
+int mx_quantize_tensor_mt(unsigned threads, enum mx_impl impl, enum mx_format f,
+			  enum mx_src src_type, const void *src, size_t rows, size_t cols,
+			  enum mx_dir dir, uint8_t *out, size_t out_len, struct pim_error *err)
+{
+	struct mx_mt_job job = { impl, f, src_type, src, out };
+	size_t need = 0;
+	int r;
+
+	/* All argument errors, reported for the whole tensor, before anything is split. */
+	r = check_shape(f, rows, cols, dir, &need, err);
+	if (r < 0 || dir != MX_DIR_ROW || threads == 1 || !src || !out || out_len < need)
+		return mx_quantize_tensor_impl(impl, f, src_type, src, rows, cols, dir, out,
+					       out_len, err);
+	return mx_split_blocks(threads, rows * cols / MX_BLOCK, MX_MT_MIN_BLOCKS, mx_mt_part, &job,
+			       err);
 }
 
 int mx_dequantize_tensor(enum mx_format f, const uint8_t *in, size_t in_len, size_t rows,

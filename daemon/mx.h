@@ -172,6 +172,33 @@ int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src
 			    uint8_t *out, size_t out_len, struct pim_error *err);
 
 /*
+ * Threads. MX_THREADS_MAX bounds every thread count; mx_threads_allowed() is the number of
+ * CPUs this process may run on (sched_getaffinity), at least 1, at most MX_THREADS_MAX.
+ */
+#define MX_THREADS_MAX 64
+#define MX_MT_MIN_BLOCKS 16384 /* blocks per thread at least (256 Ki elements) */
+unsigned mx_threads_allowed(void);
+
+/*
+ * Runs fn over the blocks [0, nblocks) split into contiguous ranges [b0, b1), one per
+ * thread: up to threads of them (0: mx_threads_allowed()), each at least min_blocks long,
+ * so small jobs run on the calling thread alone. A range whose thread cannot be created
+ * runs on the calling thread. Returns 0 or the first range's negative result (with its err).
+ */
+int mx_split_blocks(unsigned threads, size_t nblocks, size_t min_blocks,
+		    int (*fn)(void *arg, size_t b0, size_t b1, struct pim_error *err), void *arg,
+		    struct pim_error *err);
+
+/*
+ * mx_quantize_tensor_impl() with row-blocked tensors split over threads (as
+ * mx_split_blocks(); threads 0: the allowed CPUs). Blocks are independent, so the output is
+ * the same bytes whatever the thread count. Column blocking runs on one thread.
+ */
+int mx_quantize_tensor_mt(unsigned threads, enum mx_impl impl, enum mx_format f,
+			  enum mx_src src_type, const void *src, size_t rows, size_t cols,
+			  enum mx_dir dir, uint8_t *out, size_t out_len, struct pim_error *err);
+
+/*
  * Dequantizes a packed tensor (in_len bytes, at least mx_packed_size()) into out, rows x cols
  * FP32 row-major, out_count elements (at least rows * cols). 0 or negative errno as above.
  */

@@ -157,6 +157,12 @@ int mx_ocp_quantize_tensor_impl(enum mx_impl impl, enum mx_ocp_format f, enum mx
 				const void *src, size_t rows, size_t cols, enum mx_dir dir,
 				uint8_t *out, size_t out_len, struct pim_error *err);
 
+/* mx_ocp_quantize_tensor_impl() split over threads as mx_quantize_tensor_mt() (mx.h). */
+int mx_ocp_quantize_tensor_mt(unsigned threads, enum mx_impl impl, enum mx_ocp_format f,
+			      enum mx_src src_type, const void *src, size_t rows, size_t cols,
+			      enum mx_dir dir, uint8_t *out, size_t out_len,
+			      struct pim_error *err);
+
 /*
  * Dequantizes a packed tensor (in_len bytes, at least mx_ocp_packed_size()) into out, rows x
  * cols FP32 row-major, out_count elements (at least rows * cols). 0 or negative errno as above.

@@ -284,6 +284,19 @@ expect_rc 0 "Wrote 4224 bytes (128 MX blocks)" "jitq quantize to an OCP format (
 	"$PIMCTL" --socket "$S" jitq quantize --format mxfp8-e4m3 --shape 64x64 "$T/w.bf16" "$T/w.fp8"
 expect_rc 1 "takes the reference engine" "OCP formats are not run on the PIM model" \
 	"$PIMCTL" --socket "$S" jitq quantize --format mxfp4 --shape 64x64 --engine strided "$T/w.bf16" "$T/w.fp4"
+# A large tensor is split over pimd's allowed CPUs; the output must equal the concatenation of
+# its parts quantized alone (each below the size that is split).
+head -c 4194304 /dev/urandom > "$T/rand.bf16"
+for fmt in mx6 mxfp8-e4m3; do
+	"$PIMCTL" --socket "$S" jitq quantize --format $fmt --shape 2048x1024 "$T/rand.bf16" "$T/rand.$fmt" >/dev/null
+	: > "$T/parts.$fmt"
+	for i in 0 1 2 3 4 5 6 7; do
+		dd if="$T/rand.bf16" of="$T/part.bf16" bs=524288 skip=$i count=1 2>/dev/null
+		"$PIMCTL" --socket "$S" jitq quantize --format $fmt --shape 256x1024 "$T/part.bf16" "$T/part.$fmt" >/dev/null
+		cat "$T/part.$fmt" >> "$T/parts.$fmt"
+	done
+	check "jitq quantize of 4 MiB on threads equals its 8 parts alone ($fmt)" cmp "$T/rand.$fmt" "$T/parts.$fmt"
+done
 head -c 4194304 /dev/zero > "$T/big.bf16"
 expect_rc 1 "the PIM model runs at most" "the PIM engine refuses tensors that would stall the daemon" \
 	"$PIMCTL" --socket "$S" jitq quantize --shape 2048x1024 --engine tiled "$T/big.bf16" "$T/out"

@@ -884,6 +884,132 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- threads ---------------------------------------------------------------------------- */
+
+struct split_rec {
+	unsigned hits[1000];
+	unsigned calls;
+	size_t fail_block; /* the range holding it fails; SIZE_MAX: none */
+};
+
+static int split_fn(void *arg, size_t b0, size_t b1, struct pim_error *err)
+{
+	struct split_rec *r = arg;
+
+	__atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
+	for (size_t b = b0; b < b1; b++)
+		r->hits[b]++; /* ranges are disjoint: no two threads touch one entry */
+	if (r->fail_block >= b0 && r->fail_block < b1)
+		return err_set(err, -EIO, "range %zu..%zu failed", b0, b1);
+	return 0;
+}
+
+/* Ranges cover [0, n) exactly once; their count follows threads and min_blocks. */
+START_TEST(test_split_blocks)
+{
+	static const struct {
+		unsigned threads;
+		size_t n, min, parts;
+	} cases[] = { { 4, 10, 1, 4 },	  { 3, 100, 40, 2 },   { 5, 5, 10, 1 },
+		      { 200, 1000, 1, MX_THREADS_MAX }, { 1, 1000, 1, 1 }, { 7, 1000, 0, 7 },
+		      { 2, 0, 1, 1 } };
+	struct pim_error e = { 0 };
+
+	ck_assert_uint_ge(mx_threads_allowed(), 1);
+	ck_assert_uint_le(mx_threads_allowed(), MX_THREADS_MAX);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		static struct split_rec r;
+		memset(&r, 0, sizeof r);
+		r.fail_block = SIZE_MAX;
+		ck_assert_int_eq(mx_split_blocks(cases[i].threads, cases[i].n, cases[i].min, split_fn,
+						 &r, &e),
+				 0);
+		ck_assert_uint_eq(r.calls, cases[i].parts);
+		for (size_t b = 0; b < cases[i].n; b++)
+			ck_assert_msg(r.hits[b] == 1, "case %zu block %zu: %u hits", i, b, r.hits[b]);
+	}
+	/* threads 0: the allowed CPUs */
+	static struct split_rec r;
+	memset(&r, 0, sizeof r);
+	r.fail_block = SIZE_MAX;
+	ck_assert_int_eq(mx_split_blocks(0, 1000, 1, split_fn, &r, &e), 0);
+	ck_assert_uint_eq(r.calls, mx_threads_allowed());
+	/* A failing range's error comes back, the others still ran. */
+	memset(&r, 0, sizeof r);
+	r.fail_block = 777;
+	ck_assert_int_eq(mx_split_blocks(4, 1000, 1, split_fn, &r, &e), -EIO);
+	ck_assert_msg(strstr(e.msg, "range 750..1000 failed"), "%s", e.msg);
+	for (size_t b = 0; b < 1000; b++)
+		ck_assert_uint_eq(r.hits[b], 1);
+}
+END_TEST
+
+/* Threaded quantization is byte-identical to one thread, for every format, source and
+ * implementation, on adversarial values; argument errors are the whole tensor's. */
+START_TEST(test_mt_eq_single)
+{
+	enum { R = 64, C = 16384 + 16 }; /* 65600 blocks: 4 ranges of >= 16384, uneven */
+	static uint32_t f32[R * C];
+	static uint16_t b16[R * C];
+	static uint8_t one[R * C / 16 * 18], many[R * C / 16 * 18 + 64];
+	enum mx_impl impls[] = { MX_IMPL_GENERIC, MX_IMPL_AVX2, MX_IMPL_AVX512, MX_IMPL_AUTO };
+	struct pim_error e = { 0 };
+
+	rng_state = 99;
+	for (size_t i = 0; i < (size_t)R * C; i++) {
+		uint32_t base = (uint32_t)((i / 16 * 2654435761u) % 254) + 1;
+		f32[i] = rnd_f32_bits(base);
+		b16[i] = (uint16_t)(rnd_f32_bits(base) >> 16);
+	}
+	for (unsigned fi = 0; fi < N_FMT; fi++)
+		for (int s = 0; s < 2; s++)
+			for (size_t i = 0; i < ELEMENTSOF(impls); i++) {
+				enum mx_format f = all_fmt[fi];
+				const void *src = s ? (const void *)b16 : (const void *)f32;
+				size_t sz = mx_packed_size(f, R, C, MX_DIR_ROW);
+				if (!impl_runs(impls[i]))
+					continue;
+				ck_assert_int_eq(mx_quantize_tensor_impl(impls[i], f, s, src, R, C,
+									 MX_DIR_ROW, one, sz, &e),
+						 0);
+				for (unsigned th = 2; th <= 5; th += 3) {
+					memset(many, 0x5a, sz + 64);
+					ck_assert_int_eq(mx_quantize_tensor_mt(th, impls[i], f, s, src, R,
+									       C, MX_DIR_ROW, many, sz,
+									       &e),
+							 0);
+					ck_assert_msg(memcmp(one, many, sz) == 0, "%s %s src %d, %u threads",
+						      mx_format_name(f), mx_impl_name(impls[i]), s, th);
+					for (size_t k = sz; k < sz + 64; k++)
+						ck_assert_uint_eq(many[k], 0x5a);
+				}
+			}
+	/* Column blocking (one thread) through the same entry point. */
+	size_t sz = mx_packed_size(MX_FMT_MX6, R, C, MX_DIR_COL);
+	ck_assert_int_eq(mx_quantize_tensor_ref(MX_FMT_MX6, MX_SRC_BF16, b16, R, C, MX_DIR_COL, one,
+						sz, &e),
+			 0);
+	ck_assert_int_eq(mx_quantize_tensor_mt(0, MX_IMPL_AUTO, MX_FMT_MX6, MX_SRC_BF16, b16, R, C,
+					       MX_DIR_COL, many, sz, &e),
+			 0);
+	ck_assert(memcmp(one, many, sz) == 0);
+	/* Errors name the whole tensor, not a range. */
+	sz = mx_packed_size(MX_FMT_MX6, R, C, MX_DIR_ROW);
+	ck_assert_int_eq(mx_quantize_tensor_mt(4, MX_IMPL_AUTO, MX_FMT_MX6, MX_SRC_BF16, b16, R, C,
+					       MX_DIR_ROW, many, sz - 1, &e),
+			 -EINVAL);
+	ck_assert_msg(strstr(e.msg, "too small for mx6 of 64x16400"), "%s", e.msg);
+	ck_assert_int_eq(mx_quantize_tensor_mt(4, MX_IMPL_AUTO, MX_FMT_MX6, (enum mx_src)5, b16, R,
+					       C, MX_DIR_ROW, many, sz, &e),
+			 -EINVAL);
+	ck_assert_msg(strstr(e.msg, "invalid source type 5"), "%s", e.msg);
+	ck_assert_int_eq(mx_quantize_tensor_mt(4, (enum mx_impl)42, MX_FMT_MX6, MX_SRC_BF16, b16, R,
+					       C, MX_DIR_ROW, many, sz, &e),
+			 -EINVAL);
+	ck_assert_msg(strstr(e.msg, "invalid MX implementation 42"), "%s", e.msg);
+}
+END_TEST
+
 static Suite *mx_suite(void)
 {
 	Suite *s = suite_create("mx");
@@ -921,6 +1047,8 @@ static Suite *mx_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_fast_eq_ref_bits, 0, 2);
 	tcase_add_test(tc, test_fast_eq_ref_normal);
+	tcase_add_test(tc, test_split_blocks);
+	tcase_add_test(tc, test_mt_eq_single);
 	suite_add_tcase(s, tc);
 
 	return s;

@@ -1164,6 +1164,39 @@ START_TEST(test_impl_errors)
 }
 END_TEST
 
+/* Threaded quantization is byte-identical to one thread (mx_ocp_quantize_tensor_mt). */
+START_TEST(test_mt_eq_single)
+{
+	enum { R = 64, C = 8192 + 32 }; /* 16448 blocks: 2 ranges of >= 8192 with 3 threads */
+	static uint32_t u[R * C];
+	static uint8_t one[R * C / 32 * 33], many[R * C / 32 * 33 + 64];
+	struct pim_error e = { 0 };
+
+	rng_state = 4242;
+	for (size_t b = 0; b < (size_t)R * C / 32; b++)
+		adversarial_block(MX_OCP_FP8_E4M3, u + b * 32);
+	for (int i = 0; i < N_FMT; i++) {
+		enum mx_ocp_format f = all_fmt[i];
+		size_t sz = mx_ocp_packed_size(f, R, C, MX_DIR_ROW);
+		ck_assert_int_eq(mx_ocp_quantize_tensor_impl(MX_IMPL_REF, f, MX_SRC_FP32, u, R, C,
+							     MX_DIR_ROW, one, sz, &e),
+				 0);
+		memset(many, 0x5a, sz + 64);
+		ck_assert_int_eq(mx_ocp_quantize_tensor_mt(3, MX_IMPL_AUTO, f, MX_SRC_FP32, u, R, C,
+							   MX_DIR_ROW, many, sz, &e),
+				 0);
+		ck_assert_msg(memcmp(one, many, sz) == 0, "%s", mx_ocp_format_name(f));
+		for (size_t k = sz; k < sz + 64; k++)
+			ck_assert_uint_eq(many[k], 0x5a);
+	}
+	size_t sz = mx_ocp_packed_size(MX_OCP_INT8, R, C, MX_DIR_ROW);
+	ck_assert_int_eq(mx_ocp_quantize_tensor_mt(3, MX_IMPL_AUTO, MX_OCP_INT8, MX_SRC_FP32, u, R,
+						   C, MX_DIR_ROW, many, sz - 1, &e),
+			 -EINVAL);
+	ck_assert_msg(strstr(e.msg, "too small for mxint8 of 64x8224"), "%s", e.msg);
+}
+END_TEST
+
 static Suite *mx_ocp_suite(void)
 {
 	Suite *s = suite_create("mx_ocp");
@@ -1199,6 +1232,7 @@ static Suite *mx_ocp_suite(void)
 	tc = test_case(s, "fast");
 	tcase_add_loop_test(tc, test_fast_eq_ref, 0, 3);
 	tcase_add_test(tc, test_impl_errors);
+	tcase_add_test(tc, test_mt_eq_single);
 
 	return s;
 }
