@@ -342,7 +342,8 @@ static inline float src_value(enum mx_src t, const void *src, size_t i)
  *     reference's M (the MXCSR mode is not used). code = (e - emin) << mbits + M carries
  *     into the exponent exactly as enc_mag() does; then the same saturation.
  *   - int8: M = rne(y * 64) <= 128, saturated at 127, negated for negative inputs.
- * Column blocking gathers each block's 32 elements first; the arithmetic is the same.
+ * Most blocks take ocp_codes16_direct(), which folds the two scalings into one; blocks with a
+ * tiny scale take ocp_codes16(). Column blocking gathers each block's 32 elements first.
  */
 #define OCP_AVX512_TARGET "avx2,avx512f,avx512bw,avx512vl"
 #define OCP_AVX512 __attribute__((target(OCP_AVX512_TARGET)))
@@ -379,6 +380,47 @@ OCP_AVX512_INLINE __m512i ocp_codes16(const struct elem_fmt *p, __m512i x, __m51
 						      _mm512_set1_epi32(1 << (p->w - 1))));
 }
 
+/*
+ * The same codes with one multiplication instead of two, for blocks whose scale is not tiny
+ * (ocp_direct_ok()): M = rne(|x| * 2^(mbits - e - s)) with e + s + 127 = max(ex, L), ex the
+ * FP32 exponent field of x and L = 127 + s + emin, which is e = max(e_v, emin) as above
+ * (an FP32 subnormal x has e_v <= -127 - s < emin there, so e = emin). 2^(127 + mbits -
+ * max(ex, L)) is a normal FP32 number when L > mbits; int8's 2^(6 - s) when s >= -121.
+ */
+static inline bool ocp_direct_ok(const struct elem_fmt *p, int s)
+{
+	return p->is_int ? s >= -121 : 127 + s + (1 - p->bias) > p->mbits;
+}
+
+OCP_AVX512_INLINE __m512i ocp_codes16_direct(const struct elem_fmt *p, __m512i x, int s)
+{
+	__m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
+
+	if (p->is_int) {
+		__m512 fac = _mm512_castsi512_ps(_mm512_set1_epi32((127 + 6 - s) << FP32_MANT_BITS));
+		__m512i M = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(a), fac),
+						     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		M = _mm512_min_epi32(M, _mm512_set1_epi32(p->max_code));
+		__mmask16 neg = _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512());
+		return _mm512_mask_sub_epi32(M, neg, _mm512_setzero_si512(), M);
+	}
+	const __m512i L = _mm512_set1_epi32(127 + s + 1 - p->bias);
+	__m512i eb = _mm512_max_epi32(_mm512_srli_epi32(a, FP32_MANT_BITS), L);
+	/* 2^(127 + mbits - eb) as FP32 bits: biased exponent 254 + mbits - eb */
+	__m512i sc = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254 + p->mbits), eb),
+				       FP32_MANT_BITS);
+	__m512i M = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(a),
+							   _mm512_castsi512_ps(sc)),
+					     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512i code = _mm512_add_epi32(_mm512_slli_epi32(_mm512_sub_epi32(eb, L),
+							  (unsigned)p->mbits),
+					M);
+	code = _mm512_min_epu32(code, _mm512_set1_epi32(p->max_code));
+	/* code | (sign bit 31 -> bit w - 1) */
+	return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 32 - p->w),
+					 _mm512_set1_epi32(1 << (p->w - 1)), 0xf8);
+}
+
 /* One block from its 32 FP32 bit patterns (x0: 0-15, x1: 16-31) to packed bytes at out. */
 OCP_AVX512_INLINE void ocp_block_avx512(const struct elem_fmt *p, __m512i x0, __m512i x1,
 					uint8_t *out)
@@ -401,12 +443,18 @@ OCP_AVX512_INLINE void ocp_block_avx512(const struct elem_fmt *p, __m512i x0, __
 			s = SCALE_MIN;
 	}
 	out[0] = (uint8_t)(s + MX_OCP_SCALE_BIAS);
-	/* 2^-s; -s = 127 (int8 with the largest finite max) is FP32's subnormal 2^-127. */
-	int k = -s;
-	__m512 fac = _mm512_castsi512_ps(
-		_mm512_set1_epi32(k >= -126 ? (k + 127) << FP32_MANT_BITS : 1 << (k + 149)));
-	__m128i c0 = _mm512_cvtepi32_epi8(ocp_codes16(p, x0, fac));
-	__m128i c1 = _mm512_cvtepi32_epi8(ocp_codes16(p, x1, fac));
+	__m128i c0, c1;
+	if (__builtin_expect(ocp_direct_ok(p, s), 1)) {
+		c0 = _mm512_cvtepi32_epi8(ocp_codes16_direct(p, x0, s));
+		c1 = _mm512_cvtepi32_epi8(ocp_codes16_direct(p, x1, s));
+	} else {
+		/* 2^-s; -s = 127 (int8 with the largest finite max) is FP32's subnormal 2^-127. */
+		int k = -s;
+		__m512 fac = _mm512_castsi512_ps(_mm512_set1_epi32(
+			k >= -126 ? (k + 127) << FP32_MANT_BITS : 1 << (k + 149)));
+		c0 = _mm512_cvtepi32_epi8(ocp_codes16(p, x0, fac));
+		c1 = _mm512_cvtepi32_epi8(ocp_codes16(p, x1, fac));
+	}
 
 	if (p->w == 8) {
 		_mm_storeu_si128((__m128i *)(out + 1), c0);
