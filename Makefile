@@ -4,6 +4,7 @@ PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 SBINDIR    ?= $(PREFIX)/sbin
 LIBDIR     ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
 DATADIR    ?= $(PREFIX)/share
@@ -28,7 +29,7 @@ LIBS_CHECK  := $(shell pkg-config --libs check 2>/dev/null)
 
 -include compiler/compiler.mk
 
-all: $(B)/pimd $(B)/pimctl $(B)/libpimclient.so $(B)/libpimclient.a $(B)/pimclient.pc $(COMPILER_ALL)
+all: $(B)/pimd $(B)/pimd-worker $(B)/pimctl $(B)/libpimclient.so $(B)/libpimclient.a $(B)/pimclient.pc $(COMPILER_ALL)
 
 # ---------------------------------------------------------------- generated protocol code
 # One run makes both files (a grouped target: make -j runs protoc-c once).
@@ -37,7 +38,7 @@ $(B)/proto/pim.pb-c.c $(B)/proto/pim.pb-c.h &: proto/pim.proto
 	protoc-c --proto_path=proto --c_out=$(B)/proto proto/pim.proto
 
 # ---------------------------------------------------------------- core library (pure modules + daemon modules)
-DAEMON_MAIN := daemon/pimd.c
+DAEMON_MAIN := daemon/pimd.c daemon/pimd_worker.c
 MIGRATIONS := $(sort $(wildcard sql/[0-9][0-9][0-9][0-9]-*.sql))
 CORE_SRC := $(filter-out $(DAEMON_MAIN),$(wildcard daemon/*.c)) client/frame.c
 CORE_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC)) $(B)/obj/gen/pim.pb-c.o $(B)/obj/gen/migrations.o
@@ -61,11 +62,16 @@ $(B)/obj/%.o: %.c $(B)/proto/pim.pb-c.h
 $(B)/libpimcore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-# The profiling worker gives model libraries the two hooks of client/pim_hooks.h.
-HOOK_EXPORTS := -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit
 $(B)/pimd: $(B)/obj/daemon/pimd.o $(B)/libpimcore.a
-	$(CC) $(ALL_CFLAGS) $(HOOK_EXPORTS) -o $@ $(B)/obj/daemon/pimd.o -Wl,--whole-archive $(B)/libpimcore.a \
+	$(CC) $(ALL_CFLAGS) -o $@ $(B)/obj/daemon/pimd.o -Wl,--whole-archive $(B)/libpimcore.a \
 		-Wl,--no-whole-archive $(LIBS_DAEMON)
+
+# pimd-worker runs model libraries in a fresh image (exec'ed by pimd's workers) and gives them
+# the two hooks of client/pim_hooks.h; it links only the worker's part of the core.
+HOOK_EXPORTS := -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit
+$(B)/pimd-worker: $(B)/obj/daemon/pimd_worker.o $(B)/libpimcore.a
+	$(CC) $(ALL_CFLAGS) $(HOOK_EXPORTS) -Wl,--as-needed -o $@ $(B)/obj/daemon/pimd_worker.o \
+		$(B)/libpimcore.a $(LIBS_DAEMON)
 
 # ---------------------------------------------------------------- libpimclient and pimctl
 CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/frame.o $(B)/obj/gen/pim.pb-c.o
@@ -108,11 +114,11 @@ $(B)/tests/models/%.so: tests/models/%.c client/pim_hooks.h
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iclient -shared -fPIC -o $@ $<
 
 # Runs every unit test binary, then repeats check's summary line of each at the end.
-unit: $(UNIT_BIN) $(MODEL_SO)
+unit: $(UNIT_BIN) $(MODEL_SO) $(B)/pimd-worker
 	@rm -f $(B)/tests/summary; fail=0; \
 	for t in $(UNIT_BIN); do \
 		echo "== $$t"; \
-		PIMD_TEST_MODELS=$(abspath $(B))/tests/models $$t > $(B)/tests/out 2>&1; rc=$$?; cat $(B)/tests/out; \
+		PIMD_TEST_MODELS=$(abspath $(B))/tests/models PIMD_TEST_WORKER=$(abspath $(B))/pimd-worker $$t > $(B)/tests/out 2>&1; rc=$$?; cat $(B)/tests/out; \
 		printf '%-22s %s\n' "$$(basename $$t):" "$$(grep -E '^[0-9]+%: Checks' $(B)/tests/out)" >> $(B)/tests/summary; \
 		[ $$rc -eq 0 ] || fail=1; \
 	done; \
@@ -182,7 +188,7 @@ stress: all $(B)/tests/e2e-tool
 check-install: all
 	@rm -rf $(B)/destdir
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(B))/destdir PREFIX=/usr >/dev/null
-	@for f in usr/sbin/pimd usr/bin/pimctl usr/lib/libpimclient.so.$(SOVERSION) usr/lib/libpimclient.a \
+	@for f in usr/sbin/pimd usr/libexec/pimd/pimd-worker usr/bin/pimctl usr/lib/libpimclient.so.$(SOVERSION) usr/lib/libpimclient.a \
 		usr/include/pim.h usr/include/pim_hooks.h usr/lib/pkgconfig/pimclient.pc usr/lib/systemd/system/pimd.service \
 		usr/lib/systemd/system/pimd.socket usr/lib/sysusers.d/pimd.conf usr/lib/tmpfiles.d/pimd.conf \
 		usr/share/man/man8/pimd.8 usr/share/man/man1/pimctl.1 usr/share/man/man1/pim-extract.1 \
@@ -261,6 +267,8 @@ install: all
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(B)/pimd $(DESTDIR)$(SBINDIR)/pimd
+	install -d $(DESTDIR)$(LIBEXECDIR)/pimd
+	install -m 0755 $(B)/pimd-worker $(DESTDIR)$(LIBEXECDIR)/pimd/pimd-worker
 	install -m 0755 $(B)/pimctl $(DESTDIR)$(BINDIR)/pimctl
 	if [ -x $(B)/pim-extract ]; then install -m 0755 $(B)/pim-extract $(DESTDIR)$(BINDIR)/pim-extract; fi
 	install -m 0755 $(B)/libpimclient.so.$(VERSION) $(DESTDIR)$(LIBDIR)/

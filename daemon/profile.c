@@ -70,6 +70,7 @@ struct profiler {
 	const struct platform *platform;
 	unsigned concurrency, queue_max, reps, warmups, timeout_ms, cpu_seconds;
 	uint64_t memory_bytes;
+	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
 	struct watch timer;
@@ -479,6 +480,7 @@ static void job_start(struct job *j)
 	wj.n_groups = j->n_groups;
 	wj.reason = pf->platform->backend_reason;
 	wj.manifest_digest = j->digest;
+	wj.helper = pf->helper[0] ? pf->helper : NULL;
 
 	j->running = true;
 	pf->n_queued--;
@@ -498,7 +500,7 @@ static void job_start(struct job *j)
 		/* Cannot watch it: stop it now; the timer reaps it (eof set, no reader). */
 		log_error("Profile job %" PRId64 ": cannot watch the worker: %s; stopping it", j->run,
 			  strerror(errno));
-		kill(-worker_pid(j->w), SIGKILL);
+		worker_kill(j->w);
 		j->eof = true;
 		j->exited = true;
 		return;
@@ -802,6 +804,13 @@ int profiler_new(struct loop *loop, struct store *store, const struct platform *
 	pf->loop = loop;
 	pf->store = store;
 	pf->platform = platform;
+	struct pim_error herr = { 0 };
+	if (worker_helper_find(pf->helper, sizeof pf->helper, &herr) < 0) {
+		pf->helper[0] = 0;
+		log_warning("%s", herr.msg);
+	} else {
+		log_debug("Profiling workers execute %s", pf->helper);
+	}
 	profiler_apply_config(pf, cfg);
 	r = store_runs_abandon(store, err);
 	if (r < 0) {

@@ -1,32 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker.c: the profiling worker (BRIEF §4.3): the parent side (spawn, read, reap, timeout) and
- * the forked child that contains and runs the model. The hooks live in worker_hooks.c.
+ * worker.c: the profiling worker (BRIEF §4.3): the parent side (spawn, read, reap, timeout),
+ * the forked child that contains the worker, and the helper pimd-worker that the child executes
+ * to run the model in a fresh image. The hooks live in worker_hooks.c.
  *
- * Order of the child's setup and why:
- *   1. pdeath signal, default signal dispositions, empty mask (pimd blocks SIGTERM/HUP/INT and
- *      ignores SIGPIPE), own process group (the parent kills the whole group);
- *   2. fds: 0 = /dev/null, 1/2 = output_fd or /dev/null, 3 = result pipe, 4 = model, the rest
- *      closed (close_range);
- *   3. perf groups opened while CAP_PERFMON is still held (perf_event_paranoid >= 3 needs it);
- *      the events are on this thread and keep counting across the credential switch;
- *   4. setgroups(0)/setresgid/setresuid; refused with a message when not permitted;
+ * Order of the setup and why:
+ *   1. (child) pdeath signal, default signal dispositions, empty mask (pimd blocks
+ *      SIGTERM/HUP/INT and ignores SIGPIPE), own process group (the parent kills the group);
+ *   2. (child) fds: 0 = /dev/null, 1/2 = output_fd or /dev/null, 3 = result pipe, 4 = model,
+ *      5 = the encoded job (a sealed memfd), 6 = the helper, the rest closed (close_range);
+ *   3. (child) perf groups opened while CAP_PERFMON is still held (perf_event_paranoid >= 3
+ *      needs it), moved to fds 7...; the events are on this task and keep counting across the
+ *      credential switch and the exec;
+ *   4. (child) setgroups(0)/setresgid/setresuid; refused with a message when not permitted;
  *      PR_SET_PDEATHSIG again (a credential change clears it);
- *   5. NO_NEW_PRIVS, ambient set cleared, bounding set and securebits when CAP_SETPCAP allows,
- *      then capset() with empty sets: pimd's uid is not 0, so setresuid() kept its capabilities;
- *   6. rlimits (CPU soft/hard, core 0, address space relative to the footprint so far), then
+ *   5. (child) NO_NEW_PRIVS, ambient set cleared, bounding set and securebits when CAP_SETPCAP
+ *      allows, then capset() with empty sets: pimd's uid is not 0, so setresuid() kept its
+ *      capabilities;
+ *   6. (child) execveat() of pimd-worker, opened by pimd, with argv and environment fixed here:
+ *      nothing of pimd's memory (other jobs, other users' data) or environment survives;
+ *   7. (helper) the job read back and validated, rlimits (CPU soft/hard, core 0, address space
+ *      relative to the footprint so far, processes, files), the seccomp filter, then
  *      everything the model can influence: dlopen (constructors count), arguments, runs.
  */
 #include "worker.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/param.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -92,6 +103,9 @@ void worker_job_init(struct worker_job *job)
 	job->timeout_ms = 120000;
 	job->fill = WORKER_FILL_ZERO;
 	job->output_fd = -1;
+	job->max_processes = 256;
+	job->max_files = 1024;
+	job->helper = NULL;
 }
 
 static bool fd_open(int fd)
@@ -204,6 +218,216 @@ int worker_job_validate(const struct worker_job *job, struct pim_error *err)
 		return err_set(err, -EBADF, "profiling job: output fd %d is not open", job->output_fd);
 	if (job->uid == (uid_t)-1 || job->gid == (gid_t)-1)
 		return err_set(err, -EINVAL, "profiling job: uid/gid -1 is not a user");
+	if (job->max_files != 0 && (job->max_files < 32 || job->max_files > (1u << 20)))
+		return err_set(err, -EINVAL, "profiling job: a file limit of %u; need 32..%u or 0",
+			       job->max_files, 1u << 20);
+	if (job->max_processes > (1u << 22))
+		return err_set(err, -EINVAL, "profiling job: a process limit of %u; at most %u",
+			       job->max_processes, 1u << 22);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ the helper and the wire */
+
+static bool executable(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+int worker_helper_find(char *path, size_t len, struct pim_error *err)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return err_set(err, -errno, "cannot find %s: readlink(/proc/self/exe) failed: %s",
+			       WORKER_HELPER_NAME, strerror(errno));
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	snprintf(path, len, "%s/%s", exe, WORKER_HELPER_NAME);
+	if (executable(path))
+		return 0;
+	snprintf(path, len, "%s/../libexec/pimd/%s", exe, WORKER_HELPER_NAME);
+	if (executable(path))
+		return 0;
+	return err_set(err, -ENOENT, "the worker helper %s is neither in %s nor in %s/../libexec/"
+				     "pimd (make install puts it there); profiling jobs cannot run",
+		       WORKER_HELPER_NAME, exe, exe);
+}
+
+#define WIRE_MAGIC 0x77646d70u /* "pmdw" */
+#define WIRE_VERSION 1u
+
+struct wire_head {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t as_bytes;
+	uint64_t manifest_digest;
+	uint32_t n_args;
+	uint32_t n_regions;
+	uint32_t n_measure;
+	uint32_t has_measure;
+	uint32_t warmups;
+	uint32_t reps;
+	int32_t cpu;
+	uint32_t cpu_seconds;
+	uint32_t fill;
+	uint32_t n_groups;
+	uint32_t group_n[WORKER_GROUPS_MAX];
+	uint32_t max_processes;
+	uint32_t max_files;
+	uint32_t uid;
+	uint32_t gid;
+	char reason[WORKER_MESSAGE_MAX];
+};
+
+static size_t describe_plan(const struct worker_job *job, char *b, size_t len);
+
+int worker_job_encode(const struct worker_job *job, void **buf, size_t *len,
+		      struct pim_error *err)
+{
+	*buf = NULL;
+	*len = 0;
+	int r = worker_job_validate(job, err);
+	if (r < 0)
+		return r;
+	size_t n_measure = job->measure ? job->n_measure : 0;
+	size_t size = sizeof(struct wire_head) + job->n_args * sizeof(uint64_t) +
+		      (job->n_regions + n_measure) * sizeof(int32_t);
+	if (size > WORKER_WIRE_MAX)
+		return err_set(err, -E2BIG, "profiling job: %zu bytes encoded, at most %u", size,
+			       WORKER_WIRE_MAX);
+	uint8_t *b = calloc(1, size);
+	if (!b)
+		return err_set(err, -ENOMEM, "profiling job: out of memory");
+	struct wire_head h;
+	memset(&h, 0, sizeof h);
+	h.magic = WIRE_MAGIC;
+	h.version = WIRE_VERSION;
+	h.as_bytes = job->as_bytes;
+	h.manifest_digest = job->manifest_digest;
+	h.n_args = (uint32_t)job->n_args;
+	h.n_regions = (uint32_t)job->n_regions;
+	h.n_measure = (uint32_t)n_measure;
+	h.has_measure = job->measure != NULL;
+	h.warmups = job->warmups;
+	h.reps = job->reps;
+	h.cpu = job->cpu;
+	h.cpu_seconds = job->cpu_seconds;
+	h.fill = (uint32_t)job->fill;
+	h.n_groups = job->n_groups;
+	for (unsigned g = 0; g < job->n_groups; g++)
+		h.group_n[g] = job->groups[g].n;
+	h.max_processes = job->max_processes;
+	h.max_files = job->max_files;
+	h.uid = job->uid;
+	h.gid = job->gid;
+	if (job->n_groups)
+		describe_plan(job, h.reason, sizeof h.reason);
+	else
+		snprintf(h.reason, sizeof h.reason, "timing backend (CLOCK_MONOTONIC, no counter "
+			 "values): %s", job->reason && job->reason[0] ? job->reason
+								       : "the job has no event plan");
+	size_t at = 0;
+	memcpy(b, &h, sizeof h);
+	at += sizeof h;
+	if (job->n_args)
+		memcpy(b + at, job->arg_bytes, job->n_args * sizeof(uint64_t));
+	at += job->n_args * sizeof(uint64_t);
+	memcpy(b + at, job->regions, job->n_regions * sizeof(int32_t));
+	at += job->n_regions * sizeof(int32_t);
+	if (n_measure)
+		memcpy(b + at, job->measure, n_measure * sizeof(int32_t));
+	*buf = b;
+	*len = size;
+	return 0;
+}
+
+void worker_wire_free(struct worker_wire *w)
+{
+	free(w->arg_bytes);
+	free(w->regions);
+	free(w->measure);
+	w->arg_bytes = NULL;
+	w->regions = w->measure = NULL;
+}
+
+int worker_job_decode(const void *buf, size_t len, int model_fd, struct worker_wire *out,
+		      struct pim_error *err)
+{
+	static const struct counters_event placeholder[COUNTERS_MAX_GROUP];
+	const uint8_t *b = buf;
+	struct wire_head h;
+
+	memset(out, 0, sizeof *out);
+	if (len < sizeof h)
+		return err_set(err, -EBADMSG, "encoded job: %zu bytes, shorter than its %zu-byte "
+					      "header", len, sizeof h);
+	memcpy(&h, b, sizeof h);
+	if (h.magic != WIRE_MAGIC || h.version != WIRE_VERSION)
+		return err_set(err, -EBADMSG, "encoded job: magic %#x version %u, expected %#x "
+					      "version %u", h.magic, h.version, WIRE_MAGIC,
+			       WIRE_VERSION);
+	if (h.n_args > WORKER_ARGS_MAX || h.n_regions > WORKER_REGIONS_MAX ||
+	    h.n_measure > WORKER_REGIONS_MAX || h.n_groups > WORKER_GROUPS_MAX ||
+	    (!h.has_measure && h.n_measure))
+		return err_set(err, -EBADMSG, "encoded job: counts out of range (%u arguments, %u "
+					      "regions, %u to measure, %u groups)", h.n_args,
+			       h.n_regions, h.n_measure, h.n_groups);
+	size_t want = sizeof h + (size_t)h.n_args * sizeof(uint64_t) +
+		      ((size_t)h.n_regions + h.n_measure) * sizeof(int32_t);
+	if (len != want)
+		return err_set(err, -EBADMSG, "encoded job: %zu bytes, its header announces %zu",
+			       len, want);
+	out->arg_bytes = calloc(h.n_args ? h.n_args : 1, sizeof(uint64_t));
+	out->regions = calloc(h.n_regions ? h.n_regions : 1, sizeof(int32_t));
+	out->measure = calloc(h.n_measure ? h.n_measure : 1, sizeof(int32_t));
+	if (!out->arg_bytes || !out->regions || !out->measure) {
+		worker_wire_free(out);
+		return err_set(err, -ENOMEM, "encoded job: out of memory");
+	}
+	size_t at = sizeof h;
+	memcpy(out->arg_bytes, b + at, (size_t)h.n_args * sizeof(uint64_t));
+	at += (size_t)h.n_args * sizeof(uint64_t);
+	memcpy(out->regions, b + at, (size_t)h.n_regions * sizeof(int32_t));
+	at += (size_t)h.n_regions * sizeof(int32_t);
+	memcpy(out->measure, b + at, (size_t)h.n_measure * sizeof(int32_t));
+	h.reason[sizeof h.reason - 1] = 0;
+	memcpy(out->reason, h.reason, sizeof out->reason);
+
+	struct worker_job *job = &out->job;
+	worker_job_init(job);
+	job->model_fd = model_fd;
+	job->arg_bytes = out->arg_bytes;
+	job->n_args = h.n_args;
+	job->regions = out->regions;
+	job->n_regions = h.n_regions;
+	job->measure = h.has_measure ? out->measure : NULL;
+	job->n_measure = h.n_measure;
+	job->warmups = h.warmups;
+	job->reps = h.reps;
+	job->uid = h.uid;
+	job->gid = h.gid;
+	job->cpu = h.cpu;
+	job->cpu_seconds = h.cpu_seconds;
+	job->as_bytes = h.as_bytes;
+	job->manifest_digest = h.manifest_digest;
+	job->timeout_ms = 0; /* the parent's to enforce */
+	job->fill = (enum worker_fill)h.fill;
+	job->max_processes = h.max_processes;
+	job->max_files = h.max_files;
+	job->reason = out->reason;
+	for (unsigned g = 0; g < h.n_groups; g++)
+		out->groups[g] = (struct worker_group){ placeholder, h.group_n[g] };
+	job->groups = h.n_groups ? out->groups : NULL;
+	job->n_groups = h.n_groups;
+	int r = worker_job_validate(job, err);
+	if (r < 0) {
+		worker_wire_free(out);
+		return err_prefix(err, "encoded job");
+	}
 	return 0;
 }
 
@@ -380,26 +604,32 @@ static void reset_signals(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* 0 = /dev/null, 1 and 2 = output, 3 = result pipe, 4 = model library; everything else closed. */
-static int setup_fds(int pipe_fd, int model_fd, int output_fd, struct pim_error *err)
+/* 0 = /dev/null, 1 and 2 = output, 3 = result pipe, 4 = model library, 5 = the encoded job,
+ * 6 = the helper executable (close-on-exec); everything else closed. */
+static int setup_fds(int pipe_fd, int model_fd, int output_fd, int job_fd, int helper_fd,
+		     struct pim_error *err)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0)
 		return err_set(err, -errno, "cannot open /dev/null: %s", strerror(errno));
 	/* copies above every target first, so that no dup2 clobbers a source */
-	int p = fcntl(pipe_fd, F_DUPFD_CLOEXEC, 5);
-	int m = fcntl(model_fd, F_DUPFD_CLOEXEC, 5);
-	int o = fcntl(output_fd >= 0 ? output_fd : null, F_DUPFD_CLOEXEC, 5);
-	int n = fcntl(null, F_DUPFD_CLOEXEC, 5);
-	if (p < 0 || m < 0 || o < 0 || n < 0)
+	int p = fcntl(pipe_fd, F_DUPFD_CLOEXEC, WORKER_FD_COUNTERS);
+	int m = fcntl(model_fd, F_DUPFD_CLOEXEC, WORKER_FD_COUNTERS);
+	int o = fcntl(output_fd >= 0 ? output_fd : null, F_DUPFD_CLOEXEC, WORKER_FD_COUNTERS);
+	int n = fcntl(null, F_DUPFD_CLOEXEC, WORKER_FD_COUNTERS);
+	int j = fcntl(job_fd, F_DUPFD_CLOEXEC, WORKER_FD_COUNTERS);
+	int h = fcntl(helper_fd, F_DUPFD_CLOEXEC, WORKER_FD_COUNTERS);
+	if (p < 0 || m < 0 || o < 0 || n < 0 || j < 0 || h < 0)
 		return err_set(err, -errno, "cannot arrange the worker's file descriptors: %s",
 			       strerror(errno));
-	if (dup2(n, 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0 || dup3(p, 3, O_CLOEXEC) < 0 ||
-	    dup3(m, 4, O_CLOEXEC) < 0)
+	/* the helper inherits 0-5; 6 only serves execveat() */
+	if (dup2(n, 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0 || dup2(p, WORKER_FD_PIPE) < 0 ||
+	    dup2(m, WORKER_FD_MODEL) < 0 || dup2(j, WORKER_FD_JOB) < 0 ||
+	    dup3(h, WORKER_FD_HELPER, O_CLOEXEC) < 0)
 		return err_set(err, -errno, "cannot arrange the worker's file descriptors: %s",
 			       strerror(errno));
-	if (close_range(5, ~0U, 0) < 0)
-		for (int fd = 5; fd < 65536; fd++)
+	if (close_range(WORKER_FD_COUNTERS, ~0U, 0) < 0)
+		for (int fd = WORKER_FD_COUNTERS; fd < 65536; fd++)
 			close(fd);
 	return 0;
 }
@@ -522,7 +752,56 @@ static int set_limits(const struct worker_job *job, struct pim_error *err)
 		as_allowed = job->as_bytes;
 		as_limit = lim;
 	}
+	if (job->max_processes > 0) {
+		rl.rlim_cur = rl.rlim_max = job->max_processes;
+		if (setrlimit(RLIMIT_NPROC, &rl) < 0)
+			return err_set(err, -errno, "setrlimit(RLIMIT_NPROC, %u) failed: %s",
+				       job->max_processes, strerror(errno));
+	}
+	if (job->max_files > 0) {
+		rl.rlim_cur = rl.rlim_max = job->max_files;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return err_set(err, -errno, "setrlimit(RLIMIT_NOFILE, %u) failed: %s",
+				       job->max_files, strerror(errno));
+	}
 	return 0;
+}
+
+#if defined(__x86_64__)
+#define WORKER_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define WORKER_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* Every process the model starts stays in the worker's process group, where the parent's
+ * kill(-pgid) reaches it: setsid() and setpgid() fail with EPERM. Other architectures' and
+ * x32 system calls fail with ENOSYS (no way around the filter through a second ABI). */
+static int install_seccomp(struct pim_error *err)
+{
+#ifdef WORKER_AUDIT_ARCH
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, WORKER_AUDIT_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __X32_SYSCALL_BIT
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+#endif
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setsid, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setpgid, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = (unsigned short)ELEMENTSOF(f), .filter = f };
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+		return err_set(err, -errno, "installing the seccomp filter failed: %s",
+			       strerror(errno));
+	return 0;
+#else
+	return err_set(err, -ENOTSUP, "no seccomp filter for this architecture: the worker "
+				      "cannot keep the model's processes in its process group");
+#endif
 }
 
 /* ------------------------------------------------------------------ child: running the model */
@@ -561,7 +840,10 @@ static size_t describe_plan(const struct worker_job *job, char *b, size_t len)
 	return at;
 }
 
-static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, pid_t parent)
+/* The forked child: pimd's image, no client code. Arranges the fds, opens the counters,
+ * switches credentials, drops privileges and executes the helper. */
+static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, int job_fd,
+				 int helper_fd, pid_t parent)
 {
 	struct pim_error err = { 0 };
 	static struct out o; /* 16 KiB: not on the stack */
@@ -572,29 +854,32 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, pid_
 		_exit(EXIT_PIPE);
 	reset_signals();
 	setpgid(0, 0);
-	page_size = sysconf(_SC_PAGESIZE);
 
 	o.fd = pipe_fd;
-	if (setup_fds(pipe_fd, job->model_fd, job->output_fd, &err) < 0)
+	if (setup_fds(pipe_fd, job->model_fd, job->output_fd, job_fd, helper_fd, &err) < 0)
 		child_fail(&o, err.code, -1, "worker setup: %s", err.msg);
-	o.fd = 3;
+	o.fd = WORKER_FD_PIPE;
 	if (chdir("/") < 0)
 		child_fail(&o, -errno, -1, "worker setup: chdir(/) failed: %s", strerror(errno));
-	clearenv();
-	setenv("PATH", "/usr/bin:/bin", 1);
 
-	unsigned max_values = 0;
-	for (unsigned g = 0; g < job->n_groups; g++)
-		if (job->groups[g].n > max_values)
-			max_values = job->groups[g].n;
-	if (worker_hooks_setup(job, max_values, &err) < 0)
-		child_fail(&o, err.code, -1, "worker setup: %s", err.msg);
-
-	/* while CAP_PERFMON is held */
-	for (unsigned g = 0; g < job->n_groups; g++)
+	/* while CAP_PERFMON is held; then at fixed numbers, inherited by the helper */
+	int next = WORKER_FD_COUNTERS;
+	for (unsigned g = 0; g < job->n_groups; g++) {
 		if (counters_open(&groups[g], 0, -1, job->groups[g].events, job->groups[g].n,
 				  &err) < 0)
 			child_fail(&o, err.code, -1, "event group %u: %s", g, err.msg);
+		for (unsigned i = 0; i < groups[g].n; i++, next++) {
+			if (groups[g].fd[i] != next) {
+				if (fcntl(groups[g].fd[i], F_DUPFD, next) != next)
+					child_fail(&o, -EBADF, -1, "worker setup: event group %u: "
+						   "cannot move its descriptors", g);
+				close(groups[g].fd[i]);
+				groups[g].fd[i] = next;
+			} else if (fcntl(next, F_SETFD, 0) < 0) {
+				child_fail(&o, -errno, -1, "worker setup: %s", strerror(errno));
+			}
+		}
+	}
 
 	drop_bounding_set();
 	if (switch_credentials(job->uid, job->gid, &err) < 0)
@@ -604,6 +889,87 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, pid_
 		_exit(EXIT_PIPE);
 	if (drop_privileges(&err) < 0)
 		child_fail(&o, err.code, -1, "dropping privileges: %s", err.msg);
+
+	/* A fresh image: the model never sees pimd's memory, nor its environment. */
+	char *const argv[] = { (char *)WORKER_HELPER_NAME, NULL };
+	char *const envp[] = { (char *)"PATH=/usr/bin:/bin", (char *)"HOME=/",
+			       (char *)"LC_ALL=C", NULL };
+	syscall(SYS_execveat, WORKER_FD_HELPER, "", argv, envp, AT_EMPTY_PATH);
+	child_fail(&o, -errno, -1, "cannot start the worker helper %s as uid %u: execveat "
+		   "failed: %s", WORKER_HELPER_NAME, (unsigned)job->uid, strerror(errno));
+}
+
+/* Reads the job from WORKER_FD_JOB. */
+static int helper_read_job(struct worker_wire *wire, struct pim_error *err)
+{
+	struct stat st;
+	if (fstat(WORKER_FD_JOB, &st) < 0 || !S_ISREG(st.st_mode))
+		return err_set(err, -EBADF, "worker setup: fd %d is not the encoded job",
+			       WORKER_FD_JOB);
+	if (st.st_size <= 0 || (uint64_t)st.st_size > WORKER_WIRE_MAX)
+		return err_set(err, -EBADMSG, "worker setup: the encoded job has %lld bytes",
+			       (long long)st.st_size);
+	_cleanup_(freep) uint8_t *buf = malloc((size_t)st.st_size);
+	if (!buf)
+		return err_set(err, -ENOMEM, "worker setup: out of memory");
+	size_t have = 0;
+	while (have < (size_t)st.st_size) {
+		ssize_t n = pread(WORKER_FD_JOB, buf + have, (size_t)st.st_size - have,
+				  (off_t)have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return err_set(err, n < 0 ? -errno : -EBADMSG, "worker setup: reading the "
+				       "job failed: %s", n < 0 ? strerror(errno) : "short file");
+		have += (size_t)n;
+	}
+	close(WORKER_FD_JOB);
+	return worker_job_decode(buf, have, WORKER_FD_MODEL, wire, err);
+}
+
+_Noreturn void worker_helper_main(void)
+{
+	struct pim_error err = { 0 };
+	static struct out o;
+	static struct counters_group groups[WORKER_GROUPS_MAX];
+	static struct worker_wire wire;
+	struct stat st;
+
+	if (fstat(WORKER_FD_PIPE, &st) < 0 || !S_ISFIFO(st.st_mode)) {
+		static const char msg[] = WORKER_HELPER_NAME ": runs profiling jobs for pimd(8), "
+					  "which starts it; it is not run by hand\n";
+		ssize_t w _unused_ = write(2, msg, sizeof msg - 1);
+		_exit(2);
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* an exec made it dumpable again */
+	o.fd = WORKER_FD_PIPE;
+	page_size = sysconf(_SC_PAGESIZE);
+	if (helper_read_job(&wire, &err) < 0)
+		child_fail(&o, err.code, -1, "%s", err.msg);
+	const struct worker_job *job = &wire.job;
+
+	int next = WORKER_FD_COUNTERS;
+	for (unsigned g = 0; g < job->n_groups; g++) {
+		counters_group_init(&groups[g]);
+		groups[g].n = job->groups[g].n;
+		for (unsigned i = 0; i < groups[g].n; i++, next++) {
+			if (!fd_open(next))
+				child_fail(&o, -EBADF, -1, "worker setup: event group %u: descriptor "
+					   "%d is missing", g, next);
+			groups[g].fd[i] = next;
+		}
+	}
+	if (close_range((unsigned)next, ~0U, 0) < 0)
+		for (int fd = next; fd < 65536; fd++)
+			close(fd);
+
+	unsigned max_values = 0;
+	for (unsigned g = 0; g < job->n_groups; g++)
+		if (job->groups[g].n > max_values)
+			max_values = job->groups[g].n;
+	if (worker_hooks_setup(job, max_values, &err) < 0)
+		child_fail(&o, err.code, -1, "worker setup: %s", err.msg);
 	if (job->cpu >= 0 && counters_pin_cpu(job->cpu, &err) < 0)
 		child_fail(&o, err.code, -1, "%s", err.msg);
 
@@ -618,14 +984,7 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, pid_
 	r.hello.reps = job->reps;
 	r.hello.warmups = job->warmups;
 	r.hello.cpu = job->cpu >= 0 ? sched_getcpu() : -1;
-	if (job->n_groups)
-		describe_plan(job, r.hello.reason, sizeof r.hello.reason);
-	else if (job->reason && job->reason[0])
-		snprintf(r.hello.reason, sizeof r.hello.reason, "timing backend (CLOCK_MONOTONIC, "
-				 "no counter values): %s", job->reason);
-	else
-		snprintf(r.hello.reason, sizeof r.hello.reason, "timing backend (CLOCK_MONOTONIC, "
-				 "no counter values): the job has no event plan");
+	snprintf(r.hello.reason, sizeof r.hello.reason, "%s", wire.reason);
 	uint64_t t_start = now_ns();
 	out_push(&o, &r);
 	out_flush(&o);
@@ -638,13 +997,15 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, pid_
 		child_fail(&o, -ENOMEM, -1, "worker setup: out of memory");
 	if (set_limits(job, &err) < 0)
 		child_fail(&o, err.code, -1, "%s", err.msg);
-	crash_fd = 3;
+	if (install_seccomp(&err) < 0)
+		child_fail(&o, err.code, -1, "%s", err.msg);
+	crash_fd = WORKER_FD_PIPE;
 	install_crash_handlers(alt, alt_len);
 
 	void *lib = dlopen("/proc/self/fd/4", RTLD_NOW | RTLD_LOCAL);
 	if (!lib)
 		child_fail(&o, -ENOEXEC, -1, "cannot load the model library: %s", dlerror());
-	close(4);
+	close(WORKER_FD_MODEL);
 	const uint64_t *built_for = dlsym(lib, PIM_MODEL_DIGEST);
 	if (job->manifest_digest && built_for && *built_for != job->manifest_digest)
 		child_fail(&o, -ESTALE, -1, "the model library was built for another manifest "
@@ -781,6 +1142,7 @@ struct worker {
 	bool eof;
 	bool ended;
 	bool hello_seen;
+	bool leftovers_killed;
 	bool done_seen;
 	bool error_seen;
 	struct worker_error error;  /* the first ERROR record */
@@ -815,6 +1177,41 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 	for (unsigned g = 0; g < job->n_groups; g++)
 		w->group_n[g] = job->groups[g].n;
 
+	char found[PATH_MAX];
+	const char *helper = job->helper;
+	if (!helper) {
+		r = worker_helper_find(found, sizeof found, err);
+		if (r < 0) {
+			free(w->regions);
+			return r;
+		}
+		helper = found;
+	}
+	_cleanup_(closep) int helper_fd = open(helper, O_RDONLY | O_CLOEXEC);
+	if (helper_fd < 0) {
+		r = -errno;
+		free(w->regions);
+		return err_set(err, r, "worker: cannot open the helper %s: %s", helper,
+			       strerror(-r));
+	}
+	_cleanup_(freep) void *wire = NULL;
+	size_t wire_len;
+	r = worker_job_encode(job, &wire, &wire_len, err);
+	if (r < 0) {
+		free(w->regions);
+		return r;
+	}
+	/* the job travels in a sealed memfd: the helper reads exactly what pimd wrote */
+	_cleanup_(closep) int job_fd = memfd_create("pimd-job", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (job_fd < 0 || write(job_fd, wire, wire_len) != (ssize_t)wire_len ||
+	    fcntl(job_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) <
+		    0) {
+		r = -errno;
+		free(w->regions);
+		return err_set(err, r, "worker: cannot pass the job to the helper: %s",
+			       strerror(-r));
+	}
+
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		free(w->regions);
@@ -832,7 +1229,7 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 	}
 	if (pid == 0) {
 		close(p[0]);
-		child_main(job, p[1], parent);
+		child_main(job, p[1], job_fd, helper_fd, parent);
 	}
 	close(p[1]);
 	setpgid(pid, pid); /* also done by the child: whichever runs first */
@@ -856,6 +1253,25 @@ static void kill_group(struct worker *w)
 		return;
 	kill(-w->pid, SIGKILL);
 	kill(w->pid, SIGKILL);
+}
+
+void worker_kill(struct worker *w)
+{
+	kill_group(w);
+}
+
+/* Once the worker has exited (still unreaped: its pid, the group's id, cannot be reused), kills
+ * what the model left in its process group; the seccomp filter keeps them all there. */
+static void kill_leftovers(struct worker *w)
+{
+	if (w->ended || w->leftovers_killed)
+		return;
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+		return;
+	kill(-w->pid, SIGKILL);
+	w->leftovers_killed = true;
 }
 
 static int protocol_error(struct worker *w, const char *fmt, ...) _printf_(2, 3);
@@ -933,8 +1349,10 @@ int worker_read(struct worker *w, void (*on_record)(void *ctx, const struct work
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN)
+			if (errno == EAGAIN) {
+				kill_leftovers(w);
 				return 0;
+			}
 			return -errno;
 		}
 		if (n == 0) {

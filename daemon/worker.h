@@ -11,16 +11,25 @@
  *     on a timer: worker_check_timeout(w, now_ns());
  *     worker_free(w).
  *
- * Worker side (the forked child): setpgid, every fd closed but the result pipe and the model
- * fd, perf groups opened (while CAP_PERFMON is still held), setgroups(0)/setresgid/setresuid to
- * the job's ids, PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, ambient, bounding (when permitted),
- * permitted, effective and inheritable capabilities cleared, rlimits (CPU, address space,
- * core = 0), CPU pinned, model dlopen()ed through /proc/self/fd, arguments allocated and filled,
- * warm-up runs, then K repetitions per event group (groups are never multiplexed).
+ * Worker side, in two stages so that model code never runs in a copy of pimd's memory:
+ *  - the forked child (pimd's image, no client code): setpgid, fds arranged (0 /dev/null, 1/2
+ *    output, 3 result pipe, 4 model, 5 the job, 6 the helper executable, 7... counter groups),
+ *    every other fd closed, perf groups opened (while CAP_PERFMON is still held),
+ *    setgroups(0)/setresgid/setresuid to the job's ids, PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS,
+ *    ambient, bounding (when permitted), permitted, effective and inheritable capabilities
+ *    cleared; then execveat() of the helper pimd-worker with a fixed environment of its own;
+ *  - pimd-worker (worker_helper_main(), a fresh image): the job decoded from fd 5 and validated
+ *    again, rlimits (CPU, address space, core = 0, processes, files), a seccomp filter that
+ *    keeps every process the model starts in the worker's process group (setsid and setpgid
+ *    fail with EPERM), CPU pinned, model dlopen()ed through /proc/self/fd, arguments allocated
+ *    and filled, warm-up runs, then K repetitions per event group (never multiplexed).
+ * When the worker has exited, worker_read() kills its whole process group: nothing the model
+ * started outlives the job.
  *
  * The hooks pim_region_enter/exit (client/pim_hooks.h) are defined in worker_hooks.c and must be
- * exported from the executable that links this module (-rdynamic, or
- * -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit), so
+ * exported from the executable that runs the model (pimd-worker; test programs that drive the
+ * hook engine in process): -rdynamic, or
+ * -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit, so
  * that the model library resolves them there. libpimclient defines the decided-path versions
  * of the same symbols: an executable links one of the two. In profiling mode a boundary costs
  * a vDSO clock read, plus one read() of the group leader when a counter group is open.
@@ -48,6 +57,17 @@
 #define WORKER_GROUPS_MAX COUNTERS_MAX_EVENTS
 #define WORKER_DEPTH_MAX 256u           /* regions open at once (nesting depth) */
 #define WORKER_MESSAGE_MAX 448
+#define WORKER_HELPER_NAME "pimd-worker"
+#define WORKER_WIRE_MAX (16u << 20)     /* bytes of an encoded job (1e6 regions take 8 MB) */
+
+/* The helper's descriptors (see above). */
+enum {
+	WORKER_FD_PIPE = 3,
+	WORKER_FD_MODEL = 4,
+	WORKER_FD_JOB = 5,
+	WORKER_FD_HELPER = 6,
+	WORKER_FD_COUNTERS = 7,
+};
 
 /* ------------------------------------------------------------------ the job */
 
@@ -88,12 +108,42 @@ struct worker_job {
 	const char *reason;       /* why this backend (e.g. counters_probe's reason), for HELLO */
 	uint64_t manifest_digest; /* manifest_digest() of the model; a library exporting
 				   * PIM_MODEL_DIGEST with another value is refused; 0: no check */
+	unsigned max_processes;   /* RLIMIT_NPROC (counts every process of the job's uid; not
+				   * enforced for uid 0); 0: none (default 256) */
+	unsigned max_files;       /* RLIMIT_NOFILE; 0: none (default 1024) */
+	const char *helper;       /* path of pimd-worker; NULL: worker_helper_find() */
 };
 
 /* Defaults as documented above; uid/gid are set to the caller's real ids. */
 void worker_job_init(struct worker_job *job);
 /* Checks every field against the bounds above; -EINVAL/-EBADF/-E2BIG with a message. */
 int worker_job_validate(const struct worker_job *job, struct pim_error *err);
+
+/* Where pimd-worker is: beside the running executable, else in ../libexec/pimd/ from it.
+ * 0 with the path, or -ENOENT with a message naming both places. */
+int worker_helper_find(char *path, size_t len, struct pim_error *err);
+
+/* ------------------------------------------------------------------ the job on the wire
+ * What the helper receives on fd 5: a fixed header, then arg_bytes, regions and measure. Only
+ * the job travels: no pointer, no other memory of pimd. The HELLO reason is composed here. */
+
+struct worker_wire {
+	struct worker_job job;    /* its arrays point into this struct's allocations */
+	uint64_t *arg_bytes;
+	int32_t *regions;
+	int32_t *measure;
+	struct worker_group groups[WORKER_GROUPS_MAX]; /* sizes only: events are placeholders */
+	char reason[WORKER_MESSAGE_MAX];
+};
+
+/* Encodes a valid job into a malloc'ed buffer (*len bytes). */
+int worker_job_encode(const struct worker_job *job, void **buf, size_t *len,
+		      struct pim_error *err);
+/* Decodes and validates (worker_job_validate, with model_fd as the library) an encoded job;
+ * -EBADMSG with a message when the bytes are not a job. Free with worker_wire_free(). */
+int worker_job_decode(const void *buf, size_t len, int model_fd, struct worker_wire *out,
+		      struct pim_error *err);
+void worker_wire_free(struct worker_wire *w);
 
 /* ------------------------------------------------------------------ records (child -> parent) */
 
@@ -203,7 +253,9 @@ int worker_fd(const struct worker *w);
 int worker_pidfd(const struct worker *w);
 pid_t worker_pid(const struct worker *w);
 
-/* Reads what is available and calls on_record for every complete, valid record.
+/* Reads what is available and calls on_record for every complete, valid record. Once the
+ * worker has exited it kills the worker's process group, so that processes the model left
+ * behind (holding the pipe open or not) end and EOF comes.
  * 0: more may come (wait for readability); 1: EOF (every writer closed the pipe);
  * negative errno: malformed input (-EPROTO, the worker is killed; worker_reap names it) or a
  * read error. */
@@ -222,6 +274,11 @@ int worker_reap(struct worker *w, struct worker_status *st);
 
 /* Kills (SIGKILL to the process group) and reaps a worker still running, closes the fds. */
 void worker_free(struct worker *w);
+/* SIGKILL to the worker's process group now (the job is abandoned). */
+void worker_kill(struct worker *w);
+
+/* The helper program's main (pimd-worker): never returns. Started by worker_spawn() only. */
+_Noreturn void worker_helper_main(void);
 
 /* Names a signal: "SIGSEGV" (static storage). */
 const char *worker_signal_name(int sig);

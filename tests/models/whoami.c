@@ -6,7 +6,13 @@
  *   10 capabilities left (permitted, effective or inheritable)   11 an ambient capability
  *   12 NO_NEW_PRIVS not set   13 supplementary groups   14 real != effective ids
  *   15 dumpable   16 core dumps allowed   17 address space unlimited
+ *   18 processes unlimited (RLIMIT_NPROC)   19 files unlimited (RLIMIT_NOFILE)
+ *   20 setpgid() allowed (a process could leave the worker's process group; the worker
+ *      leads its group, so setsid() would fail anyway and proves nothing)
+ *   21 an environment variable beyond the helper's fixed PATH, HOME and LC_ALL
  */
+#include <errno.h>
+#include <string.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -47,6 +53,16 @@ int pim_model_entry(void *const *args, size_t n_args)
 		return 16;
 	if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_max == RLIM_INFINITY)
 		return 17;
+	if (getrlimit(RLIMIT_NPROC, &rl) < 0 || rl.rlim_max == RLIM_INFINITY)
+		return 18;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536)
+		return 19;
+	if (setpgid(0, 0) == 0 || errno != EPERM)
+		return 20;
+	extern char **environ;
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, "PATH=", 5) && strncmp(*e, "HOME=", 5) && strncmp(*e, "LC_ALL=", 7))
+			return 21;
 
 	int32_t uid_region = (int32_t)getuid(), gid_region = 200000 + (int32_t)getgid();
 	pim_region_enter(uid_region);

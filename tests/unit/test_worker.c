@@ -7,6 +7,7 @@
  * The hooks are exported from this executable (-rdynamic): the models resolve them here.
  */
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -129,10 +130,18 @@ static void run_job(const struct worker_job *job, struct run *run)
 			run->hello.backend, run->hello.reason, run->n_samples);
 }
 
+/* The helper the workers execute: $PIMD_TEST_WORKER (make unit sets it). */
+static const char *helper_path(void)
+{
+	const char *p = getenv("PIMD_TEST_WORKER");
+	return p && *p ? p : "build/pimd-worker";
+}
+
 static void base_job(struct worker_job *job, int fd, const uint64_t *args, size_t n_args,
 		     const int32_t *regions, size_t n_regions)
 {
 	worker_job_init(job);
+	job->helper = helper_path();
 	job->model_fd = fd;
 	job->arg_bytes = args;
 	job->n_args = n_args;
@@ -826,6 +835,212 @@ START_TEST(test_not_a_model_library)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ isolation (issue 10, 6-7) */
+
+/* What another user's job could look for: held in this process's data, heap and environment. */
+static const char secret[] = "pimd-isolation-marker-7f3c";
+
+START_TEST(test_worker_sees_no_parent_memory)
+{
+	char *heap = strdup(secret);
+	ck_assert_ptr_nonnull(heap);
+	ck_assert_int_eq(setenv("PIMD_TEST_SECRET", secret, 1), 0);
+	int fd = open_model("snoop");
+	const int32_t regions[] = { 0, 1, 2, 3 };
+	struct worker_job job;
+	base_job(&job, fd, NULL, 0, regions, 4);
+	job.reps = 1;
+	job.warmups = 0;
+	struct run run;
+	run_job(&job, &run);
+	close(fd);
+	free(heap);
+
+	assert_ok(&run);
+	ck_assert_ptr_nonnull(find_sample(&run, 0, 0, 0));
+	ck_assert_msg(find_sample(&run, 3, 0, 0), "the model's scanner did not find its own "
+						   "planted copy: the test proves nothing");
+	ck_assert_msg(!find_sample(&run, 1, 0, 0), "the model found pimd's memory");
+	ck_assert_msg(!find_sample(&run, 2, 0, 0), "the model found pimd's environment");
+}
+END_TEST
+
+/* Processes named comm that are alive (zombies waiting for a reaper count as gone). */
+static unsigned alive_named(const char *comm)
+{
+	unsigned n = 0;
+	DIR *d = opendir("/proc");
+	ck_assert_ptr_nonnull(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[300], buf[512];
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+		if (!open_paren || !close_paren || close_paren[1] == 0)
+			continue;
+		*close_paren = 0;
+		if (strcmp(open_paren + 1, comm) == 0 && close_paren[2] != 'Z' && close_paren[2] != 'X')
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Waits up to 2 s for SIGKILLed processes to be gone. */
+static unsigned alive_after_kill(const char *comm)
+{
+	unsigned n = 0;
+	for (int i = 0; i < 100 && (n = alive_named(comm)) > 0; i++)
+		usleep(20000);
+	return n;
+}
+
+static void check_no_escape(size_t n_args)
+{
+	ck_assert_uint_eq(alive_named("pimd-escapee"), 0);
+	int fd = open_model("escape");
+	const uint64_t args[] = { 8 };
+	const int32_t regions[] = { 0, 1 };
+	struct worker_job job;
+	base_job(&job, fd, args, n_args, regions, 2);
+	job.reps = 1;
+	job.warmups = 0;
+	job.timeout_ms = 10000;
+	uint64_t t0 = now_ns();
+	struct run run;
+	run_job(&job, &run);
+	close(fd);
+
+	assert_ok(&run);
+	ck_assert_ptr_nonnull(find_sample(&run, 0, 0, 0));
+	ck_assert_msg(!find_sample(&run, 1, 0, 0), "setsid() succeeded in the job");
+	ck_assert_uint_lt(now_ns() - t0, UINT64_C(5) * 1000000000u); /* no wait for a timeout */
+	ck_assert_uint_eq(alive_after_kill("pimd-escapee"), 0);
+}
+
+START_TEST(test_job_leaves_no_process)
+{
+	check_no_escape(0); /* the escapee closed the result pipe */
+}
+END_TEST
+
+START_TEST(test_job_leaves_no_process_holding_the_pipe)
+{
+	check_no_escape(1); /* the escapee keeps the result pipe open */
+}
+END_TEST
+
+START_TEST(test_wire_round_trip)
+{
+	int fd = open_model("compute");
+	const uint64_t args[] = { 4096, 1u << 20 };
+	const int32_t regions[] = { 9, 2, 700000 }, measure[] = { 700000 };
+	static const struct counters_event ev[3];
+	const struct worker_group groups[] = { { ev, 2 }, { ev, 1 } };
+	struct worker_job job;
+	base_job(&job, fd, args, 2, regions, 3);
+	job.measure = measure;
+	job.n_measure = 1;
+	job.reps = 7;
+	job.warmups = 3;
+	job.cpu = 1;
+	job.cpu_seconds = 11;
+	job.as_bytes = 12345678;
+	job.uid = 4242;
+	job.gid = 4343;
+	job.fill = WORKER_FILL_RANDOM;
+	job.max_processes = 17;
+	job.max_files = 99;
+	job.manifest_digest = UINT64_C(0x0123456789abcdef);
+	job.groups = groups;
+	job.n_groups = 2;
+	void *buf = NULL;
+	size_t len = 0;
+	struct pim_error err = { 0 };
+	ck_assert_msg(worker_job_encode(&job, &buf, &len, &err) == 0, "%s", err.msg);
+	/* header, then 2 sizes of 8 bytes and 3 + 1 ids of 4 bytes */
+	size_t head = len - 2 * 8 - 4 * 4;
+
+	struct worker_wire wire;
+	ck_assert_msg(worker_job_decode(buf, len, fd, &wire, &err) == 0, "%s", err.msg);
+	const struct worker_job *d = &wire.job;
+	ck_assert_uint_eq(d->n_args, 2);
+	ck_assert_uint_eq(d->arg_bytes[0], 4096);
+	ck_assert_uint_eq(d->arg_bytes[1], 1u << 20);
+	ck_assert_uint_eq(d->n_regions, 3);
+	ck_assert_int_eq(d->regions[0], 9);
+	ck_assert_int_eq(d->regions[2], 700000);
+	ck_assert_ptr_nonnull(d->measure);
+	ck_assert_uint_eq(d->n_measure, 1);
+	ck_assert_int_eq(d->measure[0], 700000);
+	ck_assert_uint_eq(d->reps, 7);
+	ck_assert_uint_eq(d->warmups, 3);
+	ck_assert_int_eq(d->cpu, 1);
+	ck_assert_uint_eq(d->cpu_seconds, 11);
+	ck_assert_uint_eq(d->as_bytes, 12345678);
+	ck_assert_uint_eq(d->uid, 4242);
+	ck_assert_uint_eq(d->gid, 4343);
+	ck_assert_int_eq(d->fill, WORKER_FILL_RANDOM);
+	ck_assert_uint_eq(d->max_processes, 17);
+	ck_assert_uint_eq(d->max_files, 99);
+	ck_assert_uint_eq(d->manifest_digest, UINT64_C(0x0123456789abcdef));
+	ck_assert_uint_eq(d->n_groups, 2);
+	ck_assert_uint_eq(d->groups[0].n, 2);
+	ck_assert_uint_eq(d->groups[1].n, 1);
+	ck_assert_ptr_nonnull(strstr(wire.reason, "counters: 2 event group(s), 7 repetitions"));
+	ck_assert_int_eq(d->model_fd, fd);
+	worker_wire_free(&wire);
+
+	/* not a job: each refusal by its message */
+	ck_assert_int_eq(worker_job_decode(buf, 10, fd, &wire, &err), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(err.msg, "10 bytes, shorter than its"));
+	ck_assert_int_eq(worker_job_decode(buf, len - 4, fd, &wire, &err), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(err.msg, "its header announces"));
+	uint8_t *bad = malloc(len);
+	memcpy(bad, buf, len);
+	bad[0] ^= 1;
+	ck_assert_int_eq(worker_job_decode(bad, len, fd, &wire, &err), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(err.msg, "magic"));
+	/* a region id out of range inside a well-formed buffer: validated again */
+	memcpy(bad, buf, len);
+	int32_t huge = WORKER_REGION_ID_MAX + 1;
+	memcpy(bad + head + 2 * 8, &huge, sizeof huge);
+	ck_assert_int_eq(worker_job_decode(bad, len, fd, &wire, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "encoded job: profiling job: region id 1000001 out "
+					      "of range"));
+	free(bad);
+	free(buf);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_missing_helper_named)
+{
+	int fd = open_model("compute");
+	const int32_t regions[] = { 0 };
+	struct worker_job job;
+	base_job(&job, fd, NULL, 0, regions, 1);
+	job.helper = "/nonexistent/pimd-worker";
+	struct worker *w = NULL;
+	struct pim_error err = { 0 };
+	ck_assert_int_eq(worker_spawn(&job, &w, &err), -ENOENT);
+	ck_assert_str_eq(err.msg, "worker: cannot open the helper /nonexistent/pimd-worker: No "
+				  "such file or directory");
+	ck_assert_ptr_null(w);
+	close(fd);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ the hook engine in process */
 
 static struct worker_record hook_samples[8];
@@ -1004,6 +1219,13 @@ static Suite *worker_suite(void)
 	tcase_add_test(tc, test_root_job_drops_capabilities);
 	tcase_add_test(tc, test_daemon_uid_with_capabilities);
 	tcase_add_test(tc, test_refuses_when_it_cannot_switch);
+
+	tc = test_case(s, "isolation");
+	tcase_add_test(tc, test_worker_sees_no_parent_memory);
+	tcase_add_test(tc, test_job_leaves_no_process);
+	tcase_add_test(tc, test_job_leaves_no_process_holding_the_pipe);
+	tcase_add_test(tc, test_wire_round_trip);
+	tcase_add_test(tc, test_missing_helper_named);
 
 	tc = test_case(s, "counters");
 	tcase_add_test(tc, test_software_event_groups);
