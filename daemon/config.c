@@ -37,6 +37,10 @@ void config_init(struct config *c)
 	c->profile_timeout_ms = 120000;
 	c->profile_cpu_seconds = 60;
 	c->profile_memory_bytes = 4ull << 30;
+	c->profile_max_samples = 10000000;
+	c->profile_queue_per_uid = 8;
+	c->allow_root_jobs = false;
+	c->profile_group[0] = 0;
 }
 
 static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -64,7 +68,8 @@ static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_PATH_FILE, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE };
+enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_PATH_FILE, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE,
+		KEY_BOOL, KEY_GROUP };
 
 struct key {
 	const char *name;
@@ -98,6 +103,10 @@ static const struct key keys[] = {
 	{ "profile_timeout_ms", U32(profile_timeout_ms, 100, 86400000) },
 	{ "profile_cpu_seconds", U32(profile_cpu_seconds, 1, 86400) },
 	{ "profile_memory_bytes", U64(profile_memory_bytes, 16 << 20, 1ull << 44) },
+	{ "profile_max_samples", U32(profile_max_samples, 1, 1000000000) },
+	{ "profile_queue_per_uid", U32(profile_queue_per_uid, 1, 4096) },
+	{ "allow_root_jobs", KEY_BOOL, offsetof(struct config, allow_root_jobs), 0, 0 },
+	{ "profile_group", KEY_GROUP, offsetof(struct config, profile_group), 0, 0 },
 	/* placement parameters: the same names as in pimctl placement --param and PlacementParams */
 	{ "n_core", DBL(n_core) },
 	{ "f_pim", DBL(f_pim) },
@@ -153,6 +162,26 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 				       "notice, info, debug", where, v);
 		*(int *)field = r;
 		return 0;
+	case KEY_BOOL:
+		if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+			*(bool *)field = true;
+		else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+			*(bool *)field = false;
+		else
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be yes or no", where, k->name, v);
+		return 0;
+	case KEY_GROUP: {
+		/* a name as useradd(8) takes it, or a number; resolved when a job needs it */
+		size_t len = strlen(v);
+		bool ok = len > 0 && len <= CONFIG_NAME_MAX && v[0] != '-';
+		for (size_t i = 0; ok && i < len; i++)
+			ok = isalnum((unsigned char)v[i]) || v[i] == '_' || v[i] == '-' || v[i] == '.';
+		if (!ok)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" is not a group name or number (letters, "
+				       "digits, '_', '-', '.'; at most %d)", where, k->name, v, CONFIG_NAME_MAX);
+		memcpy(field, v, len + 1);
+		return 0;
+	}
 	case KEY_DOUBLE: {
 		char *end;
 		errno = 0;

@@ -8,6 +8,7 @@
 #define PIMD_CONFIG_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <sys/un.h>
 
 #include "placement.h"
@@ -17,6 +18,7 @@
 #define CONFIG_DEFAULT_SOCKET "/run/pimd/pimd.sock"
 #define CONFIG_DEFAULT_STATE_DIR "/var/lib/pimd"
 #define CONFIG_FILE_MAX (1024 * 1024)
+#define CONFIG_NAME_MAX 64                /* a group name or number */
 
 struct config {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -40,6 +42,10 @@ struct config {
 	uint32_t profile_timeout_ms;      /* wall clock per job */
 	uint32_t profile_cpu_seconds;     /* RLIMIT_CPU of a worker */
 	uint64_t profile_memory_bytes;    /* address space a worker's model may add (RLIMIT_AS) */
+	uint32_t profile_max_samples;     /* samples one job may store; the worker is stopped there */
+	uint32_t profile_queue_per_uid;   /* jobs one uid may have waiting */
+	bool allow_root_jobs;             /* run jobs for uid 0 */
+	char profile_group[CONFIG_NAME_MAX + 1]; /* users jobs may run as; "": the socket's group */
 };
 
 void config_init(struct config *c);

@@ -399,6 +399,10 @@ int main(int argc, char **argv)
 		       d.cfg.idle_timeout_s, d.cfg.max_buffered_bytes, d.cfg.busy_timeout_ms, d.cfg.profile_concurrency,
 		       d.cfg.profile_queue_max, d.cfg.profile_repetitions, d.cfg.profile_warmups,
 		       d.cfg.profile_timeout_ms, d.cfg.profile_cpu_seconds, d.cfg.profile_memory_bytes);
+		printf("profile_max_samples = %u\nprofile_queue_per_uid = %u\nallow_root_jobs = %s\n"
+		       "profile_group = %s\n", d.cfg.profile_max_samples, d.cfg.profile_queue_per_uid,
+		       d.cfg.allow_root_jobs ? "yes" : "no",
+		       d.cfg.profile_group[0] ? d.cfg.profile_group : "(the socket's group)");
 		const struct placement_params *p = &d.cfg.placement;
 		printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
 		       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "profile.h"
 
+#include <grp.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #define SAMPLE_BATCH 4096          /* samples per transaction */
 #define PROGRESS_STORE_NS 250000000ull /* progress written to the store at most 4 times a second */
 #define TIMEOUT_TICK_MS 100
+#define TURNS_MAX 256              /* uids whose last turn the queue remembers */
 
 struct region_fact {
 	int32_t id;
@@ -62,6 +65,15 @@ struct job {
 	uint64_t progress_stored_ns;
 	bool store_failed;
 	char store_error[256];
+	uint64_t samples_seen;
+	bool cut;                  /* profile_max_samples reached: the worker was stopped */
+	char note[128];            /* what pimd changed in the request, said in the final message */
+};
+
+/* When each uid last had a job started: the queue serves the uid served longest ago first. */
+struct turn {
+	uid_t uid;
+	uint64_t last;
 };
 
 struct profiler {
@@ -70,6 +82,13 @@ struct profiler {
 	const struct platform *platform;
 	unsigned concurrency, queue_max, reps, warmups, timeout_ms, cpu_seconds;
 	uint64_t memory_bytes;
+	unsigned max_samples, queue_per_uid;
+	bool allow_root_jobs;
+	char group[CONFIG_NAME_MAX + 1];           /* profile_group; "": the socket's group */
+	char socket_path[sizeof(((struct config *)0)->socket_path)];
+	struct turn turns[TURNS_MAX];
+	unsigned n_turns;
+	uint64_t turn;
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -194,6 +213,18 @@ static void on_record(void *ctx, const struct worker_record *r)
 	}
 	case WORKER_REC_SAMPLE: {
 		const struct worker_sample *s = &r->sample;
+		if (j->cut)
+			break;
+		if (j->samples_seen >= j->pf->max_samples) {
+			/* a job's share of the database: stop the worker, keep what is stored */
+			j->cut = true;
+			log_warning("Profile job %" PRId64 ": %" PRIu64 " samples stored, the most a job may "
+				    "(profile_max_samples); stopping its worker", j->run, j->samples_seen);
+			if (j->w)
+				worker_kill(j->w);
+			break;
+		}
+		j->samples_seen++;
 		struct store_sample *d = &j->buf[j->nbuf];
 		unsigned nv = s->n_values < COUNTERS_MAX_GROUP ? s->n_values : COUNTERS_MAX_GROUP;
 		memcpy(j->vals[j->nbuf], s->value, nv * sizeof s->value[0]);
@@ -373,7 +404,8 @@ static void job_finish(struct job *j, const struct worker_status *st)
 	struct profiler *pf = j->pf;
 	struct pim_error err = { 0 };
 	char msg[1024];
-	bool ok = st->end == WORKER_END_OK && j->done;
+	/* cut short at profile_max_samples: done, with the samples stored before the cut */
+	bool ok = (st->end == WORKER_END_OK && j->done) || (j->cut && j->samples_seen > 0);
 
 	flush_samples(j);
 	struct derive d = { .j = j, .region = -1 };
@@ -389,6 +421,15 @@ static void job_finish(struct job *j, const struct worker_status *st)
 		snprintf(msg, sizeof msg, "%s", j->error.message);
 	else
 		snprintf(msg, sizeof msg, "%s", st->message[0] ? st->message : "the worker failed");
+	if (j->cut) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, sizeof msg - n, "; cut at %" PRIu64 " samples (profile_max_samples): "
+			 "the worker was stopped before it finished", j->samples_seen);
+	}
+	if (j->note[0]) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, sizeof msg - n, "; %s", j->note);
+	}
 	struct store_run_update u = { .state = ok ? "done" : "failed", .message = msg, .worker_uid = -1,
 				      .regions_done = d.stored, .repetitions_done = (int64_t)j->reps_done,
 				      .repetitions_total = (int64_t)j->reps_total, .finished = true };
@@ -513,15 +554,56 @@ static void job_start(struct job *j)
 	}
 }
 
+static uint64_t last_turn(const struct profiler *pf, uid_t uid)
+{
+	for (unsigned i = 0; i < pf->n_turns; i++)
+		if (pf->turns[i].uid == uid)
+			return pf->turns[i].last;
+	return 0;
+}
+
+static void take_turn(struct profiler *pf, uid_t uid)
+{
+	unsigned slot = 0;
+	for (unsigned i = 0; i < pf->n_turns; i++) {
+		if (pf->turns[i].uid == uid) {
+			slot = i;
+			goto set;
+		}
+		if (pf->turns[i].last < pf->turns[slot].last)
+			slot = i;
+	}
+	if (pf->n_turns < TURNS_MAX)
+		slot = pf->n_turns++; /* else the uid served longest ago is forgotten */
+set:
+	pf->turns[slot] = (struct turn){ uid, ++pf->turn };
+}
+
+/* Round robin between uids: the next job is the oldest queued one of the uid whose last job
+ * started longest ago (never: first); one uid's many jobs cannot hold the others back. */
+static struct job *next_job(struct profiler *pf)
+{
+	struct job *best = NULL;
+	uint64_t best_turn = 0;
+	for (struct job *j = pf->jobs; j; j = j->next) {
+		if (j->running)
+			continue;
+		uint64_t t = last_turn(pf, j->uid);
+		if (!best || t < best_turn) {
+			best = j;
+			best_turn = t;
+		}
+	}
+	return best;
+}
+
 static void profiler_kick(struct profiler *pf)
 {
-	for (struct job *j = pf->jobs; j && pf->n_running < pf->concurrency; j = j->next)
-		if (!j->running) {
-			job_start(j);
-			/* job_start may have finished (and freed) the job: start over */
-			profiler_kick(pf);
-			return;
-		}
+	struct job *j;
+	while (pf->n_running < pf->concurrency && (j = next_job(pf))) {
+		take_turn(pf, j->uid);
+		job_start(j); /* may finish (and free) the job at once */
+	}
 }
 
 static void on_timer(struct watch *w, uint32_t events)
@@ -664,6 +746,94 @@ static int job_from_manifest(struct job *j, const Pim__Manifest *m, const Pim__P
 	return 0;
 }
 
+/* The group whose members jobs may run as: profile_group, else the socket's group. */
+static int job_group(const struct profiler *pf, gid_t *gid, char *name, size_t len,
+		     struct pim_error *err)
+{
+	if (pf->group[0]) {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(pf->group, &end, 10);
+		const struct group *g = *end == 0 && errno == 0 && n < UINT32_MAX ? getgrgid((gid_t)n)
+									       : getgrnam(pf->group);
+		if (g) {
+			*gid = g->gr_gid;
+			snprintf(name, len, "%s", g->gr_name);
+			return 0;
+		}
+		if (*end == 0 && errno == 0 && n < UINT32_MAX) {
+			*gid = (gid_t)n;
+			snprintf(name, len, "%lu", n);
+			return 0;
+		}
+		return err_set(err, -ENOENT, "profile: profile_group \"%s\" of pimd.conf is not a group of "
+			       "this host; no job may run as another user until it names one", pf->group);
+	}
+	struct stat st;
+	if (stat(pf->socket_path, &st) < 0)
+		return err_set(err, -errno, "profile: cannot tell the group of the socket %s (%s) whose "
+			       "members jobs may run as; set profile_group in pimd.conf", pf->socket_path,
+			       strerror(errno));
+	*gid = st.st_gid;
+	const struct group *g = getgrgid(st.st_gid);
+	if (g)
+		snprintf(name, len, "%s", g->gr_name);
+	else
+		snprintf(name, len, "%u", (unsigned)st.st_gid);
+	return 0;
+}
+
+/* Whether uid is a member of gid (primary or supplementary group in the user database). */
+static bool user_in_group(uid_t uid, gid_t gid)
+{
+	const struct passwd *pw = getpwuid(uid);
+	if (!pw)
+		return false;
+	if (pw->pw_gid == gid)
+		return true;
+	int n = 64;
+	for (int tries = 0; tries < 3; tries++) {
+		_cleanup_(freep) gid_t *list = calloc((size_t)n, sizeof *list);
+		if (!list)
+			return false;
+		int got = n;
+		if (getgrouplist(pw->pw_name, pw->pw_gid, list, &got) >= 0) {
+			for (int i = 0; i < got; i++)
+				if (list[i] == gid)
+					return true;
+			return false;
+		}
+		if (got <= n || got > 65536)
+			return false;
+		n = got;
+	}
+	return false;
+}
+
+/* Who a worker may become (BRIEF §4.3): not root unless allow_root_jobs; when pimd must switch
+ * to another uid, only a member of profile_group (by default the socket's group). */
+static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_error *err)
+{
+	if (uid == 0)
+		return pf->allow_root_jobs
+			       ? 0
+			       : err_set(err, -EPERM, "profile: jobs for uid 0 are refused: the model "
+						      "would run as root; set allow_root_jobs = yes in "
+						      "pimd.conf to allow them");
+	if (uid == geteuid())
+		return 0; /* no switch: the worker stays pimd's own user */
+	gid_t gid = 0;
+	char name[CONFIG_NAME_MAX + 16];
+	int r = job_group(pf, &gid, name, sizeof name, err);
+	if (r < 0)
+		return r;
+	if (user_in_group(uid, gid))
+		return 0;
+	return err_set(err, -EPERM, "profile: uid %u is not a member of group %s (gid %u), whose "
+				    "members pimd runs jobs for (profile_group)", (unsigned)uid, name,
+		       (unsigned)gid);
+}
+
 static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run)
 {
 	struct pim_error err = { 0 };
@@ -720,6 +890,17 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	if (!manifest_name_valid(q->model))
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+	if (job_uid_allowed(pf, peer->cred.uid, &err) < 0)
+		return rpc_error_response(req->id, err.code == -EPERM ? PIM__ERROR_CODE__ERROR_PERMISSION_DENIED
+								      : PIM__ERROR_CODE__ERROR_INTERNAL,
+					  "%s", err.msg);
+	unsigned mine = 0;
+	for (const struct job *o = pf->jobs; o; o = o->next)
+		mine += !o->running && o->uid == peer->cred.uid;
+	if (mine >= pf->queue_per_uid)
+		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+					  "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
+					  "retry when one has started", (unsigned)peer->cred.uid, mine);
 	struct job *j = calloc(1, sizeof *j);
 	if (!j)
 		return NULL;
@@ -730,7 +911,13 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	j->gid = peer->cred.gid;
 	j->reps = q->repetitions ? q->repetitions : pf->reps;
 	j->warmups = q->warmups ? q->warmups : pf->warmups;
+	/* profile_timeout_ms is the most a job may hold a worker: a client may ask for less */
 	j->timeout_ms = q->timeout_ms ? q->timeout_ms : pf->timeout_ms;
+	if (j->timeout_ms > pf->timeout_ms) {
+		snprintf(j->note, sizeof j->note, "timeout_ms %u capped at %u ms (profile_timeout_ms)",
+			 j->timeout_ms, pf->timeout_ms);
+		j->timeout_ms = pf->timeout_ms;
+	}
 	j->buf = calloc(SAMPLE_BATCH, sizeof *j->buf);
 	j->vals = calloc(SAMPLE_BATCH, sizeof *j->vals);
 	if (!j->buf || !j->vals) {
@@ -785,6 +972,11 @@ void profiler_apply_config(struct profiler *pf, const struct config *cfg)
 	pf->timeout_ms = cfg->profile_timeout_ms;
 	pf->cpu_seconds = cfg->profile_cpu_seconds;
 	pf->memory_bytes = cfg->profile_memory_bytes;
+	pf->max_samples = cfg->profile_max_samples;
+	pf->queue_per_uid = cfg->profile_queue_per_uid;
+	pf->allow_root_jobs = cfg->allow_root_jobs;
+	snprintf(pf->group, sizeof pf->group, "%s", cfg->profile_group);
+	snprintf(pf->socket_path, sizeof pf->socket_path, "%s", cfg->socket_path);
 	profiler_kick(pf);
 }
 

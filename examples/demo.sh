@@ -20,8 +20,11 @@ trap cleanup EXIT INT TERM
 
 step() { printf '\n\033[1m$ pimctl %s\033[0m\n' "$*"; "$B/pimctl" "$@"; }
 
+# pimd refuses to run models as root unless told to; the demo profiles as whoever runs it.
+: > "$T/pimd.conf"
+[ "$(id -u)" = 0 ] && echo "allow_root_jobs = yes" > "$T/pimd.conf"
 echo "Starting pimd on $S (database $T/state/pimd.db)"
-"$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --log-level warning &
+"$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" --log-level warning &
 PID=$!
 i=0
 until "$B/pimctl" --socket "$S" status >/dev/null 2>&1; do

@@ -50,7 +50,9 @@ wait_exit() { # wait_exit PID → sets RC
 }
 
 S=$T/pimd.sock
-printf 'log_level = debug\nmax_clients = 64\nmax_requests_in_flight = 4\nmax_pending_bytes = 64K\n' > "$T/pimd.conf"
+# The suite runs as root and profiles as root and as nobody (primary group 65534): say so.
+printf 'log_level = debug\nmax_clients = 64\nmax_requests_in_flight = 4\nmax_pending_bytes = 64K\nallow_root_jobs = yes\nprofile_group = 65534\n' > "$T/pimd.conf"
+printf 'allow_root_jobs = yes\n' > "$T/root.conf"
 
 # ------------------------------------------------------------ pimd by itself
 "$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
@@ -397,7 +399,7 @@ check "a detached pimd stops on SIGTERM" [ $i -lt 100 ]
 check "and removes its socket" [ ! -e "$S" ]
 
 # ------------------------------------------------------------ kill -9 during ingest
-"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/root.conf" 2>"$T/log" &
 PID=$!
 wait_ready "$S"
 "$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 400 --no-wait > "$T/out" 2>&1
@@ -415,7 +417,7 @@ check "samples were committed while the job ran" \
 	sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT samples > 0 FROM profile_runs WHERE id = $JOB')\" = 1 ]"
 check "every acknowledged sample is there (count = the run's committed tally)" \
 	sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT samples = (SELECT count(*) FROM samples WHERE run_id = $JOB) FROM profile_runs WHERE id = $JOB')\" = 1 ]"
-"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/root.conf" 2>"$T/log" &
 PID=$!
 wait_ready "$S"
 expect_rc 1 "failed .*pimd stopped before the job finished" "after a restart the interrupted job reads as failed" \
@@ -431,7 +433,7 @@ kill -TERM "$PID"; wait_exit "$PID"; PID=
 check "a job running at stop is logged as interrupted" \
 	grep -q "Profile job $JOB of model stream-read (uid [0-9]*) was running when pimd stopped; recorded as interrupted" "$T/log"
 # Replacing the model deletes its jobs; their ids are not given out again.
-"$PIMD" --foreground --socket "$S" --state-dir "$T/state" 2>"$T/log" &
+"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/root.conf" 2>"$T/log" &
 PID=$!
 wait_ready "$S"
 "$PIMCTL" --socket "$S" model load --replace "$MJ/stream_read.json" >/dev/null
@@ -488,6 +490,56 @@ PID=$!
 wait_ready "$S"
 check "pimd raises RLIMIT_NOFILE (soft 100, hard 4096) to fit max_clients 256" sh -c "[ \$(sed -n 's/^Max open files *\([0-9]*\).*/\1/p' /proc/$PID/limits) -ge 328 ]"
 kill -TERM "$PID"; wait_exit "$PID"; PID=
+
+# ------------------------------------------------------------ who jobs run as, and the profiler's shares
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	chmod 0755 "$T"
+	# defaults but for the limits: no root jobs, jobs only for the socket's group (root's)
+	printf 'profile_timeout_ms = 1000\nprofile_max_samples = 7\nprofile_queue_per_uid = 2\n' > "$T/policy.conf"
+	"$PIMD" --foreground --socket "$S" --state-dir "$T/state3" --config "$T/policy.conf" 2>"$T/log" &
+	PID=$!
+	wait_ready "$S"
+	chmod 0666 "$S"
+	"$PIMCTL" --socket "$S" model load "$MJ/fault.json" >/dev/null
+	"$PIMCTL" --socket "$S" model load "$MJ/stream_read.json" >/dev/null
+	"$PIMCTL" --socket "$S" model load "$MJ/compute.json" >/dev/null
+	$AS_NOBODY "$NB/pimctl" --socket "$S" model load "$NB/whoami.json" >/dev/null 2>&1
+	expect_rc 1 "jobs for uid 0 are refused: the model would run as root; set allow_root_jobs = yes" \
+		"a job for root is refused by default" \
+		"$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 2
+	expect_rc 1 "uid 65534 is not a member of group root (gid 0), whose members pimd runs jobs for (profile_group)" \
+		"a job for a user outside the socket's group is refused" \
+		$AS_NOBODY "$NB/pimctl" --socket "$S" profile whoami --library "$NB/whoami.so" --reps 2
+	printf 'profile_timeout_ms = 1000\nprofile_max_samples = 7\nprofile_queue_per_uid = 2\nallow_root_jobs = yes\nprofile_group = 65534\n' > "$T/policy.conf"
+	kill -HUP "$PID"; sleep 0.3
+	expect_rc 1 "wall-clock timeout of 1000 ms exceeded.*; timeout_ms 60000 capped at 1000 ms (profile_timeout_ms)" \
+		"a client's timeout_ms is capped at profile_timeout_ms, and the job says so" \
+		"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 60000
+	J1=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+	expect_rc 0 "cut at 7 samples (profile_max_samples)" "a job stops at profile_max_samples and says so" \
+		"$PIMCTL" --socket "$S" profile compute --library "$M/compute.so" --reps 500
+	J2=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+	expect_rc 0 "7 samples stored" "and keeps exactly those" \
+		"$PIMCTL" --socket "$S" profile --status "$J2"
+	# round robin between uids: root starts one hung job and queues two (a third would be over
+	# its share of the queue), then nobody queues one, which starts second
+	R1=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	R2=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	R3=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	expect_rc 1 "uid 0 has 2 jobs queued already (profile_queue_per_uid)" "one uid cannot fill the queue" \
+		"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait
+	N1=$($AS_NOBODY "$NB/pimctl" --socket "$S" profile whoami --library "$NB/whoami.so" --reps 2 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	i=0
+	while [ "$(sqlite3 "$T/state3/pimd.db" "SELECT count(*) FROM profile_runs WHERE state IN ('queued', 'running')")" != 0 ] && [ $i -lt 200 ]; do
+		sleep 0.05; i=$((i + 1)); done
+	ORDER=$(sed -n 's/^<6>Profile job \([0-9]*\) (model "[a-z-]*"): worker pid.*/\1/p' "$T/log" | tr '\n' ' ')
+	check "jobs start in turns between uids (order: $ORDER; nobody's is $N1)" \
+		[ "$ORDER" = "$J1 $J2 $R1 $N1 $R2 $R3 " ]
+	expect_rc 0 "done (timing backend, as uid 65534)" "nobody's job ran" \
+		"$PIMCTL" --socket "$S" profile --status "$N1"
+	kill -TERM "$PID"; wait_exit "$PID"; PID=
+	chmod 0700 "$T"
+fi
 
 # ------------------------------------------------------------ sd_notify protocol
 "$TOOL" notify "$T/notify.sock" 10 > "$T/notify.out" &

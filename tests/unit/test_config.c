@@ -131,6 +131,34 @@ START_TEST(errors_name_file_and_line)
 }
 END_TEST
 
+/* Who jobs may run as, and the profiler's shares (issue 10, items 8 and 9). */
+START_TEST(profile_policy_keys)
+{
+	struct config c;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	ck_assert(!c.allow_root_jobs);
+	ck_assert_str_eq(c.profile_group, "");
+	ck_assert_uint_eq(c.profile_max_samples, 10000000);
+	ck_assert_uint_eq(c.profile_queue_per_uid, 8);
+	int r = parse(&c, "allow_root_jobs = yes\nprofile_group = pim\nprofile_max_samples = 1K\n"
+			  "profile_queue_per_uid = 3\n", &err);
+	ck_assert_msg(r == 0, "%s", err.msg);
+	ck_assert(c.allow_root_jobs);
+	ck_assert_str_eq(c.profile_group, "pim");
+	ck_assert_uint_eq(c.profile_max_samples, 1024);
+	ck_assert_uint_eq(c.profile_queue_per_uid, 3);
+	ck_assert_int_eq(parse(&c, "allow_root_jobs = no\nprofile_group = 65534\n", &err), 0);
+	ck_assert(!c.allow_root_jobs);
+	ck_assert_str_eq(c.profile_group, "65534");
+	expect("allow_root_jobs = maybe\n", "test.conf:1: allow_root_jobs \"maybe\" must be yes or no");
+	expect("profile_group = a b\n", "profile_group \"a b\" is not a group name or number");
+	expect("profile_group = -x\n", "profile_group \"-x\" is not a group name");
+	expect("profile_max_samples = 0\n", "profile_max_samples \"0\" must be an integer");
+	expect("profile_queue_per_uid = 5000\n", "between 1 and 4096");
+}
+END_TEST
+
 START_TEST(files)
 {
 	struct config c;
@@ -163,6 +191,7 @@ int main(void)
 	tcase_add_test(tc, values_and_comments);
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, errors_name_file_and_line);
+	tcase_add_test(tc, profile_policy_keys);
 	tcase_add_test(tc, files);
 	return test_run_suite(s);
 }
