@@ -219,6 +219,18 @@ expect_rc 1 "$HOG" "a memory hog fails with the limit named" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/hog.so" --timeout-ms 20000
 expect_rc 1 "re-entry of region 7" "re-entering an open region is reported" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/reenter.so"
+# A model whose children call setsid() and sleep, holding the result pipe: the job ends at once
+# and none of them outlives it (region 1, entered when setsid() succeeds, is not in the manifest).
+alive_escapees() { # processes named pimd-escapee that are not zombies
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = pimd-escapee ] || continue
+		sed 's/.*) //' "$p/stat" 2>/dev/null | grep -qv '^[ZX]' && echo "${p#/proc/}"
+	done
+}
+expect_rc 0 "done (timing backend" "a model's setsid() children do not keep its job from ending" \
+	timeout 30 "$PIMCTL" --socket "$S" profile fault --library "$M/escape.so" --reps 3 --timeout-ms 20000
+i=0; while [ -n "$(alive_escapees)" ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i + 1)); done
+check "and none of them outlives the job" [ -z "$(alive_escapees)" ]
 expect_rc 1 "pim_model_entry\|not a\|ELF\|invalid" "a file that is no model library fails clearly" \
 	"$PIMCTL" --socket "$S" profile fault --library "$MJ/fault.json"
 expect_rc 2 "expected MODEL --library PATH" "profile without --library is a usage error" \
