@@ -55,7 +55,9 @@ printf 'log_level = debug\nmax_clients = 64\nmax_requests_in_flight = 4\nmax_pen
 printf 'allow_root_jobs = yes\n' > "$T/root.conf"
 
 # ------------------------------------------------------------ pimd by itself
-"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
+# PIMD_TEST_SECRET: what a model run for another user must not find (tests/models/snoop.c)
+PIMD_TEST_SECRET=pimd-isolation-marker-7f3c \
+	"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
 PID=$!
 if wait_socket "$S"; then ok "pimd binds its socket"; else bad "pimd binds its socket"; exit 1; fi
 check "socket mode is 0660" sh -c "[ \"\$(stat -c %a '$S')\" = 660 ]"
@@ -219,6 +221,17 @@ expect_rc 1 "$HOG" "a memory hog fails with the limit named" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/hog.so" --timeout-ms 20000
 expect_rc 1 "re-entry of region 7" "re-entering an open region is reported" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/reenter.so"
+# pimd holds the marker in its environment and, with this manifest, in its memory; a model
+# run by a worker finds neither (region 3: its scanner found the copy it planted itself)
+sed 's/"name": "scanner-works"/"name": "pimd-isolation-marker-7f3c"/' \
+	"$MJ/snoop.json" > "$T/snoop.json"
+"$PIMCTL" --socket "$S" model load "$T/snoop.json" >/dev/null
+"$PIMCTL" --socket "$S" model show snoop >/dev/null
+expect_rc 0 "done (timing backend" "a model that scans its memory and environment runs" \
+	"$PIMCTL" --socket "$S" profile snoop --library "$M/snoop.so" --reps 1
+SNOOP=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+check "it finds none of pimd's memory nor environment, and its scanner works" sh -c \
+	"[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT group_concat(DISTINCT region_id) FROM samples WHERE run_id = $SNOOP')\" = 0,3 ]"
 # A model whose children call setsid() and sleep, holding the result pipe: the job ends at once
 # and none of them outlives it (region 1, entered when setsid() succeeds, is not in the manifest).
 alive_escapees() { # processes named pimd-escapee that are not zombies
