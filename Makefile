@@ -218,7 +218,7 @@ check: deps
 ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan:
 	$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
-		all $(patsubst $(B)/%,build-asan/%,$(UNIT_BIN)) build-asan/tests/e2e-tool
+		all $(patsubst $(B)/%,build-asan/%,$(UNIT_BIN) $(MODEL_SO)) build-asan/tests/e2e-tool
 	ASAN_OPTIONS=detect_leaks=1 PIMD_E2E_ASAN=1 $(MAKE) --no-print-directory B=build-asan \
 		CFLAGS="$(ASAN_CFLAGS)" check-e2e unit
 

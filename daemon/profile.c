@@ -941,8 +941,15 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 		job_free(j);
 		return rpc_error_from(req->id, &err);
 	}
+	if (j->note[0]) {
+		/* the reply says at once what pimd changed; the final message repeats it */
+		struct store_run_update u = { .message = j->note, .worker_uid = -1, .regions_done = -1,
+					      .repetitions_done = -1, .repetitions_total = -1 };
+		if (store_run_update(pf->store, j->run, &u, &err) < 0)
+			log_warning("Profile job %" PRId64 ": %s", j->run, err.msg);
+	}
 	j->model_fd = TAKE_FD(peer->passed_fd);
-	/* append: jobs run in arrival order */
+	/* queued at the end; profiler_kick() picks in turns between uids */
 	struct job **tail = &pf->jobs;
 	while (*tail)
 		tail = &(*tail)->next;

@@ -541,25 +541,30 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 		"a client's timeout_ms is capped at profile_timeout_ms, and the job says so" \
 		"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 60000
 	J1=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
+	expect_rc 0 '"message":"timeout_ms 60000 capped at 1000 ms (profile_timeout_ms)"' \
+		"and the reply says so at once" \
+		"$PIMCTL" --socket "$S" --json profile fault --library "$M/hang.so" --timeout-ms 60000 --no-wait
 	expect_rc 0 "cut at 7 samples (profile_max_samples)" "a job stops at profile_max_samples and says so" \
 		"$PIMCTL" --socket "$S" profile compute --library "$M/compute.so" --reps 500
 	J2=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
 	expect_rc 0 "7 samples stored" "and keeps exactly those" \
 		"$PIMCTL" --socket "$S" profile --status "$J2"
-	# round robin between uids: root starts one hung job and queues two (a third would be over
-	# its share of the queue), then nobody queues one, which starts second
+	# round robin between uids: root starts one job that hangs for 5 s and queues two short ones
+	# (a third would be over its share of the queue), then nobody queues one, which starts second
+	printf 'profile_timeout_ms = 5000\nprofile_queue_per_uid = 2\nallow_root_jobs = yes\nprofile_group = 65534\n' > "$T/policy.conf"
+	kill -HUP "$PID"; sleep 0.3
 	R1=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
-	R2=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
-	R3=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	R2=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 300 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	R3=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 300 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
 	expect_rc 1 "uid 0 has 2 jobs queued already (profile_queue_per_uid)" "one uid cannot fill the queue" \
 		"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait
 	N1=$($AS_NOBODY "$NB/pimctl" --socket "$S" profile whoami --library "$NB/whoami.so" --reps 2 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
 	i=0
-	while [ "$(sqlite3 "$T/state3/pimd.db" "SELECT count(*) FROM profile_runs WHERE state IN ('queued', 'running')")" != 0 ] && [ $i -lt 200 ]; do
+	while [ "$(sqlite3 "$T/state3/pimd.db" "SELECT count(*) FROM profile_runs WHERE state IN ('queued', 'running')")" != 0 ] && [ $i -lt 400 ]; do
 		sleep 0.05; i=$((i + 1)); done
 	ORDER=$(sed -n 's/^<6>Profile job \([0-9]*\) (model "[a-z-]*"): worker pid.*/\1/p' "$T/log" | tr '\n' ' ')
 	check "jobs start in turns between uids (order: $ORDER; nobody's is $N1)" \
-		[ "$ORDER" = "$J1 $J2 $R1 $N1 $R2 $R3 " ]
+		[ "$ORDER" = "$J1 $((J1 + 1)) $J2 $R1 $N1 $R2 $R3 " ]
 	expect_rc 0 "done (timing backend, as uid 65534)" "nobody's job ran" \
 		"$PIMCTL" --socket "$S" profile --status "$N1"
 	kill -TERM "$PID"; wait_exit "$PID"; PID=
