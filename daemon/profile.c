@@ -19,7 +19,6 @@
 #define SAMPLE_BATCH 4096          /* samples per transaction */
 #define PROGRESS_STORE_NS 250000000ull /* progress written to the store at most 4 times a second */
 #define TIMEOUT_TICK_MS 100
-#define TURNS_MAX 256              /* uids whose last turn the queue remembers */
 
 struct region_fact {
 	int32_t id;
@@ -70,11 +69,6 @@ struct job {
 	char note[128];            /* what pimd changed in the request, said in the final message */
 };
 
-/* When each uid last had a job started: the queue serves the uid served longest ago first. */
-struct turn {
-	uid_t uid;
-	uint64_t last;
-};
 
 struct profiler {
 	struct loop *loop;
@@ -86,9 +80,7 @@ struct profiler {
 	bool allow_root_jobs;
 	char group[CONFIG_NAME_MAX + 1];           /* profile_group; "": the socket's group */
 	char socket_path[sizeof(((struct config *)0)->socket_path)];
-	struct turn turns[TURNS_MAX];
-	unsigned n_turns;
-	uint64_t turn;
+	struct profile_turns turns;
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -554,54 +546,76 @@ static void job_start(struct job *j)
 	}
 }
 
-static uint64_t last_turn(const struct profiler *pf, uid_t uid)
+static uint64_t turns_last(const struct profile_turns *t, uid_t uid)
 {
-	for (unsigned i = 0; i < pf->n_turns; i++)
-		if (pf->turns[i].uid == uid)
-			return pf->turns[i].last;
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->slot[i].uid == uid)
+			return t->slot[i].last;
 	return 0;
 }
 
-static void take_turn(struct profiler *pf, uid_t uid)
+size_t profile_turns_pick(const struct profile_turns *t, const uid_t *uids, size_t n)
 {
-	unsigned slot = 0;
-	for (unsigned i = 0; i < pf->n_turns; i++) {
-		if (pf->turns[i].uid == uid) {
-			slot = i;
-			goto set;
-		}
-		if (pf->turns[i].last < pf->turns[slot].last)
-			slot = i;
-	}
-	if (pf->n_turns < TURNS_MAX)
-		slot = pf->n_turns++; /* else the uid served longest ago is forgotten */
-set:
-	pf->turns[slot] = (struct turn){ uid, ++pf->turn };
-}
-
-/* Round robin between uids: the next job is the oldest queued one of the uid whose last job
- * started longest ago (never: first); one uid's many jobs cannot hold the others back. */
-static struct job *next_job(struct profiler *pf)
-{
-	struct job *best = NULL;
-	uint64_t best_turn = 0;
-	for (struct job *j = pf->jobs; j; j = j->next) {
-		if (j->running)
-			continue;
-		uint64_t t = last_turn(pf, j->uid);
-		if (!best || t < best_turn) {
-			best = j;
-			best_turn = t;
+	size_t best = 0;
+	uint64_t best_last = turns_last(t, uids[0]);
+	for (size_t i = 1; i < n; i++) {
+		uint64_t last = turns_last(t, uids[i]);
+		if (last < best_last) {
+			best = i;
+			best_last = last;
 		}
 	}
 	return best;
+}
+
+void profile_turns_take(struct profile_turns *t, uid_t uid)
+{
+	unsigned slot = 0;
+	for (unsigned i = 0; i < t->n; i++) {
+		if (t->slot[i].uid == uid) {
+			t->slot[i].last = ++t->clock;
+			return;
+		}
+		if (t->slot[i].last < t->slot[slot].last)
+			slot = i;
+	}
+	if (t->n < PROFILE_TURNS_MAX)
+		slot = t->n++; /* else the uid served longest ago is forgotten */
+	t->slot[slot].uid = uid;
+	t->slot[slot].last = ++t->clock;
+}
+
+/* The waiting job to start next (profile_turns_pick), NULL when none waits. */
+static struct job *next_job(struct profiler *pf)
+{
+	size_t n = 0;
+	for (struct job *j = pf->jobs; j; j = j->next)
+		n += !j->running;
+	if (n == 0)
+		return NULL;
+	_cleanup_(freep) uid_t *uids = malloc(n * sizeof *uids);
+	if (!uids) {
+		/* no memory for the turns: arrival order */
+		for (struct job *j = pf->jobs; j; j = j->next)
+			if (!j->running)
+				return j;
+	}
+	size_t k = 0;
+	for (struct job *j = pf->jobs; j; j = j->next)
+		if (!j->running)
+			uids[k++] = j->uid;
+	size_t pick = profile_turns_pick(&pf->turns, uids, n);
+	for (struct job *j = pf->jobs; j; j = j->next)
+		if (!j->running && pick-- == 0)
+			return j;
+	return NULL;
 }
 
 static void profiler_kick(struct profiler *pf)
 {
 	struct job *j;
 	while (pf->n_running < pf->concurrency && (j = next_job(pf))) {
-		take_turn(pf, j->uid);
+		profile_turns_take(&pf->turns, j->uid);
 		job_start(j); /* may finish (and free) the job at once */
 	}
 }

@@ -7,6 +7,9 @@
 #ifndef PIMD_PROFILE_H
 #define PIMD_PROFILE_H
 
+#include <stdint.h>
+#include <sys/types.h>
+
 #include "config.h"
 #include "loop.h"
 #include "platform.h"
@@ -32,5 +35,21 @@ void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer);
 
 /* Median and relative spread ((max - min) / median) of v[0..n), which it sorts. */
 double profile_median(double *v, size_t n, double *spread);
+
+/* Turns between uids in the profiling queue: the next job to start is the oldest waiting one
+ * of the uid whose last job started longest ago (a uid never served, or forgotten, first). */
+#define PROFILE_TURNS_MAX 256 /* uids remembered; beyond, the one served longest ago is forgotten */
+struct profile_turns {
+	struct {
+		uid_t uid;
+		uint64_t last; /* clock value of its last start */
+	} slot[PROFILE_TURNS_MAX];
+	unsigned n;
+	uint64_t clock;
+};
+/* Index into uids[0..n) (the waiting jobs' uids in arrival order, n > 0) of the job to start. */
+size_t profile_turns_pick(const struct profile_turns *t, const uid_t *uids, size_t n);
+/* Records that a job of uid started. */
+void profile_turns_take(struct profile_turns *t, uid_t uid);
 
 #endif
