@@ -238,12 +238,22 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 		goto fail;
 	}
 	sqlite3_busy_timeout(s->db, (int)busy_timeout_ms);
-	if (sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; "
+	/* synchronous=FULL: in WAL mode every commit is fsync()ed before it returns, so what a
+	 * client is told is stored survives an OS crash or a filesystem going read-only (NORMAL
+	 * may lose the last commits there).  pimd(8), DURABILITY. */
+	if (sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
 			 "PRAGMA foreign_keys = ON;", NULL, NULL, &msg) != SQLITE_OK) {
-		r = err_set(err, -EIO, "%s: setting up the database: %s", path, msg);
+		int code = sqlite3_errcode(s->db);
+		if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+			r = err_set(err, -EUCLEAN, "%s: the database is damaged (%s)%s", path, msg,
+				    STORE_DAMAGED_ADVICE);
+		else
+			r = err_set(err, -EIO, "%s: setting up the database: %s", path, msg);
 		sqlite3_free(msg);
 		goto fail;
 	}
+	if ((r = store_quick_check(s, err)) < 0)
+		goto fail;
 	r = migrate(s, migs, n_migs, err);
 	if (r < 0)
 		goto fail;
@@ -767,6 +777,36 @@ int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
 	s->models = (int)*n;
 	sqlite3_reset(st);
 	return 0;
+}
+
+int store_quick_check(struct store *s, struct pim_error *err)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, err, "quick_check");
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		const char *res = (const char *)sqlite3_column_text(st, 0);
+		char what[160];
+		/* SQLite's report spans lines ("*** in database main ***\nPage 7: ..."): one line */
+		snprintf(what, sizeof what, "%s", res ? res : "no result");
+		for (char *p = what; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		r = res && strcmp(res, "ok") == 0 ? 0
+			: err_set(err, -EUCLEAN, "%s: the database is damaged (quick_check: %s)%s", s->path,
+				  what, STORE_DAMAGED_ADVICE);
+	} else {
+		int code = sqlite3_errcode(s->db);
+		r = code == SQLITE_CORRUPT || code == SQLITE_NOTADB
+			? err_set(err, -EUCLEAN, "%s: the database is damaged (quick_check: %s)%s",
+				  s->path, sqlite3_errmsg(s->db), STORE_DAMAGED_ADVICE)
+			: db_err(s, err, "quick_check");
+	}
+	sqlite3_finalize(st);
+	return r;
 }
 
 int store_check_integrity(struct store *s, struct pim_error *err)

@@ -30,8 +30,9 @@ extern const unsigned store_n_migrations;
 
 struct store;
 
-/* Opens (creating if needed) the database at path, sets WAL, synchronous=NORMAL,
- * foreign_keys=ON and the busy timeout, and migrates it to the latest version. */
+/* Opens (creating if needed) the database at path, sets WAL, synchronous=FULL (every commit is
+ * on disk before the call returns), foreign_keys=ON and the busy timeout, refuses a damaged
+ * database (store_quick_check) and migrates it to the latest version. */
 int store_open(const char *path, unsigned busy_timeout_ms, struct store **out, struct pim_error *err);
 /* As store_open, with an explicit migration list (tests). */
 int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
@@ -150,6 +151,16 @@ int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, stru
 
 /* Runs a previous pimd left queued or running are failed, saying so; returns how many. */
 int store_runs_abandon(struct store *s, struct pim_error *err);
+
+/* What an operator is told to do with a damaged database. */
+#define STORE_DAMAGED_ADVICE                                                                       \
+	"; pimd will not serve from it.  Stop pimd and move the file aside (with its -wal file); "   \
+	"restore it from a backup, or let pimd start with an empty store and load the models "      \
+	"again (\"sqlite3 FILE .recover\" may save part of the old one)"
+
+/* PRAGMA quick_check: -EUCLEAN with a message naming the file and what to do when the database
+ * is damaged (store_open runs it, so a damaged store is refused rather than served in part). */
+int store_quick_check(struct store *s, struct pim_error *err);
 
 /* PRAGMA integrity_check == "ok". */
 int store_check_integrity(struct store *s, struct pim_error *err);

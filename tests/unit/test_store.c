@@ -333,6 +333,146 @@ START_TEST(run_ids_stay_unique)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- durability */
+
+/* A VFS over the default one that counts xSync calls, to see what reaches the disk. */
+static sqlite3_vfs *real_vfs;
+static sqlite3_vfs counting_vfs;
+static int syncs;
+
+struct counting_file {
+	sqlite3_file base;
+	sqlite3_file *real; /* follows this struct in the same allocation */
+};
+
+#define REAL(f) (((struct counting_file *)(f))->real)
+static int cf_close(sqlite3_file *f) { return REAL(f)->pMethods->xClose(REAL(f)); }
+static int cf_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xRead(REAL(f), b, n, o); }
+static int cf_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xWrite(REAL(f), b, n, o); }
+static int cf_truncate(sqlite3_file *f, sqlite3_int64 n) { return REAL(f)->pMethods->xTruncate(REAL(f), n); }
+static int cf_sync(sqlite3_file *f, int flags) { syncs++; return REAL(f)->pMethods->xSync(REAL(f), flags); }
+static int cf_size(sqlite3_file *f, sqlite3_int64 *n) { return REAL(f)->pMethods->xFileSize(REAL(f), n); }
+static int cf_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
+static int cf_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
+static int cf_reserved(sqlite3_file *f, int *r) { return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r); }
+static int cf_control(sqlite3_file *f, int op, void *a) { return REAL(f)->pMethods->xFileControl(REAL(f), op, a); }
+static int cf_sector(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int cf_dev(sqlite3_file *f) { return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
+static int cf_shm_map(sqlite3_file *f, int i, int sz, int ext, void volatile **p) { return REAL(f)->pMethods->xShmMap(REAL(f), i, sz, ext, p); }
+static int cf_shm_lock(sqlite3_file *f, int o, int n, int fl) { return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl); }
+static void cf_shm_barrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int cf_shm_unmap(sqlite3_file *f, int d) { return REAL(f)->pMethods->xShmUnmap(REAL(f), d); }
+static int cf_fetch(sqlite3_file *f, sqlite3_int64 o, int n, void **p) { return REAL(f)->pMethods->xFetch(REAL(f), o, n, p); }
+static int cf_unfetch(sqlite3_file *f, sqlite3_int64 o, void *p) { return REAL(f)->pMethods->xUnfetch(REAL(f), o, p); }
+
+static const sqlite3_io_methods counting_methods = {
+	3, cf_close, cf_read, cf_write, cf_truncate, cf_sync, cf_size, cf_lock, cf_unlock, cf_reserved,
+	cf_control, cf_sector, cf_dev, cf_shm_map, cf_shm_lock, cf_shm_barrier, cf_shm_unmap, cf_fetch,
+	cf_unfetch,
+};
+
+static int cv_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+	struct counting_file *cf = (struct counting_file *)f;
+	cf->real = (sqlite3_file *)(cf + 1);
+	int r = real_vfs->xOpen(real_vfs, name, cf->real, flags, out);
+	cf->base.pMethods = r == SQLITE_OK && cf->real->pMethods ? &counting_methods : NULL;
+	return r;
+}
+
+static void counting_vfs_install(void)
+{
+	real_vfs = sqlite3_vfs_find(NULL);
+	ck_assert_ptr_nonnull(real_vfs);
+	counting_vfs = *real_vfs;
+	counting_vfs.zName = "pimd-test-counting";
+	counting_vfs.szOsFile = (int)sizeof(struct counting_file) + real_vfs->szOsFile;
+	counting_vfs.xOpen = cv_open;
+	ck_assert_int_eq(sqlite3_vfs_register(&counting_vfs, 1), SQLITE_OK);
+}
+
+/* What a client is told is stored has been synced to disk when the call returns: every
+ * acknowledged write (a model, a removal, a batch of samples) costs at least one fsync of the
+ * write-ahead log (synchronous=FULL; with NORMAL a commit syncs nothing until a checkpoint). */
+START_TEST(acknowledged_writes_are_synced)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("durable", 2);
+	struct store_platform pf = { .name = "p", .cpu_model = "p", .pmu = "none", .kernel = "" };
+	int64_t pid, mid, run;
+
+	counting_vfs_install();
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	syncs = 0;
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_ge(syncs, 1);
+	ck_assert_int_eq(store_model_id(s, "durable", &mid, &err), 0);
+	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 0, 0, 2, &run, &err), 0);
+	syncs = 0;
+	struct store_sample x = { .region = 10, .rep = 0, .executions = 1, .time_ns = 5 };
+	ck_assert_int_eq(store_samples_put(s, run, &x, 1, &err), 0);
+	ck_assert_int_ge(syncs, 1);
+	syncs = 0;
+	ck_assert_int_eq(store_model_remove(s, "durable", 0, &err), 0);
+	ck_assert_int_ge(syncs, 1);
+	/* a read syncs nothing */
+	syncs = 0;
+	unsigned n;
+	ck_assert_int_eq(store_model_count(s, &n, &err), 0);
+	ck_assert_int_eq(syncs, 0);
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* A database whose last pages are damaged is refused with a message that names the file and
+ * says what to do, instead of being served in part. */
+START_TEST(damaged_database_is_refused)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	for (int i = 0; i < 60; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "m%02d", i);
+		Pim__Manifest *m = manifest(name, 8);
+		ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+		pim__manifest__free_unpacked(m, NULL);
+	}
+	store_close(s); /* checkpoints the WAL into the file */
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 60);
+	int pages = raw_int("PRAGMA page_count"), psize = raw_int("PRAGMA page_size");
+	ck_assert_int_gt(pages, 4);
+
+	/* overwrite the last two pages with garbage */
+	FILE *f = fopen(path, "r+b");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, (long)(pages - 2) * psize, SEEK_SET), 0);
+	for (int i = 0; i < 2 * psize; i++)
+		fputc((i * 131 + 7) & 0xff, f);
+	ck_assert_int_eq(fclose(f), 0);
+
+	err = (struct pim_error){ 0 };
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), -EUCLEAN);
+	ck_assert_msg(strstr(err.msg, path) && strstr(err.msg, "the database is damaged") &&
+		      strstr(err.msg, "move the file aside"), "%s", err.msg);
+
+	/* a file that is not a database at all */
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < 8192; i++)
+		fputc(i & 0xff, f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), -EUCLEAN);
+	ck_assert_msg(strstr(err.msg, path) && strstr(err.msg, "move the file aside"), "%s", err.msg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -345,5 +485,7 @@ int main(void)
 	tcase_add_test(tc, failed_put_leaves_nothing);
 	tcase_add_test(tc, metrics_and_decisions);
 	tcase_add_test(tc, run_ids_stay_unique);
+	tcase_add_test(tc, acknowledged_writes_are_synced);
+	tcase_add_test(tc, damaged_database_is_refused);
 	return test_run_suite(s);
 }
