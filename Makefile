@@ -134,6 +134,11 @@ $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(B)/libpimcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LIBS_DAEMON) -lpthread -ldl
 
+# A client written from pimd(8) alone: its own framing and encoding, no generated code.
+$(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
+
 # ---------------------------------------------------------------- dependencies
 # Debian 12 packages the build, the tests and the demo need.  procps: kill(1) and ps for the tests.
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
@@ -177,7 +182,7 @@ check-man:
 	mandoc -Tlint -Wwarning man/*
 	@echo "man: $(words $(wildcard man/*)) pages lint clean"
 
-check-e2e: all $(B)/tests/e2e-tool
+check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext
 	sh tests/e2e/run.sh $(B)
 
 # Availability at the sizes of the issue reports and the documented limits (minutes, GBs
@@ -205,7 +210,8 @@ check-install: all
 
 # make check: everything, from a fresh Debian 12 machine (it installs what it needs when root).
 check: deps
-	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/tests/e2e-tool $(B)/tests/header-c99.o
+	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/tests/e2e-tool \
+		$(B)/tests/e2e-rawtext $(B)/tests/header-c99.o
 	$(MAKE) --no-print-directory check-man
 	$(MAKE) --no-print-directory check-units
 	$(MAKE) --no-print-directory check-install
@@ -218,7 +224,8 @@ check: deps
 ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan:
 	$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
-		all $(patsubst $(B)/%,build-asan/%,$(UNIT_BIN) $(MODEL_SO)) build-asan/tests/e2e-tool
+		all $(patsubst $(B)/%,build-asan/%,$(UNIT_BIN) $(MODEL_SO)) build-asan/tests/e2e-tool \
+		build-asan/tests/e2e-rawtext
 	ASAN_OPTIONS=detect_leaks=1 PIMD_E2E_ASAN=1 $(MAKE) --no-print-directory B=build-asan \
 		CFLAGS="$(ASAN_CFLAGS)" check-e2e unit
 

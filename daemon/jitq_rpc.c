@@ -110,7 +110,7 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 				snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
 					 jitq_model_preset_name(i));
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "unknown model preset \"%.64s\" (known: %s)", qm->preset, names);
+						  "unknown model preset \"%.*s\" (known: %s)", TEXT_ECHO(qm->preset, 64), names);
 		}
 	} else {
 		/* A custom model starts from nothing but defaults that need no citation: micro-batch
@@ -180,14 +180,14 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	}
 	if (q->format && *q->format && mx_format_from_name(q->format, &cfg.fmt) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "format \"%.32s\" is not one of mx9, mx6, mx4", q->format);
+					  "format \"%.*s\" is not one of mx9, mx6, mx4", TEXT_ECHO(q->format, 32));
 	if (q->source && *q->source && jitq_src_from_name(q->source, &cfg.src) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "source \"%.32s\" is not one of bf16, fp32", q->source);
+					  "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
 	if (q->mapping && *q->mapping && pimsim_mapping_from_name(q->mapping, &cost.mapping) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "mapping \"%.32s\" is not one of tiled, strided, strided-opt",
-					  q->mapping);
+					  "mapping \"%.*s\" is not one of tiled, strided, strided-opt",
+					  TEXT_ECHO(q->mapping, 32));
 	if (q->peak_flops < 0 || !isfinite(q->peak_flops) || q->efficiency < 0 || q->efficiency > 1 ||
 	    !isfinite(q->efficiency))
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
@@ -445,13 +445,13 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0) {
 		if (mx_ocp_format_from_name(q->format, &ocp_fmt) < 0)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "format \"%.32s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
-						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", q->format);
+						  "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", TEXT_ECHO(q->format, 32));
 		ocp = true;
 	}
 	if (q->source && *q->source && jitq_src_from_name(q->source, &src) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "source \"%.32s\" is not one of bf16, fp32", q->source);
+					  "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
 	if (q->direction && *q->direction) {
 		if (strcmp(q->direction, "row") == 0)
 			dir = MX_DIR_ROW;
@@ -459,13 +459,13 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 			dir = MX_DIR_COL;
 		else
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "direction \"%.16s\" is not row or col", q->direction);
+						  "direction \"%.*s\" is not row or col", TEXT_ECHO(q->direction, 16));
 	}
 	if (q->engine && *q->engine && strcmp(q->engine, "reference") != 0) {
 		if (pimsim_mapping_from_name(q->engine, &map) < 0)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "engine \"%.32s\" is not reference, tiled, strided or "
-						  "strided-opt", q->engine);
+						  "engine \"%.*s\" is not reference, tiled, strided or "
+						  "strided-opt", TEXT_ECHO(q->engine, 32));
 		pim = true;
 		if (ocp)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,

@@ -45,21 +45,6 @@ bool manifest_name_valid(const char *name)
 	return true;
 }
 
-static int text_check(const char *field, const char *s, size_t max, bool required,
-		      struct pim_error *err)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (required && n == 0)
-		return err_set(err, -EINVAL, "%s: must not be empty", field);
-	if (n > max)
-		return err_set(err, -EINVAL, "%s: %zu bytes, at most %zu allowed", field, n, max);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20)
-			return err_set(err, -EINVAL, "%s: contains a control character", field);
-	return 0;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -112,13 +97,13 @@ static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *
 		return err_set(err, -EINVAL, "regions[%zu].id: %u exceeds %u (region ids index dense "
 			       "tables in pimd and the client)", i, r->id, MANIFEST_REGION_ID_MAX);
 	snprintf(f, sizeof f, "regions[%zu].name", i);
-	if ((k = text_check(f, r->name, MANIFEST_TEXT_MAX, true, err)) < 0)
+	if ((k = text_check(f, r->name, MANIFEST_TEXT_MAX, TEXT_REQUIRED, err)) < 0)
 		return k;
 	snprintf(f, sizeof f, "regions[%zu].op", i);
-	if ((k = text_check(f, r->op, MANIFEST_TEXT_MAX, true, err)) < 0)
+	if ((k = text_check(f, r->op, MANIFEST_TEXT_MAX, TEXT_REQUIRED, err)) < 0)
 		return k;
 	snprintf(f, sizeof f, "regions[%zu].location", i);
-	if ((k = text_check(f, r->location, MANIFEST_TEXT_MAX, false, err)) < 0)
+	if ((k = text_check(f, r->location, MANIFEST_TEXT_MAX, 0, err)) < 0)
 		return k;
 	if (r->n_par == 0)
 		return err_set(err, -EINVAL, "regions[%zu].n_par: must be at least 1", i);
@@ -173,7 +158,7 @@ static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *
 			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].elem_bits: %u exceeds 1024", i,
 				       j, o->elem_bits);
 		snprintf(f, sizeof f, "regions[%zu].operands[%zu].elem_type", i, j);
-		if ((k = text_check(f, o->elem_type, MANIFEST_ELEM_TYPE_MAX, false, err)) < 0)
+		if ((k = text_check(f, o->elem_type, MANIFEST_ELEM_TYPE_MAX, 0, err)) < 0)
 			return k;
 	}
 	return 0;
@@ -190,11 +175,13 @@ int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
 	uint64_t total = 0;
 	int k;
 
+	if ((k = text_check("name", m->name, MANIFEST_NAME_MAX, TEXT_REQUIRED, err)) < 0)
+		return k;
 	if (!manifest_name_valid(m->name))
-		return err_set(err, -EINVAL, "name: \"%.64s\" is not a valid model name (1-%d characters "
-			       "of A-Z a-z 0-9 . _ -, not starting with . or -)", m->name ? m->name : "",
+		return err_set(err, -EINVAL, "name: \"%.*s\" is not a valid model name (1-%d characters "
+			       "of A-Z a-z 0-9 . _ -, not starting with . or -)", TEXT_ECHO(m->name, 64),
 			       MANIFEST_NAME_MAX);
-	if ((k = text_check("source", m->source, MANIFEST_TEXT_MAX, false, err)) < 0)
+	if ((k = text_check("source", m->source, MANIFEST_TEXT_MAX, 0, err)) < 0)
 		return k;
 	if (m->n_allocations == 0)
 		return err_set(err, -EINVAL, "allocations: a manifest needs at least one allocation");
@@ -220,7 +207,7 @@ int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
 		    (unsigned)a->kind >= ELEMENTSOF(alloc_kind_names))
 			return err_set(err, -EINVAL, "allocations[%zu].kind: must be argument, alloc or global", i);
 		snprintf(f, sizeof f, "allocations[%zu].name", i);
-		if ((k = text_check(f, a->name, MANIFEST_TEXT_MAX, false, err)) < 0)
+		if ((k = text_check(f, a->name, MANIFEST_TEXT_MAX, 0, err)) < 0)
 			return k;
 	}
 	refs = malloc(m->n_allocations * sizeof *refs);
@@ -423,7 +410,7 @@ static int enum_from_name(const char *const *names, size_t n, json_object *v, co
 				*out = (int)i;
 				return 0;
 			}
-		return err_set(err, -EINVAL, "%s: \"%.32s\" is not one of %s", field, s, allowed);
+		return err_set(err, -EINVAL, "%s: \"%.*s\" is not one of %s", field, TEXT_ECHO(s, 32), allowed);
 	}
 	return err_set(err, -EINVAL, "%s: must be one of %s", field, allowed);
 }
@@ -566,6 +553,106 @@ static void json_putp(json_object **o)
 		json_object_put(*o);
 }
 
+/*
+ * json-c keeps the last of duplicate keys without a word, so a manifest saying "n_par" twice
+ * would mean what its last line says.  The text is scanned for them once it parsed (so it is
+ * valid JSON).  Keys are compared decoded ("n\u0061me" is "name"); a key of more than
+ * JSON_KEY_MAX bytes, or with escapes beyond ASCII, or the keys of an object past its first
+ * JSON_KEYS_MAX, are not tracked: none of them can be a known key, and unknown keys are refused.
+ */
+#define JSON_KEY_MAX 32
+#define JSON_KEYS_MAX 16
+#define JSON_DEPTH_MAX 64
+
+struct json_frame {
+	bool object, want_key;
+	unsigned n;
+	char keys[JSON_KEYS_MAX][JSON_KEY_MAX + 1];
+};
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Decodes the JSON string s[0..n) (without quotes) into key; false if it cannot be a known key. */
+static bool json_key_decode(const char *s, size_t n, char key[JSON_KEY_MAX + 1])
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '\\' && i + 1 < n) {
+			c = s[++i];
+			if (c == 'u') {
+				int v = 0;
+				for (int h = 0; h < 4; h++) {
+					int x = i + 1 < n ? hexval(s[++i]) : -1;
+					if (x < 0)
+						return false;
+					v = v << 4 | x;
+				}
+				if (v == 0 || v >= 0x80)
+					return false;
+				c = (char)v;
+			} else if (c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
+				return false;
+			}
+		}
+		if (k == JSON_KEY_MAX)
+			return false;
+		key[k++] = c;
+	}
+	key[k] = 0;
+	return true;
+}
+
+static int json_duplicate_keys(const char *buf, size_t len, struct pim_error *err)
+{
+	_cleanup_(freep) struct json_frame *st = calloc(JSON_DEPTH_MAX, sizeof *st);
+	size_t depth = 0, line = 1;
+
+	if (!st)
+		return err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+		if (c == '"') {
+			size_t j = i + 1;
+			while (j < len && buf[j] != '"')
+				j += buf[j] == '\\' ? 2 : 1;
+			struct json_frame *f = depth ? &st[depth - 1] : NULL;
+			if (f && f->object && f->want_key) {
+				char key[JSON_KEY_MAX + 1];
+				f->want_key = false;
+				if (j <= len && f->n < JSON_KEYS_MAX && json_key_decode(buf + i + 1, j - i - 1, key)) {
+					for (unsigned k = 0; k < f->n; k++)
+						if (strcmp(f->keys[k], key) == 0)
+							return err_set(err, -EINVAL, "manifest: duplicate key \"%s\" "
+								       "near line %zu", key, line);
+					memcpy(f->keys[f->n++], key, sizeof key);
+				}
+			}
+			i = j;
+		} else if (c == '{' || c == '[') {
+			if (depth == JSON_DEPTH_MAX)
+				return err_set(err, -EINVAL, "manifest: nested more than %d deep", JSON_DEPTH_MAX);
+			st[depth].object = c == '{';
+			st[depth].want_key = c == '{';
+			st[depth].n = 0;
+			depth++;
+		} else if (c == '}' || c == ']') {
+			if (depth)
+				depth--;
+		} else if (c == ',') {
+			if (depth && st[depth - 1].object)
+				st[depth - 1].want_key = true;
+		} else if (c == '\n') {
+			line++;
+		}
+	}
+	return 0;
+}
+
 int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct pim_error *err)
 {
 	_cleanup_(json_putp) json_object *root = NULL;
@@ -579,7 +666,7 @@ int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct 
 	tok = json_tokener_new_ex(64);
 	if (!tok)
 		return err_set(err, -ENOMEM, "out of memory");
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 	root = json_tokener_parse_ex(tok, buf, (int)len);
 	jerr = json_tokener_get_error(tok);
 	size_t consumed = json_tokener_get_parse_end(tok);
@@ -599,6 +686,8 @@ int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct 
 			return err_set(err, -EINVAL, "manifest: trailing data after the JSON object");
 	if (!json_object_is_type(root, json_type_object))
 		return err_set(err, -EINVAL, "manifest: the top level must be a JSON object");
+	if ((k = json_duplicate_keys(buf, consumed, err)) < 0)
+		return k;
 
 	m = malloc(sizeof *m);
 	if (!m)

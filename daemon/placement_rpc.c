@@ -56,7 +56,7 @@ static int load(struct rpc_context *ctx, const char *name, struct loaded *l, str
 
 	memset(l, 0, sizeof *l);
 	if (!manifest_name_valid(name))
-		return err_set(err, -EINVAL, "\"%.64s\" is not a valid model name", name ? name : "");
+		return err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
 	if ((r = store_model_id(ctx->store, name, &l->model_id, err)) < 0)
 		return r;
 	if ((r = store_model_get(ctx->store, name, NULL, &l->manifest, err)) < 0)
@@ -357,11 +357,12 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 
 	if (q->granularity && *q->granularity && (gran = placement_granularity_from_name(q->granularity)) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "granularity \"%.32s\" is not one of loop, operator, block",
-					  q->granularity);
+					  "granularity \"%.*s\" is not one of loop, operator, block",
+					  TEXT_ECHO(q->granularity, 32));
 	if (q->movement && *q->movement && (move = placement_movement_model_from_name(q->movement)) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "movement \"%.32s\" is not one of upper, resident", q->movement);
+					  "movement \"%.*s\" is not one of upper, resident",
+					  TEXT_ECHO(q->movement, 32));
 	if (q->n_core_counts > PLACEMENT_MAX_CORE_COUNTS)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "%zu core counts; at most %d per query", q->n_core_counts,
@@ -470,7 +471,7 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 
 	if (!manifest_name_valid(q->model))
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+					  "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 	if (!isfinite(q->t_host) || q->t_host < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "t_host must be a finite number of seconds >= 0");
@@ -754,11 +755,12 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 
 	if (q->granularity && *q->granularity && (gran = placement_granularity_from_name(q->granularity)) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "granularity \"%.32s\" is not one of loop, operator, block",
-					  q->granularity);
+					  "granularity \"%.*s\" is not one of loop, operator, block",
+					  TEXT_ECHO(q->granularity, 32));
 	if (q->movement && *q->movement && (move = placement_movement_model_from_name(q->movement)) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "movement \"%.32s\" is not one of upper, resident", q->movement);
+					  "movement \"%.*s\" is not one of upper, resident",
+					  TEXT_ECHO(q->movement, 32));
 	if (merge_params(ctx, q->params, &p, &err) < 0)
 		return rpc_error_from(req->id, &err);
 	if (load(ctx, q->model, &l, &err) < 0) {

@@ -903,7 +903,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 					  pf->n_queued);
 	if (!manifest_name_valid(q->model))
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+					  "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 	if (job_uid_allowed(pf, peer->cred.uid, &err) < 0)
 		return rpc_error_response(req->id, err.code == -EPERM ? PIM__ERROR_CODE__ERROR_PERMISSION_DENIED
 								      : PIM__ERROR_CODE__ERROR_INTERNAL,
@@ -1076,6 +1076,9 @@ void profiler_free(struct profiler *pf)
 
 #define INSITU_BATCH_MAX 65536u
 #define INSITU_RUN_MAX 4000000u /* samples per in-situ run: its store space and the work at its end */
+/* One execution of one region measured in situ: beyond an hour the clock or the client is wrong
+ * (2^64-1 ns would read as 1.8e10 s of T_host, and not fit the store's signed column). */
+#define INSITU_TIME_NS_MAX (UINT64_C(3600) * 1000000000u)
 
 struct insitu {
 	struct job *j;   /* not queued: holds the run, the model's facts and the store errors */
@@ -1128,6 +1131,12 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 	if (q->n_samples > INSITU_BATCH_MAX)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "sample batch: %zu samples, at most %u", q->n_samples, INSITU_BATCH_MAX);
+	for (size_t i = 0; i < q->n_samples; i++)
+		if (q->samples[i]->time_ns > INSITU_TIME_NS_MAX)
+			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "sample batch: samples[%zu].time_ns: %" PRIu64 " exceeds %" PRIu64
+						  " (one hour); nothing of this batch was stored", i,
+						  q->samples[i]->time_ns, INSITU_TIME_NS_MAX);
 	if (in && strcmp(in->j->model, q->model ? q->model : "") != 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "sample batch: this connection samples model \"%s\"; use one connection "
@@ -1146,7 +1155,7 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 		j->pf = pf;
 		j->model_fd = -1;
 		if (!manifest_name_valid(q->model))
-			k = err_set(&err, -EINVAL, "\"%.64s\" is not a valid model name", q->model ? q->model : "");
+			k = err_set(&err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 		else if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "sample it", &j->model_id,
 						 &err)) >= 0 &&
 			 (k = store_model_get(pf->store, q->model, NULL, &m, &err)) >= 0 &&

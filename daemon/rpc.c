@@ -82,6 +82,92 @@ Pim__Response *rpc_error_from(uint64_t id, const struct pim_error *err)
 	return rpc_error_response(id, rpc_code_from_errno(err->code), "%s", err->msg);
 }
 
+/* ---------------------------------------------------------------- strings on the wire */
+
+#define WIRE_DEPTH_MAX 32u   /* pim.proto nests 5 deep; deeper is not a Request */
+#define WIRE_PATH_MAX 192u
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int wire_strings(const ProtobufCMessageDescriptor *d, const uint8_t *start, const uint8_t *p,
+			const uint8_t *end, char *path, size_t used, unsigned depth, struct pim_error *err)
+{
+	unsigned seen[64] = { 0 }; /* occurrences of each field so far: the index of a repeated one */
+
+	if (depth > WIRE_DEPTH_MAX)
+		return err_set(err, -EPROTO, "%s: messages nested more than %u deep", path, WIRE_DEPTH_MAX);
+	while (p < end) {
+		uint64_t tag, len;
+		if (!wire_varint(&p, end, &tag))
+			goto malformed;
+		switch (tag & 7) {
+		case 0:
+			if (!wire_varint(&p, end, &len))
+				goto malformed;
+			continue;
+		case 1:
+			if (end - p < 8)
+				goto malformed;
+			p += 8;
+			continue;
+		case 5:
+			if (end - p < 4)
+				goto malformed;
+			p += 4;
+			continue;
+		case 2:
+			break;
+		default: /* groups: not in proto3 */
+			goto malformed;
+		}
+		if (!wire_varint(&p, end, &len) || len > (uint64_t)(end - p))
+			goto malformed;
+		const ProtobufCFieldDescriptor *f =
+			tag >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3))
+					       : NULL;
+		if (f && (f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_MESSAGE)) {
+			size_t i = (size_t)(f - d->fields);
+			unsigned nth = i < ELEMENTSOF(seen) ? seen[i]++ : 0;
+			int w = f->label == PROTOBUF_C_LABEL_REPEATED
+				? snprintf(path + used, WIRE_PATH_MAX - used, "%s%s[%u]", used ? "." : "", f->name, nth)
+				: snprintf(path + used, WIRE_PATH_MAX - used, "%s%s", used ? "." : "", f->name);
+			size_t now = used + (w > 0 ? (size_t)w : 0);
+			if (now >= WIRE_PATH_MAX)
+				now = WIRE_PATH_MAX - 1;
+			int k = f->type == PROTOBUF_C_TYPE_STRING
+				? text_check_n(path, (const char *)p, (size_t)len, 0, TEXT_ANY_CONTROL, err)
+				: wire_strings(f->descriptor, start, p, p + len, path, now, depth + 1, err);
+			path[used] = 0;
+			if (k < 0)
+				return k;
+		}
+		p += len;
+	}
+	return 0;
+malformed:
+	return err_set(err, -EPROTO, "%s: not a valid %s message (byte %td)", used ? path : "request",
+		       d->name, p - start);
+}
+
+int rpc_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
+		      struct pim_error *err)
+{
+	char path[WIRE_PATH_MAX] = "";
+	return wire_strings(d, buf, buf, buf + len, path, 0, 0, err);
+}
+
 static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			       enum rpc_after *after)
 {
@@ -96,10 +182,8 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 					  "protocol version %u is not supported; this pimd speaks %u",
 					  h->protocol_version, PROTOCOL_VERSION);
 	}
-	snprintf(peer->name, sizeof peer->name, "%s", h->client_name ? h->client_name : "");
-	for (char *p = peer->name; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
-			*p = '?';
+	/* For the log: whole characters, up to the first control character. */
+	snprintf(peer->name, sizeof peer->name, "%.*s", TEXT_ECHO(h->client_name, sizeof peer->name - 1));
 	peer->hello_done = true;
 	log_debug("Client \"%s\" (pid %d uid %u) speaks protocol %u", peer->name, (int)peer->cred.pid,
 		  (unsigned)peer->cred.uid, h->protocol_version);
@@ -244,7 +328,7 @@ static Pim__Response *check_name(uint64_t id, const char *name)
 {
 	if (!manifest_name_valid(name))
 		return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "\"%.64s\" is not a valid model name", name ? name : "");
+					  "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
 	return NULL;
 }
 

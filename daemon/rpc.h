@@ -86,6 +86,17 @@ void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)
 	_printf_(3, 4);
 
+/*
+ * Checks every string field of a serialized message of type d, at any depth, on the wire,
+ * against the rules all strings share (util.h, text_check_n): UTF-8 without NUL.  protobuf-c
+ * checks neither, and hands a string over NUL-terminated, so "nul\0evil" would reach the
+ * handlers as "nul".  -EINVAL naming the field ("model_load.manifest.regions[2].name: invalid
+ * UTF-8 at byte 3"), -EPROTO if the bytes are not a message.  Control characters are each
+ * field's own business (manifest.c, the name rules).
+ */
+int rpc_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
+		      struct pim_error *err);
+
 /* Maps a negative errno from the store or validators to a protocol error code. */
 Pim__ErrorCode rpc_code_from_errno(int e);
 /* A response carrying the error in err (its code mapped with rpc_code_from_errno). */

@@ -77,3 +77,86 @@ int read_file(const char *path, size_t max, char **out, size_t *len, struct pim_
 	*len = n;
 	return 0;
 }
+
+/* Decodes one UTF-8 character of s[0..n): its length (1-4) and code point, or 0 if the bytes
+ * there are not a well-formed character (RFC 3629, Table 3-7 of the Unicode standard). */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	unsigned char c = s[0];
+	size_t len;
+	uint32_t v, min;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, v = c & 0x1f, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, v = c & 0x0f, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, v = c & 0x07, min = 0x10000;
+	else
+		return 0; /* a continuation byte, an overlong lead (C0, C1) or beyond U+10FFFF */
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return len;
+}
+
+static bool is_control(uint32_t cp)
+{
+	return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
+}
+
+int text_check_n(const char *field, const char *s, size_t len, size_t max, unsigned flags,
+		 struct pim_error *err)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	if ((flags & TEXT_REQUIRED) && len == 0)
+		return err_set(err, -EINVAL, "%s: must not be empty", field);
+	if (max && len > max)
+		return err_set(err, -EINVAL, "%s: %zu bytes, at most %zu allowed", field, len, max);
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t k = utf8_decode(u + i, len - i, &cp);
+		if (k == 0)
+			return err_set(err, -EINVAL, "%s: invalid UTF-8 at byte %zu", field, i);
+		if (cp == 0)
+			return err_set(err, -EINVAL, "%s: contains a NUL byte at byte %zu", field, i);
+		if (is_control(cp) && !(flags & TEXT_ANY_CONTROL) &&
+		    !((flags & TEXT_LINES) && (cp == '\t' || cp == '\n' || cp == '\r')))
+			return err_set(err, -EINVAL, "%s: contains a control character (U+%04X) at byte %zu",
+				       field, (unsigned)cp, i);
+		i += k;
+	}
+	return 0;
+}
+
+int text_check(const char *field, const char *s, size_t max, unsigned flags, struct pim_error *err)
+{
+	return text_check_n(field, s ? s : "", s ? strlen(s) : 0, max, flags, err);
+}
+
+size_t text_prefix(const char *s, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strnlen(s, max + 4), i = 0;
+
+	while (i < n) {
+		uint32_t cp;
+		size_t k = utf8_decode(u + i, n - i, &cp);
+		if (k == 0 || is_control(cp) || i + k > max)
+			break;
+		i += k;
+	}
+	return i;
+}

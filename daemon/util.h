@@ -75,6 +75,28 @@ static inline bool add_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__buil
  */
 int read_file(const char *path, size_t max, char **out, size_t *len, struct pim_error *err);
 
+/*
+ * Text rules for every string a client sends that pimd stores or echoes (pimd(8), TEXT):
+ * well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), no
+ * NUL byte, and no control character: C0 (U+0000-U+001F), DEL (U+007F) or C1 (U+0080-U+009F);
+ * TEXT_LINES allows tab, line feed and carriage return (CSV bodies).  At most max bytes
+ * (0: no limit); TEXT_REQUIRED refuses the empty string.  On failure -EINVAL and a message
+ * that names the field and the byte, e.g. "regions[2].name: invalid UTF-8 at byte 3".
+ */
+#define TEXT_REQUIRED 1u
+#define TEXT_LINES 2u
+#define TEXT_ANY_CONTROL 4u   /* control characters are the field's business (wire-level check) */
+int text_check_n(const char *field, const char *s, size_t len, size_t max, unsigned flags,
+		 struct pim_error *err);
+/* As text_check_n on a NUL-terminated string (NULL is the empty string). */
+int text_check(const char *field, const char *s, size_t max, unsigned flags, struct pim_error *err);
+
+/* Bytes of the longest prefix of s, at most max, made of whole, valid, non-control characters:
+ * what a message may echo of a string that may be invalid or too long without cutting a
+ * character in two.  TEXT_ECHO(s, max) gives the two arguments of a "%.*s". */
+size_t text_prefix(const char *s, size_t max);
+#define TEXT_ECHO(s, max) (int)text_prefix((s) ? (s) : "", (max)), ((s) ? (s) : "")
+
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 

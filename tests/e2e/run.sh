@@ -85,6 +85,12 @@ expect_rc 1 'no model named "nope"' "show of a missing model (exit 1)" \
 printf '{ "name": "x", "allocations": [], "regions": [] }' > "$T/bad.json"
 expect_rc 1 "allocations: a manifest needs at least one allocation" "invalid manifest named field" \
 	"$PIMCTL" --socket "$S" model load "$T/bad.json"
+sed 's/"name": "decoder-block",/"name": "decoder-block", "name": "other",/' "$EXAMPLE" > "$T/dup.json"
+expect_rc 1 'manifest: duplicate key "name" near line' "a JSON manifest with a duplicate key is refused" \
+	"$PIMCTL" --socket "$S" model load "$T/dup.json"
+printf '{ "name": "bad\377utf8", "allocations": [], "regions": [] }' > "$T/utf8.json"
+expect_rc 1 "invalid utf-8" "a JSON manifest that is not UTF-8 is refused" \
+	"$PIMCTL" --socket "$S" model load "$T/utf8.json"
 expect_rc 2 "unknown command 'frob'" "usage error (exit 2)" "$PIMCTL" --socket "$S" frob
 expect_rc 2 "expected exactly one NAME" "usage error in subcommand (exit 2)" \
 	"$PIMCTL" --socket "$S" model show
@@ -105,6 +111,8 @@ check "a frame that would decode into millions of structures is refused" "$TOOL"
 check "a valid manifest of 40,000 regions in its densest form loads" "$TOOL" compact "$S" 40000
 check "status is served while a calibration of 2000 regions x 200000 thetas runs (p99 < 50 ms)" \
 	"$TOOL" calibrate-p99 "$S" 2000 200000 50
+check "text rules (raw frames): invalid UTF-8, NUL, DEL, C1, cut names, absurd time_ns refused by field" \
+	"$B/tests/e2e-rawtext" "$S"
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list
 
 # ------------------------------------------------------------ placement (imported counts)

@@ -259,6 +259,69 @@ START_TEST(digest)
 }
 END_TEST
 
+/* Text rules (pimd(8), TEXT): UTF-8, no control characters (DEL and C1 included), no
+ * duplicate keys; errors name the field. */
+START_TEST(text_rules)
+{
+	/* invalid UTF-8 in a JSON manifest: json-c's tokener refuses it with the line */
+	expect_error("\"name\": \"fill\"", "\"name\": \"fi\xffll\"", "JSON syntax error near line 5");
+	/* DEL and a C1 control character (U+0085, NEL) are control characters */
+	expect_error("\"name\": \"fill\"", "\"name\": \"fi\x7fll\"",
+		     "regions[0].name: contains a control character (U+007F) at byte 2");
+	expect_error("\"op\": \"linalg.matvec\"", "\"op\": \"linalg\xc2\x85matvec\"",
+		     "regions[1].op: contains a control character (U+0085) at byte 6");
+	expect_error("\"source\": \"test\"", "\"source\": \"te\\u0000st\"", "source: contains a NUL byte");
+	/* other UTF-8 is welcome */
+	char buf[4096];
+	const char *p = strstr(good, "\"name\": \"fill\"");
+	snprintf(buf, sizeof buf, "%.*s\"name\": \"f\xc3\xbcll \xe2\x86\x92 \xf0\x9f\x98\x80\"%s", (int)(p - good), good,
+		 p + strlen("\"name\": \"fill\""));
+	Pim__Manifest *m = parse_ok(buf);
+	ck_assert_str_eq(m->regions[0]->name, "f\xc3\xbcll \xe2\x86\x92 \xf0\x9f\x98\x80");
+	pim__manifest__free_unpacked(m, NULL);
+
+	/* duplicate keys, at the top, in a region, in an operand, and spelt with an escape */
+	expect_error("\"source\": \"test\"", "\"source\": \"test\", \"name\": \"m2\"",
+		     "manifest: duplicate key \"name\" near line 1");
+	expect_error("\"n_total\": 1024", "\"n_total\": 1024, \"n_par\": 1",
+		     "manifest: duplicate key \"n_par\" near line 10");
+	expect_error("\"role\": \"in\"", "\"role\": \"in\", \"role\": \"out\"",
+		     "manifest: duplicate key \"role\" near line 11");
+	expect_error("\"source\": \"test\"", "\"source\": \"test\", \"n\\u0061me\": \"m2\"",
+		     "manifest: duplicate key \"name\"");
+	/* the same key in two objects is no duplicate: the good manifest has "id" in each */
+
+	/* a binary manifest is held to the same rules by manifest_validate */
+	m = parse_ok(good);
+	struct pim_error err = { 0 };
+	free(m->regions[1]->name);
+	m->regions[1]->name = strdup("acc\xe2\x82"); /* a character cut short */
+	ck_assert_int_eq(manifest_validate(m, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "regions[1].name: invalid UTF-8 at byte 3");
+	free(m->regions[1]->name);
+	m->regions[1]->name = strdup("\xed\xa0\x80"); /* a UTF-16 surrogate */
+	ck_assert_int_eq(manifest_validate(m, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "regions[1].name: invalid UTF-8 at byte 0");
+	free(m->regions[1]->name);
+	m->regions[1]->name = strdup("\xc0\xaf"); /* an overlong '/' */
+	ck_assert_int_eq(manifest_validate(m, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "regions[1].name: invalid UTF-8 at byte 0");
+	free(m->regions[1]->name);
+	m->regions[1]->name = strdup("acc");
+	/* a model name echoed in an error is cut at a character boundary, never inside one */
+	free(m->name);
+	char name[80];
+	memset(name, 'a', 63);
+	snprintf(name + 63, sizeof name - 63, "\xc3\xa9tail");  /* 'é' across byte 64 */
+	m->name = strdup(name);
+	ck_assert_int_eq(manifest_validate(m, &err), -EINVAL);
+	char want[100];
+	snprintf(want, sizeof want, "name: \"%.63s\" is not a valid model name", name);
+	ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("manifest");
@@ -271,5 +334,6 @@ int main(void)
 	tcase_add_test(tc, bundled_example_is_valid);
 	tcase_add_test(tc, names);
 	tcase_add_test(tc, digest);
+	tcase_add_test(tc, text_rules);
 	return test_run_suite(s);
 }

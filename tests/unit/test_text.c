@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the text rules: util.c (text_check_n, text_prefix) and the check of every
+ * string of a request on the wire (rpc.c, rpc_check_strings). */
+#include <string.h>
+
+#include "rpc.h"
+#include "test_util.h"
+
+static const char *check(const char *s, size_t len, unsigned flags)
+{
+	static struct pim_error err;
+	err = (struct pim_error){ 0 };
+	int r = text_check_n("f", s, len, 16, flags, &err);
+	ck_assert_int_eq(r, r ? -EINVAL : 0);
+	return r ? err.msg : NULL;
+}
+
+START_TEST(utf8_and_control_characters)
+{
+	ck_assert_ptr_null(check("", 0, 0));
+	ck_assert_str_eq(check("", 0, TEXT_REQUIRED), "f: must not be empty");
+	ck_assert_ptr_null(check("abc", 3, 0));
+	ck_assert_ptr_null(check("\xc3\xa9\xe2\x82\xac\xf4\x8f\xbf\xbf", 9, 0)); /* é € U+10FFFF */
+	ck_assert_str_eq(check("0123456789abcdefg", 17, 0), "f: 17 bytes, at most 16 allowed");
+	/* malformed: stray continuation, cut short, overlong, surrogate, beyond U+10FFFF, 0xff */
+	ck_assert_str_eq(check("a\x80", 2, 0), "f: invalid UTF-8 at byte 1");
+	ck_assert_str_eq(check("ab\xe2\x82", 4, 0), "f: invalid UTF-8 at byte 2");
+	ck_assert_str_eq(check("\xc1\xbf", 2, 0), "f: invalid UTF-8 at byte 0");
+	ck_assert_str_eq(check("\xe0\x80\xaf", 3, 0), "f: invalid UTF-8 at byte 0");
+	ck_assert_str_eq(check("\xed\xbf\xbf", 3, 0), "f: invalid UTF-8 at byte 0");
+	ck_assert_str_eq(check("\xf4\x90\x80\x80", 4, 0), "f: invalid UTF-8 at byte 0");
+	ck_assert_str_eq(check("x\xff", 2, 0), "f: invalid UTF-8 at byte 1");
+	/* NUL inside a string of given length */
+	ck_assert_str_eq(check("nul\0evil", 8, 0), "f: contains a NUL byte at byte 3");
+	ck_assert_str_eq(check("nul\0evil", 8, TEXT_ANY_CONTROL), "f: contains a NUL byte at byte 3");
+	/* controls: C0, DEL, C1; lines where asked for; anything for the wire-level check */
+	ck_assert_str_eq(check("a\tb", 3, 0), "f: contains a control character (U+0009) at byte 1");
+	ck_assert_str_eq(check("a\x7f", 2, 0), "f: contains a control character (U+007F) at byte 1");
+	ck_assert_str_eq(check("\xc2\x9b", 2, 0), "f: contains a control character (U+009B) at byte 0");
+	ck_assert_str_eq(check("\x1b[2J", 4, 0), "f: contains a control character (U+001B) at byte 0");
+	ck_assert_ptr_null(check("a,b\r\n\tc\n", 8, TEXT_LINES));
+	ck_assert_str_eq(check("a\x7f\n", 3, TEXT_LINES), "f: contains a control character (U+007F) at byte 1");
+	ck_assert_ptr_null(check("\x1b\x7f\xc2\x85", 4, TEXT_ANY_CONTROL));
+	/* the NUL-terminated form */
+	struct pim_error err = { 0 };
+	ck_assert_int_eq(text_check("g", NULL, 4, 0, &err), 0);
+	ck_assert_int_eq(text_check("g", NULL, 4, TEXT_REQUIRED, &err), -EINVAL);
+	ck_assert_int_eq(text_check("g", "abcde", 4, 0, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "g: 5 bytes, at most 4 allowed");
+}
+END_TEST
+
+START_TEST(prefixes_end_at_character_boundaries)
+{
+	ck_assert_uint_eq(text_prefix("abc", 64), 3);
+	ck_assert_uint_eq(text_prefix("abc", 2), 2);
+	ck_assert_uint_eq(text_prefix("", 2), 0);
+	/* "aé": the 2-byte é does not fit in 2 bytes, whole in 3 */
+	ck_assert_uint_eq(text_prefix("a\xc3\xa9", 2), 1);
+	ck_assert_uint_eq(text_prefix("a\xc3\xa9", 3), 3);
+	/* a 4-byte character at the limit */
+	ck_assert_uint_eq(text_prefix("ab\xf0\x9f\x98\x80", 5), 2);
+	ck_assert_uint_eq(text_prefix("ab\xf0\x9f\x98\x80", 6), 6);
+	/* stops before invalid bytes and control characters */
+	ck_assert_uint_eq(text_prefix("ab\xff" "cd", 64), 2);
+	ck_assert_uint_eq(text_prefix("ab\x1b[31m", 64), 2);
+	ck_assert_uint_eq(text_prefix("ab\x7f", 64), 2);
+	char buf[80];
+	int n = snprintf(buf, sizeof buf, "\"%.*s\"", TEXT_ECHO("xy\xe2\x82\xac", 4));
+	ck_assert_int_eq(n, 4);
+	ck_assert_str_eq(buf, "\"xy\"");
+	n = snprintf(buf, sizeof buf, "\"%.*s\"", TEXT_ECHO((const char *)NULL, 4));
+	ck_assert_str_eq(buf, "\"\"");
+}
+END_TEST
+
+/* A packed Request with a model_load whose manifest has the given name and one region. */
+static uint8_t *packed_request(const char *name, const char *region, size_t *len)
+{
+	Pim__Region r = PIM__REGION__INIT, *rs[1] = { &r };
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
+	Pim__Request req = PIM__REQUEST__INIT;
+	r.name = (char *)region;
+	r.op = "op";
+	m.name = (char *)name;
+	m.n_regions = 1;
+	m.regions = rs;
+	ml.manifest = &m;
+	req.id = 7;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+	req.model_load = &ml;
+	size_t n = pim__request__get_packed_size(&req);
+	uint8_t *b = malloc(n);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(pim__request__pack(&req, b), n);
+	*len = n;
+	return b;
+}
+
+START_TEST(strings_are_checked_on_the_wire)
+{
+	struct pim_error err = { 0 };
+	size_t len;
+
+	/* a well-formed request passes */
+	uint8_t *b = packed_request("m1", "r\xc3\xa9gion", &len);
+	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), 0);
+	free(b);
+
+	/* "nul\0evil": protobuf-c itself hands the name over as "nul" */
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	m.name = "nulXevil";
+	uint8_t buf[64];
+	size_t n = pim__manifest__pack(&m, buf);
+	uint8_t *x = memchr(buf, 'X', n);
+	ck_assert_ptr_nonnull(x);
+	*x = 0;
+	Pim__Manifest *got = pim__manifest__unpack(NULL, n, buf);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_str_eq(got->name, "nul");
+	pim__manifest__free_unpacked(got, NULL);
+	ck_assert_int_eq(rpc_check_strings(&pim__manifest__descriptor, buf, n, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "name: contains a NUL byte at byte 3");
+
+	/* the same deep in a request, with the path of the field */
+	b = packed_request("m1", "regXon", &len);
+	x = memchr(b, 'X', len);
+	ck_assert_ptr_nonnull(x);
+	*x = 0;
+	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "model_load.manifest.regions[0].name: contains a NUL byte at byte 3");
+	*x = 0xff;
+	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "model_load.manifest.regions[0].name: invalid UTF-8 at byte 3");
+	/* control characters are the fields' business, not the wire's */
+	*x = 0x7f;
+	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), 0);
+	/* a length running past the end is not a message */
+	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len - 1, &err), -EPROTO);
+	free(b);
+
+	/* the index of a repeated message: the third region */
+	Pim__Region r[3] = { PIM__REGION__INIT, PIM__REGION__INIT, PIM__REGION__INIT };
+	Pim__Region *rs[3] = { &r[0], &r[1], &r[2] };
+	r[0].name = "a";
+	r[1].name = "b";
+	r[2].name = "cXc";
+	m.name = "ok";
+	m.n_regions = 3;
+	m.regions = rs;
+	uint8_t big[256];
+	n = pim__manifest__pack(&m, big);
+	x = memchr(big, 'X', n);
+	*x = 0xc0;
+	ck_assert_int_eq(rpc_check_strings(&pim__manifest__descriptor, big, n, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "regions[2].name: invalid UTF-8 at byte 1");
+	/* bytes fields and unknown fields are not strings: tag 15 (unknown), wire type 2 */
+	const uint8_t unknown[] = { 0x7a, 0x02, 0xff, 0x00 };
+	ck_assert_int_eq(rpc_check_strings(&pim__manifest__descriptor, unknown, sizeof unknown, &err), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("text");
+	TCase *tc = test_case(s, "text");
+	tcase_add_test(tc, utf8_and_control_characters);
+	tcase_add_test(tc, prefixes_end_at_character_boundaries);
+	tcase_add_test(tc, strings_are_checked_on_the_wire);
+	return test_run_suite(s);
+}
