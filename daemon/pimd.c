@@ -422,6 +422,9 @@ int main(int argc, char **argv)
 		log_error("Cannot open the store: %s", err.msg);
 		return 1;
 	}
+	if (!store_reserve_held(d.store))
+		log_warning("No room for the %u MiB reserve beside %s: on a full file system models "
+			    "may not be removable", STORE_RESERVE_BYTES >> 20, db_path);
 	platform_detect(&d.platform, &err);
 	if (store_platform_ensure(d.store, &d.platform.id, &d.platform.row, &err) < 0) {
 		log_error("Cannot record the platform: %s", err.msg);

@@ -383,9 +383,17 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 
 	if (r)
 		return r;
-	if (store_model_remove(ctx->store, name, peer->cred.uid, &err) < 0)
+	int k = store_model_remove(ctx->store, name, peer->cred.uid, &err);
+	if (k < 0) {
+		if (k == -ENOSPC)
+			log_warning("Cannot remove model \"%s\": %s", name, err.msg);
 		return rpc_error_from(req->id, &err);
+	}
 	log_info("Model \"%s\" removed by uid %u", name, (unsigned)peer->cred.uid);
+	if (k > 0)
+		log_warning("The file system of %s is full: model \"%s\" was removed with the room pimd "
+			    "keeps in reserve, which is %s", store_path(ctx->store), name,
+			    store_reserve_held(ctx->store) ? "restored" : "spent until space is freed");
 	r = rpc_response_new(req->id);
 	Pim__ModelRemoveReply *rr = malloc(sizeof *rr);
 	char *n = strdup(name);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "store.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -120,6 +121,8 @@ static const char *const stmt_sql[ST__MAX] = {
 struct store {
 	sqlite3 *db;
 	char *path;
+	char *reserve_path;  /* path + "-reserve" */
+	bool reserve_held;   /* it holds STORE_RESERVE_BYTES */
 	unsigned version;
 	int models;  /* cached model count (-1: unknown); pimd is the only writer of its store */
 	sqlite3_stmt *stmt[ST__MAX];
@@ -214,6 +217,39 @@ static int migrate(struct store *s, const struct store_migration *migs, unsigned
 	return 0;
 }
 
+/* ---------------------------------------------------------------- the reserve
+ *
+ * SQLite needs room to delete: the write-ahead log grows by every page a removal touches
+ * before the pages are free in the database.  So that a model can be removed while the file
+ * system is full, the store keeps STORE_RESERVE_BYTES allocated in a file beside the database
+ * and gives them up for a removal that fails for lack of room (store_model_remove). */
+
+static int reserve_fill(struct store *s)
+{
+	_cleanup_(closep) int fd = open(s->reserve_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = posix_fallocate(fd, 0, STORE_RESERVE_BYTES);
+	if (r != 0) {
+		/* all or nothing: a part would only be taken from what the database needs */
+		if (ftruncate(fd, 0) < 0)
+			return -errno;
+		return -r;
+	}
+	s->reserve_held = true;
+	return 0;
+}
+
+static void reserve_release(struct store *s)
+{
+	if (truncate(s->reserve_path, 0) == 0 || errno == ENOENT)
+		s->reserve_held = false;
+}
+
+bool store_reserve_held(struct store *s) { return s->reserve_held; }
+
 int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
 		    unsigned n_migs, struct store **out, struct pim_error *err)
 {
@@ -226,7 +262,8 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 		return err_set(err, -ENOMEM, "out of memory");
 	s->models = -1;
 	s->path = strdup(path);
-	if (!s->path) {
+	if (!s->path || asprintf(&s->reserve_path, "%s-reserve", path) < 0) {
+		free(s->path);
 		free(s);
 		return err_set(err, -ENOMEM, "out of memory");
 	}
@@ -264,6 +301,8 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 			r = db_err(s, err, "preparing statements");
 			goto fail;
 		}
+	/* Without room for the reserve the store still works; store_reserve_held tells. */
+	(void)reserve_fill(s);
 	*out = s;
 	return 0;
 fail:
@@ -284,6 +323,7 @@ void store_close(struct store *s)
 		sqlite3_finalize(s->stmt[i]);
 	sqlite3_close(s->db);
 	free(s->path);
+	free(s->reserve_path);
 	free(s);
 }
 
@@ -729,7 +769,7 @@ out:
 	return 0;
 }
 
-int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err)
+static int model_remove_once(struct store *s, const char *name, uid_t uid, struct pim_error *err)
 {
 	int64_t id;
 	uint32_t owner;
@@ -758,6 +798,33 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 fail:
 	rollback(s);
 	return r;
+}
+
+int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err)
+{
+	int r = model_remove_once(s, name, uid, err);
+
+	if (r == 0 && !s->reserve_held)
+		(void)reserve_fill(s); /* room may have come back */
+	if (r != -ENOSPC)
+		return r;
+	if (!s->reserve_held)
+		return err_prefix(err, "the file system is full and pimd holds no reserve (it could not "
+				  "allocate it, or spent it); free some space");
+	/* Give up the reserve; fold the log into the database so that the removal writes the
+	 * log from its start, over room it already has (RESTART), using the reserve's room only
+	 * for what does not fit; remove; fold that in too, so the next change reuses the log's
+	 * room in turn.  The reserve is taken back only if the room is there: the log keeps its
+	 * size, and the removed model's pages are free inside the database for later changes. */
+	reserve_release(s);
+	sqlite3_exec(s->db, "PRAGMA wal_checkpoint(RESTART)", NULL, NULL, NULL);
+	r = model_remove_once(s, name, uid, err);
+	sqlite3_exec(s->db, "PRAGMA wal_checkpoint(RESTART)", NULL, NULL, NULL);
+	(void)reserve_fill(s);
+	if (r == -ENOSPC)
+		return err_prefix(err, "the file system is full, and the removal needs more room than "
+				  "pimd's reserve of %u MiB; free some space", STORE_RESERVE_BYTES >> 20);
+	return r < 0 ? r : 1;
 }
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err)

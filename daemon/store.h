@@ -57,8 +57,15 @@ int store_model_list(struct store *s, Pim__ModelSummary ***out, size_t *n, struc
 int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summary,
 		    Pim__Manifest **manifest, struct pim_error *err);
 
-/* Removes a model; only its owner, uid 0 or the daemon's own uid may (-EPERM). */
+/* Removes a model; only its owner, uid 0 or the daemon's own uid may (-EPERM).  When the file
+ * system is full (-ENOSPC), the removal is retried with the reserve's room, and returns 1 if it
+ * succeeded so. */
 int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err);
+
+/* Room kept beside the database (path-reserve) for removing models on a full file system. */
+#define STORE_RESERVE_BYTES (8u << 20)
+/* False when the reserve could not be allocated (or was spent and not yet restored). */
+bool store_reserve_held(struct store *s);
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err);
 

@@ -14,7 +14,8 @@ fail=0
 PID=
 
 cleanup() {
-	[ -n "$PID" ] && kill "$PID" 2>/dev/null
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	mountpoint -q "$T/full" 2>/dev/null && umount "$T/full"
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -441,6 +442,63 @@ kill -TERM "$DPID"
 i=0; while kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 check "a detached pimd stops on SIGTERM" [ $i -lt 100 ]
 check "and removes its socket" [ ! -e "$S" ]
+
+# ------------------------------------------------------------ a full file system
+# pimd's store on a small tmpfs, filled with models and then a file: a model can be removed with
+# the reserve, and not without it.  Needs root for the mounts.
+F=$T/full
+gen_model() { # gen_model NAME REGIONS
+	awk -v name="$1" -v n="$2" 'BEGIN {
+		printf "{ \"name\": \"%s\", \"allocations\": [ { \"id\": 0, \"bytes\": 4096, \"kind\": \"argument\" } ], \"regions\": [", name
+		for (i = 0; i < n; i++)
+			printf "%s{ \"id\": %d, \"name\": \"region-%d\", \"op\": \"linalg.generic\", \"order\": %d, \"n_par\": 16, \"n_total\": 16, \"location\": \"model.mlir:%d:1\", \"operands\": [ { \"allocation\": 0, \"bytes\": 4096, \"role\": \"in\" } ] }", i ? ", " : "", i, i, i, i
+		printf "] }\n" }'
+}
+fill_up() { # fill_up SOCKET: two models, the log folded in and emptied, a file fills the rest
+	for n in 1 2; do
+		sed "s/\"name\": \"big\"/\"name\": \"full-$n\"/" "$T/big.json" > "$T/full.json"
+		"$PIMCTL" --socket "$1" model load "$T/full.json" >/dev/null || return 1
+	done
+	sqlite3 "$F/state/pimd.db" 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null || return 1
+	dd if=/dev/zero of="$F/filler" bs=4k 2>/dev/null
+	[ "$(df -k --output=avail "$F" | tail -1)" -eq 0 ]
+}
+gen_model big 4000 > "$T/big.json"
+mkdir -p "$F"
+if mount -t tmpfs -o size=4m,mode=0755 pimd-e2e-full "$F" 2>/dev/null; then
+	# without a reserve (a directory is in its way) a removal fails, and says why
+	mkdir -p "$F/state/pimd.db-reserve"
+	"$PIMD" --foreground --socket "$T/full.sock" --state-dir "$F/state" 2>"$T/log" &
+	PID=$!
+	wait_ready "$T/full.sock"
+	check "pimd warns when it cannot allocate the reserve" grep -q "No room for the 8 MiB reserve" "$T/log"
+	check "models and a file fill a 4 MiB file system" fill_up "$T/full.sock"
+	expect_rc 1 "the file system is full and pimd holds no reserve" \
+		"without the reserve a model cannot be removed from a full file system" \
+		"$PIMCTL" --socket "$T/full.sock" model remove full-1
+	kill -TERM "$PID"; wait_exit "$PID"; PID=
+	umount "$F"
+	mount -t tmpfs -o size=12m,mode=0755 pimd-e2e-full "$F"
+	"$PIMD" --foreground --socket "$T/full.sock" --state-dir "$F/state" 2>"$T/log" &
+	PID=$!
+	wait_ready "$T/full.sock"
+	check "the reserve is allocated beside the database" \
+		[ "$(stat -c %s "$F/state/pimd.db-reserve")" -eq 8388608 ]
+	check "models and a file fill a 12 MiB file system" fill_up "$T/full.sock"
+	expect_rc 0 "Removed model full-1" "on a full file system a model is removed with the reserve" \
+		"$PIMCTL" --socket "$T/full.sock" model remove full-1
+	check "pimd says it used the reserve" \
+		grep -q 'model "full-1" was removed with the room pimd keeps in reserve, which is spent' "$T/log"
+	gen_model full-new 100 > "$T/full.json"
+	expect_rc 0 "Loaded model full-new" "the removed model's room takes a new model" \
+		"$PIMCTL" --socket "$T/full.sock" model load "$T/full.json"
+	kill -TERM "$PID"; wait_exit "$PID"; PID=
+	check "the store on the full file system is intact" \
+		sh -c "[ \"\$(sqlite3 '$F/state/pimd.db' 'PRAGMA integrity_check')\" = ok ]"
+	umount "$F"
+else
+	echo "skip a full file system: mounting a tmpfs needs root (CAP_SYS_ADMIN)"
+fi
 
 # ------------------------------------------------------------ kill -9 during ingest
 "$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/root.conf" 2>"$T/log" &

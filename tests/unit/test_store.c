@@ -2,6 +2,7 @@
 /* Unit tests of daemon/store.c: migrations, the model tables, ownership. */
 #include <sqlite3.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "manifest.h"
 #include "store.h"
@@ -473,6 +474,34 @@ START_TEST(damaged_database_is_refused)
 }
 END_TEST
 
+/* The reserve for removals on a full file system: allocated beside the database; a store
+ * without room for it still works and says so. */
+START_TEST(reserve_beside_the_database)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	char reserve[160];
+	struct stat st;
+
+	snprintf(reserve, sizeof reserve, "%s-reserve", path);
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert(store_reserve_held(s));
+	ck_assert_int_eq(stat(reserve, &st), 0);
+	ck_assert_int_eq(st.st_size, STORE_RESERVE_BYTES);
+	ck_assert_int_ge((long long)st.st_blocks * 512, STORE_RESERVE_BYTES); /* allocated, not sparse */
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	store_close(s);
+	ck_assert_int_eq(unlink(reserve), 0);
+	ck_assert_int_eq(mkdir(reserve, 0700), 0);
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert(!store_reserve_held(s));
+	unsigned n = 9;
+	ck_assert_int_eq(store_model_count(s, &n, &err), 0);
+	ck_assert_uint_eq(n, 0);
+	store_close(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -487,5 +516,6 @@ int main(void)
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
 	tcase_add_test(tc, damaged_database_is_refused);
+	tcase_add_test(tc, reserve_beside_the_database);
 	return test_run_suite(s);
 }
