@@ -140,9 +140,11 @@ $(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
 
 # ---------------------------------------------------------------- dependencies
-# Debian 12 packages the build, the tests and the demo need.  procps: kill(1) and ps for the tests.
+# Debian 12 packages the build, the tests and the demo need.  procps: kill(1) and ps for the tests;
+# e2fsprogs: mkfs.ext4 for make stress.
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
 	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux procps \
+	e2fsprogs \
 	$(MLIR_DEB_PKGS)
 
 # A machine without package lists (a fresh minimal install) needs "apt-get update" first.
@@ -263,6 +265,17 @@ fuzz:
 			build-fuzz/corpus-$$t tests/fuzz/corpus/$$dir || exit 1; \
 	done
 
+# ---------------------------------------------------------------- stress (root)
+# Tests too slow for make check, or that need root for loop mounts; see README, Testing.
+$(B)/tests/fs-shutdown: tests/stress/fs-shutdown.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
+
+stress: stress-durable
+
+stress-durable: all $(B)/tests/fs-shutdown
+	sh tests/stress/durable.sh $(B)
+
 # ---------------------------------------------------------------- demo
 demo: deps
 	$(MAKE) --no-print-directory all
@@ -318,10 +331,11 @@ help:
 	@echo "make demo       build, start pimd privately, load and show the example model, stop"
 	@echo "make check      every test: unit, end to end, units, man pages, install"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
-	@echo "make stress     availability under hostile clients at full scale (minutes)"
+	@echo "make stress     availability under hostile clients at full scale, and (root) stress-durable:"
+	@echo "                acknowledged data on an ext4 that fails (minutes)"
 	@echo "make bench      benchmarks (ratios measured side by side in one run)"
 	@echo "make jitq-report  JIT-Q figures of the models beside the paper's"
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help stress
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help stress stress-durable
