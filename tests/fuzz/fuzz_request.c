@@ -3,7 +3,8 @@
  * Fuzz target: one frame payload as the daemon receives it — decoded as a Request (measured
  * first, under the same budget as pimd's, decode.c) and answered
  * by rpc_handle() against a real store — so the decoder, manifest validation and the store's
- * handling of anything a client can send are covered.  Built by "make fuzz" (libFuzzer) and, with
+ * handling of anything a client can send are covered, with the wire check of strings
+ * (rpc_check_strings) in front as in server.c.  Built by "make fuzz" (libFuzzer) and, with
  * tests/fuzz/replay.c, by "make check" to replay the corpus.
  */
 #include <stdint.h>
@@ -80,8 +81,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!store)
 		init();
+	/* The wire check of strings runs on every input, malformed ones too; as in the daemon, a
+	 * request it refuses does not reach the handlers. */
+	struct pim_error text_err = { 0 };
+	bool bad_text = rpc_check_strings(&pim__request__descriptor, data, size, &text_err) < 0;
 	if (decode_request(data, size, &budget, &req, &err) < 0)
 		return 0;
+	if (bad_text) {
+		pim__request__free_unpacked(req, &budget.alloc);
+		return 0;
+	}
 	/* both connection states: before and after Hello */
 	peer.hello_done = size & 1;
 	Pim__Response *resp = rpc_handle(&ctx, &peer, req, &after, NULL);
