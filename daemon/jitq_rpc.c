@@ -607,8 +607,9 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0) {
 		if (mx_ocp_format_from_name(q->format, &ocp_fmt) < 0)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "format \"%.32s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
-						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", q->format);
+						  "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8",
+						  TEXT_ECHO(q->format, 32));
 		ocp = true;
 	}
 	if (q->direction && *q->direction) {
@@ -618,7 +619,7 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 			dir = MX_DIR_COL;
 		else
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "direction \"%.16s\" is not row or col", q->direction);
+						  "direction \"%.*s\" is not row or col", TEXT_ECHO(q->direction, 16));
 	}
 	const char *name = ocp ? mx_ocp_format_name(ocp_fmt) : mx_format_name(fmt);
 	int block = ocp ? MX_OCP_BLOCK : MX_BLOCK;

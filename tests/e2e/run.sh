@@ -414,15 +414,17 @@ expect_rc 1 "schema version 99 is newer than this pimd knows" "a newer database 
 	"$PIMD" --foreground --socket "$S" --state-dir "$T/state"
 sqlite3 "$T/state/pimd.db" "PRAGMA user_version = $V"
 # a copy of the store whose last pages are overwritten: refused, naming the file and what to do
+# (vacuumed first, so that the last pages hold data rather than free pages)
 mkdir -p "$T/damaged"
 cp "$T/state/pimd.db" "$T/damaged/pimd.db"
+sqlite3 "$T/damaged/pimd.db" 'VACUUM'
 PS=$(sqlite3 "$T/damaged/pimd.db" 'PRAGMA page_size') PC=$(sqlite3 "$T/damaged/pimd.db" 'PRAGMA page_count')
 head -c $((2 * PS)) /dev/zero | tr '\0' '\377' |
 	dd of="$T/damaged/pimd.db" bs="$PS" seek=$((PC - 2)) conv=notrunc 2>/dev/null
 SUM=$(cksum < "$T/damaged/pimd.db")
 expect_rc 1 "$T/damaged/pimd.db: the database is damaged (.*move the file aside" \
 	"a store with damaged last pages is refused at start, naming the file and what to do" \
-	"$PIMD" --foreground --socket "$T/damaged.sock" --state-dir "$T/damaged"
+	timeout 20 "$PIMD" --foreground --socket "$T/damaged.sock" --state-dir "$T/damaged"
 check "a refused damaged store is left as it was" [ "$(cksum < "$T/damaged/pimd.db")" = "$SUM" ]
 printf 'max_frame_bytes = 12\n' > "$T/bad.conf"
 expect_rc 1 "bad.conf:1: max_frame_bytes" "a bad config file stops start-up" \
