@@ -321,8 +321,8 @@ int jitq_config_set(struct jitq_config *c, const char *key, const char *value,
 		unsigned long v = strtoul(value, &end, 10);
 		if (errno || end == value || *end || value[0] == '-' || v < ints[i].lo ||
 		    v > ints[i].hi)
-			return err_set(err, -EINVAL, "%s \"%.32s\" must be an integer between %u and %u",
-				       key, value, ints[i].lo, ints[i].hi);
+			return err_set(err, -EINVAL, "%s \"%.*s\" must be an integer between %u and %u",
+				       key, TEXT_ECHO(value, 32), ints[i].lo, ints[i].hi);
 		*(uint32_t *)((char *)c + ints[i].off) = (uint32_t)v;
 		return 0;
 	}
@@ -332,20 +332,21 @@ int jitq_config_set(struct jitq_config *c, const char *key, const char *value,
 		errno = 0;
 		double v = strtod(value, &end);
 		if (errno || end == value || *end || !isfinite(v) || v < 0 || v > reals[i].hi)
-			return err_set(err, -EINVAL, "%s \"%.32s\" must be a number between 0 and %g",
-				       key, value, reals[i].hi);
+			return err_set(err, -EINVAL, "%s \"%.*s\" must be a number between 0 and %g",
+				       key, TEXT_ECHO(value, 32), reals[i].hi);
 		*(double *)((char *)c + reals[i].off) = v;
 		return 0;
 	}
 	if (strcmp(key, "activations") == 0) {
 		if (jitq_act_from_name(value, &c->fp.act) < 0)
-			return err_set(err, -EINVAL, "activations \"%.32s\" is not full, selective, "
-				       "recompute or none", value);
+			return err_set(err, -EINVAL, "activations \"%.*s\" is not full, selective, "
+				       "recompute or none", TEXT_ECHO(value, 32));
 		return 0;
 	}
 	if (strcmp(key, "layout") == 0) {
 		if (jitq_layout_from_name(value, &c->layout) < 0)
-			return err_set(err, -EINVAL, "layout \"%.32s\" is not in-out or out-in", value);
+			return err_set(err, -EINVAL, "layout \"%.*s\" is not in-out or out-in",
+					       TEXT_ECHO(value, 32));
 		return 0;
 	}
 	return -ENOENT;

@@ -145,7 +145,8 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	if (q->config && *q->config && strcmp(q->config, "default") != 0) {
 		if (strcmp(q->config, "paper") != 0)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "config \"%.32s\" is not default or paper", q->config);
+						  "config \"%.*s\" is not default or paper",
+						  TEXT_ECHO(q->config, 32));
 		paper = true;
 		jitq_config_paper(&cfg);
 		pimsim_params_paper(&pp);
@@ -160,7 +161,8 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 		size_t kl = eq ? (size_t)(eq - kv) : 0;
 		if (strlen(kv) > 127 || !eq || kl == 0 || kl >= sizeof key)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "setting \"%.40s\": expected KEY=VALUE of at most 127 bytes", kv);
+						  "setting \"%.*s\": expected KEY=VALUE of at most 127 bytes",
+						  TEXT_ECHO(kv, 40));
 		memcpy(key, kv, kl);
 		key[kl] = 0;
 		for (size_t j = 0; j < i; j++)
@@ -476,7 +478,8 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 		enum pimsim_kernel kk;
 		if (pimsim_kernel_from_name(q->kernel, &kk) < 0)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "kernel \"%.32s\" is not exact or paper", q->kernel);
+						  "kernel \"%.*s\" is not exact or paper",
+						  TEXT_ECHO(q->kernel, 32));
 		if (!pim)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 						  "a kernel needs a PIM engine (tiled, strided or strided-opt)");
