@@ -145,7 +145,7 @@ $(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
 	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux procps \
 	e2fsprogs \
-	$(MLIR_DEB_PKGS)
+	$(MLIR_DEB_PKGS) $(ONNX_DEB_PKGS)
 
 # A machine without package lists (a fresh minimal install) needs "apt-get update" first.
 deps:
@@ -220,6 +220,8 @@ check: deps
 	$(MAKE) --no-print-directory check-e2e
 	$(MAKE) --no-print-directory check-fuzz-replay
 	$(MAKE) --no-print-directory check-compiler
+	$(MAKE) --no-print-directory check-onnx ONNX_TESTS_EVERY=$(ONNX_CHECK_EVERY)
+	$(MAKE) --no-print-directory check-torch
 	$(MAKE) --no-print-directory unit
 
 # ASan + UBSan build of everything, then the unit and end-to-end tests on it.

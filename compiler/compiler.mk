@@ -7,6 +7,10 @@
 #   compiler              the same
 #   compiler-examples     examples/NAME.mlir -> $(B)/examples/NAME.manifest.json + NAME.so
 #   check-compiler        tests/compiler (prints "compiler: N passed, M failed")
+#   check-onnx            ONNX's backend tests through pim-extract and the model library
+#                         (prints "onnx tests: N passed, R refused, W wrong")
+#   check-torch           examples/torch exported, extracted, run against PyTorch, profiled and
+#                         placed under a private pimd (prints "torch e2e: N passed, M failed")
 #
 # Variables for the top Makefile: MLIR_DEB_PKGS (add to make deps), MLIR_AVAILABLE (1 or
 # empty), PIM_EXTRACT, COMPILER_ALL (what "all" can depend on: pim-extract and the examples
@@ -19,6 +23,14 @@ COMPILER_SAVED_GOAL := $(.DEFAULT_GOAL)
 
 # llvm-19-dev: the llvm-c headers and libLLVM-19.so link name (clang-19 only recommends it).
 MLIR_DEB_PKGS := libmlir-19-dev mlir-19-tools clang-19 llvm-19-dev
+# The ONNX importer's onnx.proto (libonnx-dev), ONNX's backend tests (libonnx-testdata), and
+# the PyTorch path's exporter and test-data writer (python3-torch 1.13, python3-onnx).
+ONNX_DEB_PKGS := libonnx-dev libonnx-testdata python3-torch python3-onnx
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
+# check-onnx runs the library of every test it imports; make check one in ONNX_CHECK_EVERY.
+ONNX_TESTS_EVERY ?= 1
+ONNX_CHECK_EVERY ?= 3
 LLVM_DIR ?= /usr/lib/llvm-19
 # What the build reads, one file per package: MLIR is "available" only when all are there.
 MLIR_NEEDS := $(LLVM_DIR)/lib/libMLIRCAPIIR.a $(LLVM_DIR)/lib/libMLIR.so \
@@ -32,8 +44,8 @@ MLIR_LIBS := -Wl,--start-group $(LLVM_DIR)/lib/libMLIRCAPIIR.a \
 	-Wl,--end-group -L$(LLVM_DIR)/lib -lMLIR -lLLVM-19 -lstdc++ -lm -Wl,-rpath,$(LLVM_DIR)/lib
 
 PIM_EXTRACT := $(B)/pim-extract
-COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/model.c compiler/mlirx.c
-COMPILER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC))
+COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/model.c compiler/mlirx.c compiler/onnx.c
+COMPILER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC)) $(B)/obj/gen/onnx.pb-c.o
 EXAMPLE_MLIR := $(sort $(wildcard examples/*.mlir))
 EXAMPLE_NAMES := $(patsubst examples/%.mlir,%,$(EXAMPLE_MLIR))
 COMPILER_EXAMPLES := $(foreach n,$(EXAMPLE_NAMES),$(B)/examples/$(n).manifest.json $(B)/examples/$(n).so)
@@ -49,11 +61,23 @@ define MLIR_MISSING
 	@exit 1
 endef
 
+# protobuf-c code for ONNX, generated from the onnx.proto Debian installs (no copy kept here).
+$(B)/onnx/onnx.pb-c.c $(B)/onnx/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(B)/onnx
+	@[ -r $(ONNX_PROTO) ] || { echo "$(ONNX_PROTO) is missing: run 'make deps' (libonnx-dev)" >&2; exit 1; }
+	protoc-c --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(B)/onnx $(ONNX_PROTO)
+
+$(B)/obj/gen/onnx.pb-c.o: $(B)/onnx/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -I$(B)/onnx -MMD -MP -c -o $@ $<
+
+$(B)/obj/compiler/onnx.o: $(B)/onnx/onnx.pb-c.h
+
 # More specific than the top Makefile's $(B)/obj/%.o: the MLIR headers come in here only.
 $(B)/obj/compiler/%.o: compiler/%.c $(B)/proto/pim.pb-c.h
 	@mkdir -p $(dir $@)
 ifeq ($(MLIR_AVAILABLE),1)
-	$(CC) $(ALL_CFLAGS) $(MLIR_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(MLIR_CFLAGS) -I$(B)/onnx -MMD -MP -c -o $@ $<
 else
 	$(MLIR_MISSING)
 endif
@@ -79,6 +103,13 @@ $(COMPILER_TEST): tests/compiler/test_extract.c $(B)/libpimcore.a
 	$(CC) $(ALL_CFLAGS) -Itests/unit -rdynamic -o $@ $< $(B)/libpimcore.a $(LIBS_DAEMON) \
 		$(LIBS_CHECK) -ldl
 
+ONNX_RUN := $(B)/tests/compiler/onnx-run
+# onnx-run: runs a model library on ONNX test data; links the importer alone (no MLIR).
+$(ONNX_RUN): tests/compiler/onnx_run.c $(B)/obj/compiler/onnx.o $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icompiler -I$(B)/onnx -rdynamic -o $@ $< $(B)/obj/compiler/onnx.o \
+		$(B)/obj/gen/onnx.pb-c.o $(B)/libpimcore.a $(LIBS_DAEMON) -ldl
+
 # pimd and pimctl: run.sh loads every manifest and profiles every library through them.
 ifeq ($(MLIR_AVAILABLE),1)
 check-compiler: $(PIM_EXTRACT) $(COMPILER_EXAMPLES) $(COMPILER_TEST) $(B)/pimd $(B)/pimctl
@@ -88,6 +119,23 @@ check-compiler:
 	$(MLIR_MISSING)
 endif
 
-.PHONY: compiler compiler-examples check-compiler
+# ONNX's backend tests (libonnx-testdata) through pim-extract and onnx-run.
+ifeq ($(MLIR_AVAILABLE),1)
+check-onnx: $(PIM_EXTRACT) $(ONNX_RUN)
+	ONNX_TESTS_EVERY=$(ONNX_TESTS_EVERY) sh tests/compiler/onnx-tests.sh $(B) $(ONNX_TESTDATA)
+else
+check-onnx:
+	$(MLIR_MISSING)
+endif
+
+ifeq ($(MLIR_AVAILABLE),1)
+check-torch: $(PIM_EXTRACT) $(ONNX_RUN) $(B)/pimd $(B)/pimctl
+	sh tests/compiler/torch-e2e.sh $(B)
+else
+check-torch:
+	$(MLIR_MISSING)
+endif
+
+.PHONY: compiler compiler-examples check-compiler check-onnx check-torch
 
 .DEFAULT_GOAL := $(COMPILER_SAVED_GOAL)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pim-extract: a linalg-on-tensors MLIR module (Torch-MLIR's linalg backend output, static
- * shapes) in; the pimd model manifest (proto/pim.proto, message Manifest; JSON or protobuf) and
- * optionally the instrumented model library out.  See compiler/README.md.
+ * shapes) or an ONNX model (onnx.h imports it to such a module) in; the pimd model manifest
+ * (proto/pim.proto, message Manifest; JSON or protobuf) and optionally the instrumented model
+ * library out.  See compiler/README.md.
  *
  * Exit status: 0 done, 1 the input was refused or a step failed (nothing written), 2 usage.
  */
@@ -16,16 +17,17 @@
 #include "extract.h"
 #include "manifest.h"
 #include "model.h"
+#include "onnx.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: pim-extract [OPTIONS] INPUT.mlir\n"
-		"Turns a linalg-on-tensors module with static shapes into a pimd model manifest:\n"
-		"one region per loop nest, in program order.\n\n"
+		"Usage: pim-extract [OPTIONS] INPUT.mlir|INPUT.onnx\n"
+		"Turns a linalg-on-tensors module with static shapes, or an ONNX model, into a pimd\n"
+		"model manifest: one region per loop nest, in program order.\n\n"
 		"  -o, --output FILE      write the manifest to FILE (default: standard output)\n"
 		"      --binary           write the manifest as protobuf (default: JSON)\n"
-		"      --name NAME        model name (default: INPUT's basename without .mlir)\n"
+		"      --name NAME        model name (default: INPUT's basename without .mlir/.onnx)\n"
 		"      --entry FUNC       entry function (default: the only public function)\n"
 		"      --emit-model SO    also build the instrumented model library SO\n"
 		"      --cc PROGRAM       compiler for --emit-model (default: $PIM_EXTRACT_CC or %s)\n"
@@ -35,11 +37,15 @@ static void usage(FILE *f)
 		"                         zero-filled buffer allocated when the library is loaded\n"
 		"                         (small library, timing-only outputs; the manifest's source\n"
 		"                         says so); default real\n"
+		"      --input-shape NAME=D0xD1...\n"
+		"                         ONNX input: the static shape of graph input NAME (pins its\n"
+		"                         symbolic dimensions; repeatable)\n"
 		"  -h, --help             this text\n"
 		"      --version          the version\n\n"
 		"Refused input (parse errors, torch-dialect input, dynamic shapes, unsupported ops,\n"
-		"loops without constant bounds) is reported with its op and file:line:col; the exit\n"
-		"status is then 1 and no output file is written.\n",
+		"loops without constant bounds) is reported with its op and file:line:col, for ONNX\n"
+		"with the node's name, op type and attribute; the exit status is then 1 and no output\n"
+		"file is written.  INPUT is ONNX when it ends in .onnx or starts like a ModelProto.\n",
 		MODEL_CC_DEFAULT, EXTRACT_WEIGHTS_ZERO_MIN / 1024);
 }
 
@@ -137,10 +143,85 @@ static int serialize(const Pim__Manifest *m, bool binary, uint8_t **out, size_t 
 	return *out ? 0 : err_set(err, -ENOMEM, "out of memory");
 }
 
+/* An ONNX model imported to MLIR text in a file of its own (DIR/NAME.onnx.mlir with
+ * --save-temps, else a private temporary directory removed at exit). */
+struct imported {
+	char dir[4096];
+	char path[4096];
+	bool temp;
+};
+
+static void imported_done(struct imported *im)
+{
+	if (!im->temp)
+		return;
+	unlink(im->path);
+	rmdir(im->dir);
+	im->temp = false;
+}
+
+static int import_onnx(const char *input, const char *name, const struct onnx_shape *shapes,
+		       size_t n_shapes, const char *save_temps, struct imported *im, struct pim_error *err)
+{
+	struct onnx_options oo = { .input = input, .shapes = shapes, .n_shapes = n_shapes };
+	_cleanup_(freep) char *text = NULL;
+	size_t len = 0;
+	int r;
+
+	if ((r = onnx_import(&oo, &text, &len, err)) < 0)
+		return r;
+	if (save_temps) {
+		snprintf(im->path, sizeof im->path, "%s/%s.onnx.mlir", save_temps, name);
+	} else {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(im->dir, sizeof im->dir, "%s/pim-extract.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(im->dir))
+			return err_set(err, -errno, "cannot create a directory in %s: %s",
+				       tmp && *tmp ? tmp : "/tmp", strerror(errno));
+		snprintf(im->path, sizeof im->path, "%s/%s.mlir", im->dir, name);
+		im->temp = true;
+	}
+	_cleanup_(closep) int fd = open(im->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return err_set(err, -errno, "%s: %s", im->path, strerror(errno));
+	if ((r = write_all(fd, text, len)) < 0)
+		return err_set(err, r, "%s: %s", im->path, strerror(-r));
+	return 0;
+}
+
+/* The default model name of an ONNX input: its basename without .onnx. */
+static void onnx_model_name(const char *input, char *out, size_t n)
+{
+	const char *b = strrchr(input, '/');
+	b = b ? b + 1 : input;
+	size_t len = strlen(b);
+	if (len > 5 && strcmp(b + len - 5, ".onnx") == 0)
+		len -= 5;
+	snprintf(out, n, "%.*s", (int)len, b);
+}
+
+/* Messages of the pipeline name the imported text's path: name the model instead. */
+static void rename_in_message(struct pim_error *err, const char *from, const char *to)
+{
+	char *p = *from ? strstr(err->msg, from) : NULL;
+	if (!p && err->msg[0] == ':') {
+		/* A location without a file: the imported ops carry node names instead. */
+		char tail[sizeof err->msg];
+		snprintf(tail, sizeof tail, "%s", err->msg);
+		snprintf(err->msg, sizeof err->msg, "%s (imported)%s", to, tail);
+		return;
+	}
+	if (!p)
+		return;
+	char tail[sizeof err->msg];
+	snprintf(tail, sizeof tail, "%s", p + strlen(from));
+	snprintf(p, sizeof err->msg - (size_t)(p - err->msg), "%s (imported)%s", to, tail);
+}
+
 int main(int argc, char **argv)
 {
 	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_WEIGHTS,
-	       OPT_VERSION };
+	       OPT_VERSION, OPT_INPUT_SHAPE };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "binary", no_argument, NULL, OPT_BINARY },
@@ -150,6 +231,7 @@ int main(int argc, char **argv)
 		{ "cc", required_argument, NULL, OPT_CC },
 		{ "save-temps", required_argument, NULL, OPT_SAVE_TEMPS },
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
+		{ "input-shape", required_argument, NULL, OPT_INPUT_SHAPE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -157,6 +239,9 @@ int main(int argc, char **argv)
 	struct extract_options o = { 0 };
 	const char *output = NULL, *model = NULL, *cc = getenv("PIM_EXTRACT_CC");
 	bool binary = false;
+	static struct onnx_shape shapes[ONNX_SHAPES_MAX];
+	size_t n_shapes = 0;
+	struct pim_error err = { 0 };
 	int c;
 
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -178,20 +263,36 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_INPUT_SHAPE:
+			if (n_shapes == ONNX_SHAPES_MAX) {
+				fprintf(stderr, "pim-extract: at most %d --input-shape options\n", ONNX_SHAPES_MAX);
+				return 2;
+			}
+			if (onnx_parse_input_shape(optarg, &shapes[n_shapes++], &err) < 0) {
+				fprintf(stderr, "pim-extract: %s\n", err.msg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		case OPT_VERSION: printf("pim-extract %s (MLIR 19)\n", PIMD_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "pim-extract: expected one INPUT.mlir (see --help)\n");
+		fprintf(stderr, "pim-extract: expected one INPUT.mlir or INPUT.onnx (see --help)\n");
 		return 2;
 	}
 	o.input = argv[optind];
 	if (!cc || !*cc)
 		cc = MODEL_CC_DEFAULT;
+	bool is_onnx = onnx_is_model(o.input);
+	if (n_shapes && !is_onnx) {
+		fprintf(stderr, "pim-extract: --input-shape applies to ONNX input only\n");
+		return 2;
+	}
 
-	struct pim_error err = { 0 };
+	_cleanup_(imported_done) struct imported im = { 0 };
+	char onnx_name[MANIFEST_NAME_MAX + 1];
 	_cleanup_(extract_freep) struct extract *x = NULL;
 	_cleanup_(manifest_freep) Pim__Manifest *m = NULL;
 	_cleanup_(freep) uint8_t *bytes = NULL;
@@ -199,8 +300,33 @@ int main(int argc, char **argv)
 	size_t len = 0;
 	int r;
 
-	if ((r = extract_run(&o, &x, &err)) < 0 || (r = extract_manifest(x, &m, &err)) < 0 ||
-	    (r = serialize(m, binary, &bytes, &len, &err)) < 0)
+	if (is_onnx) {
+		if (!o.name) {
+			onnx_model_name(o.input, onnx_name, sizeof onnx_name);
+			o.name = onnx_name;
+		}
+		if ((r = import_onnx(o.input, o.name, shapes, n_shapes, o.save_temps, &im, &err)) < 0)
+			goto fail;
+		o.input = im.path;
+	}
+	if ((r = extract_run(&o, &x, &err)) < 0 || (r = extract_manifest(x, &m, &err)) < 0)
+		goto fail;
+	if (is_onnx) {
+		/* The manifest names the model file, not the imported text (a label after the
+		 * path, --weights zero's, stays). */
+		size_t n = strlen(im.path);
+		const char *rest = strncmp(m->source, im.path, n) == 0 ? m->source + n : "";
+		char *src = NULL;
+		if (asprintf(&src, "%s%s", argv[optind], rest) < 0)
+			src = NULL;
+		if (!src) {
+			r = err_set(&err, -ENOMEM, "out of memory");
+			goto fail;
+		}
+		free(m->source);
+		m->source = src;
+	}
+	if ((r = serialize(m, binary, &bytes, &len, &err)) < 0)
 		goto fail;
 	if (model) {
 		if ((r = staged_open(&out_model, model, &err)) < 0)
@@ -236,6 +362,8 @@ int main(int argc, char **argv)
 fail:
 	staged_discard(&out_model);
 	staged_discard(&out_manifest);
+	if (is_onnx && *im.path)
+		rename_in_message(&err, im.path, argv[optind]);
 	fprintf(stderr, "pim-extract: %s\n", err.msg);
 	return 1;
 }
