@@ -329,9 +329,11 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	return resp;
 }
 
-/* A quantization in flight (rpc_deferred): its own copies of the tensor and the PIM model. */
-struct quantize_job {
+/* A quantization or dequantization in flight (rpc_deferred): its own copy of the input (and
+ * for a quantization through the PIM model, of the model's parameters). */
+struct mx_job {
 	uint64_t id;
+	bool dequantize; /* else quantize */
 	bool pim, ocp;
 	enum mx_format fmt;
 	enum mx_ocp_format ocp_fmt;
@@ -346,7 +348,7 @@ struct quantize_job {
 };
 
 /* On the work thread: quantizes and builds the reply (NULL when out of memory). */
-static Pim__Response *quantize_job_reply(struct quantize_job *j)
+static Pim__Response *quantize_job_reply(struct mx_job *j)
 {
 	struct pim_error err = { 0 };
 	uint8_t *out = malloc(j->out_len);
@@ -408,27 +410,91 @@ static Pim__Response *quantize_job_reply(struct quantize_job *j)
 	return resp;
 }
 
-static void quantize_job_run(void *data)
+/* On the work thread: dequantizes and builds the reply (NULL when out of memory). */
+static Pim__Response *dequantize_job_reply(struct mx_job *j)
 {
-	struct quantize_job *j = data;
-	j->resp = quantize_job_reply(j);
+	struct pim_error err = { 0 };
+	size_t count = (size_t)j->rows * j->cols;
+	float *out = malloc(count * sizeof(float));
+	Pim__Response *resp = rpc_response_new(j->id);
+	Pim__JitqDequantizeReply *r = malloc(sizeof *r);
+	if (!out || !resp || !r) {
+		free(out);
+		free(resp);
+		free(r);
+		return NULL;
+	}
+	int k = j->ocp ? mx_ocp_dequantize_tensor(j->ocp_fmt, j->data, j->len, j->rows, j->cols, j->dir, out,
+						  count, &err)
+		       : mx_dequantize_tensor(j->fmt, j->data, j->len, j->rows, j->cols, j->dir, out, count,
+					      &err);
+	if (k < 0) {
+		free(out);
+		free(resp);
+		free(r);
+		return rpc_error_from(j->id, &err);
+	}
+	pim__jitq_dequantize_reply__init(r);
+	size_t bb = j->ocp ? mx_ocp_block_bytes(j->ocp_fmt) : mx_block_bytes(j->fmt);
+	r->blocks = j->len / bb;
+	/* byte 0 of every block is its exponent or scale; 255 marks a NaN block in both families */
+	for (size_t i = 0; i < j->len; i += bb)
+		r->nan_blocks += ((const uint8_t *)j->data)[i] == (j->ocp ? MX_OCP_SCALE_NAN : MX_EXP_NAN);
+	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
+	r->data.data = (uint8_t *)out;
+	r->data.len = count * sizeof(float);
+	resp->body_case = PIM__RESPONSE__BODY_JITQ_DEQUANTIZE;
+	resp->jitq_dequantize = r;
+	return resp;
 }
 
-static Pim__Response *quantize_job_finish(void *data)
+static void mx_job_run(void *data)
 {
-	struct quantize_job *j = data;
+	struct mx_job *j = data;
+	j->resp = j->dequantize ? dequantize_job_reply(j) : quantize_job_reply(j);
+}
+
+static Pim__Response *mx_job_finish(void *data)
+{
+	struct mx_job *j = data;
 	Pim__Response *r = j->resp;
 	j->resp = NULL;
 	return r;
 }
 
-static void quantize_job_release(void *data)
+static void mx_job_release(void *data)
 {
-	struct quantize_job *j = data;
+	struct mx_job *j = data;
 	if (j->resp)
 		pim__response__free_unpacked(j->resp, NULL);
 	free(j->data);
 	free(j);
+}
+
+/* The format (either MX family) and blocking direction of a (de)quantization request, or an
+ * error response naming what is wrong (NULL when both are fine; empty strings keep defaults). */
+static Pim__Response *parse_format_dir(uint64_t id, const char *format, const char *direction,
+				       enum mx_format *fmt, enum mx_ocp_format *ocp_fmt, bool *ocp,
+				       enum mx_dir *dir)
+{
+	if (format && *format && mx_format_from_name(format, fmt) < 0) {
+		if (mx_ocp_format_from_name(format, ocp_fmt) < 0)
+			return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8",
+						  TEXT_ECHO(format, 32));
+		*ocp = true;
+	}
+	if (direction && *direction) {
+		if (strcmp(direction, "row") == 0)
+			*dir = MX_DIR_ROW;
+		else if (strcmp(direction, "col") == 0 || strcmp(direction, "column") == 0)
+			*dir = MX_DIR_COL;
+		else
+			return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						  "direction \"%.*s\" is not row or col", TEXT_ECHO(direction, 16));
+	}
+	return NULL;
 }
 
 Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req,
@@ -444,25 +510,12 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	bool pim = false, ocp = false;
 
 	/* The shared-microexponent formats (BRIEF §5.1), or the OCP family (reference engine). */
-	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0) {
-		if (mx_ocp_format_from_name(q->format, &ocp_fmt) < 0)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
-						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", TEXT_ECHO(q->format, 32));
-		ocp = true;
-	}
+	Pim__Response *bad = parse_format_dir(req->id, q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir);
+	if (bad)
+		return bad;
 	if (q->source && *q->source && jitq_src_from_name(q->source, &src) < 0)
 		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 					  "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
-	if (q->direction && *q->direction) {
-		if (strcmp(q->direction, "row") == 0)
-			dir = MX_DIR_ROW;
-		else if (strcmp(q->direction, "col") == 0 || strcmp(q->direction, "column") == 0)
-			dir = MX_DIR_COL;
-		else
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "direction \"%.*s\" is not row or col", TEXT_ECHO(q->direction, 16));
-	}
 	if (q->engine && *q->engine && strcmp(q->engine, "reference") != 0) {
 		if (pimsim_mapping_from_name(q->engine, &map) < 0)
 			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
@@ -507,7 +560,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 					  "%s blocking needs the %s count (%u) to be a multiple of %d",
 					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
 					  dir == MX_DIR_ROW ? q->cols : q->rows, ocp ? MX_OCP_BLOCK : MX_BLOCK);
-	struct quantize_job *j = calloc(1, sizeof *j);
+	struct mx_job *j = calloc(1, sizeof *j);
 	/* Input is little-endian by contract; this daemon only runs on little-endian hosts. */
 	void *aligned = malloc(q->data.len);
 	if (!j || !aligned) {
@@ -516,86 +569,12 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 		return NULL;
 	}
 	memcpy(aligned, q->data.data, q->data.len);
-	*j = (struct quantize_job){ .id = req->id, .pim = pim, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt,
+	*j = (struct mx_job){ .id = req->id, .pim = pim, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt,
 				    .src = src, .dir = dir, .map = map, .pimp = pp, .rows = q->rows,
 				    .cols = q->cols, .data = aligned, .len = q->data.len, .out_len = out_len };
-	struct rpc_deferred job = { .run = quantize_job_run, .finish = quantize_job_finish,
-				    .release = quantize_job_release, .data = j };
+	struct rpc_deferred job = { .run = mx_job_run, .finish = mx_job_finish, .release = mx_job_release,
+				    .data = j };
 	return rpc_defer(defer, &job);
-}
-
-/* A dequantization in flight (rpc_deferred), like a quantization: its own copy of the blocks. */
-struct dequantize_job {
-	uint64_t id;
-	bool ocp;
-	enum mx_format fmt;
-	enum mx_ocp_format ocp_fmt;
-	enum mx_dir dir;
-	uint32_t rows, cols;
-	uint8_t *data;
-	size_t len;
-	Pim__Response *resp;
-};
-
-/* On the work thread: dequantizes and builds the reply (NULL when out of memory). */
-static Pim__Response *dequantize_job_reply(struct dequantize_job *j)
-{
-	struct pim_error err = { 0 };
-	size_t count = (size_t)j->rows * j->cols;
-	float *out = malloc(count * sizeof(float));
-	Pim__Response *resp = rpc_response_new(j->id);
-	Pim__JitqDequantizeReply *r = malloc(sizeof *r);
-	if (!out || !resp || !r) {
-		free(out);
-		free(resp);
-		free(r);
-		return NULL;
-	}
-	int k = j->ocp ? mx_ocp_dequantize_tensor(j->ocp_fmt, j->data, j->len, j->rows, j->cols, j->dir, out,
-						  count, &err)
-		       : mx_dequantize_tensor(j->fmt, j->data, j->len, j->rows, j->cols, j->dir, out, count,
-					      &err);
-	if (k < 0) {
-		free(out);
-		free(resp);
-		free(r);
-		return rpc_error_from(j->id, &err);
-	}
-	pim__jitq_dequantize_reply__init(r);
-	size_t bb = j->ocp ? mx_ocp_block_bytes(j->ocp_fmt) : mx_block_bytes(j->fmt);
-	r->blocks = j->len / bb;
-	/* byte 0 of every block is its exponent or scale; 255 marks a NaN block in both families */
-	for (size_t i = 0; i < j->len; i += bb)
-		r->nan_blocks += j->data[i] == (j->ocp ? MX_OCP_SCALE_NAN : MX_EXP_NAN);
-	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
-	r->data.data = (uint8_t *)out;
-	r->data.len = count * sizeof(float);
-	resp->body_case = PIM__RESPONSE__BODY_JITQ_DEQUANTIZE;
-	resp->jitq_dequantize = r;
-	return resp;
-}
-
-static void dequantize_job_run(void *data)
-{
-	struct dequantize_job *j = data;
-	j->resp = dequantize_job_reply(j);
-}
-
-static Pim__Response *dequantize_job_finish(void *data)
-{
-	struct dequantize_job *j = data;
-	Pim__Response *r = j->resp;
-	j->resp = NULL;
-	return r;
-}
-
-static void dequantize_job_release(void *data)
-{
-	struct dequantize_job *j = data;
-	if (j->resp)
-		pim__response__free_unpacked(j->resp, NULL);
-	free(j->data);
-	free(j);
 }
 
 Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req,
@@ -607,23 +586,9 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 	enum mx_dir dir = MX_DIR_ROW;
 	bool ocp = false;
 
-	if (q->format && *q->format && mx_format_from_name(q->format, &fmt) < 0) {
-		if (mx_ocp_format_from_name(q->format, &ocp_fmt) < 0)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
-						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8",
-						  TEXT_ECHO(q->format, 32));
-		ocp = true;
-	}
-	if (q->direction && *q->direction) {
-		if (strcmp(q->direction, "row") == 0)
-			dir = MX_DIR_ROW;
-		else if (strcmp(q->direction, "col") == 0 || strcmp(q->direction, "column") == 0)
-			dir = MX_DIR_COL;
-		else
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "direction \"%.*s\" is not row or col", TEXT_ECHO(q->direction, 16));
-	}
+	Pim__Response *bad = parse_format_dir(req->id, q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir);
+	if (bad)
+		return bad;
 	const char *name = ocp ? mx_ocp_format_name(ocp_fmt) : mx_format_name(fmt);
 	int block = ocp ? MX_OCP_BLOCK : MX_BLOCK;
 	if (!q->rows || !q->cols)
@@ -648,7 +613,7 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 					  "%u x %u FP32 elements are %llu bytes, more than a reply of "
 					  "max_frame_bytes %u can carry; dequantize the tensor in parts",
 					  q->rows, q->cols, (unsigned long long)out_bytes, ctx->max_frame_bytes);
-	struct dequantize_job *j = calloc(1, sizeof *j);
+	struct mx_job *j = calloc(1, sizeof *j);
 	void *copy = malloc(in_len);
 	if (!j || !copy) {
 		free(j);
@@ -656,9 +621,9 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 		return NULL;
 	}
 	memcpy(copy, q->data.data, in_len);
-	*j = (struct dequantize_job){ .id = req->id, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt, .dir = dir,
-				      .rows = q->rows, .cols = q->cols, .data = copy, .len = in_len };
-	struct rpc_deferred job = { .run = dequantize_job_run, .finish = dequantize_job_finish,
-				    .release = dequantize_job_release, .data = j };
+	*j = (struct mx_job){ .id = req->id, .dequantize = true, .ocp = ocp, .fmt = fmt, .ocp_fmt = ocp_fmt,
+			      .dir = dir, .rows = q->rows, .cols = q->cols, .data = copy, .len = in_len };
+	struct rpc_deferred job = { .run = mx_job_run, .finish = mx_job_finish, .release = mx_job_release,
+				    .data = j };
 	return rpc_defer(defer, &job);
 }
