@@ -105,6 +105,7 @@ void worker_job_init(struct worker_job *job)
 	job->max_processes = 256;
 	job->max_files = 1024;
 	job->helper = NULL;
+	job->helper_fd = -1;
 }
 
 static bool fd_open(int fd)
@@ -1177,7 +1178,7 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 		w->group_n[g] = job->groups[g].n;
 
 	char found[PATH_MAX];
-	const char *helper = job->helper;
+	const char *helper = job->helper_fd >= 0 ? "(descriptor)" : job->helper;
 	if (!helper) {
 		r = worker_helper_find(found, sizeof found, err);
 		if (r < 0) {
@@ -1186,7 +1187,8 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 		}
 		helper = found;
 	}
-	_cleanup_(closep) int helper_fd = open(helper, O_RDONLY | O_CLOEXEC);
+	_cleanup_(closep) int helper_fd = job->helper_fd >= 0 ? fcntl(job->helper_fd, F_DUPFD_CLOEXEC, 3)
+							      : open(helper, O_RDONLY | O_CLOEXEC);
 	if (helper_fd < 0) {
 		r = -errno;
 		free(w->regions);

@@ -112,6 +112,9 @@ struct worker_job {
 				   * enforced for uid 0); 0: none (default 256) */
 	unsigned max_files;       /* RLIMIT_NOFILE; 0: none (default 1024) */
 	const char *helper;       /* path of pimd-worker; NULL: worker_helper_find() */
+	int helper_fd;            /* an open descriptor of pimd-worker, used instead of helper
+				   * (the caller keeps it: opened before it gives up a uid that can
+				   * reach the file); -1: open helper (default) */
 };
 
 /* Defaults as documented above; uid/gid are set to the caller's real ids. */

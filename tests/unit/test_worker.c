@@ -137,11 +137,22 @@ static const char *helper_path(void)
 	return p && *p ? p : "build/pimd-worker";
 }
 
+/* The helper opened ahead, by a test about to give up root (the checkout may be in a directory
+ * only root can enter); -1: base_job names the path. */
+static int helper_fd = -1;
+
+static void open_helper_now(void)
+{
+	helper_fd = open(helper_path(), O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(helper_fd >= 0, "cannot open %s: %m", helper_path());
+}
+
 static void base_job(struct worker_job *job, int fd, const uint64_t *args, size_t n_args,
 		     const int32_t *regions, size_t n_regions)
 {
 	worker_job_init(job);
 	job->helper = helper_path();
+	job->helper_fd = helper_fd;
 	job->model_fd = fd;
 	job->arg_bytes = args;
 	job->n_args = n_args;
@@ -609,6 +620,7 @@ START_TEST(test_daemon_uid_with_capabilities)
 	if (geteuid() != 0)
 		return;
 	int fd = open_model("whoami");
+	open_helper_now();
 	become_daemon(UINT64_C(1) << CAP_SETUID | UINT64_C(1) << CAP_SETGID |
 		      UINT64_C(1) << CAP_KILL | UINT64_C(1) << CAP_PERFMON);
 	struct run run;
@@ -622,6 +634,7 @@ START_TEST(test_refuses_when_it_cannot_switch)
 	if (geteuid() != 0)
 		return;
 	int fd = open_model("whoami");
+	open_helper_now();
 	become_daemon(0);
 	struct run run;
 	run_whoami_fd(fd, NOBODY, NOBODY, &run);
