@@ -1479,6 +1479,42 @@ static int read_binary_file(const char *path, size_t max, uint8_t **out, size_t 
 	return EXIT_OK;
 }
 
+/* Sends req with the contents of path (at most 256 MiB) as its data field and waits for the
+ * answer; the common half of jitq quantize and dequantize. */
+static int call_with_file(struct ctl *ctl, const char *path, ProtobufCBinaryData *data,
+			  Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **resp)
+{
+	uint8_t *buf;
+	size_t n;
+	int r;
+
+	if ((r = read_binary_file(path, 256u << 20, &buf, &n)))
+		return r;
+	if ((r = connect_client(ctl))) {
+		free(buf);
+		return r;
+	}
+	data->data = buf;
+	data->len = n;
+	r = call_body(ctl, req, want, resp);
+	free(buf);
+	data->data = NULL;
+	data->len = 0;
+	return r;
+}
+
+/* Writes a reply's data to path: 0, or EXIT_DAEMON with the error printed. */
+static int write_output(const char *path, const ProtobufCBinaryData *data)
+{
+	FILE *o = fopen(path, "we");
+	if (!o || fwrite(data->data, 1, data->len, o) != data->len || fclose(o) != 0) {
+		fprintf(stderr, "pimctl: %s: %s\n", path, strerror(errno));
+		return EXIT_DAEMON;
+	}
+	return 0;
+}
+
+
 static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
@@ -1518,29 +1554,16 @@ static int cmd_jitq_quantize(struct ctl *ctl, int argc, char **argv)
 		return r;
 	if (npos != 2 || !have_shape)
 		return usage_error("jitq quantize: expected --shape ROWSxCOLS IN OUT");
-	uint8_t *data;
-	size_t n;
-	if ((r = read_binary_file(pos[0], 256u << 20, &data, &n)))
-		return r;
-	if ((r = connect_client(ctl))) {
-		free(data);
-		return r;
-	}
-	body.data.data = data;
-	body.data.len = n;
 	req.body_case = PIM__REQUEST__BODY_JITQ_QUANTIZE;
 	req.jitq_quantize = &body;
 	Pim__Response *resp;
-	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_QUANTIZE, &resp);
-	free(data);
+	r = call_with_file(ctl, pos[0], &body.data, &req, PIM__RESPONSE__BODY_JITQ_QUANTIZE, &resp);
 	if (r)
 		return r;
 	const Pim__JitqQuantizeReply *q = resp->jitq_quantize;
-	FILE *o = fopen(pos[1], "we");
-	if (!o || fwrite(q->data.data, 1, q->data.len, o) != q->data.len || fclose(o) != 0) {
-		fprintf(stderr, "pimctl: %s: %s\n", pos[1], strerror(errno));
+	if ((r = write_output(pos[1], &q->data))) {
 		pim__response__free_unpacked(resp, NULL);
-		return EXIT_DAEMON;
+		return r;
 	}
 	if (ctl->json) {
 		json_object *jo = json_object_new_object();
@@ -1598,29 +1621,16 @@ static int cmd_jitq_dequantize(struct ctl *ctl, int argc, char **argv)
 		return r;
 	if (npos != 2 || !have_shape)
 		return usage_error("jitq dequantize: expected --shape ROWSxCOLS IN OUT");
-	uint8_t *data;
-	size_t n;
-	if ((r = read_binary_file(pos[0], 256u << 20, &data, &n)))
-		return r;
-	if ((r = connect_client(ctl))) {
-		free(data);
-		return r;
-	}
-	body.data.data = data;
-	body.data.len = n;
 	req.body_case = PIM__REQUEST__BODY_JITQ_DEQUANTIZE;
 	req.jitq_dequantize = &body;
 	Pim__Response *resp;
-	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_DEQUANTIZE, &resp);
-	free(data);
+	r = call_with_file(ctl, pos[0], &body.data, &req, PIM__RESPONSE__BODY_JITQ_DEQUANTIZE, &resp);
 	if (r)
 		return r;
 	const Pim__JitqDequantizeReply *q = resp->jitq_dequantize;
-	FILE *o = fopen(pos[1], "we");
-	if (!o || fwrite(q->data.data, 1, q->data.len, o) != q->data.len || fclose(o) != 0) {
-		fprintf(stderr, "pimctl: %s: %s\n", pos[1], strerror(errno));
+	if ((r = write_output(pos[1], &q->data))) {
 		pim__response__free_unpacked(resp, NULL);
-		return EXIT_DAEMON;
+		return r;
 	}
 	if (ctl->json) {
 		json_object *jo = json_object_new_object();

@@ -70,7 +70,7 @@ struct worker_thread {
 	bool started, stopping;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct work *todo, **todo_tail;  /* under mu */
+	struct work *queued, **queued_tail;  /* under mu */
 	struct work *done;               /* under mu, finished, newest first */
 	struct watch ev;                 /* eventfd: the thread finished something */
 };
@@ -343,14 +343,14 @@ static void *work_main(void *data)
 
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
-		while (!t->todo && !t->stopping)
+		while (!t->queued && !t->stopping)
 			pthread_cond_wait(&t->cv, &t->mu);
 		if (t->stopping)
 			break;
-		struct work *w = t->todo;
-		t->todo = w->next;
-		if (!t->todo)
-			t->todo_tail = &t->todo;
+		struct work *w = t->queued;
+		t->queued = w->next;
+		if (!t->queued)
+			t->queued_tail = &t->queued;
 		pthread_mutex_unlock(&t->mu);
 		w->job.run(w->job.data);
 		pthread_mutex_lock(&t->mu);
@@ -421,7 +421,7 @@ static int work_start(struct server *s)
 		t->ev.fd = -1;
 		return r;
 	}
-	t->todo_tail = &t->todo;
+	t->queued_tail = &t->queued;
 	/* The thread takes no signals: they stay with signalfd on the event loop. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -459,8 +459,8 @@ static int work_submit(struct conn *c, const struct rpc_deferred *job)
 	w->job = *job;
 	c->deferred = w;
 	pthread_mutex_lock(&t->mu);
-	*t->todo_tail = w;
-	t->todo_tail = &w->next;
+	*t->queued_tail = w;
+	t->queued_tail = &w->next;
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return 0;
@@ -478,7 +478,7 @@ static void work_stop(struct server *s)
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	pthread_join(t->thread, NULL);
-	struct work *lists[2] = { t->todo, t->done };
+	struct work *lists[2] = { t->queued, t->done };
 	for (int i = 0; i < 2; i++)
 		for (struct work *w = lists[i], *next; w; w = next) {
 			next = w->next;
@@ -487,7 +487,7 @@ static void work_stop(struct server *s)
 			w->job.release(w->job.data);
 			free(w);
 		}
-	t->todo = t->done = NULL;
+	t->queued = t->done = NULL;
 	loop_del(s->loop, &t->ev);
 	close(t->ev.fd);
 	t->started = false;
