@@ -11,17 +11,16 @@
 #include "pimsim.h"
 
 
-static Pim__JitqLaunch *launch_msg(struct rpc_builder *b, const struct jitq_launch *l)
+static Pim__JitqLaunch *launch_msg(struct reply *b, const struct jitq_launch *l)
 {
-	Pim__JitqLaunch *m = rpc_calloc(b, 1, sizeof *m);
+	Pim__JitqLaunch *m = reply_message(b, &pim__jitq_launch__descriptor);
 	if (!m)
 		return NULL;
-	pim__jitq_launch__init(m);
 	m->block = l->block;
 	m->boundary = l->boundary;
-	m->phase = rpc_strdup(b, jitq_phase_name((enum jitq_phase)l->phase));
-	m->tensor = rpc_strdup(b, jitq_tensor_name((enum jitq_tensor)l->tensor));
-	m->direction = rpc_strdup(b, jitq_dir_name((enum mx_dir)l->dir));
+	m->phase = reply_strdup(b, jitq_phase_name((enum jitq_phase)l->phase));
+	m->tensor = reply_strdup(b, jitq_tensor_name((enum jitq_tensor)l->tensor));
+	m->direction = reply_strdup(b, jitq_dir_name((enum mx_dir)l->dir));
 	m->rows = l->rows;
 	m->cols = l->cols;
 	m->bytes = l->bytes;
@@ -31,15 +30,14 @@ static Pim__JitqLaunch *launch_msg(struct rpc_builder *b, const struct jitq_laun
 	return m;
 }
 
-static Pim__JitqPhase *phase_msg(struct rpc_builder *b, const struct jitq_plan *p, enum jitq_phase ph,
+static Pim__JitqPhase *phase_msg(struct reply *b, const struct jitq_plan *p, enum jitq_phase ph,
 				 bool per_block)
 {
 	const struct jitq_phase_plan *pp = &p->phase[ph];
-	Pim__JitqPhase *m = rpc_calloc(b, 1, sizeof *m);
+	Pim__JitqPhase *m = reply_message(b, &pim__jitq_phase__descriptor);
 	if (!m)
 		return NULL;
-	pim__jitq_phase__init(m);
-	m->phase = rpc_strdup(b, jitq_phase_name(ph));
+	m->phase = reply_strdup(b, jitq_phase_name(ph));
 	m->lookahead = pp->lookahead;
 	m->accel_s = pp->accel_s;
 	m->pim_s = pp->pim_s;
@@ -52,7 +50,7 @@ static Pim__JitqPhase *phase_msg(struct rpc_builder *b, const struct jitq_plan *
 	size_t n = per_block ? pp->n_launches
 			     : (pp->n_launches < JITQ_RPC_SUMMARY_LAUNCHES ? pp->n_launches
 									   : JITQ_RPC_SUMMARY_LAUNCHES);
-	m->launches = rpc_calloc(b, n, sizeof *m->launches);
+	m->launches = reply_calloc(b, n, sizeof *m->launches);
 	for (size_t i = 0; m->launches && i < n && !b->oom; i++) {
 		Pim__JitqLaunch *l = launch_msg(b, &pp->launches[i]);
 		if (l)
@@ -60,12 +58,11 @@ static Pim__JitqPhase *phase_msg(struct rpc_builder *b, const struct jitq_plan *
 	}
 	if (per_block) {
 		uint32_t layers = p->layers;
-		m->blocks = rpc_calloc(b, layers, sizeof *m->blocks);
+		m->blocks = reply_calloc(b, layers, sizeof *m->blocks);
 		for (uint32_t i = 0; m->blocks && i < layers && !b->oom; i++) {
-			Pim__JitqBlock *k = rpc_calloc(b, 1, sizeof *k);
+			Pim__JitqBlock *k = reply_message(b, &pim__jitq_block__descriptor);
 			if (!k)
 				break;
-			pim__jitq_block__init(k);
 			k->accel_s = pp->blocks[i].accel_s;
 			k->pim_s = pp->blocks[i].pim_s;
 			k->slack = pp->blocks[i].slack;
@@ -95,29 +92,29 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	struct pimsim_params pp = *ctx->pim;
 	struct pimsim_cost cost = { .params = &pp, .mapping = PIMSIM_STRIDED_OPT };
 	struct jitq_plan *plan = NULL;
-	struct rpc_builder b = { 0 };
+	struct reply b;
 	int k;
 
 	jitq_config_init(&cfg);
 	const Pim__JitqModel *qm = q->model;
 	if (!qm)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "jitq plan: model is missing (a preset name or a custom shape)");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "jitq plan: model is missing (a preset name or a custom shape)");
 	if (qm->preset && *qm->preset) {
 		if (jitq_model_preset(qm->preset, &cfg.model) < 0) {
 			char names[256] = "";
 			for (size_t i = 0; jitq_model_preset_name(i); i++)
 				snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
 					 jitq_model_preset_name(i));
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "unknown model preset \"%.*s\" (known: %s)", TEXT_ECHO(qm->preset, 64), names);
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "unknown model preset \"%.*s\" (known: %s)", TEXT_ECHO(qm->preset, 64), names);
 		}
 	} else {
 		/* A custom model starts from nothing but defaults that need no citation: micro-batch
 		 * 1, no tensor slicing, sequence 2048, 64-wide heads, no embedding. */
 		if (!qm->layers || !qm->hidden)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "jitq plan: a custom model needs layers and hidden (or a preset)");
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "jitq plan: a custom model needs layers and hidden (or a preset)");
 		memset(&cfg.model, 0, sizeof cfg.model);
 		snprintf(cfg.model.name, sizeof cfg.model.name, "custom");
 		cfg.model.batch = 1;
@@ -144,31 +141,31 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	bool paper = false;
 	if (q->config && *q->config && strcmp(q->config, "default") != 0) {
 		if (strcmp(q->config, "paper") != 0)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "config \"%.*s\" is not default or paper",
-						  TEXT_ECHO(q->config, 32));
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "config \"%.*s\" is not default or paper",
+					   TEXT_ECHO(q->config, 32));
 		paper = true;
 		jitq_config_paper(&cfg);
 		pimsim_params_paper(&pp);
 	}
 	if (q->n_settings > JITQ_RPC_SETTINGS_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%zu settings: at most %u", q->n_settings, JITQ_RPC_SETTINGS_MAX);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%zu settings: at most %u", q->n_settings, JITQ_RPC_SETTINGS_MAX);
 	bool stacks_set = false;
 	for (size_t i = 0; i < q->n_settings; i++) {
 		const char *kv = q->settings[i], *eq = strchr(kv, '=');
 		char key[64];
 		size_t kl = eq ? (size_t)(eq - kv) : 0;
 		if (strlen(kv) > 127 || !eq || kl == 0 || kl >= sizeof key)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "setting \"%.*s\": expected KEY=VALUE of at most 127 bytes",
-						  TEXT_ECHO(kv, 40));
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "setting \"%.*s\": expected KEY=VALUE of at most 127 bytes",
+					   TEXT_ECHO(kv, 40));
 		memcpy(key, kv, kl);
 		key[kl] = 0;
 		for (size_t j = 0; j < i; j++)
 			if (strncmp(q->settings[j], kv, kl + 1) == 0)
-				return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-							  "setting %s is given twice", key);
+				return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+						   "setting %s is given twice", key);
 		int sr = jitq_config_set(&cfg, key, eq + 1, &err);
 		if (sr == -ENOENT) {
 			/* Not the scheduler's: a key of the HBM-PIM file. */
@@ -178,30 +175,30 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 			stacks_set = stacks_set || strcmp(key, "stacks") == 0;
 		}
 		if (sr < 0)
-			return rpc_error_from(req->id, &err);
+			return reply_error_from(req->id, &err);
 	}
 	if (q->format && *q->format && mx_format_from_name(q->format, &cfg.fmt) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "format \"%.*s\" is not one of mx9, mx6, mx4", TEXT_ECHO(q->format, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "format \"%.*s\" is not one of mx9, mx6, mx4", TEXT_ECHO(q->format, 32));
 	if (q->source && *q->source && jitq_src_from_name(q->source, &cfg.src) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
 	if (q->mapping && *q->mapping && pimsim_mapping_from_name(q->mapping, &cost.mapping) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "mapping \"%.*s\" is not one of tiled, strided, strided-opt",
-					  TEXT_ECHO(q->mapping, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "mapping \"%.*s\" is not one of tiled, strided, strided-opt",
+				   TEXT_ECHO(q->mapping, 32));
 	if (q->peak_flops < 0 || !isfinite(q->peak_flops) || q->efficiency < 0 || q->efficiency > 1 ||
 	    !isfinite(q->efficiency))
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "peak_flops must be >= 0 and efficiency within [0, 1]");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "peak_flops must be >= 0 and efficiency within [0, 1]");
 	if (q->peak_flops)
 		cfg.accel.peak_flops = q->peak_flops;
 	if (q->efficiency)
 		cfg.accel.efficiency = q->efficiency;
 	if (q->n_fwd_times != q->n_bwd_times)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "measured times: %zu forward but %zu backward values (give both or "
-					  "neither)", q->n_fwd_times, q->n_bwd_times);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "measured times: %zu forward but %zu backward values (give both or "
+				   "neither)", q->n_fwd_times, q->n_bwd_times);
 	if (q->n_fwd_times) {
 		cfg.accel.fwd_s = q->fwd_times;
 		cfg.accel.bwd_s = q->bwd_times;
@@ -213,8 +210,8 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	 * request's, else pim_config's, else 5 (an A100 40GB's HBM2 stacks; the built-in
 	 * organisation describes one stack). */
 	if (q->pim_stacks > 64)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "pim_stacks %u: at most 64", q->pim_stacks);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "pim_stacks %u: at most 64", q->pim_stacks);
 	if (q->pim_stacks)
 		pp.stacks = q->pim_stacks;
 	else if (!stacks_set && !paper)
@@ -224,38 +221,36 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	cfg.pim.ctx = &cost;
 
 	if ((k = jitq_plan(&cfg, &plan, &err)) < 0)
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	if (cost.error) {
 		jitq_plan_free(plan);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "PIM model: %s", cost.err.msg);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "PIM model: %s", cost.err.msg);
 	}
 
-	Pim__JitqPlanReply *r = rpc_calloc(&b, 1, sizeof *r);
+	Pim__JitqPlanReply *r = reply_start(&b, req->id, PIM__RESPONSE__BODY_JITQ_PLAN);
 	if (r) {
-		pim__jitq_plan_reply__init(r);
-		r->model = rpc_strdup(&b, cfg.model.name);
-		r->format = rpc_strdup(&b, jitq_fmt_name(cfg.fmt));
-		r->source = rpc_strdup(&b, jitq_src_name(cfg.src));
-		r->mapping = rpc_strdup(&b, pimsim_mapping_name(cost.mapping));
+		r->model = reply_strdup(&b, cfg.model.name);
+		r->format = reply_strdup(&b, jitq_fmt_name(cfg.fmt));
+		r->source = reply_strdup(&b, jitq_src_name(cfg.src));
+		r->mapping = reply_strdup(&b, pimsim_mapping_name(cost.mapping));
 		r->layers = plan->layers;
 		r->model_layers = plan->cfg.model.layers;
 		r->pipeline = plan->cfg.model.pstages ? plan->cfg.model.pstages : 1;
-		r->kernel = rpc_strdup(&b, pimsim_kernel_name((enum pimsim_kernel)pp.kernel));
+		r->kernel = reply_strdup(&b, pimsim_kernel_name((enum pimsim_kernel)pp.kernel));
 		r->pim_tck_ns = pp.tck_ps / 1000.0;
 		r->pim_stacks = pp.stacks;
 		r->loss = plan->loss;
 		r->loss_stall = plan->loss_stall;
 		r->loss_interference = plan->loss_interference;
-		r->phases = rpc_calloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
+		r->phases = reply_calloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
 		for (int ph = 0; r->phases && ph < JITQ_PHASE_COUNT && !b.oom; ph++) {
 			Pim__JitqPhase *m = phase_msg(&b, plan, (enum jitq_phase)ph, q->per_block);
 			if (m)
 				r->phases[r->n_phases++] = m;
 		}
-		Pim__JitqCapacity *c = rpc_calloc(&b, 1, sizeof *c);
+		Pim__JitqCapacity *c = r->capacity = reply_message(&b, &pim__jitq_capacity__descriptor);
 		if (c) {
-			pim__jitq_capacity__init(c);
 			const struct jitq_capacity *pc = &plan->cap;
 			c->params = pc->params;
 			c->params_quant = pc->params_quant;
@@ -273,60 +268,47 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 			c->saved_vs_one = pc->saved_vs_one;
 			c->pct_vs_both = pc->pct_vs_both;
 			c->pct_vs_one = pc->pct_vs_one;
-			r->capacity = c;
 		}
 		size_t need = jitq_plan_format(plan, q->per_block, NULL, 0) + 1;
-		r->text = rpc_calloc(&b, need, 1);
+		r->text = reply_calloc(&b, need, 1);
 		if (r->text)
 			jitq_plan_format(plan, q->per_block, r->text, need);
 		if (paper)
-			rpc_append(&b, &r->assumptions, &r->n_assumptions, "configuration: the JIT-Q paper's "
-				       "(kernel paper, cond_shift_range 8, tCK 0.833 ns, 5 stacks; 7 B/param "
-				       "footprint without activations), then the settings given");
-		rpc_append(&b, &r->assumptions, &r->n_assumptions, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
-			       "tensor slicing %u, pipeline %u (%u blocks per device)%s%s", cfg.model.name,
-			       plan->cfg.model.layers, plan->cfg.model.hidden, plan->cfg.model.heads,
-			       plan->cfg.model.seq, plan->cfg.model.batch, plan->cfg.model.tslice,
-			       r->pipeline, plan->layers,
-			       plan->cfg.model.source ? "; " : "",
-			       plan->cfg.model.source ? plan->cfg.model.source : "");
+			reply_append(&b, &r->assumptions, &r->n_assumptions, "configuration: the JIT-Q paper's "
+					 "(kernel paper, cond_shift_range 8, tCK 0.833 ns, 5 stacks; 7 B/param "
+					 "footprint without activations), then the settings given");
+		reply_append(&b, &r->assumptions, &r->n_assumptions, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
+				 "tensor slicing %u, pipeline %u (%u blocks per device)%s%s", cfg.model.name,
+				 plan->cfg.model.layers, plan->cfg.model.hidden, plan->cfg.model.heads,
+				 plan->cfg.model.seq, plan->cfg.model.batch, plan->cfg.model.tslice,
+				 r->pipeline, plan->layers,
+				 plan->cfg.model.source ? "; " : "",
+				 plan->cfg.model.source ? plan->cfg.model.source : "");
 		if (cfg.accel.n_times)
-			rpc_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: measured per-block times supplied by the caller");
+			reply_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: measured per-block times supplied by the caller");
 		else
-			rpc_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: %.0f TFLOP/s peak x %.2f efficiency; forward GEMM "
-				       "FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
-				       cfg.accel.peak_flops / 1e12, cfg.accel.efficiency);
-		rpc_append(&b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
-			       "each, tCK %u ps, mapping %s, kernel %s (cond_shift_range %u, "
-			       "lane_shift_lanes %u), read/write turnaround %s (tRTW %u, tWTR %u), "
-			       "refresh %s re-activation; time from the command stream it executes",
-			       pp.stacks, pp.pch_per_stack, pp.banks_per_pch, pp.tck_ps,
-			       pimsim_mapping_name(cost.mapping),
-			       pimsim_kernel_name((enum pimsim_kernel)pp.kernel), pp.cond_shift_range,
-			       pp.lane_shift_lanes, pp.rw_turnaround ? "on" : "off", pp.tRTW, pp.tWTR,
-			       pp.refresh_reopen ? "with" : "without");
-		rpc_append(&b, &r->assumptions, &r->n_assumptions, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
-			       "state %u B/parameter over %u shard(s), %s", jitq_src_name(cfg.src),
-			       cfg.fp.grad_bytes, cfg.fp.optim_bytes, cfg.fp.optim_shards,
-			       act_name(cfg.fp.act));
-		rpc_append(&b, &r->assumptions, &r->n_assumptions, "interference: PIM takes %.0f%% of the command bus during overlap, "
-			       "memory-bound share of block time %.0f%%", 100 * cfg.bus_share,
-			       100 * cfg.mem_share);
+			reply_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: %.0f TFLOP/s peak x %.2f efficiency; forward GEMM "
+					 "FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
+					 cfg.accel.peak_flops / 1e12, cfg.accel.efficiency);
+		reply_append(&b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
+				 "each, tCK %u ps, mapping %s, kernel %s (cond_shift_range %u, "
+				 "lane_shift_lanes %u), read/write turnaround %s (tRTW %u, tWTR %u), "
+				 "refresh %s re-activation; time from the command stream it executes",
+				 pp.stacks, pp.pch_per_stack, pp.banks_per_pch, pp.tck_ps,
+				 pimsim_mapping_name(cost.mapping),
+				 pimsim_kernel_name((enum pimsim_kernel)pp.kernel), pp.cond_shift_range,
+				 pp.lane_shift_lanes, pp.rw_turnaround ? "on" : "off", pp.tRTW, pp.tWTR,
+				 pp.refresh_reopen ? "with" : "without");
+		reply_append(&b, &r->assumptions, &r->n_assumptions, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
+				 "state %u B/parameter over %u shard(s), %s", jitq_src_name(cfg.src),
+				 cfg.fp.grad_bytes, cfg.fp.optim_bytes, cfg.fp.optim_shards,
+				 act_name(cfg.fp.act));
+		reply_append(&b, &r->assumptions, &r->n_assumptions, "interference: PIM takes %.0f%% of the command bus during overlap, "
+				 "memory-bound share of block time %.0f%%", 100 * cfg.bus_share,
+				 100 * cfg.mem_share);
 	}
 	jitq_plan_free(plan);
-	if (b.oom) {
-		if (r)
-			pim__jitq_plan_reply__free_unpacked(r, NULL);
-		return NULL;
-	}
-	Pim__Response *resp = rpc_response_new(req->id);
-	if (!resp) {
-		pim__jitq_plan_reply__free_unpacked(r, NULL);
-		return NULL;
-	}
-	resp->body_case = PIM__RESPONSE__BODY_JITQ_PLAN;
-	resp->jitq_plan = r;
-	return resp;
+	return reply_finish(&b);
 }
 
 /* A quantization or dequantization in flight (rpc_deferred): its own copy of the input (and
@@ -351,21 +333,16 @@ struct mx_job {
 static Pim__Response *quantize_job_reply(struct mx_job *j)
 {
 	struct pim_error err = { 0 };
-	uint8_t *out = malloc(j->out_len);
-	Pim__Response *resp = rpc_response_new(j->id);
-	Pim__JitqQuantizeReply *r = malloc(sizeof *r);
-	char *engine = NULL;
-	if (asprintf(&engine, "%s%s", j->pim ? pimsim_mapping_name(j->map) : "reference",
-		     j->pim && j->pimp.kernel == PIMSIM_KERNEL_PAPER ? " (paper kernel)" : "") < 0)
-		engine = NULL;
-	if (!out || !resp || !r || !engine) {
-		free(out);
-		free(resp);
-		free(r);
-		free(engine);
-		return NULL;
-	}
-	pim__jitq_quantize_reply__init(r);
+	struct reply b;
+	Pim__JitqQuantizeReply *r = reply_start(&b, j->id, PIM__RESPONSE__BODY_JITQ_QUANTIZE);
+	if (!r)
+		return reply_finish(&b);
+	uint8_t *out = r->data.data = reply_calloc(&b, 1, j->out_len);
+	r->data.len = j->out_len;
+	r->engine = reply_printf(&b, "%s%s", j->pim ? pimsim_mapping_name(j->map) : "reference",
+				 j->pim && j->pimp.kernel == PIMSIM_KERNEL_PAPER ? " (paper kernel)" : "");
+	if (b.oom)
+		return reply_finish(&b);
 	int k;
 	if (j->pim) {
 		struct pimsim_stats st = { 0 };
@@ -394,20 +371,10 @@ static Pim__Response *quantize_job_reply(struct mx_job *j)
 	else
 		k = mx_quantize_tensor_mt(0, MX_IMPL_AUTO, j->fmt, j->src, j->data, j->rows, j->cols, j->dir,
 					  out, j->out_len, &err);
-	if (k < 0) {
-		free(out);
-		free(resp);
-		free(r);
-		free(engine);
-		return rpc_error_from(j->id, &err);
-	}
-	r->data.data = out;
-	r->data.len = j->out_len;
+	if (k < 0)
+		return reply_fail(&b, &err);
 	r->blocks = j->out_len / (j->ocp ? mx_ocp_block_bytes(j->ocp_fmt) : mx_block_bytes(j->fmt));
-	r->engine = engine;
-	resp->body_case = PIM__RESPONSE__BODY_JITQ_QUANTIZE;
-	resp->jitq_quantize = r;
-	return resp;
+	return reply_finish(&b);
 }
 
 /* On the work thread: dequantizes and builds the reply (NULL when out of memory). */
@@ -415,37 +382,26 @@ static Pim__Response *dequantize_job_reply(struct mx_job *j)
 {
 	struct pim_error err = { 0 };
 	size_t count = (size_t)j->rows * j->cols;
-	float *out = malloc(count * sizeof(float));
-	Pim__Response *resp = rpc_response_new(j->id);
-	Pim__JitqDequantizeReply *r = malloc(sizeof *r);
-	if (!out || !resp || !r) {
-		free(out);
-		free(resp);
-		free(r);
-		return NULL;
-	}
+	struct reply b;
+	Pim__JitqDequantizeReply *r = reply_start(&b, j->id, PIM__RESPONSE__BODY_JITQ_DEQUANTIZE);
+	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
+	float *out = r ? reply_calloc(&b, count, sizeof(float)) : NULL;
+	if (!out)
+		return reply_finish(&b);
+	r->data.data = (uint8_t *)out;
+	r->data.len = count * sizeof(float);
 	int k = j->ocp ? mx_ocp_dequantize_tensor(j->ocp_fmt, j->data, j->len, j->rows, j->cols, j->dir, out,
 						  count, &err)
 		       : mx_dequantize_tensor(j->fmt, j->data, j->len, j->rows, j->cols, j->dir, out, count,
 					      &err);
-	if (k < 0) {
-		free(out);
-		free(resp);
-		free(r);
-		return rpc_error_from(j->id, &err);
-	}
-	pim__jitq_dequantize_reply__init(r);
+	if (k < 0)
+		return reply_fail(&b, &err);
 	size_t bb = j->ocp ? mx_ocp_block_bytes(j->ocp_fmt) : mx_block_bytes(j->fmt);
 	r->blocks = j->len / bb;
 	/* byte 0 of every block is its exponent or scale; 255 marks a NaN block in both families */
 	for (size_t i = 0; i < j->len; i += bb)
 		r->nan_blocks += ((const uint8_t *)j->data)[i] == (j->ocp ? MX_OCP_SCALE_NAN : MX_EXP_NAN);
-	/* Output is little-endian by contract; this daemon only runs on little-endian hosts. */
-	r->data.data = (uint8_t *)out;
-	r->data.len = count * sizeof(float);
-	resp->body_case = PIM__RESPONSE__BODY_JITQ_DEQUANTIZE;
-	resp->jitq_dequantize = r;
-	return resp;
+	return reply_finish(&b);
 }
 
 static void mx_job_run(void *data)
@@ -479,10 +435,10 @@ static Pim__Response *parse_format_dir(uint64_t id, const char *format, const ch
 {
 	if (format && *format && mx_format_from_name(format, fmt) < 0) {
 		if (mx_ocp_format_from_name(format, ocp_fmt) < 0)
-			return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
-						  "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8",
-						  TEXT_ECHO(format, 32));
+			return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+					   "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8",
+					   TEXT_ECHO(format, 32));
 		*ocp = true;
 	}
 	if (direction && *direction) {
@@ -491,8 +447,8 @@ static Pim__Response *parse_format_dir(uint64_t id, const char *format, const ch
 		else if (strcmp(direction, "col") == 0 || strcmp(direction, "column") == 0)
 			*dir = MX_DIR_COL;
 		else
-			return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "direction \"%.*s\" is not row or col", TEXT_ECHO(direction, 16));
+			return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "direction \"%.*s\" is not row or col", TEXT_ECHO(direction, 16));
 	}
 	return NULL;
 }
@@ -514,52 +470,52 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	if (bad)
 		return bad;
 	if (q->source && *q->source && jitq_src_from_name(q->source, &src) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
 	if (q->engine && *q->engine && strcmp(q->engine, "reference") != 0) {
 		if (pimsim_mapping_from_name(q->engine, &map) < 0)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "engine \"%.*s\" is not reference, tiled, strided or "
-						  "strided-opt", TEXT_ECHO(q->engine, 32));
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "engine \"%.*s\" is not reference, tiled, strided or "
+					   "strided-opt", TEXT_ECHO(q->engine, 32));
 		pim = true;
 		if (ocp)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "the PIM model runs the MX9/MX6/MX4 kernel; %s takes the "
-						  "reference engine", mx_ocp_format_name(ocp_fmt));
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "the PIM model runs the MX9/MX6/MX4 kernel; %s takes the "
+					   "reference engine", mx_ocp_format_name(ocp_fmt));
 	}
 	if (q->kernel && *q->kernel) {
 		enum pimsim_kernel kk;
 		if (pimsim_kernel_from_name(q->kernel, &kk) < 0)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "kernel \"%.*s\" is not exact or paper",
-						  TEXT_ECHO(q->kernel, 32));
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "kernel \"%.*s\" is not exact or paper",
+					   TEXT_ECHO(q->kernel, 32));
 		if (!pim)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "a kernel needs a PIM engine (tiled, strided or strided-opt)");
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "a kernel needs a PIM engine (tiled, strided or strided-opt)");
 		pp.kernel = kk;
 	}
 	/* The PIM model executes every command (on the work thread, one request at a time): keep
 	 * one request short so that others do not wait long behind it. */
 	if (pim && (uint64_t)q->rows * q->cols > JITQ_RPC_PIM_ELEMENTS_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "the PIM model runs at most %u elements per request (%u x %u given); "
-					  "use the reference engine for larger tensors",
-					  JITQ_RPC_PIM_ELEMENTS_MAX, q->rows, q->cols);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "the PIM model runs at most %u elements per request (%u x %u given); "
+				   "use the reference engine for larger tensors",
+				   JITQ_RPC_PIM_ELEMENTS_MAX, q->rows, q->cols);
 	size_t elem = src == MX_SRC_FP32 ? 4 : 2;
 	uint64_t want;
 	if (!q->rows || !q->cols || !mul_u64((uint64_t)q->rows * q->cols, elem, &want) ||
 	    want != q->data.len)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%u x %u %s elements need %llu bytes, the data has %zu", q->rows,
-					  q->cols, jitq_src_name(src),
-					  (unsigned long long)((uint64_t)q->rows * q->cols * elem), q->data.len);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%u x %u %s elements need %llu bytes, the data has %zu", q->rows,
+				   q->cols, jitq_src_name(src),
+				   (unsigned long long)((uint64_t)q->rows * q->cols * elem), q->data.len);
 	size_t out_len = ocp ? mx_ocp_packed_size(ocp_fmt, q->rows, q->cols, dir)
 			     : mx_packed_size(fmt, q->rows, q->cols, dir);
 	if (!out_len)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%s blocking needs the %s count (%u) to be a multiple of %d",
-					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
-					  dir == MX_DIR_ROW ? q->cols : q->rows, ocp ? MX_OCP_BLOCK : MX_BLOCK);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%s blocking needs the %s count (%u) to be a multiple of %d",
+				   dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
+				   dir == MX_DIR_ROW ? q->cols : q->rows, ocp ? MX_OCP_BLOCK : MX_BLOCK);
 	struct mx_job *j = calloc(1, sizeof *j);
 	/* Input is little-endian by contract; this daemon only runs on little-endian hosts. */
 	void *aligned = malloc(q->data.len);
@@ -574,7 +530,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 				    .cols = q->cols, .data = aligned, .len = q->data.len, .out_len = out_len };
 	struct rpc_deferred job = { .run = mx_job_run, .finish = mx_job_finish, .release = mx_job_release,
 				    .data = j };
-	return rpc_defer(defer, &job);
+	return reply_defer(defer, &job);
 }
 
 Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *req,
@@ -592,27 +548,27 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 	const char *name = ocp ? mx_ocp_format_name(ocp_fmt) : mx_format_name(fmt);
 	int block = ocp ? MX_OCP_BLOCK : MX_BLOCK;
 	if (!q->rows || !q->cols)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "shape %u x %u: both dimensions must be at least 1", q->rows, q->cols);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "shape %u x %u: both dimensions must be at least 1", q->rows, q->cols);
 	size_t in_len = ocp ? mx_ocp_packed_size(ocp_fmt, q->rows, q->cols, dir)
 			    : mx_packed_size(fmt, q->rows, q->cols, dir);
 	if (!in_len)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%s blocking needs the %s count (%u) to be a multiple of %d",
-					  dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
-					  dir == MX_DIR_ROW ? q->cols : q->rows, block);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%s blocking needs the %s count (%u) to be a multiple of %d",
+				   dir == MX_DIR_ROW ? "row" : "column", dir == MX_DIR_ROW ? "column" : "row",
+				   dir == MX_DIR_ROW ? q->cols : q->rows, block);
 	if (q->data.len != in_len)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%u x %u in %s, %s-blocked, is %zu bytes packed; the data has %zu",
-					  q->rows, q->cols, name, dir == MX_DIR_ROW ? "row" : "column", in_len,
-					  q->data.len);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%u x %u in %s, %s-blocked, is %zu bytes packed; the data has %zu",
+				   q->rows, q->cols, name, dir == MX_DIR_ROW ? "row" : "column", in_len,
+				   q->data.len);
 	/* The FP32 result is larger than the packed input (2 to 8 times): it must fit a reply. */
 	uint64_t count = (uint64_t)q->rows * q->cols, out_bytes = count * sizeof(float);
 	if (out_bytes + JITQ_RPC_REPLY_OVERHEAD > ctx->max_frame_bytes)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%u x %u FP32 elements are %llu bytes, more than a reply of "
-					  "max_frame_bytes %u can carry; dequantize the tensor in parts",
-					  q->rows, q->cols, (unsigned long long)out_bytes, ctx->max_frame_bytes);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%u x %u FP32 elements are %llu bytes, more than a reply of "
+				   "max_frame_bytes %u can carry; dequantize the tensor in parts",
+				   q->rows, q->cols, (unsigned long long)out_bytes, ctx->max_frame_bytes);
 	struct mx_job *j = calloc(1, sizeof *j);
 	void *copy = malloc(in_len);
 	if (!j || !copy) {
@@ -625,5 +581,5 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 			      .dir = dir, .rows = q->rows, .cols = q->cols, .data = copy, .len = in_len };
 	struct rpc_deferred job = { .run = mx_job_run, .finish = mx_job_finish, .release = mx_job_release,
 				    .data = j };
-	return rpc_defer(defer, &job);
+	return reply_defer(defer, &job);
 }

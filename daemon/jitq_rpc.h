@@ -6,7 +6,7 @@
 #ifndef PIMD_JITQ_RPC_H
 #define PIMD_JITQ_RPC_H
 
-#include "rpc.h"
+#include "reply.h"
 
 Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req);
 /* The quantization itself runs through defer (rpc_deferred): a tensor can take seconds. */

@@ -173,13 +173,12 @@ static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 
 /* n_core: the core count of the only estimate, or 0 when the answer has several (each estimate
  * carries its own). */
-static Pim__PlacementParams *params_msg(struct rpc_builder *b, const struct placement_params *p,
+static Pim__PlacementParams *params_msg(struct reply *b, const struct placement_params *p,
 					double n_core)
 {
-	Pim__PlacementParams *m = rpc_calloc(b, 1, sizeof *m);
+	Pim__PlacementParams *m = reply_message(b, &pim__placement_params__descriptor);
 	if (!m)
 		return NULL;
-	pim__placement_params__init(m);
 	m->n_core = n_core;
 	m->f_pim = p->f_pim;
 	m->i_min = p->i_min;
@@ -195,30 +194,28 @@ static Pim__PlacementParams *params_msg(struct rpc_builder *b, const struct plac
 	return m;
 }
 
-static Pim__RegionDecision *decision_msg(struct rpc_builder *b, const struct placement_region *r,
+static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement_region *r,
 					 const Pim__Region *g, const struct placement_decision *d)
 {
-	Pim__RegionDecision *m = rpc_calloc(b, 1, sizeof *m);
+	Pim__RegionDecision *m = reply_message(b, &pim__region_decision__descriptor);
 	char reason[256];
 
 	if (!m)
 		return NULL;
-	pim__region_decision__init(m);
 	m->region_id = r->id;
-	m->name = rpc_strdup(b, r->name);
-	m->op = rpc_strdup(b, g->op); /* the operator's name; r->op is its instance (for grouping) */
+	m->name = reply_strdup(b, r->name);
+	m->op = reply_strdup(b, g->op); /* the operator's name; r->op is its instance (for grouping) */
 	m->order = r->order;
 	m->n_par = r->n_par;
 	m->n_total = r->n_total;
 	m->trip = r->trip;
 	m->pim = d->side == PL_PIM;
-	m->conditions = rpc_calloc(b, PL_N_COND, sizeof *m->conditions);
+	m->conditions = reply_calloc(b, PL_N_COND, sizeof *m->conditions);
 	if (m->conditions)
 		for (int c = 0; c < PL_N_COND; c++) {
-			Pim__Condition *k = rpc_calloc(b, 1, sizeof *k);
+			Pim__Condition *k = reply_message(b, &pim__condition__descriptor);
 			if (!k)
 				break;
-			pim__condition__init(k);
 			k->state = (Pim__CondState)d->cond[c].state;
 			k->lhs = d->cond[c].lhs;
 			k->rhs = d->cond[c].rhs;
@@ -228,23 +225,22 @@ static Pim__RegionDecision *decision_msg(struct rpc_builder *b, const struct pla
 	m->bw_estimated = d->bw_estimated;
 	m->t_host = r->t_host;
 	placement_format_reason(d, reason, sizeof reason);
-	m->reason = rpc_strdup(b, reason);
+	m->reason = reply_strdup(b, reason);
 	m->t_pim = d->t_pim;
 	m->fetch_bytes = d->fetch_bytes;
 	m->flush_bytes = d->flush_bytes;
 	m->unit_size = (uint32_t)d->unit_size;
 	if (d->side == PL_PIM)
-		m->t_pim_term = rpc_strdup(b, placement_t_pim_term_name(d->t_pim_term));
+		m->t_pim_term = reply_strdup(b, placement_t_pim_term_name(d->t_pim_term));
 	return m;
 }
 
-static Pim__PlacementEstimate *estimate_msg(struct rpc_builder *b, const struct loaded *l,
+static Pim__PlacementEstimate *estimate_msg(struct reply *b, const struct loaded *l,
 					    const struct placement_estimate *e, bool summary_only)
 {
-	Pim__PlacementEstimate *m = rpc_calloc(b, 1, sizeof *m);
+	Pim__PlacementEstimate *m = reply_message(b, &pim__placement_estimate__descriptor);
 	if (!m)
 		return NULL;
-	pim__placement_estimate__init(m);
 	m->n_core = e->n_core;
 	m->offloaded = (uint32_t)e->n_offloaded;
 	m->rejected_stage1 = (uint32_t)e->n_rejected_stage1;
@@ -264,10 +260,9 @@ static Pim__PlacementEstimate *estimate_msg(struct rpc_builder *b, const struct 
 	m->pim_compute = (uint32_t)e->n_pim_by[PL_TPIM_COMPUTE];
 	m->pim_bandwidth = (uint32_t)e->n_pim_by[PL_TPIM_BANDWIDTH];
 	m->pim_measured = (uint32_t)e->n_pim_by[PL_TPIM_MEASURED];
-	Pim__Movement *mv = rpc_calloc(b, 1, sizeof *mv);
+	Pim__Movement *mv = m->movement = reply_message(b, &pim__movement__descriptor);
 	if (mv) {
-		pim__movement__init(mv);
-		mv->model = rpc_strdup(b, placement_movement_model_name(e->move.model));
+		mv->model = reply_strdup(b, placement_movement_model_name(e->move.model));
 		mv->segments = e->move.segments;
 		mv->transitions = e->move.transitions;
 		mv->fetch_bytes = e->move.fetch_bytes;
@@ -276,12 +271,11 @@ static Pim__PlacementEstimate *estimate_msg(struct rpc_builder *b, const struct 
 		mv->t_fetch = e->move.t_fetch;
 		mv->t_flush = e->move.t_flush;
 		mv->t_move = e->move.t_move;
-		m->movement = mv;
 	}
 	if (summary_only)
 		return m;
 	size_t n = l->manifest->n_regions;
-	m->regions = rpc_calloc(b, n, sizeof *m->regions);
+	m->regions = reply_calloc(b, n, sizeof *m->regions);
 	if (!m->regions)
 		return m;
 	for (size_t i = 0; i < n && !b->oom; i++) {
@@ -294,27 +288,43 @@ static Pim__PlacementEstimate *estimate_msg(struct rpc_builder *b, const struct 
 }
 
 
-static void evidence_notes(struct rpc_builder *b, Pim__PlacementReply *r, const struct loaded *l,
+static void evidence_notes(struct reply *b, Pim__PlacementReply *r, const struct loaded *l,
 			   const struct rpc_context *ctx)
 {
 	size_t n = l->manifest->n_regions;
 
 	if (l->n_with_metrics < n)
-		rpc_append(b, &r->notes, &r->n_notes, "%zu of %zu regions have no metrics yet: they stay on the host (pimctl "
+		reply_append(b, &r->notes, &r->n_notes, "%zu of %zu regions have no metrics yet: they stay on the host (pimctl "
 			 "profile, or pimctl import-perf)", n - l->n_with_metrics, n);
 	if (l->n_estimates)
-		rpc_append(b, &r->notes, &r->n_notes, "%zu regions rest on timing-backend estimates: BW_read estimated from "
+		reply_append(b, &r->notes, &r->n_notes, "%zu regions rest on timing-backend estimates: BW_read estimated from "
 			 "unique read bytes / T_host, C4 not evaluable (%s)", l->n_estimates,
 			 ctx->platform->counters ? "measured before counters were available"
 						 : ctx->platform->backend_reason);
 	if (l->n_imported)
-		rpc_append(b, &r->notes, &r->n_notes, "%zu regions use counter data imported from perf stat", l->n_imported);
+		reply_append(b, &r->notes, &r->n_notes, "%zu regions use counter data imported from perf stat", l->n_imported);
 	if (l->n_imported_unknown_b_cpu)
-		rpc_append(b, &r->notes, &r->n_notes, "warning: %zu regions use imported counts without the B_cpu of the "
+		reply_append(b, &r->notes, &r->n_notes, "warning: %zu regions use imported counts without the B_cpu of the "
 			   "host that measured them: their theta comes from this host's B_cpu, which may not "
 			   "match (import again with --b-cpu)", l->n_imported_unknown_b_cpu);
 	if (l->n_counters)
-		rpc_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
+		reply_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
+}
+
+/* Stores an answer for the next identical query; failing to is not the client's problem. */
+static void cache_put(struct rpc_context *ctx, const struct loaded *l, const char *key,
+		      const Pim__PlacementReply *pr)
+{
+	struct pim_error err = { 0 };
+	size_t n = pim__placement_reply__get_packed_size(pr);
+	uint8_t *buf = n <= ctx->max_frame_bytes ? malloc(n ? n : 1) : NULL;
+
+	if (!buf)
+		return;
+	pim__placement_reply__pack(pr, buf);
+	if (store_decision_put(ctx->store, l->model_id, ctx->platform->row, key, buf, n, &err) < 0)
+		log_warning("Could not store the placement of \"%s\": %s", l->manifest->name, err.msg);
+	free(buf);
 }
 
 /* Every input that shapes an answer, in one string. */
@@ -332,18 +342,6 @@ static void cache_key(char *buf, size_t len, const struct placement_params *p, c
 		pos += (size_t)snprintf(buf + pos, len - pos, "%s%.17g", i ? "," : "", cores[i]);
 }
 
-static Pim__Response *reply_response(uint64_t id, Pim__PlacementReply *pr)
-{
-	Pim__Response *resp = rpc_response_new(id);
-	if (!resp) {
-		pim__placement_reply__free_unpacked(pr, NULL);
-		return NULL;
-	}
-	resp->body_case = PIM__RESPONSE__BODY_PLACEMENT;
-	resp->placement = pr;
-	return resp;
-}
-
 Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req)
 {
 	const Pim__Placement *q = req->placement;
@@ -351,31 +349,31 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	struct placement_params p;
 	struct loaded l;
 	struct placement_result res = { 0 };
-	struct rpc_builder b = { 0 };
+	struct reply b;
 	int gran = PL_GRAN_LOOP, move = PL_MOVE_UPPER;
 	char key[1024];
 
 	if (q->granularity && *q->granularity && (gran = placement_granularity_from_name(q->granularity)) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "granularity \"%.*s\" is not one of loop, operator, block",
-					  TEXT_ECHO(q->granularity, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "granularity \"%.*s\" is not one of loop, operator, block",
+				   TEXT_ECHO(q->granularity, 32));
 	if (q->movement && *q->movement && (move = placement_movement_model_from_name(q->movement)) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "movement \"%.*s\" is not one of upper, resident",
-					  TEXT_ECHO(q->movement, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "movement \"%.*s\" is not one of upper, resident",
+				   TEXT_ECHO(q->movement, 32));
 	if (q->n_core_counts > PLACEMENT_MAX_CORE_COUNTS)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%zu core counts; at most %d per query", q->n_core_counts,
-					  PLACEMENT_MAX_CORE_COUNTS);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%zu core counts; at most %d per query", q->n_core_counts,
+				   PLACEMENT_MAX_CORE_COUNTS);
 	for (size_t i = 0; i < q->n_core_counts; i++)
 		if (!isfinite(q->core_counts[i]) || q->core_counts[i] < 1 || q->core_counts[i] > 1e9)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "core count %g is outside 1..1e9", q->core_counts[i]);
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "core count %g is outside 1..1e9", q->core_counts[i]);
 	if (merge_params(ctx, q->params, &p, &err) < 0)
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	if (load(ctx, q->model, &l, &err) < 0) {
 		loaded_free(&l);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
 
 	double one = p.n_core;
@@ -385,10 +383,10 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	if (!q->summary_only && (double)l.manifest->n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
 		size_t n = l.manifest->n_regions;
 		loaded_free(&l);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "placement: %zu regions x %zu core counts do not fit a reply of "
-					  "max_frame_bytes %u; ask for the summary (--summary) or fewer core counts",
-					  n, n_cores, ctx->max_frame_bytes);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "placement: %zu regions x %zu core counts do not fit a reply of "
+				   "max_frame_bytes %u; ask for the summary (--summary) or fewer core counts",
+				   n, n_cores, ctx->max_frame_bytes);
 	}
 	cache_key(key, sizeof key, &p, placement_granularity_name(gran), placement_movement_model_name(move),
 		  cores, n_cores, q->summary_only);
@@ -403,7 +401,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		if (pr) {
 			pr->cached = true;
 			loaded_free(&l);
-			return reply_response(req->id, pr);
+			return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, pr);
 		}
 		log_warning("A stored decision of model \"%s\" does not decode; recomputing", q->model);
 	}
@@ -413,25 +411,24 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				      .core_counts = cores, .n_core_counts = n_cores };
 	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {
 		loaded_free(&l);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
-	Pim__PlacementReply *pr = rpc_calloc(&b, 1, sizeof *pr);
+	Pim__PlacementReply *pr = reply_start(&b, req->id, PIM__RESPONSE__BODY_PLACEMENT);
 	if (pr) {
-		pim__placement_reply__init(pr);
-		pr->model = rpc_strdup(&b, l.manifest->name);
-		pr->granularity = rpc_strdup(&b, placement_granularity_name(gran));
-		pr->movement = rpc_strdup(&b, placement_movement_model_name(move));
+		pr->model = reply_strdup(&b, l.manifest->name);
+		pr->granularity = reply_strdup(&b, placement_granularity_name(gran));
+		pr->movement = reply_strdup(&b, placement_movement_model_name(move));
 		pr->params = params_msg(&b, &res.params, n_cores == 1 ? cores[0] : 0);
-		pr->platform = rpc_strdup(&b, ctx->platform->id.name);
+		pr->platform = reply_strdup(&b, ctx->platform->id.name);
 		pr->regions_with_metrics = (uint32_t)l.n_with_metrics;
-		pr->estimates = rpc_calloc(&b, res.n_estimates, sizeof *pr->estimates);
+		pr->estimates = reply_calloc(&b, res.n_estimates, sizeof *pr->estimates);
 		for (size_t i = 0; pr->estimates && i < res.n_estimates && !b.oom; i++) {
 			Pim__PlacementEstimate *e = estimate_msg(&b, &l, &res.estimates[i], q->summary_only);
 			if (e)
 				pr->estimates[pr->n_estimates++] = e;
 		}
 		evidence_notes(&b, pr, &l, ctx);
-		rpc_append(&b, &pr->notes, &pr->n_notes, "the speedup is an estimate, not a prediction: each "
+		reply_append(&b, &pr->notes, &pr->n_notes, "the speedup is an estimate, not a prediction: each "
 			   "offloaded region's T_pim is the larger of a lower bound on compute (N_total x I_min / "
 			   "(N_core x f_pim), I_min = %g) and its bytes at an assumed PIM bandwidth of %.2f GB/s per "
 			   "core (b_pim_core); T_move is %s", p.i_min, p.b_pim_core / 1e9,
@@ -439,23 +436,10 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 						 : "the resident model's estimate, below Eq. 8's upper bound");
 	}
 	placement_result_free(&res);
-	if (b.oom) {
-		if (pr)
-			pim__placement_reply__free_unpacked(pr, NULL);
-		loaded_free(&l);
-		return NULL;
-	}
-	/* Store the answer for the next identical query; failing to is not the client's problem. */
-	size_t n = pim__placement_reply__get_packed_size(pr);
-	uint8_t *buf = n <= ctx->max_frame_bytes ? malloc(n ? n : 1) : NULL;
-	if (buf) {
-		pim__placement_reply__pack(pr, buf);
-		if (store_decision_put(ctx->store, l.model_id, ctx->platform->row, key, buf, n, &err) < 0)
-			log_warning("Could not store the placement of \"%s\": %s", q->model, err.msg);
-		free(buf);
-	}
+	if (!b.oom)
+		cache_put(ctx, &l, key, pr);
 	loaded_free(&l);
-	return reply_response(req->id, pr);
+	return reply_finish(&b);
 }
 
 /* ---------------------------------------------------------------- import-perf */
@@ -465,39 +449,35 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 {
 	const Pim__ImportPerf *q = req->import_perf;
 	struct pim_error err = { 0 };
-	struct perfcsv_result *csv;
+	_cleanup_(freep) struct perfcsv_result *csv = NULL;
 	int64_t model_id;
 	int k;
 
 	if (!manifest_name_valid(q->model))
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 	if (!isfinite(q->t_host) || q->t_host < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "t_host must be a finite number of seconds >= 0");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "t_host must be a finite number of seconds >= 0");
 	if (!isfinite(q->b_cpu) || q->b_cpu < 0 || q->b_cpu > PLACEMENT_MAX_B_CPU)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "b_cpu %g: the measuring host's read bandwidth must lie in 0..%g B/s "
-					  "(0: unknown)", q->b_cpu, PLACEMENT_MAX_B_CPU);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "b_cpu %g: the measuring host's read bandwidth must lie in 0..%g B/s "
+				   "(0: unknown)", q->b_cpu, PLACEMENT_MAX_B_CPU);
 	if ((k = store_model_id_for(ctx->store, q->model, peer->cred.uid, "import its metrics", &model_id,
 				    &err)) < 0)
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	csv = malloc(sizeof *csv);
 	if (!csv)
 		return NULL;
 	size_t len = q->csv ? strlen(q->csv) : 0;
-	if ((k = perfcsv_parse(q->csv ? q->csv : "", len, csv, &err)) < 0) {
-		free(csv);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
-	}
+	if ((k = perfcsv_parse(q->csv ? q->csv : "", len, csv, &err)) < 0)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
 	uint64_t execs = q->executions ? q->executions : 1;
 	double t = q->t_host > 0 ? q->t_host : csv->has_t_host ? csv->t_host_s : 0;
-	if (!(t > 0)) {
-		free(csv);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "the CSV has no duration_time or task-clock line: give the region's "
-					  "time per execution (--time)");
-	}
+	if (!(t > 0))
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "the CSV has no duration_time or task-clock line: give the region's "
+				   "time per execution (--time)");
 	if (q->t_host == 0)
 		t /= (double)execs;
 	Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
@@ -518,71 +498,47 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 		m.c_be2 = (double)csv->value[EVENTS_ROLE_BE2] / (double)execs;
 		m.c_be3 = (double)csv->value[EVENTS_ROLE_BE3] / (double)execs;
 	}
-	if (!m.have_n_rd && !m.have_store) {
-		free(csv);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "the CSV gives neither the off-core read count (n_rd) nor the "
-					  "store-bound and three backend events: nothing for C3 or C4");
-	}
+	if (!m.have_n_rd && !m.have_store)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "the CSV gives neither the off-core read count (n_rd) nor the "
+				   "store-bound and three backend events: nothing for C3 or C4");
 	char source[128];
 	snprintf(source, sizeof source, "perf stat import: %u events%s", csv->n_events,
 		 csv->multiplexed ? ", some scaled by perf (multiplexed)" : "");
 	m.source = source;
-	if ((k = store_metrics_put(ctx->store, model_id, ctx->platform->row, 0, &m, &err)) < 0) {
-		free(csv);
-		return rpc_error_from(req->id, &err);
-	}
-	Pim__Response *resp = rpc_response_new(req->id);
-	Pim__ImportPerfReply *ir = malloc(sizeof *ir);
-	Pim__RegionMetrics *mm = malloc(sizeof *mm);
-	char *src = strdup(source);
-	/* notes: conditions without data, and an unknown measuring host */
-	char text[2][256];
-	size_t n_notes = 0;
-	if (!m.have_store)
-		snprintf(text[n_notes++], sizeof text[0], "C4 not evaluable for region %u: the store-bound "
-			 "and backend events are missing", q->region_id);
-	if (!m.have_n_rd)
-		snprintf(text[n_notes++], sizeof text[0], "C3 not evaluable for region %u: the off-core read "
-			 "count is missing", q->region_id);
-	else if (q->b_cpu == 0)
-		snprintf(text[n_notes++], sizeof text[0], "warning: the B_cpu of the host that measured these "
-			 "counts is unknown, so C3 compares them with theta from this host's B_cpu "
-			 "(%.2f GB/s); give it with --b-cpu", placement_host_b_cpu(ctx) / 1e9);
-	char **notes = calloc(n_notes + 1, sizeof *notes);
-	bool oom = !notes;
-	for (size_t i = 0; notes && i < n_notes; i++)
-		oom |= !(notes[i] = strdup(text[i]));
-	if (!resp || !ir || !mm || !src || oom) {
-		free(resp);
-		free(ir);
-		free(mm);
-		free(src);
-		for (size_t i = 0; notes && i < n_notes; i++)
-			free(notes[i]);
-		free(notes);
-		free(csv);
-		return NULL;
-	}
-	*mm = m;
-	mm->source = src;
-	pim__import_perf_reply__init(ir);
-	ir->metrics = mm;
-	ir->notes = notes;
-	ir->n_notes = n_notes;
+	if ((k = store_metrics_put(ctx->store, model_id, ctx->platform->row, 0, &m, &err)) < 0)
+		return reply_error_from(req->id, &err);
 	log_info("Imported perf counts for model \"%s\" region %u (%u events)", q->model, q->region_id,
 		 csv->n_events);
-	free(csv);
-	resp->body_case = PIM__RESPONSE__BODY_IMPORT_PERF;
-	resp->import_perf = ir;
-	return resp;
+	struct reply b;
+	Pim__ImportPerfReply *ir = reply_start(&b, req->id, PIM__RESPONSE__BODY_IMPORT_PERF);
+	Pim__RegionMetrics *mm = ir ? ir->metrics = reply_message(&b, &pim__region_metrics__descriptor)
+				    : NULL;
+	if (!mm)
+		return reply_finish(&b);
+	*mm = m;
+	mm->source = reply_strdup(&b, source);
+	/* notes: conditions without data, and an unknown measuring host */
+	if (!m.have_store)
+		reply_append(&b, &ir->notes, &ir->n_notes, "C4 not evaluable for region %u: the store-bound "
+			     "and backend events are missing", q->region_id);
+	if (!m.have_n_rd)
+		reply_append(&b, &ir->notes, &ir->n_notes, "C3 not evaluable for region %u: the off-core "
+			     "read count is missing", q->region_id);
+	else if (q->b_cpu == 0)
+		reply_append(&b, &ir->notes, &ir->n_notes, "warning: the B_cpu of the host that measured "
+			     "these counts is unknown, so C3 compares them with theta from this host's "
+			     "B_cpu (%.2f GB/s); give it with --b-cpu", placement_host_b_cpu(ctx) / 1e9);
+	return reply_finish(&b);
 }
 
 /* ---------------------------------------------------------------- calibrate */
 
-static void point_fill(Pim__CalibratePoint *m, const struct calibrate_point *p)
+static Pim__CalibratePoint *point_msg(struct reply *b, const struct calibrate_point *p)
 {
-	pim__calibrate_point__init(m);
+	Pim__CalibratePoint *m = reply_message(b, &pim__calibrate_point__descriptor);
+	if (!m)
+		return NULL;
 	m->theta = p->theta;
 	m->sigma = p->sigma;
 	m->selected = (uint32_t)p->selected;
@@ -591,6 +547,7 @@ static void point_fill(Pim__CalibratePoint *m, const struct calibrate_point *p)
 	m->tn = (uint32_t)p->tn;
 	m->fn = (uint32_t)p->fn;
 	m->accuracy = p->accuracy;
+	return m;
 }
 
 /* A calibration in flight: what the sweep needs, owned here (the request is gone when it runs). */
@@ -640,49 +597,38 @@ static void calibrate_job_release(void *data)
 static Pim__Response *calibrate_reply(struct calibrate_job *j)
 {
 	struct calibrate_result *res = &j->res;
-	struct rpc_builder b = { 0 };
+	struct reply b;
 
 	if (j->r < 0)
-		return rpc_error_from(j->id, &j->err);
+		return reply_error_from(j->id, &j->err);
 	size_t n_points = res->n_thetas * res->n_sigmas;
-	Pim__CalibrateReply *cr = rpc_calloc(&b, 1, sizeof *cr);
-	if (cr) {
-		pim__calibrate_reply__init(cr);
-		cr->labelled = (uint32_t)res->n_labelled;
-		cr->beneficial = (uint32_t)res->n_beneficial;
-		cr->best = (uint32_t)res->best;
-		cr->points = rpc_calloc(&b, n_points, sizeof *cr->points);
-		for (size_t i = 0; cr->points && i < n_points; i++) {
-			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
-			if (!m)
-				break;
-			point_fill(m, &res->points[i]);
-			cr->points[cr->n_points++] = m;
-		}
-		cr->suggestions = rpc_calloc(&b, res->n_sigmas, sizeof *cr->suggestions);
-		cr->suggestion_lo = rpc_calloc(&b, res->n_sigmas, sizeof *cr->suggestion_lo);
-		cr->suggestion_hi = rpc_calloc(&b, res->n_sigmas, sizeof *cr->suggestion_hi);
-		for (size_t i = 0; cr->suggestions && cr->suggestion_lo && cr->suggestion_hi &&
-				   i < res->n_sigmas; i++) {
-			Pim__CalibratePoint *m = rpc_calloc(&b, 1, sizeof *m);
-			if (!m)
-				break;
-			point_fill(m, &res->suggestions[i].at);
-			m->theta = res->suggestions[i].theta;
-			cr->suggestions[cr->n_suggestions++] = m;
-			cr->suggestion_lo[cr->n_suggestion_lo++] = res->suggestions[i].lo;
-			cr->suggestion_hi[cr->n_suggestion_hi++] = res->suggestions[i].hi;
-		}
+	Pim__CalibrateReply *cr = reply_start(&b, j->id, PIM__RESPONSE__BODY_CALIBRATE);
+	if (!cr)
+		return reply_finish(&b);
+	cr->labelled = (uint32_t)res->n_labelled;
+	cr->beneficial = (uint32_t)res->n_beneficial;
+	cr->best = (uint32_t)res->best;
+	cr->points = reply_calloc(&b, n_points, sizeof *cr->points);
+	for (size_t i = 0; cr->points && i < n_points; i++) {
+		Pim__CalibratePoint *m = point_msg(&b, &res->points[i]);
+		if (!m)
+			break;
+		cr->points[cr->n_points++] = m;
 	}
-	Pim__Response *resp = b.oom ? NULL : rpc_response_new(j->id);
-	if (!resp) {
-		if (cr)
-			pim__calibrate_reply__free_unpacked(cr, NULL);
-		return NULL;
+	cr->suggestions = reply_calloc(&b, res->n_sigmas, sizeof *cr->suggestions);
+	cr->suggestion_lo = reply_calloc(&b, res->n_sigmas, sizeof *cr->suggestion_lo);
+	cr->suggestion_hi = reply_calloc(&b, res->n_sigmas, sizeof *cr->suggestion_hi);
+	for (size_t i = 0; cr->suggestions && cr->suggestion_lo && cr->suggestion_hi && i < res->n_sigmas;
+	     i++) {
+		Pim__CalibratePoint *m = point_msg(&b, &res->suggestions[i].at);
+		if (!m)
+			break;
+		m->theta = res->suggestions[i].theta;
+		cr->suggestions[cr->n_suggestions++] = m;
+		cr->suggestion_lo[cr->n_suggestion_lo++] = res->suggestions[i].lo;
+		cr->suggestion_hi[cr->n_suggestion_hi++] = res->suggestions[i].hi;
 	}
-	resp->body_case = PIM__RESPONSE__BODY_CALIBRATE;
-	resp->calibrate = cr;
-	return resp;
+	return reply_finish(&b);
 }
 
 Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req,
@@ -693,8 +639,8 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	struct calibrate_sweep sw = calibrate_sweep_default();
 
 	if (q->n_sigmas > PLACEMENT_MAX_SIGMAS)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "%zu sigma values; at most %d", q->n_sigmas, PLACEMENT_MAX_SIGMAS);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "%zu sigma values; at most %d", q->n_sigmas, PLACEMENT_MAX_SIGMAS);
 	if (q->theta_lo)
 		sw.theta_lo = q->theta_lo;
 	if (q->theta_hi)
@@ -705,16 +651,16 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	/* Every point goes into the reply (about 40 bytes each): refuse a sweep that cannot. */
 	if (!(sw.theta_step > 0) || !(sw.theta_hi >= sw.theta_lo) || !isfinite(sw.theta_hi) ||
 	    !isfinite(sw.theta_lo))
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "calibrate: theta needs lo <= hi and a positive step");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "calibrate: theta needs lo <= hi and a positive step");
 	double points = (floor((sw.theta_hi - sw.theta_lo) / sw.theta_step) + 1) *
 			(double)(sw.n_sigmas ? sw.n_sigmas : 1);
 	double max_points = (double)ctx->max_frame_bytes / 48;
 	if (points > max_points)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "calibrate: a sweep of %.0f points does not fit a reply of "
-					  "max_frame_bytes %u (at most %.0f points): use a larger theta step",
-					  points, ctx->max_frame_bytes, max_points);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "calibrate: a sweep of %.0f points does not fit a reply of "
+				   "max_frame_bytes %u (at most %.0f points): use a larger theta step",
+				   points, ctx->max_frame_bytes, max_points);
 	struct calibrate_job *j = calloc(1, sizeof *j);
 	if (!j)
 		return NULL;
@@ -735,14 +681,37 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	    calibrate_parse_labels(csv, strlen(csv), j->l.regions, j->l.manifest->n_regions, &j->labels,
 				   &err) < 0) {
 		calibrate_job_release(j);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
 	struct rpc_deferred job = { .run = calibrate_job_run, .finish = calibrate_job_finish,
 				    .release = calibrate_job_release, .data = j };
-	return rpc_defer(defer, &job);
+	return reply_defer(defer, &job);
 }
 
 /* ---------------------------------------------------------------- decisions for the client */
+
+/* The bitmaps of known and offloaded regions, and the weakest evidence an offload rests on. */
+static void decisions_fill(Pim__DecisionsReply *dr, const struct loaded *l,
+			   const struct placement_estimate *e)
+{
+	uint8_t *known = dr->known_bitmap.data, *bits = dr->pim_bitmap.data;
+	Pim__Evidence weakest = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+
+	for (size_t i = 0; i < l->manifest->n_regions; i++)
+		known[l->regions[i].id / 8] |= (uint8_t)(1u << (l->regions[i].id % 8));
+	for (size_t i = 0; i < l->manifest->n_regions; i++)
+		if (e->decisions[i].side == PL_PIM) {
+			uint32_t id = l->regions[i].id;
+			bits[id / 8] |= (uint8_t)(1u << (id % 8));
+			dr->offloaded++;
+			/* estimate < imported < counters, as evidence goes */
+			Pim__Evidence ev = (Pim__Evidence)e->decisions[i].evidence;
+			if (ev == PIM__EVIDENCE__EVIDENCE_ESTIMATE ||
+			    (ev == PIM__EVIDENCE__EVIDENCE_IMPORTED && weakest == PIM__EVIDENCE__EVIDENCE_COUNTERS))
+				weakest = ev;
+		}
+	dr->evidence = dr->offloaded ? weakest : PIM__EVIDENCE__EVIDENCE_NONE;
+}
 
 Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req)
 {
@@ -754,18 +723,18 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	int gran = PL_GRAN_LOOP, move = PL_MOVE_UPPER;
 
 	if (q->granularity && *q->granularity && (gran = placement_granularity_from_name(q->granularity)) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "granularity \"%.*s\" is not one of loop, operator, block",
-					  TEXT_ECHO(q->granularity, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "granularity \"%.*s\" is not one of loop, operator, block",
+				   TEXT_ECHO(q->granularity, 32));
 	if (q->movement && *q->movement && (move = placement_movement_model_from_name(q->movement)) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "movement \"%.*s\" is not one of upper, resident",
-					  TEXT_ECHO(q->movement, 32));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "movement \"%.*s\" is not one of upper, resident",
+				   TEXT_ECHO(q->movement, 32));
 	if (merge_params(ctx, q->params, &p, &err) < 0)
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	if (load(ctx, q->model, &l, &err) < 0) {
 		loaded_free(&l);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
 	uint64_t limit64 = 0;
 	for (size_t i = 0; i < l.manifest->n_regions; i++)
@@ -773,58 +742,30 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 			limit64 = (uint64_t)l.regions[i].id + 1;
 	if (limit64 > PLACEMENT_DECISIONS_MAX_ID) {
 		loaded_free(&l);
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "region ids up to %llu: the client's lookup table allows ids below %u",
-					  (unsigned long long)(limit64 - 1), PLACEMENT_DECISIONS_MAX_ID);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "region ids up to %llu: the client's lookup table allows ids below %u",
+				   (unsigned long long)(limit64 - 1), PLACEMENT_DECISIONS_MAX_ID);
 	}
 	uint32_t limit = (uint32_t)limit64;
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move };
 	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {
 		loaded_free(&l);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
-	Pim__Response *resp = rpc_response_new(req->id);
-	Pim__DecisionsReply *dr = malloc(sizeof *dr);
-	uint8_t *bits = calloc((limit + 7) / 8 + 1, 1);
-	uint8_t *known = calloc((limit + 7) / 8 + 1, 1);
-	char *name = strdup(l.manifest->name);
-	if (!resp || !dr || !bits || !known || !name) {
-		free(resp);
-		free(dr);
-		free(bits);
-		free(known);
-		free(name);
-		placement_result_free(&res);
-		loaded_free(&l);
-		return NULL;
+	struct reply b;
+	Pim__DecisionsReply *dr = reply_start(&b, req->id, PIM__RESPONSE__BODY_DECISIONS);
+	if (dr) {
+		dr->model = reply_strdup(&b, l.manifest->name);
+		dr->id_limit = limit;
+		dr->pim_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
+		dr->pim_bitmap.len = (limit + 7) / 8;
+		dr->known_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
+		dr->known_bitmap.len = (limit + 7) / 8;
 	}
-	pim__decisions_reply__init(dr);
-	const struct placement_estimate *e = &res.estimates[0];
-	Pim__Evidence weakest = PIM__EVIDENCE__EVIDENCE_COUNTERS;
-	for (size_t i = 0; i < l.manifest->n_regions; i++)
-		known[l.regions[i].id / 8] |= (uint8_t)(1u << (l.regions[i].id % 8));
-	for (size_t i = 0; i < l.manifest->n_regions; i++)
-		if (e->decisions[i].side == PL_PIM) {
-			uint32_t id = l.regions[i].id;
-			bits[id / 8] |= (uint8_t)(1u << (id % 8));
-			dr->offloaded++;
-			/* estimate < imported < counters, as evidence goes */
-			Pim__Evidence ev = (Pim__Evidence)e->decisions[i].evidence;
-			if (ev == PIM__EVIDENCE__EVIDENCE_ESTIMATE ||
-			    (ev == PIM__EVIDENCE__EVIDENCE_IMPORTED && weakest == PIM__EVIDENCE__EVIDENCE_COUNTERS))
-				weakest = ev;
-		}
-	dr->model = name;
-	dr->id_limit = limit;
-	dr->pim_bitmap.data = bits;
-	dr->pim_bitmap.len = (limit + 7) / 8;
-	dr->known_bitmap.data = known;
-	dr->known_bitmap.len = (limit + 7) / 8;
-	dr->evidence = dr->offloaded ? weakest : PIM__EVIDENCE__EVIDENCE_NONE;
+	if (!b.oom)
+		decisions_fill(dr, &l, &res.estimates[0]);
 	placement_result_free(&res);
 	loaded_free(&l);
-	resp->body_case = PIM__RESPONSE__BODY_DECISIONS;
-	resp->decisions = dr;
-	return resp;
+	return reply_finish(&b);
 }

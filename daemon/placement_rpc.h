@@ -7,7 +7,7 @@
 #ifndef PIMD_PLACEMENT_RPC_H
 #define PIMD_PLACEMENT_RPC_H
 
-#include "rpc.h"
+#include "reply.h"
 
 Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req);
 Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct rpc_peer *peer,

@@ -854,7 +854,7 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 	Pim__ProfileReply *p;
 
 	if (store_run_get(pf->store, run, &p, &err) < 0)
-		return rpc_error_from(id, &err);
+		return reply_error_from(id, &err);
 	/* the live position of a running job, between progress writes */
 	for (struct job *j = pf->jobs; j; j = j->next)
 		if (j->run == run) {
@@ -862,14 +862,7 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 			if (j->reps_total)
 				p->repetitions_total = j->reps_total;
 		}
-	Pim__Response *r = rpc_response_new(id);
-	if (!r) {
-		pim__profile_reply__free_unpacked(p, NULL);
-		return NULL;
-	}
-	r->body_case = PIM__RESPONSE__BODY_PROFILE;
-	r->profile = p;
-	return r;
+	return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
 }
 
 Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
@@ -881,40 +874,40 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	int k;
 
 	if (peer->passed_fd < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "profile: the model library must come with the request as a file "
-					  "descriptor (pimctl profile --library PATH)");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: the model library must come with the request as a file "
+				   "descriptor (pimctl profile --library PATH)");
 	if (fstat(peer->passed_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "profile: the descriptor passed is not a non-empty regular file");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: the descriptor passed is not a non-empty regular file");
 	if (q->repetitions > WORKER_REPS_MAX || q->warmups > WORKER_WARMUPS_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "profile: at most %u repetitions and %u warm-up runs", WORKER_REPS_MAX,
-					  WORKER_WARMUPS_MAX);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: at most %u repetitions and %u warm-up runs", WORKER_REPS_MAX,
+				   WORKER_WARMUPS_MAX);
 	if (q->timeout_ms > 86400000u)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "profile: timeout_ms %u exceeds a day", q->timeout_ms);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: timeout_ms %u exceeds a day", q->timeout_ms);
 	if (q->n_regions > WORKER_REGIONS_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "profile: at most %u regions", WORKER_REGIONS_MAX);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: at most %u regions", WORKER_REGIONS_MAX);
 	if (pf->n_queued >= pf->queue_max)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_BUSY,
-					  "profile: %u jobs are queued already (profile_queue_max); retry later",
-					  pf->n_queued);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "profile: %u jobs are queued already (profile_queue_max); retry later",
+				   pf->n_queued);
 	if (!manifest_name_valid(q->model))
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 	if (job_uid_allowed(pf, peer->cred.uid, &err) < 0)
-		return rpc_error_response(req->id, err.code == -EPERM ? PIM__ERROR_CODE__ERROR_PERMISSION_DENIED
-								      : PIM__ERROR_CODE__ERROR_INTERNAL,
-					  "%s", err.msg);
+		return reply_error(req->id, err.code == -EPERM ? PIM__ERROR_CODE__ERROR_PERMISSION_DENIED
+							       : PIM__ERROR_CODE__ERROR_INTERNAL,
+				   "%s", err.msg);
 	unsigned mine = 0;
 	for (const struct job *o = pf->jobs; o; o = o->next)
 		mine += !o->running && o->uid == peer->cred.uid;
 	if (mine >= pf->queue_per_uid)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_BUSY,
-					  "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
-					  "retry when one has started", (unsigned)peer->cred.uid, mine);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
+				   "retry when one has started", (unsigned)peer->cred.uid, mine);
 	struct job *j = calloc(1, sizeof *j);
 	if (!j)
 		return NULL;
@@ -945,7 +938,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 		if (m)
 			pim__manifest__free_unpacked(m, NULL);
 		job_free(j);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
 	pim__manifest__free_unpacked(m, NULL);
 	plan_events(j, pf->platform);
@@ -953,7 +946,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	if ((k = store_run_create(pf->store, j->model_id, pf->platform->row, j->uid, j->warmups, j->reps,
 				  total, &j->run, &err)) < 0) {
 		job_free(j);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
 	if (j->note[0]) {
 		/* the reply says at once what pimd changed; the final message repeats it */
@@ -979,8 +972,8 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)
 {
 	if (req->profile_status->job > INT64_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRIu64,
-					  req->profile_status->job);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRIu64,
+				   req->profile_status->job);
 	return status_response(pf, req->id, (int64_t)req->profile_status->job);
 }
 
@@ -1129,18 +1122,18 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 	int k;
 
 	if (q->n_samples > INSITU_BATCH_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "sample batch: %zu samples, at most %u", q->n_samples, INSITU_BATCH_MAX);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "sample batch: %zu samples, at most %u", q->n_samples, INSITU_BATCH_MAX);
 	for (size_t i = 0; i < q->n_samples; i++)
 		if (q->samples[i]->time_ns > INSITU_TIME_NS_MAX)
-			return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						  "sample batch: samples[%zu].time_ns: %" PRIu64 " exceeds %" PRIu64
-						  " (one hour); nothing of this batch was stored", i,
-						  q->samples[i]->time_ns, INSITU_TIME_NS_MAX);
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+					   "sample batch: samples[%zu].time_ns: %" PRIu64 " exceeds %" PRIu64
+					   " (one hour); nothing of this batch was stored", i,
+					   q->samples[i]->time_ns, INSITU_TIME_NS_MAX);
 	if (in && strcmp(in->j->model, q->model ? q->model : "") != 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "sample batch: this connection samples model \"%s\"; use one connection "
-					  "per model", in->j->model);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "sample batch: this connection samples model \"%s\"; use one connection "
+				   "per model", in->j->model);
 	if (!in) {
 		/* The first batch opens the run: the model's facts, the owner rule, a run row. */
 		Pim__Manifest *m = NULL;
@@ -1167,7 +1160,7 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 		if (k < 0) {
 			job_free(j);
 			free(in);
-			return rpc_error_from(req->id, &err);
+			return reply_error_from(req->id, &err);
 		}
 		snprintf(j->model, sizeof j->model, "%s", q->model);
 		struct store_run_update u = { .state = "running", .backend = "timing",
@@ -1183,9 +1176,9 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 	}
 	struct job *j = in->j;
 	if (in->seq + q->n_samples > INSITU_RUN_MAX)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_BUSY,
-					  "sample batch: this in-situ run has %" PRIu64 " samples, at most %u; "
-					  "stop sampling (a final batch) and start again", in->seq, INSITU_RUN_MAX);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "sample batch: this in-situ run has %" PRIu64 " samples, at most %u; "
+				   "stop sampling (a final batch) and start again", in->seq, INSITU_RUN_MAX);
 	_cleanup_(freep) struct store_sample *v = calloc(q->n_samples ? q->n_samples : 1, sizeof *v);
 	if (!v)
 		return NULL;
@@ -1199,7 +1192,7 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 						       .executions = 1, .time_ns = s->time_ns };
 	}
 	if ((k = store_samples_put(pf->store, j->run, v, accepted, &err)) < 0)
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	uint64_t job = (uint64_t)j->run;
 	if (q->final) {
 		insitu_finish(pf, in, &done);
@@ -1207,19 +1200,13 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 		free(in);
 		peer->insitu = NULL;
 	}
-	Pim__Response *r = rpc_response_new(req->id);
-	Pim__SampleBatchReply *sr = malloc(sizeof *sr);
-	if (!r || !sr) {
-		free(r);
-		free(sr);
-		return NULL;
+	struct reply b;
+	Pim__SampleBatchReply *sr = reply_start(&b, req->id, PIM__RESPONSE__BODY_SAMPLE_BATCH);
+	if (sr) {
+		sr->job = job;
+		sr->accepted = accepted;
+		sr->rejected = rejected;
+		sr->regions_done = done;
 	}
-	pim__sample_batch_reply__init(sr);
-	sr->job = job;
-	sr->accepted = accepted;
-	sr->rejected = rejected;
-	sr->regions_done = done;
-	r->body_case = PIM__RESPONSE__BODY_SAMPLE_BATCH;
-	r->sample_batch = sr;
-	return r;
+	return reply_finish(&b);
 }

@@ -13,7 +13,7 @@
 #include "config.h"
 #include "loop.h"
 #include "platform.h"
-#include "rpc.h"
+#include "reply.h"
 #include "store.h"
 
 struct profiler;

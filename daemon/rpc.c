@@ -11,77 +11,6 @@
 
 #define PROTOCOL_VERSION PIM__VERSION__VERSION_CURRENT
 
-Pim__Response *rpc_response_new(uint64_t id)
-{
-	Pim__Response *r = malloc(sizeof *r);
-	if (r) {
-		pim__response__init(r);
-		r->id = id;
-	}
-	return r;
-}
-
-Pim__ErrorCode rpc_code_from_errno(int e)
-{
-	switch (e) {
-	case -EINVAL:
-	case -EOVERFLOW:
-	case -E2BIG:
-	case -EFBIG:
-	case -ENAMETOOLONG:
-		return PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT;
-	case -ENOENT:
-		return PIM__ERROR_CODE__ERROR_NOT_FOUND;
-	case -EEXIST:
-		return PIM__ERROR_CODE__ERROR_ALREADY_EXISTS;
-	case -EPERM:
-	case -EACCES:
-		return PIM__ERROR_CODE__ERROR_PERMISSION_DENIED;
-	case -EBUSY:
-	case -EAGAIN:
-	case -ENOSPC:
-		return PIM__ERROR_CODE__ERROR_BUSY;
-	case -EPROTO:
-		return PIM__ERROR_CODE__ERROR_PROTOCOL;
-	case -EPROTONOSUPPORT:
-		return PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION;
-	case -EOPNOTSUPP:
-		return PIM__ERROR_CODE__ERROR_UNIMPLEMENTED;
-	default:
-		return PIM__ERROR_CODE__ERROR_INTERNAL;
-	}
-}
-
-Pim__Response *rpc_error_response(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)
-{
-	Pim__Response *r = rpc_response_new(id);
-	Pim__Error *e = malloc(sizeof *e);
-	char *msg = NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	va_end(ap);
-	if (!r || !e || !msg) {
-		free(r);
-		free(e);
-		free(msg);
-		return NULL;
-	}
-	pim__error__init(e);
-	e->code = code;
-	e->message = msg;
-	r->body_case = PIM__RESPONSE__BODY_ERROR;
-	r->error = e;
-	return r;
-}
-
-Pim__Response *rpc_error_from(uint64_t id, const struct pim_error *err)
-{
-	return rpc_error_response(id, rpc_code_from_errno(err->code), "%s", err->msg);
-}
-
 /* ---------------------------------------------------------------- strings on the wire */
 
 #define WIRE_DEPTH_MAX 32u   /* pim.proto nests 5 deep; deeper is not a Request */
@@ -172,15 +101,16 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 			       enum rpc_after *after)
 {
 	const Pim__Hello *h = req->hello;
+	struct reply b;
 
 	if (peer->hello_done)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_PROTOCOL,
-					  "Hello was already sent on this connection");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_PROTOCOL,
+				   "Hello was already sent on this connection");
 	if (h->protocol_version != PROTOCOL_VERSION) {
 		*after = RPC_CLOSE;
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION,
-					  "protocol version %u is not supported; this pimd speaks %u",
-					  h->protocol_version, PROTOCOL_VERSION);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION,
+				   "protocol version %u is not supported; this pimd speaks %u",
+				   h->protocol_version, PROTOCOL_VERSION);
 	}
 	/* For the log: whole characters, up to the first control character. */
 	snprintf(peer->name, sizeof peer->name, "%.*s", TEXT_ECHO(h->client_name, sizeof peer->name - 1));
@@ -188,74 +118,52 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 	log_debug("Client \"%s\" (pid %d uid %u) speaks protocol %u", peer->name, (int)peer->cred.pid,
 		  (unsigned)peer->cred.uid, h->protocol_version);
 
-	Pim__Response *r = rpc_response_new(req->id);
-	Pim__HelloReply *hr = malloc(sizeof *hr);
-	char *ver = strdup(PIMD_VERSION);
-	if (!r || !hr || !ver) {
-		free(r);
-		free(hr);
-		free(ver);
-		return NULL;
+	Pim__HelloReply *hr = reply_start(&b, req->id, PIM__RESPONSE__BODY_HELLO);
+	if (hr) {
+		hr->protocol_version = PROTOCOL_VERSION;
+		hr->server_version = reply_strdup(&b, PIMD_VERSION);
+		hr->max_frame_bytes = ctx->max_frame_bytes;
 	}
-	pim__hello_reply__init(hr);
-	hr->protocol_version = PROTOCOL_VERSION;
-	hr->server_version = ver;
-	hr->max_frame_bytes = ctx->max_frame_bytes;
-	r->body_case = PIM__RESPONSE__BODY_HELLO;
-	r->hello = hr;
-	return r;
+	return reply_finish(&b);
 }
 
 static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req)
 {
 	struct pim_error err = { 0 };
 	unsigned models = 0;
+	struct reply b;
 
 	if (store_model_count(ctx->store, &models, &err) < 0)
-		return rpc_error_from(req->id, &err);
-	Pim__Response *r = rpc_response_new(req->id);
-	Pim__StatusReply *s = malloc(sizeof *s);
-	char *ver = strdup(PIMD_VERSION), *db = strdup(store_path(ctx->store));
-	if (!r || !s || !ver || !db) {
-		free(r);
-		free(s);
-		free(ver);
-		free(db);
-		return NULL;
-	}
-	pim__status_reply__init(s);
-	s->server_version = ver;
+		return reply_error_from(req->id, &err);
+	Pim__StatusReply *s = reply_start(&b, req->id, PIM__RESPONSE__BODY_STATUS);
+	if (!s)
+		return reply_finish(&b);
+	s->server_version = reply_strdup(&b, PIMD_VERSION);
 	s->protocol_version = PROTOCOL_VERSION;
 	s->uptime_ms = (now_ns() - ctx->started_ns) / 1000000;
 	s->models = models;
 	s->clients = ctx->clients;
 	s->schema_version = store_schema_version(ctx->store);
-	s->database = db;
+	s->database = reply_strdup(&b, store_path(ctx->store));
 	s->requests = ctx->requests;
 	s->max_frame_bytes = ctx->max_frame_bytes;
 	s->pid = (uint32_t)ctx->pid;
 	const struct platform *pf = ctx->platform;
-	s->platform = strdup(pf->id.name);
-	s->backend = strdup(pf->counters ? "counters" : "timing");
-	s->backend_reason = strdup(pf->backend_reason);
+	s->platform = reply_strdup(&b, pf->id.name);
+	s->backend = reply_strdup(&b, pf->counters ? "counters" : "timing");
+	s->backend_reason = reply_strdup(&b, pf->backend_reason);
 	if (ctx->params->b_cpu > 0) {
 		s->b_cpu = ctx->params->b_cpu;
-		s->b_cpu_source = strdup("configured");
+		s->b_cpu_source = reply_strdup(&b, "configured");
 	} else if (pf->id.b_cpu > 0) {
 		s->b_cpu = pf->id.b_cpu;
-		s->b_cpu_source = strdup("measured");
+		s->b_cpu_source = reply_strdup(&b, "measured");
 	} else {
 		s->b_cpu = placement_params_default().b_cpu;
-		s->b_cpu_source = strdup("default (the paper's host)");
+		s->b_cpu_source = reply_strdup(&b, "default (the paper's host)");
 	}
 	s->profile_jobs = profiler_active(ctx->profiler);
-	if (!s->platform || !s->backend || !s->backend_reason || !s->b_cpu_source) {
-		pim__response__free_unpacked(r, NULL);
-		return NULL;
-	}
-	r->body_case = PIM__RESPONSE__BODY_STATUS;
-	r->status = s;
-	return r;
+	return reply_finish(&b);
 }
 
 static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *peer,
@@ -263,115 +171,71 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 {
 	struct pim_error err = { 0 };
 	const Pim__ModelLoad *ml = req->model_load;
-	Pim__ModelSummary *sum = NULL;
+	struct reply b;
 	bool replaced;
 	int k;
 
 	if (!ml->manifest)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "model_load: manifest is missing");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "model_load: manifest is missing");
 	if ((k = manifest_validate(ml->manifest, &err)) < 0)
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "manifest: %s", err.msg);
-	k = store_model_put(ctx->store, ml->manifest, peer->cred.uid, ml->replace, &replaced, &sum, &err);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "manifest: %s", err.msg);
+	/* Started before the model is stored: without memory for an answer, nothing changes. */
+	Pim__ModelLoadReply *lr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_LOAD);
+	if (!lr)
+		return reply_finish(&b);
+	k = store_model_put(ctx->store, ml->manifest, peer->cred.uid, ml->replace, &replaced, &lr->model,
+			    &err);
 	if (k < 0) {
 		if (k != -EEXIST && k != -EPERM)
 			log_error("Failed to store model \"%s\": %s", ml->manifest->name, err.msg);
-		return rpc_error_from(req->id, &err);
+		return reply_fail(&b, &err);
 	}
 	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
 		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, ml->manifest->n_regions,
 		 ml->manifest->n_allocations);
-	Pim__Response *r = rpc_response_new(req->id);
-	Pim__ModelLoadReply *lr = malloc(sizeof *lr);
-	if (!r || !lr) {
-		free(r);
-		free(lr);
-		pim__model_summary__free_unpacked(sum, NULL);
-		return NULL;
-	}
-	pim__model_load_reply__init(lr);
-	lr->model = sum;
 	lr->replaced = replaced;
-	r->body_case = PIM__RESPONSE__BODY_MODEL_LOAD;
-	r->model_load = lr;
-	return r;
+	return reply_finish(&b);
 }
 
 static Pim__Response *do_model_list(struct rpc_context *ctx, const Pim__Request *req)
 {
 	struct pim_error err = { 0 };
-	Pim__ModelSummary **v;
-	size_t n;
+	struct reply b;
 
-	if (store_model_list(ctx->store, &v, &n, &err) < 0)
-		return rpc_error_from(req->id, &err);
-	Pim__Response *r = rpc_response_new(req->id);
-	Pim__ModelListReply *lr = malloc(sizeof *lr);
-	if (!r || !lr) {
-		free(r);
-		free(lr);
-		for (size_t i = 0; i < n; i++)
-			pim__model_summary__free_unpacked(v[i], NULL);
-		free(v);
-		return NULL;
-	}
-	pim__model_list_reply__init(lr);
-	lr->models = v;
-	lr->n_models = n;
-	r->body_case = PIM__RESPONSE__BODY_MODEL_LIST;
-	r->model_list = lr;
-	return r;
+	Pim__ModelListReply *lr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_LIST);
+	if (lr && store_model_list(ctx->store, &lr->models, &lr->n_models, &err) < 0)
+		return reply_fail(&b, &err);
+	return reply_finish(&b);
 }
 
 static Pim__Response *check_name(uint64_t id, const char *name)
 {
 	if (!manifest_name_valid(name))
-		return rpc_error_response(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					  "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
+		return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
 	return NULL;
 }
 
 static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request *req)
 {
 	struct pim_error err = { 0 };
-	Pim__ModelSummary *sum;
-	Pim__Manifest *m;
-	Pim__Response *r = check_name(req->id, req->model_show->name);
-
-	if (r)
-		return r;
-	if (store_model_get(ctx->store, req->model_show->name, &sum, &m, &err) < 0)
-		return rpc_error_from(req->id, &err);
-	Pim__RegionMetrics **metrics = NULL;
-	size_t n_metrics = 0;
+	const char *name = req->model_show->name;
+	Pim__Response *bad = check_name(req->id, name);
+	struct reply b;
 	int64_t model_id;
-	if (store_model_id(ctx->store, req->model_show->name, &model_id, &err) < 0 ||
-	    store_metrics_list(ctx->store, model_id, ctx->platform->row, &metrics, &n_metrics, &err) < 0) {
-		pim__model_summary__free_unpacked(sum, NULL);
-		pim__manifest__free_unpacked(m, NULL);
-		return rpc_error_from(req->id, &err);
-	}
-	r = rpc_response_new(req->id);
-	Pim__ModelShowReply *sr = malloc(sizeof *sr);
-	if (!r || !sr) {
-		free(r);
-		free(sr);
-		pim__model_summary__free_unpacked(sum, NULL);
-		pim__manifest__free_unpacked(m, NULL);
-		for (size_t i = 0; i < n_metrics; i++)
-			pim__region_metrics__free_unpacked(metrics[i], NULL);
-		free(metrics);
-		return NULL;
-	}
-	pim__model_show_reply__init(sr);
-	sr->model = sum;
-	sr->manifest = m;
-	sr->metrics = metrics;
-	sr->n_metrics = n_metrics;
-	r->body_case = PIM__RESPONSE__BODY_MODEL_SHOW;
-	r->model_show = sr;
-	return r;
+
+	if (bad)
+		return bad;
+	Pim__ModelShowReply *sr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_SHOW);
+	if (!sr)
+		return reply_finish(&b);
+	if (store_model_get(ctx->store, name, &sr->model, &sr->manifest, &err) < 0 ||
+	    store_model_id(ctx->store, name, &model_id, &err) < 0 ||
+	    store_metrics_list(ctx->store, model_id, ctx->platform->row, &sr->metrics, &sr->n_metrics,
+			       &err) < 0)
+		return reply_fail(&b, &err);
+	return reply_finish(&b);
 }
 
 static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *peer,
@@ -379,47 +243,26 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 {
 	struct pim_error err = { 0 };
 	const char *name = req->model_remove->name;
-	Pim__Response *r = check_name(req->id, name);
+	Pim__Response *bad = check_name(req->id, name);
+	struct reply b;
 
-	if (r)
-		return r;
+	if (bad)
+		return bad;
 	int k = store_model_remove(ctx->store, name, peer->cred.uid, &err);
 	if (k < 0) {
 		if (k == -ENOSPC)
 			log_warning("Cannot remove model \"%s\": %s", name, err.msg);
-		return rpc_error_from(req->id, &err);
+		return reply_error_from(req->id, &err);
 	}
 	log_info("Model \"%s\" removed by uid %u", name, (unsigned)peer->cred.uid);
 	if (k > 0)
 		log_warning("The file system of %s is full: model \"%s\" was removed with the room pimd "
 			    "keeps in reserve, which is %s", store_path(ctx->store), name,
 			    store_reserve_held(ctx->store) ? "restored" : "spent until space is freed");
-	r = rpc_response_new(req->id);
-	Pim__ModelRemoveReply *rr = malloc(sizeof *rr);
-	char *n = strdup(name);
-	if (!r || !rr || !n) {
-		free(r);
-		free(rr);
-		free(n);
-		return NULL;
-	}
-	pim__model_remove_reply__init(rr);
-	rr->name = n;
-	r->body_case = PIM__RESPONSE__BODY_MODEL_REMOVE;
-	r->model_remove = rr;
-	return r;
-}
-
-Pim__Response *rpc_defer(struct rpc_deferred *defer, const struct rpc_deferred *job)
-{
-	if (defer) {
-		*defer = *job;
-		return NULL;
-	}
-	job->run(job->data);
-	Pim__Response *r = job->finish(job->data);
-	job->release(job->data);
-	return r;
+	Pim__ModelRemoveReply *rr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_REMOVE);
+	if (rr)
+		rr->name = reply_strdup(&b, name);
+	return reply_finish(&b);
 }
 
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
@@ -432,8 +275,8 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 
 	if (!peer->hello_done && req->body_case != PIM__REQUEST__BODY_HELLO) {
 		*after = RPC_CLOSE;
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_PROTOCOL,
-					  "the first request on a connection must be Hello");
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_PROTOCOL,
+				   "the first request on a connection must be Hello");
 	}
 	switch (req->body_case) {
 	case PIM__REQUEST__BODY_HELLO:
@@ -470,8 +313,8 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return profiler_rpc_samples(ctx->profiler, peer, req);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
-		return rpc_error_response(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,
-					  "request body not known to this pimd (version %s)", PIMD_VERSION);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,
+				   "request body not known to this pimd (version %s)", PIMD_VERSION);
 	}
 }
 
@@ -479,39 +322,4 @@ void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer)
 {
 	if (peer->insitu)
 		profiler_insitu_close(ctx->profiler, peer);
-}
-
-void *rpc_calloc(struct rpc_builder *b, size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-	if (!p)
-		b->oom = true;
-	return p;
-}
-
-char *rpc_strdup(struct rpc_builder *b, const char *s)
-{
-	char *d = strdup(s ? s : "");
-	if (!d)
-		b->oom = true;
-	return d;
-}
-
-void rpc_append(struct rpc_builder *b, char ***v, size_t *n, const char *fmt, ...)
-{
-	char *s = NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	char **nv = s ? realloc(*v, (*n + 1) * sizeof *nv) : NULL;
-	if (!nv) {
-		free(s);
-		b->oom = true;
-		return;
-	}
-	*v = nv;
-	nv[(*n)++] = s;
 }

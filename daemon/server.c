@@ -264,9 +264,9 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 		/* Never send what the peer is entitled to refuse; say so instead. */
 		uint64_t id = resp->id;
 		pim__response__free_unpacked(resp, NULL);
-		resp = rpc_error_response(id, PIM__ERROR_CODE__ERROR_BUSY,
-					  "response of %zu bytes exceeds max_frame_bytes %u", n,
-					  c->server->max_frame);
+		resp = reply_error(id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "response of %zu bytes exceeds max_frame_bytes %u", n,
+				   c->server->max_frame);
 		if (!resp)
 			return -ENOMEM;
 		n = pim__response__get_packed_size(resp);
@@ -277,9 +277,9 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 		/* Held responses and requests of all clients fill max_buffered_bytes. */
 		uint64_t id = resp->id;
 		pim__response__free_unpacked(resp, NULL);
-		resp = rpc_error_response(id, PIM__ERROR_CODE__ERROR_BUSY,
-					  "a response of %zu bytes does not fit in max_buffered_bytes "
-					  "(%" PRIu64 ") now; retry later", n, c->server->max_buffered);
+		resp = reply_error(id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "a response of %zu bytes does not fit in max_buffered_bytes "
+				   "(%" PRIu64 ") now; retry later", n, c->server->max_buffered);
 		if (!resp)
 			return -ENOMEM;
 		n = pim__response__get_packed_size(resp);
@@ -305,7 +305,7 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 /* Best effort: tell the peer why it is being dropped, then close after the send. */
 static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 {
-	Pim__Response *r = rpc_error_response(0, code, "%s", msg);
+	Pim__Response *r = reply_error(0, code, "%s", msg);
 	if (r && conn_queue(c, r) == 0)
 		conn_flush(c);
 	c->closing = true;
@@ -321,7 +321,7 @@ static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 static bool conn_refuse(struct conn *c, const char *msg)
 {
 	struct server *s = c->server;
-	Pim__Response *r = rpc_error_response(0, PIM__ERROR_CODE__ERROR_BUSY, "%s", msg);
+	Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_BUSY, "%s", msg);
 
 	s->ctx.clients--;
 	c->rejected = true;
@@ -514,7 +514,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 		closep(&c->peer.passed_fd);
 		log_warning("Connection #%" PRIu64 " (pid %d uid %u): %s; refused", c->serial,
 			    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, err.msg);
-		Pim__Response *r = rpc_error_response(0, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
+		Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
 		if (!r || conn_queue(c, r) < 0)
 			c->closing = true;
 		return;
@@ -528,7 +528,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 	}
 	struct rpc_deferred defer = { 0 };
 	uint64_t id = req->id;
-	Pim__Response *resp = bad_text ? rpc_error_from(id, &text_err)
+	Pim__Response *resp = bad_text ? reply_error_from(id, &text_err)
 				       : rpc_handle(&s->ctx, &c->peer, req, &after, &defer);
 	/* A descriptor the request did not take is not kept. */
 	closep(&c->peer.passed_fd);
@@ -541,8 +541,8 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 		 * responses stay in the order of the requests. */
 		if (work_submit(c, &defer) == 0)
 			return;
-		resp = rpc_error_response(id, PIM__ERROR_CODE__ERROR_INTERNAL,
-					  "cannot hand the request to pimd's work thread; retry later");
+		resp = reply_error(id, PIM__ERROR_CODE__ERROR_INTERNAL,
+				   "cannot hand the request to pimd's work thread; retry later");
 	}
 	if (!resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);

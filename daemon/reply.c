@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+#include "reply.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The field of Response's oneof that carries body (protobuf-c numbers the cases by field). */
+static const ProtobufCFieldDescriptor *body_field(Pim__Response__BodyCase body)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field(&pim__response__descriptor, (unsigned)body);
+	assert(f && f->type == PROTOBUF_C_TYPE_MESSAGE && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF));
+	return f;
+}
+
+static void attach(Pim__Response *r, const ProtobufCFieldDescriptor *f, void *msg)
+{
+	memcpy((char *)r + f->offset, &msg, sizeof msg);
+	r->body_case = (Pim__Response__BodyCase)f->id;
+}
+
+static Pim__Response *response_new(uint64_t id)
+{
+	Pim__Response *r = malloc(sizeof *r);
+	if (r) {
+		pim__response__init(r);
+		r->id = id;
+	}
+	return r;
+}
+
+void *reply_message(struct reply *b, const ProtobufCMessageDescriptor *d)
+{
+	void *m = malloc(d->sizeof_message);
+	if (!m) {
+		b->oom = true;
+		return NULL;
+	}
+	d->message_init(m);
+	return m;
+}
+
+void *reply_start(struct reply *b, uint64_t id, Pim__Response__BodyCase body)
+{
+	const ProtobufCFieldDescriptor *f = body_field(body);
+
+	*b = (struct reply){ .id = id, .resp = response_new(id) };
+	void *m = b->resp ? reply_message(b, f->descriptor) : NULL;
+	if (!m) {
+		b->oom = true;
+		return NULL;
+	}
+	attach(b->resp, f, m);
+	return m;
+}
+
+Pim__Response *reply_finish(struct reply *b)
+{
+	Pim__Response *r = b->resp;
+	b->resp = NULL;
+	if (b->oom) {
+		pim__response__free_unpacked(r, NULL);
+		return NULL;
+	}
+	return r;
+}
+
+Pim__Response *reply_fail(struct reply *b, const struct pim_error *err)
+{
+	pim__response__free_unpacked(b->resp, NULL);
+	b->resp = NULL;
+	return reply_error_from(b->id, err);
+}
+
+void *reply_calloc(struct reply *b, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		b->oom = true;
+	return p;
+}
+
+char *reply_strdup(struct reply *b, const char *s)
+{
+	char *d = strdup(s ? s : "");
+	if (!d)
+		b->oom = true;
+	return d;
+}
+
+static char *vformat(struct reply *b, const char *fmt, va_list ap)
+{
+	char *s = NULL;
+	if (vasprintf(&s, fmt, ap) < 0) {
+		s = NULL;
+		b->oom = true;
+	}
+	return s;
+}
+
+char *reply_printf(struct reply *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	char *s = vformat(b, fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+void reply_append(struct reply *b, char ***v, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	char *s = vformat(b, fmt, ap);
+	va_end(ap);
+	char **nv = s ? realloc(*v, (*n + 1) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(s);
+		b->oom = true;
+		return;
+	}
+	*v = nv;
+	nv[(*n)++] = s;
+}
+
+Pim__Response *reply_wrap(uint64_t id, Pim__Response__BodyCase body, void *msg)
+{
+	const ProtobufCFieldDescriptor *f = body_field(body);
+	Pim__Response *r = response_new(id);
+
+	assert(((ProtobufCMessage *)msg)->descriptor == f->descriptor);
+	if (!r) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return NULL;
+	}
+	attach(r, f, msg);
+	return r;
+}
+
+Pim__ErrorCode reply_code_from_errno(int e)
+{
+	switch (e) {
+	case -EINVAL:
+	case -EOVERFLOW:
+	case -E2BIG:
+	case -EFBIG:
+	case -ENAMETOOLONG:
+		return PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT;
+	case -ENOENT:
+		return PIM__ERROR_CODE__ERROR_NOT_FOUND;
+	case -EEXIST:
+		return PIM__ERROR_CODE__ERROR_ALREADY_EXISTS;
+	case -EPERM:
+	case -EACCES:
+		return PIM__ERROR_CODE__ERROR_PERMISSION_DENIED;
+	case -EBUSY:
+	case -EAGAIN:
+	case -ENOSPC:
+		return PIM__ERROR_CODE__ERROR_BUSY;
+	case -EPROTO:
+		return PIM__ERROR_CODE__ERROR_PROTOCOL;
+	case -EPROTONOSUPPORT:
+		return PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION;
+	case -EOPNOTSUPP:
+		return PIM__ERROR_CODE__ERROR_UNIMPLEMENTED;
+	default:
+		return PIM__ERROR_CODE__ERROR_INTERNAL;
+	}
+}
+
+Pim__Response *reply_error(uint64_t id, Pim__ErrorCode code, const char *fmt, ...)
+{
+	struct reply b;
+	va_list ap;
+
+	Pim__Error *e = reply_start(&b, id, PIM__RESPONSE__BODY_ERROR);
+	if (e) {
+		e->code = code;
+		va_start(ap, fmt);
+		e->message = vformat(&b, fmt, ap);
+		va_end(ap);
+	}
+	return reply_finish(&b);
+}
+
+Pim__Response *reply_error_from(uint64_t id, const struct pim_error *err)
+{
+	return reply_error(id, reply_code_from_errno(err->code), "%s", err->msg);
+}
+
+Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job)
+{
+	if (defer) {
+		*defer = *job;
+		return NULL;
+	}
+	job->run(job->data);
+	Pim__Response *r = job->finish(job->data);
+	job->release(job->data);
+	return r;
+}

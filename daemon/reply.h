@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reply.h: what a request handler is given, and how it answers.  The handlers (rpc.c's own,
+ * placement_rpc.c, jitq_rpc.c, profile.c) include this; the dispatcher (rpc.h) calls them and
+ * they never call it.
+ *
+ * A reply is one tree from its first allocation: reply_start() makes the Response with its body
+ * already attached, and every later allocation is hung on the tree as it is made, so whatever
+ * fails, the one free in reply_finish() (or reply_fail()) cleans up all of it.
+ */
+#ifndef PIMD_REPLY_H
+#define PIMD_REPLY_H
+
+#include <sys/socket.h>
+
+#include "pim.pb-c.h"
+#include "placement.h"
+#include "pimsim.h"
+#include "platform.h"
+#include "store.h"
+
+struct profiler;
+
+/* The daemon as the handlers see it. */
+struct rpc_context {
+	struct store *store;
+	const struct platform *platform;      /* this host, as stored */
+	const struct placement_params *params; /* configured placement parameters */
+	const struct pimsim_params *pim;      /* HBM-PIM organisation and timing (JIT-Q) */
+	bool pim_configured;                  /* pim comes from a pim_config file */
+	uint64_t started_ns;
+	uint64_t requests;      /* answered so far */
+	unsigned clients;       /* open connections */
+	uint32_t max_frame_bytes;
+	pid_t pid;              /* of pimd, after detaching */
+	struct profiler *profiler;
+};
+
+/* What the transport knows about the peer of a request. */
+struct rpc_peer {
+	struct ucred cred;
+	bool hello_done;
+	char name[65];
+	int passed_fd;  /* descriptor that came with the request, -1; a handler keeping it sets -1 */
+	struct insitu *insitu; /* in-situ samples of this connection (profile.c), or NULL */
+};
+
+/*
+ * Work too long for the event loop (a calibration sweep).  run() is called on another thread
+ * and may use only data (no store, context or connection); finish() is called on the event
+ * loop afterwards and returns the response (NULL when out of memory); release() frees data,
+ * whether finish() was called or not (the connection may have closed meanwhile).
+ */
+struct rpc_deferred {
+	void (*run)(void *data);
+	Pim__Response *(*finish)(void *data);
+	void (*release)(void *data);
+	void *data;
+};
+
+/* For handlers: hands job to defer, or with defer NULL runs and finishes it at once. */
+Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job);
+
+/* A Response being built.  Allocation failures are remembered (oom) and answered once, at the
+ * end: a handler fills what it has and checks nothing but the pointers it writes through. */
+struct reply {
+	Pim__Response *resp;
+	uint64_t id;
+	bool oom;
+};
+
+/* Starts the response to request id with an empty body of kind body (a message field of
+ * Response's oneof), attached; returns the body, NULL when out of memory. */
+void *reply_start(struct reply *b, uint64_t id, Pim__Response__BodyCase body);
+/* The response, or NULL (everything built freed) when an allocation failed. */
+Pim__Response *reply_finish(struct reply *b);
+/* Frees everything built and answers err instead (NULL when out of memory). */
+Pim__Response *reply_fail(struct reply *b, const struct pim_error *err);
+
+/* Allocations for the tree: attach each at once (a field, or an entry of a counted array). */
+void *reply_message(struct reply *b, const ProtobufCMessageDescriptor *d); /* initialised */
+void *reply_calloc(struct reply *b, size_t n, size_t size);
+char *reply_strdup(struct reply *b, const char *s); /* NULL is the empty string */
+char *reply_printf(struct reply *b, const char *fmt, ...) _printf_(2, 3);
+/* Appends a formatted string to a repeated string field (v, n). */
+void reply_append(struct reply *b, char ***v, size_t *n, const char *fmt, ...) _printf_(4, 5);
+
+/* A response whose body (of kind body) is msg, a message built elsewhere (a stored or cached
+ * answer), which it takes: msg is freed when out of memory. */
+Pim__Response *reply_wrap(uint64_t id, Pim__Response__BodyCase body, void *msg);
+
+/* A response carrying only an Error. */
+Pim__Response *reply_error(uint64_t id, Pim__ErrorCode code, const char *fmt, ...) _printf_(3, 4);
+/* A response carrying the error in err (its code mapped with reply_code_from_errno). */
+Pim__Response *reply_error_from(uint64_t id, const struct pim_error *err);
+/* Maps a negative errno from the store or validators to a protocol error code. */
+Pim__ErrorCode reply_code_from_errno(int e);
+
+#endif
