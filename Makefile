@@ -23,7 +23,21 @@ PKGS    := libsystemd libprotobuf-c sqlite3 json-c check
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 WARN    ?= -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2 -Wno-format-truncation -Wvla
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DPIMD_VERSION=\"$(VERSION)\" -I$(B)/proto -Idaemon -Iclient $(PKG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DPIMD_VERSION=\"$(VERSION)\" -I$(B)/proto $(PKG_CFLAGS) $(CFLAGS)
+# Include paths per directory: common/ sees only itself; client/ and compiler/ see common/;
+# pimd's daemon/ sees common/ and the model-library ABI of client/pim_hooks.h.
+INC_common   := -Icommon
+INC_client   := -Iclient -Icommon
+INC_daemon   := -Idaemon -Icommon -Iclient
+INC_compiler := -Icompiler -Icommon
+# Tests, benchmarks and the fuzz harnesses reach into every library.
+INC_TESTS    := -Idaemon -Icommon -Iclient -Itests
+# Dependency files beside every object and test binary (make re-reads them: a header change
+# rebuilds what includes it).
+DEPFLAGS = -MMD -MP -MF $@.d -MT $@
+# What pimd and the tests link: pimd's core and the shared code (defined before compiler.mk).
+CORE_LIBS := $(B)/libpimcore.a $(B)/libpimcommon.a
+LIBS_COMMON := $(shell pkg-config --libs libprotobuf-c json-c 2>/dev/null) -lm
 LIBS_DAEMON := $(shell pkg-config --libs libsystemd libprotobuf-c sqlite3 json-c 2>/dev/null) -lpfm -lm
 LIBS_CHECK  := $(shell pkg-config --libs check 2>/dev/null)
 
@@ -37,11 +51,16 @@ $(B)/proto/pim.pb-c.c $(B)/proto/pim.pb-c.h &: proto/pim.proto
 	@mkdir -p $(B)/proto
 	protoc-c --proto_path=proto --c_out=$(B)/proto proto/pim.proto
 
-# ---------------------------------------------------------------- core library (pure modules + daemon modules)
+# ---------------------------------------------------------------- libraries
+# libpimcommon.a: what pimd, pimctl and pim-extract share (common/: util, sys, manifest, frame)
+# and the generated protocol code.  libpimcore.a: pimd's modules (daemon/), the pure engines
+# among them (PURE_MODULES below) and the shells.
+COMMON_SRC := $(wildcard common/*.c)
+COMMON_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC)) $(B)/obj/gen/pim.pb-c.o
 DAEMON_MAIN := daemon/pimd.c daemon/pimd_worker.c
 MIGRATIONS := $(sort $(wildcard sql/[0-9][0-9][0-9][0-9]-*.sql))
-CORE_SRC := $(filter-out $(DAEMON_MAIN),$(wildcard daemon/*.c)) client/frame.c
-CORE_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC)) $(B)/obj/gen/pim.pb-c.o $(B)/obj/gen/migrations.o
+CORE_SRC := $(filter-out $(DAEMON_MAIN),$(wildcard daemon/*.c))
+CORE_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC)) $(B)/obj/gen/migrations.o
 
 $(B)/gen/migrations.c: $(MIGRATIONS) sql/embed.sh
 	@mkdir -p $(dir $@)
@@ -49,32 +68,36 @@ $(B)/gen/migrations.c: $(MIGRATIONS) sql/embed.sh
 
 $(B)/obj/gen/pim.pb-c.o: $(B)/proto/pim.pb-c.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) -fPIC $(DEPFLAGS) -c -o $@ $<
 
 $(B)/obj/gen/migrations.o: $(B)/gen/migrations.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(INC_daemon) -fPIC $(DEPFLAGS) -c -o $@ $<
 
+# With the include paths of the source's directory (daemon/x.c: INC_daemon).
 $(B)/obj/%.o: %.c $(B)/proto/pim.pb-c.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(INC_$(patsubst %/,%,$(dir $*))) -fPIC $(DEPFLAGS) -c -o $@ $<
+
+$(B)/libpimcommon.a: $(COMMON_OBJ)
+	rm -f $@ && ar rcs $@ $^
 
 $(B)/libpimcore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/pimd: $(B)/obj/daemon/pimd.o $(B)/libpimcore.a
-	$(CC) $(ALL_CFLAGS) -o $@ $(B)/obj/daemon/pimd.o -Wl,--whole-archive $(B)/libpimcore.a \
+$(B)/pimd: $(B)/obj/daemon/pimd.o $(CORE_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(B)/obj/daemon/pimd.o -Wl,--whole-archive $(CORE_LIBS) \
 		-Wl,--no-whole-archive $(LIBS_DAEMON)
 
 # pimd-worker runs model libraries in a fresh image (exec'ed by pimd's workers) and gives them
 # the two hooks of client/pim_hooks.h; it links only the worker's part of the core.
 HOOK_EXPORTS := -Wl,--export-dynamic-symbol=pim_region_enter -Wl,--export-dynamic-symbol=pim_region_exit
-$(B)/pimd-worker: $(B)/obj/daemon/pimd_worker.o $(B)/libpimcore.a
+$(B)/pimd-worker: $(B)/obj/daemon/pimd_worker.o $(CORE_LIBS)
 	$(CC) $(ALL_CFLAGS) $(HOOK_EXPORTS) -Wl,--as-needed -o $@ $(B)/obj/daemon/pimd_worker.o \
-		$(B)/libpimcore.a $(LIBS_DAEMON)
+		$(CORE_LIBS) $(LIBS_DAEMON)
 
 # ---------------------------------------------------------------- libpimclient and pimctl
-CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/frame.o $(B)/obj/gen/pim.pb-c.o
+CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/common/frame.o $(B)/obj/gen/pim.pb-c.o
 LIBS_CLIENT := $(shell pkg-config --libs libprotobuf-c 2>/dev/null) -lpthread
 
 $(B)/libpimclient.a: $(CLIENT_OBJ)
@@ -92,26 +115,28 @@ $(B)/pimclient.pc: client/pimclient.pc.in Makefile
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' -e 's|@includedir@|$(INCLUDEDIR)|' \
 		-e 's|@version@|$(VERSION)|' $< > $@
 
-$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimclient.a $(B)/libpimcore.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON) -lpthread
+# pimctl: libpimclient and the shared code (the manifest reader), not pimd's core.
+$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimclient.a $(B)/libpimcommon.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_COMMON) -lpthread
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------- unit tests (check)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 # -rdynamic: tests that load model libraries provide the pim_region_* hooks to them.
-$(B)/tests/%: tests/unit/%.c $(B)/libpimcore.a
+$(B)/tests/%: tests/unit/%.c $(CORE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -rdynamic -o $@ $< $(B)/libpimcore.a $(LIBS_DAEMON) $(LIBS_CHECK) -ldl
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -rdynamic -o $@ $< $(CORE_LIBS) $(LIBS_DAEMON) \
+		$(LIBS_CHECK) -ldl
 
 # Test model libraries (tests/models/*.c): small shared objects following client/pim_hooks.h.
 MODEL_SRC := $(wildcard tests/models/*.c)
 MODEL_SO := $(patsubst tests/models/%.c,$(B)/tests/models/%.so,$(MODEL_SRC))
 $(B)/tests/models/%.so: tests/models/%.c client/pim_hooks.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iclient -shared -fPIC -o $@ $<
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iclient $(DEPFLAGS) -shared -fPIC -o $@ $<
 
 # Runs every unit test binary, then repeats check's summary line of each at the end.
 unit: $(UNIT_BIN) $(MODEL_SO) $(B)/pimd-worker
@@ -125,19 +150,20 @@ unit: $(UNIT_BIN) $(MODEL_SO) $(B)/pimd-worker
 	echo; echo "Unit test summary (check):"; cat $(B)/tests/summary; exit $$fail
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf $(B) build-asan build-fuzz
 
 .PHONY: all unit clean
 
 # ---------------------------------------------------------------- end-to-end helpers
-$(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(B)/libpimcore.a
+$(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(CORE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LIBS_DAEMON) -lpthread -ldl
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -rdynamic -o $@ $< $(B)/libpimclient.a $(CORE_LIBS) \
+		$(LIBS_DAEMON) -lpthread -ldl
 
 # A client written from pimd(8) alone: its own framing and encoding, no generated code.
 $(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) $(DEPFLAGS) -o $@ $<
 
 # ---------------------------------------------------------------- dependencies
 # Debian 12 packages the build, the tests and the demo need.  procps: kill(1) and ps for the tests;
@@ -180,6 +206,17 @@ $(B)/units/pimd.socket: systemd/pimd.socket
 check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 	sh tests/e2e/test_units.sh $(B)/units
 
+# The pure modules (README, Layout): the engines pimd wires to sockets and SQLite, and util.
+# check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
+PURE_MODULES := common/util daemon/placement daemon/calibrate daemon/mx daemon/mx_ocp \
+	daemon/pimsim daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events
+PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
+
+check-purity: $(PURE_OBJ) $(B)/obj/daemon/config.o
+	sh tests/purity.sh $(PURE_OBJ)
+	@if sh tests/purity.sh $(PURE_OBJ) $(B)/obj/daemon/config.o >/dev/null; then \
+		echo "purity: the check passed daemon/config.o, which reads a file"; exit 1; fi
+
 check-man:
 	mandoc -Tlint -Wwarning man/*
 	@echo "man: $(words $(wildcard man/*)) pages lint clean"
@@ -214,6 +251,7 @@ check-install: all
 check: deps
 	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/tests/e2e-tool \
 		$(B)/tests/e2e-rawtext $(B)/tests/header-c99.o
+	$(MAKE) --no-print-directory check-purity
 	$(MAKE) --no-print-directory check-man
 	$(MAKE) --no-print-directory check-units
 	$(MAKE) --no-print-directory check-install
@@ -240,7 +278,8 @@ FUZZ_TARGETS := fuzz_request fuzz_manifest
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
 
-$(B)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(B)/libpimcore.a
+INC_tests/fuzz := $(INC_TESTS)
+$(B)/tests/%_replay: $(B)/obj/tests/fuzz/%.o $(B)/obj/tests/fuzz/replay.o $(CORE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON)
 
@@ -256,11 +295,11 @@ fuzz:
 	@dpkg-query -W -f='$${Status}\n' clang libclang-rt-14-dev 2>/dev/null | grep -c 'install ok installed' | \
 		grep -q 2 || { [ "$$(id -u)" = 0 ] && apt-get install -y clang libclang-rt-14-dev; }
 	$(MAKE) --no-print-directory B=build-fuzz CC=clang WARN="-Wall -Wextra -Wno-unused-parameter" \
-		CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/libpimcore.a
+		CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/libpimcore.a build-fuzz/libpimcommon.a
 	@for t in $(FUZZ_TARGETS); do \
-		clang -std=gnu11 -D_GNU_SOURCE -Ibuild-fuzz/proto -Idaemon -Iclient $(PKG_CFLAGS) -O1 -g \
+		clang -std=gnu11 -D_GNU_SOURCE -Ibuild-fuzz/proto $(INC_TESTS) $(PKG_CFLAGS) -O1 -g \
 			-fsanitize=fuzzer,address,undefined -o build-fuzz/$$t tests/fuzz/$$t.c build-fuzz/libpimcore.a \
-			$(LIBS_DAEMON) || exit 1; \
+			build-fuzz/libpimcommon.a $(LIBS_DAEMON) || exit 1; \
 		mkdir -p build-fuzz/corpus-$$t; \
 		dir=$$(echo $$t | sed 's/fuzz_//'); \
 		build-fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
@@ -271,7 +310,7 @@ fuzz:
 # Tests too slow for make check, or that need root for loop mounts; see README, Testing.
 $(B)/tests/fs-shutdown: tests/stress/fs-shutdown.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) $(DEPFLAGS) -o $@ $<
 
 stress: stress-durable
 
@@ -317,9 +356,10 @@ install: all
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-$(B)/bench/%: bench/%.c $(B)/libpimclient.a $(B)/libpimcore.a
+$(B)/bench/%: bench/%.c $(B)/libpimclient.a $(CORE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_DAEMON) -lpthread
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -o $@ $< $(B)/libpimclient.a $(CORE_LIBS) \
+		$(LIBS_DAEMON) -lpthread
 
 bench: deps all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; \
@@ -331,7 +371,7 @@ jitq-report: $(B)/bench/bench_jitq_report
 help:
 	@echo "make            build pimd, pimctl, libpimclient into $(B)/"
 	@echo "make demo       build, start pimd privately, load and show the example model, stop"
-	@echo "make check      every test: unit, end to end, units, man pages, install"
+	@echo "make check      every test: unit, end to end, units, man pages, install, purity"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
 	@echo "make stress     availability under hostile clients at full scale, and (root) stress-durable:"
 	@echo "                acknowledged data on an ext4 that fails (minutes)"
@@ -340,4 +380,4 @@ help:
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-units check-man check-e2e check-install asan demo install bench help stress stress-durable
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-install asan demo install bench help stress stress-durable

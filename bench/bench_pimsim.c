@@ -28,9 +28,14 @@ int main(int argc, char **argv)
 		rows = strtoull(argv[1], NULL, 10);
 		cols = strtoull(argv[2], NULL, 10);
 	}
-	if (argc >= 4 && pimsim_params_load(&p, argv[3], &err) < 0) {
-		fprintf(stderr, "bench_pimsim: %s\n", err.msg);
-		return 1;
+	if (argc >= 4) {
+		_cleanup_(freep) char *buf = NULL;
+		size_t len;
+		if (read_file(argv[3], PIMSIM_CONF_MAX, &buf, &len, &err) < 0 ||
+		    pimsim_params_parse(&p, buf, len, argv[3], &err) < 0) {
+			fprintf(stderr, "bench_pimsim: %s\n", err.msg);
+			return 1;
+		}
 	}
 	printf("pimsim: %zux%zu weight, %u stack(s) x %u pCH x %u PIM units, tCK %.3f ns\n", rows,
 	       cols, p.stacks, p.pch_per_stack, p.banks_per_pch / 2, p.tck_ps / 1000.0);

@@ -1,6 +1,7 @@
 # compiler/compiler.mk: pim-extract, the example models and their tests.
-# Included by the top Makefile ("-include compiler/compiler.mk", after B is set); uses its B, CC, ALL_CFLAGS,
-# LIBS_DAEMON, LIBS_CHECK and $(B)/libpimcore.a.  Only these targets need MLIR 19; the rest of
+# Included by the top Makefile ("-include compiler/compiler.mk", after B is set); uses its B, CC,
+# ALL_CFLAGS, INC_compiler, INC_TESTS, DEPFLAGS, LIBS_COMMON, LIBS_DAEMON, LIBS_CHECK and the
+# libraries $(B)/libpimcommon.a (what pim-extract links) and $(CORE_LIBS) (the tests).  Only these targets need MLIR 19; the rest of
 # the build works without it.
 #
 #   $(B)/pim-extract      the extractor (MLIR C API, static libMLIRCAPI*.a + libMLIR/libLLVM-19)
@@ -69,7 +70,7 @@ $(B)/onnx/onnx.pb-c.c $(B)/onnx/onnx.pb-c.h: $(ONNX_PROTO)
 
 $(B)/obj/gen/onnx.pb-c.o: $(B)/onnx/onnx.pb-c.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -I$(B)/onnx -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) -I$(B)/onnx $(DEPFLAGS) -c -o $@ $<
 
 $(B)/obj/compiler/onnx.o: $(B)/onnx/onnx.pb-c.h
 
@@ -77,14 +78,14 @@ $(B)/obj/compiler/onnx.o: $(B)/onnx/onnx.pb-c.h
 $(B)/obj/compiler/%.o: compiler/%.c $(B)/proto/pim.pb-c.h
 	@mkdir -p $(dir $@)
 ifeq ($(MLIR_AVAILABLE),1)
-	$(CC) $(ALL_CFLAGS) $(MLIR_CFLAGS) -I$(B)/onnx -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(INC_compiler) $(MLIR_CFLAGS) -I$(B)/onnx $(DEPFLAGS) -c -o $@ $<
 else
 	$(MLIR_MISSING)
 endif
 
-$(PIM_EXTRACT): $(COMPILER_OBJ) $(B)/libpimcore.a
+$(PIM_EXTRACT): $(COMPILER_OBJ) $(B)/libpimcommon.a
 ifeq ($(MLIR_AVAILABLE),1)
-	$(CC) $(ALL_CFLAGS) -o $@ $(COMPILER_OBJ) $(B)/libpimcore.a $(LIBS_DAEMON) $(MLIR_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(COMPILER_OBJ) $(B)/libpimcommon.a $(LIBS_COMMON) $(MLIR_LIBS)
 else
 	$(MLIR_MISSING)
 endif
@@ -98,17 +99,17 @@ $(B)/examples/%.manifest.json $(B)/examples/%.so &: examples/%.mlir $(PIM_EXTRAC
 
 compiler-examples: $(COMPILER_EXAMPLES)
 
-$(COMPILER_TEST): tests/compiler/test_extract.c $(B)/libpimcore.a
+$(COMPILER_TEST): tests/compiler/test_extract.c $(CORE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -rdynamic -o $@ $< $(B)/libpimcore.a $(LIBS_DAEMON) \
-		$(LIBS_CHECK) -ldl
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) -Itests/unit $(DEPFLAGS) -rdynamic -o $@ $< $(CORE_LIBS) \
+		$(LIBS_DAEMON) $(LIBS_CHECK) -ldl
 
 ONNX_RUN := $(B)/tests/compiler/onnx-run
 # onnx-run: runs a model library on ONNX test data; links the importer alone (no MLIR).
-$(ONNX_RUN): tests/compiler/onnx_run.c $(B)/obj/compiler/onnx.o $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcore.a
+$(ONNX_RUN): tests/compiler/onnx_run.c $(B)/obj/compiler/onnx.o $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Icompiler -I$(B)/onnx -rdynamic -o $@ $< $(B)/obj/compiler/onnx.o \
-		$(B)/obj/gen/onnx.pb-c.o $(B)/libpimcore.a $(LIBS_DAEMON) -ldl
+	$(CC) $(ALL_CFLAGS) $(INC_compiler) -Iclient -I$(B)/onnx $(DEPFLAGS) -rdynamic -o $@ $< \
+		$(B)/obj/compiler/onnx.o $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcommon.a $(LIBS_COMMON) -ldl
 
 # pimd and pimctl: run.sh loads every manifest and profiles every library through them.
 ifeq ($(MLIR_AVAILABLE),1)

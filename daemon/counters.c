@@ -16,9 +16,133 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
+/* linux/perf_event.h (via counters.h) must come first: libpfm4's perfmon/perf_event.h then skips
+ * its own copy of struct perf_event_attr; it gives the perf_event_open() syscall stub. */
+#include <perfmon/pfmlib_perf_event.h>
+
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
 #endif
+
+/* ---- libpfm4: the host's core PMU and event encoding ---------------------------------------- */
+
+static bool pfm_ready; /* libpfm4 keeps process-wide state; initialised once, on first use */
+
+/* libpfm4 errors to negative errno values. */
+static int pfm_to_errno(int ret)
+{
+	switch (ret) {
+	case PFM_ERR_NOTSUPP:
+		return -EOPNOTSUPP;
+	case PFM_ERR_NOTFOUND:
+		return -ENOENT;
+	case PFM_ERR_NOMEM:
+		return -ENOMEM;
+	case PFM_ERR_NOINIT:
+		return -ENODEV;
+	case PFM_ERR_TOOSMALL:
+		return -ENOBUFS;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int pfm_init(struct pim_error *err)
+{
+	if (pfm_ready)
+		return 0;
+	int ret = pfm_initialize();
+	if (ret != PFM_SUCCESS)
+		return err_set(err, pfm_to_errno(ret), "libpfm4 initialisation failed: %s",
+			       pfm_strerror(ret));
+	pfm_ready = true;
+	return 0;
+}
+
+int counters_detect_pmu(struct events_host *out, struct pim_error *err)
+{
+	int r = pfm_init(err);
+	if (r < 0)
+		return r;
+
+	memset(out, 0, sizeof *out);
+	char unknown[64] = "";
+	int pmu;
+	pfm_for_all_pmus(pmu) {
+		pfm_pmu_info_t info;
+		memset(&info, 0, sizeof info);
+		info.size = sizeof info;
+		if (pfm_get_pmu_info(pmu, &info) != PFM_SUCCESS || !info.is_present ||
+		    info.type != PFM_PMU_TYPE_CORE)
+			continue;
+		out->n_core_pmus++;
+		const struct event_table *t = events_table_for_pmu(info.name);
+		if (!t) {
+			if (!unknown[0])
+				snprintf(unknown, sizeof unknown, "%s", info.name);
+			continue;
+		}
+		if (out->table)
+			continue; /* hybrid: keep the first core PMU with a table */
+		out->table = t;
+		snprintf(out->pmu, sizeof out->pmu, "%s", info.name);
+		snprintf(out->pmu_desc, sizeof out->pmu_desc, "%s", info.desc ? info.desc : "");
+		out->num_cntrs = info.num_cntrs;
+		out->num_fixed_cntrs = info.num_fixed_cntrs;
+	}
+
+	if (out->table)
+		snprintf(out->reason, sizeof out->reason,
+			 "core PMU %s (%s) uses the %s event table%s", out->pmu, out->pmu_desc,
+			 out->table->model,
+			 out->n_core_pmus > 1 ? "; hybrid CPU with several core PMUs: pin the "
+						"worker to a CPU of this PMU" : "");
+	else if (unknown[0])
+		snprintf(out->reason, sizeof out->reason,
+			 "core PMU %s has no pimd event table; using the generic perf:: events "
+			 "(C4 not evaluable)", unknown);
+	else
+		snprintf(out->reason, sizeof out->reason,
+			 "libpfm4 finds no core PMU on this host; using the generic perf:: events "
+			 "(C4 not evaluable)");
+	if (!out->table)
+		out->table = events_table_by_model("generic");
+	return 0;
+}
+
+int counters_encode_event(const char *name, struct perf_event_attr *attr, struct pim_error *err)
+{
+	if (!name || !*name || !attr)
+		return err_set(err, -EINVAL, "counters_encode_event: empty event name");
+	int r = pfm_init(err);
+	if (r < 0)
+		return r;
+
+	memset(attr, 0, sizeof *attr);
+	attr->size = sizeof *attr; /* libpfm4 reads it to know how much it may write */
+
+	pfm_perf_encode_arg_t arg;
+	memset(&arg, 0, sizeof arg);
+	arg.attr = attr;
+	arg.size = sizeof arg;
+
+	int ret = pfm_get_os_event_encoding(name, PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
+	if (ret != PFM_SUCCESS) {
+		const char *hint = "";
+		if (ret == PFM_ERR_NOTFOUND)
+			hint = "; check the PMU prefix (e.g. icx::) and the name with libpfm4's "
+			       "showevtinfo";
+		else if (ret == PFM_ERR_ATTR || ret == PFM_ERR_UMASK)
+			hint = "; the unit mask or modifier is not known for this PMU";
+		return err_set(err, pfm_to_errno(ret), "libpfm4 cannot encode event '%s': %s%s",
+			       name, pfm_strerror(ret), hint);
+	}
+	attr->size = sizeof *attr;
+	attr->exclude_kernel = 1; /* BRIEF §4.2: user space only */
+	return 0;
+}
+
+/* ---- perf_event groups ------------------------------------------------------------------- */
 
 #define READ_FORMAT                                                                                \
 	(PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING)
@@ -27,12 +151,6 @@ static const char *errno_name(int e)
 {
 	const char *s = strerrorname_np(e);
 	return s ? s : "an unknown errno";
-}
-
-static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
-			   unsigned long flags)
-{
-	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
 }
 
 void counters_group_init(struct counters_group *g)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "events.h"
 #include "util.h"
 
 #define COUNTERS_MAX_GROUP 8          /* events per group (leader included) */
@@ -22,7 +23,7 @@
 #define COUNTERS_DEFAULT_PER_GROUP 4  /* general counters per thread with SMT on (Intel, AMD) */
 #define COUNTERS_NAME_MAX 96
 
-/* An event to count: its name (for messages) and its encoded attr (events_encode, or by hand). */
+/* An event to count: its name (for messages) and its encoded attr (counters_encode_event, or by hand). */
 struct counters_event {
 	const char *name;
 	struct perf_event_attr attr;
@@ -73,6 +74,15 @@ struct counters_probe {
 	bool cap_sys_admin;   /* CAP_SYS_ADMIN in the effective set */
 	char reason[384];     /* plain words: what works, what not, what we do about it */
 };
+
+/* Finds the active core PMU through libpfm4 (initialised once, on first use: LIBPFM_ENCODE_INACTIVE
+ * and LIBPFM_FORCE_PMU must be set before) and its row of events.c; a host without a known core
+ * PMU gets "generic". */
+int counters_detect_pmu(struct events_host *out, struct pim_error *err);
+
+/* Encodes a libpfm4 event name into attr (zeroed first; size set; user space only:
+ * exclude_kernel = 1). -ENOENT unknown event, -EINVAL bad umask/attribute. */
+int counters_encode_event(const char *name, struct perf_event_attr *attr, struct pim_error *err);
 
 void counters_group_init(struct counters_group *g);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events.c: the per-PMU event tables of BRIEF §4.1, kept as data, and their encoding through
- * libpfm4 (pfm_get_os_event_encoding, PFM_OS_PERF_EVENT_EXT, attr.size set first).
+ * events.c: the per-PMU event tables of BRIEF §4.1, kept as data (pure: their encoding through
+ * libpfm4, which keeps process-wide state, is counters_encode_event in counters.c).
  *
  * Every encoding below was checked offline with LIBPFM_ENCODE_INACTIVE=1 against libpfm4 4.13
  * (notes/pmu.md; tests/unit/test_events.c keeps the expected configs).
@@ -9,10 +9,6 @@
 #include "events.h"
 
 #include <string.h>
-
-/* linux/perf_event.h (via events.h) must come first: libpfm4's perfmon/perf_event.h then skips
- * its own copy of struct perf_event_attr. */
-#include <perfmon/pfmlib_perf_event.h>
 
 #define B(r) EVENTS_ROLE_BIT(EVENTS_ROLE_##r)
 
@@ -135,8 +131,6 @@ static const struct event_table tables[] = {
 
 #undef B
 
-static bool pfm_ready;
-
 const struct event_table *events_tables(size_t *n)
 {
 	if (n)
@@ -192,95 +186,6 @@ const char *events_formula_name(enum events_formula f)
 	return "unknown";
 }
 
-/* libpfm4 errors to negative errno values. */
-static int pfm_to_errno(int ret)
-{
-	switch (ret) {
-	case PFM_ERR_NOTSUPP:
-		return -EOPNOTSUPP;
-	case PFM_ERR_NOTFOUND:
-		return -ENOENT;
-	case PFM_ERR_NOMEM:
-		return -ENOMEM;
-	case PFM_ERR_NOINIT:
-		return -ENODEV;
-	case PFM_ERR_TOOSMALL:
-		return -ENOBUFS;
-	default:
-		return -EINVAL;
-	}
-}
-
-int events_init(struct pim_error *err)
-{
-	if (pfm_ready)
-		return 0;
-	int ret = pfm_initialize();
-	if (ret != PFM_SUCCESS)
-		return err_set(err, pfm_to_errno(ret), "libpfm4 initialisation failed: %s",
-			       pfm_strerror(ret));
-	pfm_ready = true;
-	return 0;
-}
-
-void events_finalise(void)
-{
-	if (pfm_ready)
-		pfm_terminate();
-	pfm_ready = false;
-}
-
-int events_detect(struct events_host *out, struct pim_error *err)
-{
-	int r = events_init(err);
-	if (r < 0)
-		return r;
-
-	memset(out, 0, sizeof *out);
-	char unknown[64] = "";
-	int pmu;
-	pfm_for_all_pmus(pmu) {
-		pfm_pmu_info_t info;
-		memset(&info, 0, sizeof info);
-		info.size = sizeof info;
-		if (pfm_get_pmu_info(pmu, &info) != PFM_SUCCESS || !info.is_present ||
-		    info.type != PFM_PMU_TYPE_CORE)
-			continue;
-		out->n_core_pmus++;
-		const struct event_table *t = events_table_for_pmu(info.name);
-		if (!t) {
-			if (!unknown[0])
-				snprintf(unknown, sizeof unknown, "%s", info.name);
-			continue;
-		}
-		if (out->table)
-			continue; /* hybrid: keep the first core PMU with a table */
-		out->table = t;
-		snprintf(out->pmu, sizeof out->pmu, "%s", info.name);
-		snprintf(out->pmu_desc, sizeof out->pmu_desc, "%s", info.desc ? info.desc : "");
-		out->num_cntrs = info.num_cntrs;
-		out->num_fixed_cntrs = info.num_fixed_cntrs;
-	}
-
-	if (out->table)
-		snprintf(out->reason, sizeof out->reason,
-			 "core PMU %s (%s) uses the %s event table%s", out->pmu, out->pmu_desc,
-			 out->table->model,
-			 out->n_core_pmus > 1 ? "; hybrid CPU with several core PMUs: pin the "
-						"worker to a CPU of this PMU" : "");
-	else if (unknown[0])
-		snprintf(out->reason, sizeof out->reason,
-			 "core PMU %s has no pimd event table; using the generic perf:: events "
-			 "(C4 not evaluable)", unknown);
-	else
-		snprintf(out->reason, sizeof out->reason,
-			 "libpfm4 finds no core PMU on this host; using the generic perf:: events "
-			 "(C4 not evaluable)");
-	if (!out->table)
-		out->table = events_table_by_model("generic");
-	return 0;
-}
-
 int events_full_name(const struct event_table *t, const char *pmu, enum events_role role,
 		     bool tma36, char *buf, size_t len, struct pim_error *err)
 {
@@ -307,38 +212,6 @@ int events_full_name(const struct event_table *t, const char *pmu, enum events_r
 	if (n < 0 || (size_t)n >= len)
 		return err_set(err, -ENAMETOOLONG, "event name for %s/%s does not fit %zu bytes",
 			       t->model, events_role_name(role), len);
-	return 0;
-}
-
-int events_encode(const char *name, struct perf_event_attr *attr, struct pim_error *err)
-{
-	if (!name || !*name || !attr)
-		return err_set(err, -EINVAL, "events_encode: empty event name");
-	int r = events_init(err);
-	if (r < 0)
-		return r;
-
-	memset(attr, 0, sizeof *attr);
-	attr->size = sizeof *attr; /* libpfm4 reads it to know how much it may write */
-
-	pfm_perf_encode_arg_t arg;
-	memset(&arg, 0, sizeof arg);
-	arg.attr = attr;
-	arg.size = sizeof arg;
-
-	int ret = pfm_get_os_event_encoding(name, PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
-	if (ret != PFM_SUCCESS) {
-		const char *hint = "";
-		if (ret == PFM_ERR_NOTFOUND)
-			hint = "; check the PMU prefix (e.g. icx::) and the name with libpfm4's "
-			       "showevtinfo";
-		else if (ret == PFM_ERR_ATTR || ret == PFM_ERR_UMASK)
-			hint = "; the unit mask or modifier is not known for this PMU";
-		return err_set(err, pfm_to_errno(ret), "libpfm4 cannot encode event '%s': %s%s",
-			       name, pfm_strerror(ret), hint);
-	}
-	attr->size = sizeof *attr;
-	attr->exclude_kernel = 1; /* BRIEF §4.2: user space only */
 	return 0;
 }
 

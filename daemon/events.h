@@ -61,7 +61,7 @@ struct event_table {
 	const char *note;                     /* plain words: proxies, gaps, raw codes */
 };
 
-/* What events_detect() found on this host. */
+/* What counters_detect_pmu() found on this host. */
 struct events_host {
 	const struct event_table *table; /* never NULL after success (falls back to "generic") */
 	char pmu[64];                    /* libpfm4 name of the matched core PMU, "" for generic */
@@ -82,23 +82,11 @@ const struct event_table *events_table_by_model(const char *model);
 const char *events_role_name(enum events_role role);     /* "n_rd", "c_store", "be1", ... */
 const char *events_formula_name(enum events_formula f);  /* "tma", "tma-3.6", ... */
 
-/* Initialises libpfm4 once (lazily called by every function below). LIBPFM_ENCODE_INACTIVE and
- * LIBPFM_FORCE_PMU must be set in the environment before the first call to take effect. */
-int events_init(struct pim_error *err);
-void events_finalise(void);
-
-/* Finds the active core PMU and its row; a host without a known core PMU gets "generic". */
-int events_detect(struct events_host *out, struct pim_error *err);
-
 /* The fully qualified libpfm4 name of a role in a row ("icx::EXE_ACTIVITY:BOUND_ON_STORES").
  * pmu NULL: the row's first PMU. tma36: for EVENTS_ROLE_BE1, the TMA-3.6 event.
  * -ENOENT when the row has no event for that role. */
 int events_full_name(const struct event_table *t, const char *pmu, enum events_role role,
 		     bool tma36, char *buf, size_t len, struct pim_error *err);
-
-/* Encodes a libpfm4 event name into attr (zeroed first; size set; user space only:
- * exclude_kernel = 1). -ENOENT unknown event, -EINVAL bad umask/attribute. */
-int events_encode(const char *name, struct perf_event_attr *attr, struct pim_error *err);
 
 /* f_store from role values (v indexed by enum events_role, present a role bitmask) under
  * formula f. -EDOM when the formula is NONE or a role it needs is absent, -ERANGE when the

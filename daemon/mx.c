@@ -800,15 +800,11 @@ static AVX2 void quant_avx2(enum mx_format f, enum mx_src t, const void *src, si
 #undef AVX2_CASE
 }
 
+/* No cache of our own (the module keeps no state): libgcc's __cpu_model answers in a few loads. */
 static bool have_avx2(void)
 {
-	static int cached = -1;
-
-	if (cached < 0) {
-		__builtin_cpu_init();
-		cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-	}
-	return cached;
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2");
 }
 #else
 static bool have_avx2(void) { return false; }
@@ -1025,19 +1021,11 @@ static AVX512 void quant_avx512(enum mx_format f, enum mx_src t, const void *src
 
 static bool have_avx512(void)
 {
-	static int cached = -1;
-
-	if (cached < 0) {
-		__builtin_cpu_init();
-		cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
-				 __builtin_cpu_supports("avx512bw") &&
-				 __builtin_cpu_supports("avx512vl") &&
-				 __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("bmi") &&
-				 __builtin_cpu_supports("bmi2") ?
-			 1 :
-			 0;
-	}
-	return cached;
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("bmi") &&
+	       __builtin_cpu_supports("bmi2");
 }
 #else
 static bool have_avx512(void) { return false; }

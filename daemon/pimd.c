@@ -63,10 +63,16 @@ static void help(void)
 /* The HBM-PIM parameters named by the configuration (built-in defaults when none). */
 static int load_pim(const struct config *c, struct pimsim_params *p, struct pim_error *err)
 {
+	_cleanup_(freep) char *buf = NULL;
+	size_t len;
+	int r;
+
 	pimsim_params_default(p);
 	if (!c->pim_config[0])
 		return 0;
-	return pimsim_params_load(p, c->pim_config, err);
+	if ((r = read_file(c->pim_config, PIMSIM_CONF_MAX, &buf, &len, err)) < 0)
+		return r;
+	return pimsim_params_parse(p, buf, len, c->pim_config, err);
 }
 
 /* Loads the file, then applies command-line overrides; on error cfg is unchanged. */

@@ -374,19 +374,6 @@ int pimsim_params_parse(struct pimsim_params *p, const char *buf, size_t len, co
 	return 0;
 }
 
-#define PIMSIM_CONF_MAX (64 * 1024)
-
-int pimsim_params_load(struct pimsim_params *p, const char *path, struct pim_error *err)
-{
-	_cleanup_(freep) char *buf = NULL;
-	size_t len;
-	int r = read_file(path, PIMSIM_CONF_MAX, &buf, &len, err);
-
-	if (r < 0)
-		return r;
-	return pimsim_params_parse(p, buf, len, path, err);
-}
-
 /* ---- kernel context ---------------------------------------------------------------------- */
 
 struct kctx {

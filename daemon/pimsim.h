@@ -170,8 +170,8 @@ void pimsim_params_paper(struct pimsim_params *p);
  */
 int pimsim_params_parse(struct pimsim_params *p, const char *buf, size_t len, const char *origin,
 			struct pim_error *err);
-/* Reads a file (at most 64 KiB) and parses it over *p. */
-int pimsim_params_load(struct pimsim_params *p, const char *path, struct pim_error *err);
+/* The largest parameter file the shells read (with read_file) before pimsim_params_parse. */
+#define PIMSIM_CONF_MAX (64 * 1024)
 
 /* ---- commands ------------------------------------------------------------------------ */
 

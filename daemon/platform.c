@@ -39,7 +39,7 @@ int platform_detect(struct platform *p, struct pim_error *err)
 	cpu_model(p->id.cpu_model, sizeof p->id.cpu_model);
 	if (uname(&u) == 0)
 		snprintf(p->id.kernel, sizeof p->id.kernel, "%s", u.release);
-	if (events_detect(&host, &e) == 0) {
+	if (counters_detect_pmu(&host, &e) == 0) {
 		snprintf(p->id.pmu, sizeof p->id.pmu, "%s", *host.pmu ? host.pmu : "generic");
 		p->table = host.table;
 	} else

@@ -671,7 +671,7 @@ static void plan_events(struct job *j, const struct platform *p)
 		char name[256];
 		if (events_full_name(p->table, NULL, (enum events_role)role, false, name, sizeof name, &err) < 0)
 			continue;
-		if (events_encode(name, &j->events[n].attr, &err) < 0) {
+		if (counters_encode_event(name, &j->events[n].attr, &err) < 0) {
 			log_warning("Event %s does not encode: %s", name, err.msg);
 			continue;
 		}

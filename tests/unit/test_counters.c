@@ -62,7 +62,7 @@ START_TEST(test_software_group_counts)
 	for (unsigned i = 0; i < 4; i++) {
 		ev[i].name = names[i];
 		ev[i].fixed = false;
-		ck_assert_msg(events_encode(names[i], &ev[i].attr, &err) == 0, "%s", err.msg);
+		ck_assert_msg(counters_encode_event(names[i], &ev[i].attr, &err) == 0, "%s", err.msg);
 		ck_assert_uint_eq(ev[i].attr.type, PERF_TYPE_SOFTWARE);
 	}
 
@@ -204,12 +204,12 @@ START_TEST(test_hardware_group_matches_probe)
 
 	/* the detected table's own cycles event, encoded by libpfm4, behaves the same */
 	struct events_host h;
-	ck_assert_int_eq(events_detect(&h, &err), 0);
+	ck_assert_int_eq(counters_detect_pmu(&h, &err), 0);
 	char name[128];
 	if (events_full_name(h.table, h.pmu[0] ? h.pmu : NULL, EVENTS_ROLE_CYCLES, false, name,
 			     sizeof name, &err) == 0) {
 		struct counters_event hw = { .name = name };
-		ck_assert_msg(events_encode(name, &hw.attr, &err) == 0, "%s", err.msg);
+		ck_assert_msg(counters_encode_event(name, &hw.attr, &err) == 0, "%s", err.msg);
 		r = counters_open(&g, 0, -1, &hw, 1, &err);
 		if (!p.hw_ok) {
 			ck_assert_int_lt(r, 0);

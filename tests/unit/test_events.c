@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "counters.h"
 #include "events.h"
 
 /* Expected encodings (notes/pmu.md, checked with libpfm4 4.13). pmu "perf" stands for rows
@@ -107,7 +108,7 @@ START_TEST(test_encode_every_row_offline)
 				ck_assert_msg(rc == 0, "row %s: %s", t[i].model, err.msg);
 
 				struct perf_event_attr attr;
-				rc = events_encode(name, &attr, &err);
+				rc = counters_encode_event(name, &attr, &err);
 				ck_assert_msg(rc == 0, "row %s, %s%s: '%s' does not encode: %s",
 					      t[i].model, events_role_name(role),
 					      tma36 ? " (TMA-3.6)" : "", name, err.msg);
@@ -138,9 +139,9 @@ START_TEST(test_spr_missing_names)
 	struct perf_event_attr attr;
 	struct pim_error err = { 0 };
 
-	ck_assert_int_lt(events_encode("spr::OFFCORE_REQUESTS:ALL_DATA_RD", &attr, &err), 0);
+	ck_assert_int_lt(counters_encode_event("spr::OFFCORE_REQUESTS:ALL_DATA_RD", &attr, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.msg, "spr::OFFCORE_REQUESTS:ALL_DATA_RD"));
-	ck_assert_int_lt(events_encode("spr::EXE_ACTIVITY:EXE_BOUND_0_PORTS", &attr, &err), 0);
+	ck_assert_int_lt(counters_encode_event("spr::EXE_ACTIVITY:EXE_BOUND_0_PORTS", &attr, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.msg, "EXE_BOUND_0_PORTS"));
 	ck_assert_ptr_nonnull(strstr(err.msg, "unit mask"));
 
@@ -158,16 +159,16 @@ START_TEST(test_unknown_event_message)
 	struct perf_event_attr attr;
 	struct pim_error err = { 0 };
 
-	ck_assert_int_eq(events_encode("icx::NO_SUCH_EVENT", &attr, &err), -ENOENT);
+	ck_assert_int_eq(counters_encode_event("icx::NO_SUCH_EVENT", &attr, &err), -ENOENT);
 	ck_assert_int_eq(err.code, -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.msg, "cannot encode event 'icx::NO_SUCH_EVENT'"));
 	ck_assert_ptr_nonnull(strstr(err.msg, "event not found"));
 	ck_assert_ptr_nonnull(strstr(err.msg, "PMU prefix"));
 
-	ck_assert_int_eq(events_encode("icx::EXE_ACTIVITY:NO_SUCH_UMASK", &attr, &err), -EINVAL);
+	ck_assert_int_eq(counters_encode_event("icx::EXE_ACTIVITY:NO_SUCH_UMASK", &attr, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "NO_SUCH_UMASK"));
 
-	ck_assert_int_eq(events_encode("", &attr, &err), -EINVAL);
+	ck_assert_int_eq(counters_encode_event("", &attr, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "empty event name"));
 }
 END_TEST
@@ -252,7 +253,7 @@ START_TEST(test_detect_host)
 {
 	struct events_host h;
 	struct pim_error err = { 0 };
-	ck_assert_int_eq(events_detect(&h, &err), 0);
+	ck_assert_int_eq(counters_detect_pmu(&h, &err), 0);
 	ck_assert_ptr_nonnull(h.table);
 	ck_assert(h.reason[0]);
 	if (h.pmu[0]) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of client/frame.c: the length-prefixed framing shared by pimd and libpimclient. */
+/* Unit tests of common/frame.c: the length-prefixed framing shared by pimd and libpimclient. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of daemon/manifest.c: JSON and binary input, validation by field name. */
+/* Unit tests of common/manifest.c: JSON and binary input, validation by field name. */
 #include <fcntl.h>
 #include <string.h>
 

@@ -69,13 +69,6 @@ static inline bool mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__buil
 static inline bool add_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_add_overflow(a, b, r); }
 
 /*
- * Reads a whole regular file of at most max bytes into a NUL-terminated buffer (caller frees).
- * Errors name the path: -ENOENT and other open errors, -EINVAL not a regular file, -EFBIG
- * larger than max, -ENOMEM.
- */
-int read_file(const char *path, size_t max, char **out, size_t *len, struct pim_error *err);
-
-/*
  * Text rules for every string a client sends that pimd stores or echoes (pimd(8), TEXT):
  * well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), no
  * NUL byte, and no control character: C0 (U+0000-U+001F), DEL (U+007F) or C1 (U+0080-U+009F);
@@ -97,7 +90,7 @@ int text_check(const char *field, const char *s, size_t max, unsigned flags, str
 size_t text_prefix(const char *s, size_t max);
 #define TEXT_ECHO(s, max) (int)text_prefix((s) ? (s) : "", (max)), ((s) ? (s) : "")
 
-/* Monotonic clock in nanoseconds. */
-uint64_t now_ns(void);
+/* The file and clock helpers (sys.c): not for the pure modules (make check-purity). */
+#include "sys.h"
 
 #endif
