@@ -4,6 +4,8 @@
 #define PIMD_TEST_UTIL_H
 
 #include <check.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* A test case with a timeout, so a hung case fails instead of stalling the run. */
@@ -13,6 +15,21 @@ static inline TCase *test_case(Suite *s, const char *name)
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return tc;
+}
+
+/* Adds test t to tc when it can run here (ok); otherwise leaves it out and prints
+ * "SKIP name: why", which make unit counts into its summary: a test that cannot run is
+ * reported as skipped, never as passed. */
+#define test_add_if(tc, t, ok, why) test_add_if_((tc), (t), #t, (ok), (why))
+static inline void test_add_if_(TCase *tc, const TTest *t, const char *name, bool ok,
+				const char *why)
+{
+	if (ok) {
+		tcase_add_test(tc, t);
+		return;
+	}
+	printf("SKIP %s: %s\n", name, why);
+	fflush(stdout); /* before check forks: a child must not print it again */
 }
 
 /* Runs one suite in fork mode (each case isolated). */

@@ -573,8 +573,6 @@ static void assert_ran_as(const struct run *run, uid_t uid, gid_t gid)
 
 START_TEST(test_runs_as_requesting_user)
 {
-	if (geteuid() != 0)
-		return; /* needs root to switch */
 	struct run run;
 	run_whoami(NOBODY, NOBODY, &run);
 	assert_ran_as(&run, NOBODY, NOBODY);
@@ -583,8 +581,6 @@ END_TEST
 
 START_TEST(test_root_job_drops_capabilities)
 {
-	if (geteuid() != 0)
-		return;
 	struct run run;
 	run_whoami(0, 0, &run);
 	assert_ran_as(&run, 0, 0); /* whoami returned 0: capabilities cleared even as root */
@@ -617,8 +613,6 @@ static void become_daemon(uint64_t caps)
 
 START_TEST(test_daemon_uid_with_capabilities)
 {
-	if (geteuid() != 0)
-		return;
 	int fd = open_model("whoami");
 	open_helper_now();
 	become_daemon(UINT64_C(1) << CAP_SETUID | UINT64_C(1) << CAP_SETGID |
@@ -631,8 +625,6 @@ END_TEST
 
 START_TEST(test_refuses_when_it_cannot_switch)
 {
-	if (geteuid() != 0)
-		return;
 	int fd = open_model("whoami");
 	open_helper_now();
 	become_daemon(0);
@@ -715,8 +707,6 @@ END_TEST
 
 START_TEST(test_software_events_after_uid_switch)
 {
-	if (geteuid() != 0)
-		return;
 	check_software_groups(NOBODY, NOBODY);
 }
 END_TEST
@@ -1201,8 +1191,12 @@ START_TEST(test_hooks_nesting_depth)
 }
 END_TEST
 
+/* Switching users and giving up capabilities need root. */
+#define ROOT_ONLY "needs root (switches users, drops capabilities)"
+
 static Suite *worker_suite(void)
 {
+	bool root = geteuid() == 0;
 	Suite *s = suite_create("worker");
 	TCase *tc = test_case(s, "timing");
 	tcase_add_test(tc, test_timing_stream_read);
@@ -1228,10 +1222,10 @@ static Suite *worker_suite(void)
 	tcase_add_test(tc, test_model_failure_named);
 	tcase_add_test(tc, test_forged_records_rejected);
 	tcase_add_test(tc, test_free_kills_running_worker);
-	tcase_add_test(tc, test_runs_as_requesting_user);
-	tcase_add_test(tc, test_root_job_drops_capabilities);
-	tcase_add_test(tc, test_daemon_uid_with_capabilities);
-	tcase_add_test(tc, test_refuses_when_it_cannot_switch);
+	test_add_if(tc, test_runs_as_requesting_user, root, ROOT_ONLY);
+	test_add_if(tc, test_root_job_drops_capabilities, root, ROOT_ONLY);
+	test_add_if(tc, test_daemon_uid_with_capabilities, root, ROOT_ONLY);
+	test_add_if(tc, test_refuses_when_it_cannot_switch, root, ROOT_ONLY);
 
 	tc = test_case(s, "isolation");
 	tcase_add_test(tc, test_worker_sees_no_parent_memory);
@@ -1242,7 +1236,7 @@ static Suite *worker_suite(void)
 
 	tc = test_case(s, "counters");
 	tcase_add_test(tc, test_software_event_groups);
-	tcase_add_test(tc, test_software_events_after_uid_switch);
+	test_add_if(tc, test_software_events_after_uid_switch, root, ROOT_ONLY);
 	tcase_add_test(tc, test_hardware_group_or_plain_error);
 
 	tc = test_case(s, "jobs");
