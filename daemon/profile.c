@@ -3,7 +3,6 @@
 
 #include <grp.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,6 +12,7 @@
 
 #include "log.h"
 #include "manifest.h"
+#include "metrics.h"
 #include "placement.h"
 #include "worker.h"
 
@@ -87,25 +87,6 @@ struct profiler {
 	struct watch timer;
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-double profile_median(double *v, size_t n, double *spread)
-{
-	if (n == 0) {
-		if (spread)
-			*spread = 0;
-		return NAN;
-	}
-	qsort(v, n, sizeof *v, cmp_double);
-	double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-	if (spread)
-		*spread = m > 0 ? (v[n - 1] - v[0]) / m : 0;
-	return m;
-}
 
 static void job_free(struct job *j)
 {
@@ -264,16 +245,13 @@ static const struct region_fact *fact_of(const struct job *j, int32_t id)
 	return NULL;
 }
 
-/* Per-region metrics from the stored samples: medians over repetitions of per-execution time
- * and counts (BRIEF §4.2), an estimated BW_read for the timing backend (§4.4). */
+/* Per-region metrics from the stored samples (metrics.c: medians over repetitions of
+ * per-execution time and counts, BW_read estimated for the timing backend). */
 struct derive {
 	struct job *j;
 	int32_t region;
-	double *t;              /* per repetition, time per execution (s) */
-	double *v[EVENTS_ROLE_MAX];
-	size_t nt, nv[EVENTS_ROLE_MAX], cap;
+	struct metrics_region acc;
 	unsigned stored;
-	bool scaled;
 	int error;
 	struct pim_error err;
 };
@@ -283,38 +261,35 @@ static void derive_flush(struct derive *d)
 	struct job *j = d->j;
 	Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
 	char source[96];
-	double roles[EVENTS_ROLE_MAX];
-	bool have[EVENTS_ROLE_MAX] = { false };
+	struct metrics_result res;
 
-	if (d->nt == 0)
+	metrics_region_result(&d->acc, &res);
+	metrics_region_reset(&d->acc);
+	if (res.reps == 0)
 		return;
 	m.region_id = (uint32_t)d->region;
-	m.t_host = profile_median(d->t, d->nt, &m.t_host_spread);
-	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
-		if (d->nv[r]) {
-			roles[r] = profile_median(d->v[r], d->nv[r], NULL);
-			have[r] = true;
-		}
+	m.t_host = res.t_host;
+	m.t_host_spread = res.t_host_spread;
 	if (j->n_groups) {
 		m.evidence = PIM__EVIDENCE__EVIDENCE_COUNTERS;
-		m.have_n_rd = have[EVENTS_ROLE_N_RD];
-		m.n_rd = have[EVENTS_ROLE_N_RD] ? roles[EVENTS_ROLE_N_RD] : 0;
-		m.have_store = have[EVENTS_ROLE_C_STORE] && have[EVENTS_ROLE_BE1] && have[EVENTS_ROLE_BE2] &&
-			       have[EVENTS_ROLE_BE3];
+		m.have_n_rd = res.have[EVENTS_ROLE_N_RD];
+		m.n_rd = res.have[EVENTS_ROLE_N_RD] ? res.role[EVENTS_ROLE_N_RD] : 0;
+		m.have_store = res.have[EVENTS_ROLE_C_STORE] && res.have[EVENTS_ROLE_BE1] &&
+			       res.have[EVENTS_ROLE_BE2] && res.have[EVENTS_ROLE_BE3];
 		if (m.have_store) {
-			m.c_store = roles[EVENTS_ROLE_C_STORE];
-			m.c_be1 = roles[EVENTS_ROLE_BE1];
-			m.c_be2 = roles[EVENTS_ROLE_BE2];
-			m.c_be3 = roles[EVENTS_ROLE_BE3];
+			m.c_store = res.role[EVENTS_ROLE_C_STORE];
+			m.c_be1 = res.role[EVENTS_ROLE_BE1];
+			m.c_be2 = res.role[EVENTS_ROLE_BE2];
+			m.c_be3 = res.role[EVENTS_ROLE_BE3];
 		}
 	} else {
 		m.evidence = PIM__EVIDENCE__EVIDENCE_ESTIMATE;
 		const struct region_fact *f = fact_of(j, d->region);
-		if (f && m.t_host > 0)
-			m.bw_read_estimate = (double)f->read_bytes / m.t_host;
+		if (f)
+			m.bw_read_estimate = metrics_bw_read_estimate(f->read_bytes, m.t_host);
 	}
-	snprintf(source, sizeof source, "profile job %" PRId64 ", %zu repetitions%s", j->run, d->nt,
-		 d->scaled ? ", scaled counts" : "");
+	snprintf(source, sizeof source, "profile job %" PRId64 ", %zu repetitions%s", j->run,
+		 res.reps, res.scaled ? ", scaled counts" : "");
 	m.source = source;
 	if (m.t_host > 0) {
 		if (store_metrics_put(j->pf->store, j->model_id, j->pf->platform->row, j->run, &m, &d->err) < 0)
@@ -322,10 +297,6 @@ static void derive_flush(struct derive *d)
 		else
 			d->stored++;
 	}
-	d->nt = 0;
-	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
-		d->nv[r] = 0;
-	d->scaled = false;
 }
 
 static int derive_sample(void *ctx, const struct store_sample *s)
@@ -337,40 +308,15 @@ static int derive_sample(void *ctx, const struct store_sample *s)
 		derive_flush(d);
 		d->region = (int32_t)s->region;
 	}
-	if (s->executions == 0)
-		return 0;
-	bool full = d->nt == d->cap;
-	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
-		full = full || d->nv[r] == d->cap;
-	if (full) {
-		size_t cap = d->cap ? d->cap * 2 : 64;
-		double *t = realloc(d->t, cap * sizeof *t);
-		if (!t)
-			return -ENOMEM;
-		d->t = t;
-		for (int r = 0; r < EVENTS_ROLE_MAX; r++) {
-			double *v = realloc(d->v[r], cap * sizeof *v);
-			if (!v)
-				return -ENOMEM;
-			d->v[r] = v;
-		}
-		d->cap = cap;
-	}
-	if (s->group == 0)
-		d->t[d->nt++] = (double)s->time_ns * 1e-9 / (double)s->executions;
+	if (s->group == 0 && metrics_add_time(&d->acc, s->time_ns, s->executions) < 0)
+		return -ENOMEM;
 	if (j->n_groups && s->group < j->n_groups) {
 		const struct worker_group *g = &j->groups[s->group];
 		unsigned base = (unsigned)(g->events - j->events);
-		double scale = 1;
-		if (s->time_running && s->time_running < s->time_enabled) {
-			scale = (double)s->time_enabled / (double)s->time_running;
-			d->scaled = true;
-		}
-		for (unsigned k = 0; k < s->n_values && k < g->n; k++) {
-			int role = j->role_of[base + k];
-			if (role >= 0 && d->nv[role] < d->cap)
-				d->v[role][d->nv[role]++] = (double)s->values[k] * scale / (double)s->executions;
-		}
+		unsigned n = s->n_values < g->n ? s->n_values : g->n;
+		if (metrics_add_counts(&d->acc, s->values, &j->role_of[base], n, s->time_enabled,
+				       s->time_running, s->executions) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -386,9 +332,7 @@ static void derive_run(struct job *j, struct derive *d)
 		derive_flush(d);
 	if (d->error)
 		job_store_error(j, &d->err);
-	free(d->t);
-	for (int r = 0; r < EVENTS_ROLE_MAX; r++)
-		free(d->v[r]);
+	metrics_region_free(&d->acc);
 }
 
 static void job_finish(struct job *j, const struct worker_status *st)

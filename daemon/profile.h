@@ -33,9 +33,6 @@ Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)
 Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
 void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer);
 
-/* Median and relative spread ((max - min) / median) of v[0..n), which it sorts. */
-double profile_median(double *v, size_t n, double *spread);
-
 /* Turns between uids in the profiling queue: the next job to start is the oldest waiting one
  * of the uid whose last job started longest ago (a uid never served, or forgotten, first). */
 #define PROFILE_TURNS_MAX 256 /* uids remembered; beyond, the one served longest ago is forgotten */

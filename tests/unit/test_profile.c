@@ -1,22 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the pure parts of daemon/profile.c: the median, and the turns between uids. */
-#include <math.h>
+/* Unit tests of the pure part of daemon/profile.c: the turns between uids (its metrics: test_metrics.c). */
 #include <string.h>
 
 #include "profile.h"
 #include "test_util.h"
-
-START_TEST(median_and_spread)
-{
-	double v[] = { 4, 1, 3, 2 }, spread;
-	ck_assert(profile_median(v, 4, &spread) == 2.5);
-	ck_assert(spread == (4.0 - 1.0) / 2.5);
-	double w[] = { 5, 1, 3 };
-	ck_assert(profile_median(w, 3, NULL) == 3);
-	ck_assert(isnan(profile_median(w, 0, &spread)));
-	ck_assert(spread == 0);
-}
-END_TEST
 
 /* Runs a queue of jobs (their uids, in arrival order) one at a time; returns the start order. */
 static void run_queue(struct profile_turns *t, const uid_t *queue, size_t n, uid_t *order)
@@ -72,7 +59,6 @@ static Suite *profile_suite(void)
 {
 	Suite *s = suite_create("profile");
 	TCase *tc = test_case(s, "pure");
-	tcase_add_test(tc, median_and_spread);
 	tcase_add_test(tc, turns_between_uids);
 	tcase_add_test(tc, turns_forget_the_oldest);
 	return s;
