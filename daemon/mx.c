@@ -249,68 +249,125 @@ void mx_unpack_block(enum mx_format f, const uint8_t *in, struct mx_block *b)
 
 /* ---- shape checks --------------------------------------------------------------------- */
 
-static int check_shape(enum mx_format f, size_t rows, size_t cols, enum mx_dir dir,
-		       size_t *bytes, struct pim_error *err)
+static void decode_block(const void *fmt, const uint8_t *in, float *out)
 {
-	uint64_t n, nb, sz;
+	enum mx_format f = *(const enum mx_format *)fmt;
+	struct mx_block b;
 
-	if (!mx_mantissa_bits(f))
-		return err_set(err, -EINVAL, "invalid MX format %d", (int)f);
+	mx_unpack_block(f, in, &b);
+	mx_dequantize_block(f, &b, out);
+}
+
+static int quantize_row(const void *fmt, enum mx_impl impl, enum mx_src t, const void *src,
+			size_t cols, uint8_t *out, size_t out_len, struct pim_error *err)
+{
+	return mx_quantize_tensor_impl(impl, *(const enum mx_format *)fmt, t, src, 1, cols,
+				       MX_DIR_ROW, out, out_len, err);
+}
+
+/* The blocked-tensor description of format *f (which must outlive it). */
+static int blocked(const enum mx_format *f, struct mx_blocked *m, struct pim_error *err)
+{
+	if (!mx_mantissa_bits(*f))
+		return err_set(err, -EINVAL, "invalid MX format %d", (int)*f);
+	*m = (struct mx_blocked){ .block = MX_BLOCK, .block_bytes = mx_block_bytes(*f),
+				  .name = mx_format_name(*f), .fmt = f, .decode = decode_block,
+				  .quantize_row = quantize_row };
+	return 0;
+}
+
+int mx_blocked_shape(const struct mx_blocked *m, size_t rows, size_t cols, enum mx_dir dir,
+		     size_t *bytes, struct pim_error *err)
+{
+	uint64_t n, sz;
+
 	if (dir != MX_DIR_ROW && dir != MX_DIR_COL)
 		return err_set(err, -EINVAL, "invalid blocking direction %d", (int)dir);
 	if (rows == 0 || cols == 0)
 		return err_set(err, -EINVAL, "empty tensor %zux%zu: both dimensions must be non-zero",
 			       rows, cols);
-	if (dir == MX_DIR_ROW && cols % MX_BLOCK)
+	if (dir == MX_DIR_ROW && cols % m->block)
 		return err_set(err, -EINVAL,
-			       "row blocking needs cols to be a multiple of %d, got %zux%zu "
+			       "row blocking needs cols to be a multiple of %u, got %zux%zu "
 			       "(pad the tensor or block along the other dimension)",
-			       MX_BLOCK, rows, cols);
-	if (dir == MX_DIR_COL && rows % MX_BLOCK)
+			       m->block, rows, cols);
+	if (dir == MX_DIR_COL && rows % m->block)
 		return err_set(err, -EINVAL,
-			       "column blocking needs rows to be a multiple of %d, got %zux%zu "
+			       "column blocking needs rows to be a multiple of %u, got %zux%zu "
 			       "(pad the tensor or block along the other dimension)",
-			       MX_BLOCK, rows, cols);
+			       m->block, rows, cols);
 	/* The FP32 source and the FP32 dequantized output must be addressable too. */
 	if (!mul_u64(rows, cols, &n) || !mul_u64(n, sizeof(float), &sz) || sz > SIZE_MAX)
 		return err_set(err, -EOVERFLOW, "tensor %zux%zu is too large", rows, cols);
-	nb = n / MX_BLOCK;
-	if (!mul_u64(nb, mx_block_bytes(f), &sz) || sz > SIZE_MAX)
+	if (!mul_u64(n / m->block, m->block_bytes, &sz) || sz > SIZE_MAX)
 		return err_set(err, -EOVERFLOW, "packed size of tensor %zux%zu overflows", rows,
 			       cols);
 	*bytes = (size_t)sz;
 	return 0;
 }
 
+int mx_blocked_check_quantize(const struct mx_blocked *m, enum mx_src t, const void *src,
+			      size_t rows, size_t cols, enum mx_dir dir, const uint8_t *out,
+			      size_t out_len, struct pim_error *err)
+{
+	size_t need = 0;
+	int r = mx_blocked_shape(m, rows, cols, dir, &need, err);
+
+	if (r < 0)
+		return r;
+	if (t != MX_SRC_FP32 && t != MX_SRC_BF16)
+		return err_set(err, -EINVAL, "invalid source type %d", (int)t);
+	if (!src || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
+	if (out_len < need)
+		return err_set(err, -EINVAL,
+			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
+			       m->name, rows, cols, out_len, need);
+	return 0;
+}
+
+int mx_blocked_dequantize(const struct mx_blocked *m, const uint8_t *in, size_t in_len,
+			  size_t rows, size_t cols, enum mx_dir dir, float *out, size_t out_count,
+			  struct pim_error *err)
+{
+	size_t need = 0, nblocks;
+	int r = mx_blocked_shape(m, rows, cols, dir, &need, err);
+
+	if (r < 0)
+		return r;
+	if (!in || !out)
+		return err_set(err, -EINVAL, "NULL %s buffer", in ? "output" : "input");
+	if (in_len < need)
+		return err_set(err, -EINVAL,
+			       "packed %s input too short for %zux%zu: %zu bytes, need %zu", m->name,
+			       rows, cols, in_len, need);
+	if (out_count < rows * cols) /* rows * cols checked by mx_blocked_shape() */
+		return err_set(err, -EINVAL,
+			       "output too small for %zux%zu: %zu elements, need %zu", rows, cols,
+			       out_count, rows * cols);
+
+	nblocks = rows * cols / m->block;
+	for (size_t b = 0; b < nblocks; b++) {
+		float v[MX_BLOCKED_MAX];
+
+		m->decode(m->fmt, in + b * m->block_bytes, v);
+		for (unsigned k = 0; k < m->block; k++)
+			out[mx_blocked_elem(m->block, rows, cols, dir, b, k)] = v[k];
+	}
+	return 0;
+}
+
 size_t mx_packed_size(enum mx_format f, size_t rows, size_t cols, enum mx_dir dir)
 {
+	struct mx_blocked m;
 	size_t bytes = 0;
 
-	return check_shape(f, rows, cols, dir, &bytes, NULL) < 0 ? 0 : bytes;
+	if (blocked(&f, &m, NULL) < 0 || mx_blocked_shape(&m, rows, cols, dir, &bytes, NULL) < 0)
+		return 0;
+	return bytes;
 }
 
 /* ---- reference tensor quantizer -------------------------------------------------------- */
-
-static inline uint32_t src_bits(enum mx_src t, const void *src, size_t i)
-{
-	if (t == MX_SRC_BF16)
-		return (uint32_t)((const uint16_t *)src)[i] << 16; /* exact widening */
-	uint32_t u;
-	memcpy(&u, (const char *)src + i * sizeof(float), sizeof u);
-	return u;
-}
-
-/*
- * Element k (0..15) of block b: its flat index in the row-major source. Row blocking: the
- * blocks are consecutive runs of 16. Column blocking: block b = c * (rows/16) + rb.
- */
-static inline size_t block_elem(size_t rows, size_t cols, enum mx_dir dir, size_t b, unsigned k)
-{
-	if (dir == MX_DIR_ROW)
-		return b * MX_BLOCK + k;
-	size_t rblocks = rows / MX_BLOCK, c = b / rblocks, rb = b % rblocks;
-	return (rb * MX_BLOCK + k) * cols + c;
-}
 
 static void quant_ref(enum mx_format f, enum mx_src t, const void *src, size_t rows, size_t cols,
 		      enum mx_dir dir, uint8_t *out, bool trunc)
@@ -322,7 +379,8 @@ static void quant_ref(enum mx_format f, enum mx_src t, const void *src, size_t r
 		struct mx_block blk;
 
 		for (unsigned k = 0; k < MX_BLOCK; k++)
-			in[k] = mx_f32_from_bits(src_bits(t, src, block_elem(rows, cols, dir, b, k)));
+			in[k] = mx_f32_from_bits(
+				mx_src_bits(t, src, mx_blocked_elem(MX_BLOCK, rows, cols, dir, b, k)));
 		if (trunc)
 			mx_quantize_block_trunc(f, in, &blk);
 		else
@@ -424,7 +482,7 @@ quant_generic_m(unsigned m, enum mx_src t, const void *src, size_t rows, size_t 
 	for (size_t rb = 0; rb < rblocks; rb++)
 		for (size_t c = 0; c < cols; c++) {
 			for (unsigned k = 0; k < MX_BLOCK; k++)
-				u[k] = src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
+				u[k] = mx_src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
 			quant_bits_generic(u, m, out + (c * rblocks + rb) * bb);
 		}
 }
@@ -764,7 +822,7 @@ AVX2_INLINE void avx2_col(unsigned m, enum mx_src t, const void *src, size_t row
 		for (size_t c = c8; c < cols; c++) {
 			uint32_t u[MX_BLOCK];
 			for (unsigned k = 0; k < MX_BLOCK; k++)
-				u[k] = src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
+				u[k] = mx_src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
 			quant_bits_generic(u, m, out + (c * rblocks + rb) * bb);
 		}
 	}
@@ -1061,20 +1119,12 @@ int mx_quantize_tensor_impl(enum mx_impl impl, enum mx_format f, enum mx_src src
 			    const void *src, size_t rows, size_t cols, enum mx_dir dir,
 			    uint8_t *out, size_t out_len, struct pim_error *err)
 {
-	size_t need = 0;
+	struct mx_blocked m;
 	int r;
 
-	r = check_shape(f, rows, cols, dir, &need, err);
-	if (r < 0)
+	if ((r = blocked(&f, &m, err)) < 0 ||
+	    (r = mx_blocked_check_quantize(&m, src_type, src, rows, cols, dir, out, out_len, err)) < 0)
 		return r;
-	if (src_type != MX_SRC_FP32 && src_type != MX_SRC_BF16)
-		return err_set(err, -EINVAL, "invalid source type %d", (int)src_type);
-	if (!src || !out)
-		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
-	if (out_len < need)
-		return err_set(err, -EINVAL,
-			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
-			       mx_format_name(f), rows, cols, out_len, need);
 	if (impl == MX_IMPL_AUTO)
 		impl = mx_impl_best();
 
@@ -1127,19 +1177,12 @@ int mx_quantize_tensor_trunc(enum mx_format f, enum mx_src src_type, const void 
 			     size_t cols, enum mx_dir dir, uint8_t *out, size_t out_len,
 			     struct pim_error *err)
 {
-	size_t need = 0;
-	int r = check_shape(f, rows, cols, dir, &need, err);
+	struct mx_blocked m;
+	int r;
 
-	if (r < 0)
+	if ((r = blocked(&f, &m, err)) < 0 ||
+	    (r = mx_blocked_check_quantize(&m, src_type, src, rows, cols, dir, out, out_len, err)) < 0)
 		return r;
-	if (src_type != MX_SRC_FP32 && src_type != MX_SRC_BF16)
-		return err_set(err, -EINVAL, "invalid source type %d", (int)src_type);
-	if (!src || !out)
-		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
-	if (out_len < need)
-		return err_set(err, -EINVAL,
-			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
-			       mx_format_name(f), rows, cols, out_len, need);
 	quant_ref(f, src_type, src, rows, cols, dir, out, true);
 	return 0;
 }
@@ -1216,74 +1259,55 @@ int mx_split_blocks(unsigned threads, size_t nblocks, size_t min_blocks,
 	return 0;
 }
 
-struct mx_mt_job {
+struct blocked_job {
+	const struct mx_blocked *m;
 	enum mx_impl impl;
-	enum mx_format f;
 	enum mx_src t;
 	const void *src;
 	uint8_t *out;
 };
 
-/* Blocks [b0, b1) of a row-blocked tensor are the 1 x 16 (b1 - b0) tensor at block b0. */
-static int mx_mt_part(void *arg, size_t b0, size_t b1, struct pim_error *err)
+/* Blocks [b0, b1) of a row-blocked tensor are the 1 x block·(b1 - b0) tensor at block b0. */
+static int blocked_part(void *arg, size_t b0, size_t b1, struct pim_error *err)
 {
-	const struct mx_mt_job *j = arg;
-	size_t elem = j->t == MX_SRC_BF16 ? 2 : 4, bb = mx_block_bytes(j->f);
+	const struct blocked_job *j = arg;
+	size_t elem = j->t == MX_SRC_BF16 ? 2 : 4, bb = j->m->block_bytes;
 
-	return mx_quantize_tensor_impl(j->impl, j->f, j->t,
-				       (const char *)j->src + b0 * MX_BLOCK * elem, 1,
-				       (b1 - b0) * MX_BLOCK, MX_DIR_ROW, j->out + b0 * bb,
-				       (b1 - b0) * bb, err);
+	return j->m->quantize_row(j->m->fmt, j->impl, j->t,
+				  (const char *)j->src + b0 * j->m->block * elem,
+				  (b1 - b0) * j->m->block, j->out + b0 * bb, (b1 - b0) * bb, err);
+}
+
+int mx_blocked_quantize_mt(const struct mx_blocked *m, unsigned threads, enum mx_impl impl,
+			   enum mx_src t, const void *src, size_t nblocks, uint8_t *out,
+			   size_t min_blocks, struct pim_error *err)
+{
+	struct blocked_job job = { m, impl, t, src, out };
+
+	return mx_split_blocks(threads, nblocks, min_blocks, blocked_part, &job, err);
 }
 
 int mx_quantize_tensor_mt(unsigned threads, enum mx_impl impl, enum mx_format f,
 			  enum mx_src src_type, const void *src, size_t rows, size_t cols,
 			  enum mx_dir dir, uint8_t *out, size_t out_len, struct pim_error *err)
 {
-	struct mx_mt_job job = { impl, f, src_type, src, out };
-	size_t need = 0;
-	int r;
+	struct mx_blocked m;
 
 	/* All argument errors, reported for the whole tensor, before anything is split. */
-	r = check_shape(f, rows, cols, dir, &need, err);
-	if (r < 0 || dir != MX_DIR_ROW || threads == 1 || !src || !out || out_len < need)
+	if (blocked(&f, &m, NULL) < 0 || dir != MX_DIR_ROW || threads == 1 ||
+	    mx_blocked_check_quantize(&m, src_type, src, rows, cols, dir, out, out_len, NULL) < 0)
 		return mx_quantize_tensor_impl(impl, f, src_type, src, rows, cols, dir, out,
 					       out_len, err);
-	return mx_split_blocks(threads, rows * cols / MX_BLOCK, MX_MT_MIN_BLOCKS, mx_mt_part, &job,
-			       err);
+	return mx_blocked_quantize_mt(&m, threads, impl, src_type, src, rows * cols / MX_BLOCK, out,
+				      MX_MT_MIN_BLOCKS, err);
 }
 
 int mx_dequantize_tensor(enum mx_format f, const uint8_t *in, size_t in_len, size_t rows,
 			 size_t cols, enum mx_dir dir, float *out, size_t out_count,
 			 struct pim_error *err)
 {
-	size_t need = 0, nblocks, bb;
-	int r;
+	struct mx_blocked m;
+	int r = blocked(&f, &m, err);
 
-	r = check_shape(f, rows, cols, dir, &need, err);
-	if (r < 0)
-		return r;
-	if (!in || !out)
-		return err_set(err, -EINVAL, "NULL %s buffer", in ? "output" : "input");
-	if (in_len < need)
-		return err_set(err, -EINVAL,
-			       "packed %s input too short for %zux%zu: %zu bytes, need %zu",
-			       mx_format_name(f), rows, cols, in_len, need);
-	if (out_count < rows * cols) /* rows * cols checked by check_shape() */
-		return err_set(err, -EINVAL,
-			       "output too small for %zux%zu: %zu elements, need %zu", rows, cols,
-			       out_count, rows * cols);
-
-	nblocks = rows * cols / MX_BLOCK;
-	bb = mx_block_bytes(f);
-	for (size_t b = 0; b < nblocks; b++) {
-		struct mx_block blk;
-		float v[MX_BLOCK];
-
-		mx_unpack_block(f, in + b * bb, &blk);
-		mx_dequantize_block(f, &blk, v);
-		for (unsigned k = 0; k < MX_BLOCK; k++)
-			out[block_elem(rows, cols, dir, b, k)] = v[k];
-	}
-	return 0;
+	return r < 0 ? r : mx_blocked_dequantize(&m, in, in_len, rows, cols, dir, out, out_count, err);
 }

@@ -199,6 +199,66 @@ int mx_quantize_tensor_mt(unsigned threads, enum mx_impl impl, enum mx_format f,
 			  enum mx_dir dir, uint8_t *out, size_t out_len, struct pim_error *err);
 
 /*
+ * Blocked tensors: what the MX (16-element blocks, here) and the OCP MX (32-element blocks,
+ * mx_ocp.c) quantizers share. Only the block size and a block's packed bytes differ; the
+ * format's own work comes through the callbacks.
+ */
+#define MX_BLOCKED_MAX 32 /* the largest block of either family (OCP MX) */
+struct mx_blocked {
+	unsigned block;     /* elements per block: MX_BLOCK or MX_OCP_BLOCK (<= MX_BLOCKED_MAX) */
+	size_t block_bytes; /* packed bytes of one block */
+	const char *name;   /* the format's name, for messages */
+	const void *fmt;    /* the format, handed to the callbacks */
+	/* Unpacks and dequantizes one packed block into block floats. */
+	void (*decode)(const void *fmt, const uint8_t *in, float *out);
+	/* Quantizes the 1 x cols row-blocked tensor src (the parts of mx_blocked_quantize_mt). */
+	int (*quantize_row)(const void *fmt, enum mx_impl impl, enum mx_src t, const void *src,
+			    size_t cols, uint8_t *out, size_t out_len, struct pim_error *err);
+};
+
+/* The shape rules above for m's block (the format itself already checked); *bytes the packed
+ * size. -EINVAL or -EOVERFLOW with err filled. */
+int mx_blocked_shape(const struct mx_blocked *m, size_t rows, size_t cols, enum mx_dir dir,
+		     size_t *bytes, struct pim_error *err);
+/* mx_blocked_shape() and a quantizer's other arguments: the source type, the buffers, out_len. */
+int mx_blocked_check_quantize(const struct mx_blocked *m, enum mx_src t, const void *src,
+			      size_t rows, size_t cols, enum mx_dir dir, const uint8_t *out,
+			      size_t out_len, struct pim_error *err);
+
+/*
+ * Element k of block b: its flat index in the row-major tensor. Row blocking: the blocks are
+ * consecutive runs of block elements. Column blocking: block b = c * (rows / block) + rb.
+ */
+static inline size_t mx_blocked_elem(unsigned block, size_t rows, size_t cols, enum mx_dir dir,
+				     size_t b, unsigned k)
+{
+	if (dir == MX_DIR_ROW)
+		return b * block + k;
+	size_t rblocks = rows / block, c = b / rblocks, rb = b % rblocks;
+	return (rb * block + k) * cols + c;
+}
+
+/* Element i of a source tensor as FP32 bits (BF16 widened exactly). */
+static inline uint32_t mx_src_bits(enum mx_src t, const void *src, size_t i)
+{
+	if (t == MX_SRC_BF16)
+		return (uint32_t)((const uint16_t *)src)[i] << 16;
+	uint32_t u;
+	memcpy(&u, (const char *)src + i * sizeof(float), sizeof u);
+	return u;
+}
+
+/* Dequantizes a packed tensor of m's format (as mx_dequantize_tensor()). */
+int mx_blocked_dequantize(const struct mx_blocked *m, const uint8_t *in, size_t in_len,
+			  size_t rows, size_t cols, enum mx_dir dir, float *out, size_t out_count,
+			  struct pim_error *err);
+/* Quantizes a checked row-blocked tensor of nblocks blocks with m->quantize_row, split over
+ * threads as mx_split_blocks() (at least min_blocks per thread). */
+int mx_blocked_quantize_mt(const struct mx_blocked *m, unsigned threads, enum mx_impl impl,
+			   enum mx_src t, const void *src, size_t nblocks, uint8_t *out,
+			   size_t min_blocks, struct pim_error *err);
+
+/*
  * Dequantizes a packed tensor (in_len bytes, at least mx_packed_size()) into out, rows x cols
  * FP32 row-major, out_count elements (at least rows * cols). 0 or negative errno as above.
  */

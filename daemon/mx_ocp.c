@@ -267,61 +267,46 @@ void mx_ocp_unpack_block(enum mx_ocp_format f, const uint8_t *in, struct mx_ocp_
 
 /* ---- tensors ---------------------------------------------------------------------------- */
 
-static int check_shape(enum mx_ocp_format f, size_t rows, size_t cols, enum mx_dir dir,
-		       size_t *bytes, struct pim_error *err)
+static void decode_block(const void *fmt, const uint8_t *in, float *out)
 {
-	uint64_t n, sz;
+	enum mx_ocp_format f = *(const enum mx_ocp_format *)fmt;
+	struct mx_ocp_block b;
 
-	if (!fmt_get(f))
-		return err_set(err, -EINVAL, "invalid MX OCP format %d", (int)f);
-	if (dir != MX_DIR_ROW && dir != MX_DIR_COL)
-		return err_set(err, -EINVAL, "invalid blocking direction %d", (int)dir);
-	if (rows == 0 || cols == 0)
-		return err_set(err, -EINVAL, "empty tensor %zux%zu: both dimensions must be non-zero",
-			       rows, cols);
-	if (dir == MX_DIR_ROW && cols % MX_OCP_BLOCK)
-		return err_set(err, -EINVAL,
-			       "row blocking needs cols to be a multiple of %d, got %zux%zu "
-			       "(pad the tensor or block along the other dimension)",
-			       MX_OCP_BLOCK, rows, cols);
-	if (dir == MX_DIR_COL && rows % MX_OCP_BLOCK)
-		return err_set(err, -EINVAL,
-			       "column blocking needs rows to be a multiple of %d, got %zux%zu "
-			       "(pad the tensor or block along the other dimension)",
-			       MX_OCP_BLOCK, rows, cols);
-	/* The FP32 source and the FP32 dequantized output must be addressable too. */
-	if (!mul_u64(rows, cols, &n) || !mul_u64(n, sizeof(float), &sz) || sz > SIZE_MAX)
-		return err_set(err, -EOVERFLOW, "tensor %zux%zu is too large", rows, cols);
-	if (!mul_u64(n / MX_OCP_BLOCK, mx_ocp_block_bytes(f), &sz) || sz > SIZE_MAX)
-		return err_set(err, -EOVERFLOW, "packed size of tensor %zux%zu overflows", rows,
-			       cols);
-	*bytes = (size_t)sz;
+	mx_ocp_unpack_block(f, in, &b);
+	mx_ocp_dequantize_block(f, &b, out);
+}
+
+static int quantize_row(const void *fmt, enum mx_impl impl, enum mx_src t, const void *src,
+			size_t cols, uint8_t *out, size_t out_len, struct pim_error *err)
+{
+	return mx_ocp_quantize_tensor_impl(impl, *(const enum mx_ocp_format *)fmt, t, src, 1, cols,
+					   MX_DIR_ROW, out, out_len, err);
+}
+
+/* The blocked-tensor description (mx.h) of format *f (which must outlive it). */
+static int blocked(const enum mx_ocp_format *f, struct mx_blocked *m, struct pim_error *err)
+{
+	if (!fmt_get(*f))
+		return err_set(err, -EINVAL, "invalid MX OCP format %d", (int)*f);
+	*m = (struct mx_blocked){ .block = MX_OCP_BLOCK, .block_bytes = mx_ocp_block_bytes(*f),
+				  .name = mx_ocp_format_name(*f), .fmt = f, .decode = decode_block,
+				  .quantize_row = quantize_row };
 	return 0;
 }
 
 size_t mx_ocp_packed_size(enum mx_ocp_format f, size_t rows, size_t cols, enum mx_dir dir)
 {
+	struct mx_blocked m;
 	size_t bytes = 0;
 
-	return check_shape(f, rows, cols, dir, &bytes, NULL) < 0 ? 0 : bytes;
-}
-
-/* Element k (0..31) of block b: its flat index in the row-major tensor (mx_ocp.h). */
-static inline size_t block_elem(size_t rows, size_t cols, enum mx_dir dir, size_t b, unsigned k)
-{
-	if (dir == MX_DIR_ROW)
-		return b * MX_OCP_BLOCK + k;
-	size_t rblocks = rows / MX_OCP_BLOCK, c = b / rblocks, rb = b % rblocks;
-	return (rb * MX_OCP_BLOCK + k) * cols + c;
+	if (blocked(&f, &m, NULL) < 0 || mx_blocked_shape(&m, rows, cols, dir, &bytes, NULL) < 0)
+		return 0;
+	return bytes;
 }
 
 static inline float src_value(enum mx_src t, const void *src, size_t i)
 {
-	if (t == MX_SRC_BF16)
-		return mx_bf16_to_float(((const uint16_t *)src)[i]); /* exact widening */
-	float x;
-	memcpy(&x, (const char *)src + i * sizeof(float), sizeof x);
-	return x;
+	return mx_f32_from_bits(mx_src_bits(t, src, i)); /* BF16: exact widening */
 }
 
 /* ---- AVX-512 fast path ------------------------------------------------------------------ */
@@ -550,7 +535,7 @@ static void quant_ocp_ref(enum mx_ocp_format f, enum mx_src t, const void *src, 
 		struct mx_ocp_block blk;
 
 		for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
-			in[k] = src_value(t, src, block_elem(rows, cols, dir, b, k));
+			in[k] = src_value(t, src, mx_blocked_elem(MX_OCP_BLOCK, rows, cols, dir, b, k));
 		mx_ocp_quantize_block(f, in, &blk);
 		mx_ocp_pack_block(f, &blk, out + b * bb);
 	}
@@ -560,20 +545,12 @@ int mx_ocp_quantize_tensor_impl(enum mx_impl impl, enum mx_ocp_format f, enum mx
 				const void *src, size_t rows, size_t cols, enum mx_dir dir,
 				uint8_t *out, size_t out_len, struct pim_error *err)
 {
-	size_t need = 0;
+	struct mx_blocked m;
 	int r;
 
-	r = check_shape(f, rows, cols, dir, &need, err);
-	if (r < 0)
+	if ((r = blocked(&f, &m, err)) < 0 ||
+	    (r = mx_blocked_check_quantize(&m, src_type, src, rows, cols, dir, out, out_len, err)) < 0)
 		return r;
-	if (src_type != MX_SRC_FP32 && src_type != MX_SRC_BF16)
-		return err_set(err, -EINVAL, "invalid source type %d", (int)src_type);
-	if (!src || !out)
-		return err_set(err, -EINVAL, "NULL %s buffer", src ? "output" : "source");
-	if (out_len < need)
-		return err_set(err, -EINVAL,
-			       "output buffer too small for %s of %zux%zu: %zu bytes, need %zu",
-			       mx_ocp_format_name(f), rows, cols, out_len, need);
 	if (impl == MX_IMPL_AUTO)
 		impl = mx_impl_best() == MX_IMPL_AVX512 ? MX_IMPL_AVX512 : MX_IMPL_REF;
 
@@ -607,76 +584,29 @@ int mx_ocp_quantize_tensor(enum mx_ocp_format f, enum mx_src src_type, const voi
 					   out_len, err);
 }
 
-struct ocp_mt_job {
-	enum mx_impl impl;
-	enum mx_ocp_format f;
-	enum mx_src t;
-	const void *src;
-	uint8_t *out;
-};
-
-/* Blocks [b0, b1) of a row-blocked tensor are the 1 x 32 (b1 - b0) tensor at block b0. */
-static int ocp_mt_part(void *arg, size_t b0, size_t b1, struct pim_error *err)
-{
-	const struct ocp_mt_job *j = arg;
-	size_t elem = j->t == MX_SRC_BF16 ? 2 : 4, bb = mx_ocp_block_bytes(j->f);
-
-	return mx_ocp_quantize_tensor_impl(j->impl, j->f, j->t,
-					   (const char *)j->src + b0 * MX_OCP_BLOCK * elem, 1,
-					   (b1 - b0) * MX_OCP_BLOCK, MX_DIR_ROW, j->out + b0 * bb,
-					   (b1 - b0) * bb, err);
-}
-
 int mx_ocp_quantize_tensor_mt(unsigned threads, enum mx_impl impl, enum mx_ocp_format f,
 			      enum mx_src src_type, const void *src, size_t rows, size_t cols,
 			      enum mx_dir dir, uint8_t *out, size_t out_len,
 			      struct pim_error *err)
 {
-	struct ocp_mt_job job = { impl, f, src_type, src, out };
-	size_t need = 0;
-	int r;
+	struct mx_blocked m;
 
 	/* All argument errors, reported for the whole tensor, before anything is split. */
-	r = check_shape(f, rows, cols, dir, &need, err);
-	if (r < 0 || dir != MX_DIR_ROW || threads == 1 || !src || !out || out_len < need)
+	if (blocked(&f, &m, NULL) < 0 || dir != MX_DIR_ROW || threads == 1 ||
+	    mx_blocked_check_quantize(&m, src_type, src, rows, cols, dir, out, out_len, NULL) < 0)
 		return mx_ocp_quantize_tensor_impl(impl, f, src_type, src, rows, cols, dir, out,
 						   out_len, err);
 	/* 32-element blocks: half as many per thread as mx.h's 16-element ones. */
-	return mx_split_blocks(threads, rows * cols / MX_OCP_BLOCK, MX_MT_MIN_BLOCKS / 2,
-			       ocp_mt_part, &job, err);
+	return mx_blocked_quantize_mt(&m, threads, impl, src_type, src, rows * cols / MX_OCP_BLOCK,
+				      out, MX_MT_MIN_BLOCKS / 2, err);
 }
 
 int mx_ocp_dequantize_tensor(enum mx_ocp_format f, const uint8_t *in, size_t in_len,
 			     size_t rows, size_t cols, enum mx_dir dir, float *out,
 			     size_t out_count, struct pim_error *err)
 {
-	size_t need = 0, nblocks, bb;
-	int r;
+	struct mx_blocked m;
+	int r = blocked(&f, &m, err);
 
-	r = check_shape(f, rows, cols, dir, &need, err);
-	if (r < 0)
-		return r;
-	if (!in || !out)
-		return err_set(err, -EINVAL, "NULL %s buffer", in ? "output" : "input");
-	if (in_len < need)
-		return err_set(err, -EINVAL,
-			       "packed %s input too short for %zux%zu: %zu bytes, need %zu",
-			       mx_ocp_format_name(f), rows, cols, in_len, need);
-	if (out_count < rows * cols) /* rows * cols checked by check_shape() */
-		return err_set(err, -EINVAL,
-			       "output too small for %zux%zu: %zu elements, need %zu", rows, cols,
-			       out_count, rows * cols);
-
-	nblocks = rows * cols / MX_OCP_BLOCK;
-	bb = mx_ocp_block_bytes(f);
-	for (size_t b = 0; b < nblocks; b++) {
-		struct mx_ocp_block blk;
-		float v[MX_OCP_BLOCK];
-
-		mx_ocp_unpack_block(f, in + b * bb, &blk);
-		mx_ocp_dequantize_block(f, &blk, v);
-		for (unsigned k = 0; k < MX_OCP_BLOCK; k++)
-			out[block_elem(rows, cols, dir, b, k)] = v[k];
-	}
-	return 0;
+	return r < 0 ? r : mx_blocked_dequantize(&m, in, in_len, rows, cols, dir, out, out_count, err);
 }
