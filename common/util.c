@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "util.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <string.h>
 
 int err_set(struct pim_error *e, int code, const char *fmt, ...)
@@ -114,4 +116,81 @@ size_t text_prefix(const char *s, size_t max)
 		i += k;
 	}
 	return i;
+}
+
+char *text_trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+/* The index in keys of name, or n_keys. */
+static size_t kv_find(const void *keys, size_t n_keys, size_t stride, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n_keys; i++)
+		if (strcmp(*(const char *const *)((const char *)keys + i * stride), name) == 0)
+			break;
+	return i;
+}
+
+int kv_parse(const char *buf, size_t len, const char *origin, unsigned flags, size_t line_max,
+	     const void *keys, size_t n_keys, size_t stride,
+	     int (*set)(void *ctx, size_t key, const char *value, const char *where,
+			struct pim_error *err),
+	     void *ctx, struct pim_error *err)
+{
+	bool seen[KV_KEYS_MAX] = { false };
+	size_t pos = 0;
+	unsigned lineno = 0;
+
+	if (n_keys > KV_KEYS_MAX || line_max < 2 || line_max > KV_LINE_MAX)
+		return err_set(err, -EINVAL, "kv_parse: %zu keys (at most %d), lines of %zu bytes",
+			       n_keys, KV_KEYS_MAX, line_max);
+	while (pos < len) {
+		char line[KV_LINE_MAX], where[PATH_MAX + 32];
+		size_t end = pos;
+		while (end < len && buf[end] != '\n')
+			end++;
+		lineno++;
+		snprintf(where, sizeof where, "%s:%u", origin, lineno);
+		if (end - pos >= line_max)
+			return err_set(err, -EINVAL, "%s: line longer than %zu bytes", where, line_max - 1);
+		if (memchr(buf + pos, 0, end - pos))
+			return err_set(err, -EINVAL, "%s: contains a NUL byte", where);
+		memcpy(line, buf + pos, end - pos);
+		line[end - pos] = 0;
+		pos = end + 1;
+
+		char *hash = flags & KV_INLINE_COMMENTS ? strchr(line, '#') : NULL;
+		if (hash)
+			*hash = 0;
+		char *s = text_trim(line);
+		if (*s == 0 || *s == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq)
+			return err_set(err, -EINVAL, "%s: expected \"key = value\"", where);
+		*eq = 0;
+		char *key = text_trim(s), *val = text_trim(eq + 1);
+		size_t i = kv_find(keys, n_keys, stride, key);
+		if (i == n_keys)
+			return err_set(err, -EINVAL, "%s: unknown key \"%s\"", where, key);
+		if (seen[i])
+			return err_set(err, -EINVAL, "%s: key \"%s\" is set twice", where, key);
+		seen[i] = true;
+		if (*val == 0)
+			return err_set(err, -EINVAL, "%s: key \"%s\" has no value", where, key);
+		int r = set(ctx, i, val, where, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }

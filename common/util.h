@@ -90,6 +90,28 @@ int text_check(const char *field, const char *s, size_t max, unsigned flags, str
 size_t text_prefix(const char *s, size_t max);
 #define TEXT_ECHO(s, max) (int)text_prefix((s) ? (s) : "", (max)), ((s) ? (s) : "")
 
+/* Strips leading and trailing white space (isspace) in place; returns the first kept byte. */
+char *text_trim(char *s);
+
+/*
+ * Configuration text: "key = value" lines (pimd.conf(5), the HBM-PIM parameter file).  Blank
+ * lines and comments are skipped: a '#' starts a comment at the start of a line, or anywhere
+ * with KV_INLINE_COMMENTS.  keys[0..n_keys) is the caller's table, stride bytes apart, each
+ * entry starting with its const char *name.  Every key must be in it and appear at most once,
+ * every value must be non-empty; set(ctx, i, value, where, err) then takes the value of
+ * keys[i], where naming it ("origin:line").  Lines are at most line_max - 1 bytes (at most
+ * KV_LINE_MAX), NUL bytes are refused.  0, or the first error (-EINVAL, or set's) with err
+ * filled ("origin:line: unknown key \"x\"").
+ */
+#define KV_INLINE_COMMENTS 1u
+#define KV_LINE_MAX 4096
+#define KV_KEYS_MAX 64
+int kv_parse(const char *buf, size_t len, const char *origin, unsigned flags, size_t line_max,
+	     const void *keys, size_t n_keys, size_t stride,
+	     int (*set)(void *ctx, size_t key, const char *value, const char *where,
+			struct pim_error *err),
+	     void *ctx, struct pim_error *err);
+
 /* The file and clock helpers (sys.c): not for the pure modules (make check-purity). */
 #include "sys.h"
 

@@ -122,18 +122,6 @@ static const struct key keys[] = {
 	{ "line_bytes", DBL(line_bytes) },
 };
 
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
-}
-
 static int set_key(struct config *c, const struct key *k, const char *v, const char *where,
 		   struct pim_error *err)
 {
@@ -208,52 +196,22 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 	return -EINVAL;
 }
 
+static int config_set(void *ctx, size_t key, const char *value, const char *where,
+		      struct pim_error *err)
+{
+	return set_key(ctx, &keys[key], value, where, err);
+}
+
 int config_parse(struct config *c, const char *buf, size_t len, const char *origin,
 		 struct pim_error *err)
 {
 	struct config tmp = *c;
-	bool seen[ELEMENTSOF(keys)] = { false };
-	size_t pos = 0;
-	unsigned lineno = 0;
+	int r;
 
-	while (pos < len) {
-		char line[4096], where[PATH_MAX + 32];
-		size_t end = pos;
-		while (end < len && buf[end] != '\n')
-			end++;
-		lineno++;
-		snprintf(where, sizeof where, "%s:%u", origin, lineno);
-		if (end - pos >= sizeof line)
-			return err_set(err, -EINVAL, "%s: line longer than %zu bytes", where, sizeof line - 1);
-		if (memchr(buf + pos, 0, end - pos))
-			return err_set(err, -EINVAL, "%s: contains a NUL byte", where);
-		memcpy(line, buf + pos, end - pos);
-		line[end - pos] = 0;
-		pos = end + 1;
-
-		char *s = trim(line);
-		if (*s == 0 || *s == '#')
-			continue;
-		char *eq = strchr(s, '=');
-		if (!eq)
-			return err_set(err, -EINVAL, "%s: expected \"key = value\"", where);
-		*eq = 0;
-		char *key = trim(s), *val = trim(eq + 1);
-		size_t i;
-		for (i = 0; i < ELEMENTSOF(keys); i++)
-			if (strcmp(keys[i].name, key) == 0)
-				break;
-		if (i == ELEMENTSOF(keys))
-			return err_set(err, -EINVAL, "%s: unknown key \"%s\"", where, key);
-		if (seen[i])
-			return err_set(err, -EINVAL, "%s: key \"%s\" is set twice", where, key);
-		seen[i] = true;
-		if (*val == 0)
-			return err_set(err, -EINVAL, "%s: key \"%s\" has no value", where, key);
-		int r = set_key(&tmp, &keys[i], val, where, err);
-		if (r < 0)
-			return r;
-	}
+	r = kv_parse(buf, len, origin, 0, KV_LINE_MAX, keys, ELEMENTSOF(keys), sizeof keys[0],
+		     config_set, &tmp, err);
+	if (r < 0)
+		return r;
 	/* Each value may be fine alone and the set still not (theta 0 needs theta_ratio).
 	 * b_cpu 0 stands for the measured bandwidth, which is positive. */
 	struct placement_params check = tmp.placement;

@@ -136,16 +136,6 @@ static enum events_formula row_formula_of_c_store(const char *event_name)
 	return EVENTS_FORMULA_NONE;
 }
 
-static char *trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(s);
-	while (n > 0 && isspace((unsigned char)s[n - 1]))
-		s[--n] = '\0';
-	return s;
-}
-
 static bool parse_u64(const char *s, uint64_t *out)
 {
 	if (!*s || !isdigit((unsigned char)*s))
@@ -242,7 +232,7 @@ static int parse_line(struct parse_state *st, char *line, unsigned lineno, struc
 					      "value,unit,event (is the separator ','?)",
 			       lineno, nf, nf == 1 ? "" : "s");
 
-	char *value = trim(f[0]), *unit = trim(f[1]), *event = trim(f[2]);
+	char *value = text_trim(f[0]), *unit = text_trim(f[1]), *event = text_trim(f[2]);
 	if (out->n_events == PERFCSV_MAX_EVENTS)
 		return err_set(err, -E2BIG, "line %u: more than %d events in one file", lineno,
 			       PERFCSV_MAX_EVENTS);
@@ -256,7 +246,7 @@ static int parse_line(struct parse_state *st, char *line, unsigned lineno, struc
 	char **rest = f + 3;
 	int nrest = nf - 3;
 	if (nrest > 0) {
-		char *v = trim(rest[0]);
+		char *v = text_trim(rest[0]);
 		size_t vl = strlen(v);
 		if (vl > 0 && v[vl - 1] == '%') {
 			v[vl - 1] = '\0';
@@ -274,14 +264,14 @@ static int parse_line(struct parse_state *st, char *line, unsigned lineno, struc
 			       lineno, nf);
 	if (!*event)
 		return err_set(err, -EBADMSG, "line %u: empty event name", lineno);
-	if (nrest > 0 && *trim(rest[0])) {
-		if (!parse_u64(trim(rest[0]), &ev->time_running_ns))
+	if (nrest > 0 && *text_trim(rest[0])) {
+		if (!parse_u64(text_trim(rest[0]), &ev->time_running_ns))
 			return err_set(err, -EBADMSG, "line %u: run-time '%s' of %s is not an "
 						      "integer (ns)", lineno, rest[0], event);
 		ev->has_running = true;
 	}
-	if (nrest > 1 && *trim(rest[1])) {
-		if (!parse_double(trim(rest[1]), &ev->pct_running) || ev->pct_running < 0 ||
+	if (nrest > 1 && *text_trim(rest[1])) {
+		if (!parse_double(text_trim(rest[1]), &ev->pct_running) || ev->pct_running < 0 ||
 		    ev->pct_running > 100.0001)
 			return err_set(err, -EBADMSG, "line %u: percentage '%s' of %s is not in "
 						      "0..100", lineno, rest[1], event);
@@ -385,7 +375,7 @@ int perfcsv_parse(const char *buf, size_t len, struct perfcsv_result *out, struc
 		line[n] = '\0';
 		pos += n + (nl ? 1 : 0);
 
-		char *s = trim(line); /* also drops a CR of CRLF files */
+		char *s = text_trim(line); /* also drops a CR of CRLF files */
 		if (!*s || *s == '#')
 			continue;
 		int r = parse_line(&st, s, lineno, err);

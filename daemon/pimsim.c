@@ -204,18 +204,6 @@ static const struct pkey {
 	{ "cond_shift_range", PKEY_UINT, offsetof(struct pimsim_params, cond_shift_range), 0, 32 },
 };
 
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
-}
-
 /* Decimal integer, or for PKEY_NS nanoseconds with up to 3 decimals, to picoseconds. */
 static int parse_value(const struct pkey *k, const char *v, unsigned *out)
 {
@@ -300,74 +288,43 @@ static int params_check(const struct pimsim_params *p, const char *origin, struc
 	return 0;
 }
 
+/* kv_parse's set: one value of the parameter file. */
+static int params_set(void *ctx, size_t key, const char *val, const char *where,
+		      struct pim_error *err)
+{
+	const struct pkey *k = &pkeys[key];
+	unsigned v;
+
+	if (parse_value(k, val, &v) < 0) {
+		if (k->type == PKEY_BOOL)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be on or off", where,
+				       k->name, val);
+		if (k->type == PKEY_KERNEL)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be exact or paper", where,
+				       k->name, val);
+		if (k->type == PKEY_NS)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be a time in ns (up to 3 "
+				       "decimals) between %u and %u ps", where, k->name, val, k->min,
+				       k->max);
+		return err_set(err, -EINVAL, "%s: %s \"%s\" must be an integer between %u and %u",
+			       where, k->name, val, k->min, k->max);
+	}
+	*(unsigned *)((char *)ctx + k->off) = v;
+	return 0;
+}
+
 int pimsim_params_parse(struct pimsim_params *p, const char *buf, size_t len, const char *origin,
 			struct pim_error *err)
 {
 	struct pimsim_params tmp = *p;
-	bool seen[ELEMENTSOF(pkeys)] = { false };
-	size_t pos = 0;
-	unsigned lineno = 0;
 
 	if (!origin)
 		origin = "<config>";
-	while (pos < len) {
-		char line[1024];
-		size_t end = pos;
-		while (end < len && buf[end] != '\n')
-			end++;
-		lineno++;
-		if (end - pos >= sizeof line)
-			return err_set(err, -EINVAL, "%s:%u: line longer than %zu bytes", origin, lineno,
-				       sizeof line - 1);
-		if (memchr(buf + pos, 0, end - pos))
-			return err_set(err, -EINVAL, "%s:%u: contains a NUL byte", origin, lineno);
-		memcpy(line, buf + pos, end - pos);
-		line[end - pos] = 0;
-		pos = end + 1;
-
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = 0;
-		char *s = trim(line);
-		if (*s == 0)
-			continue;
-		char *eq = strchr(s, '=');
-		if (!eq)
-			return err_set(err, -EINVAL, "%s:%u: expected \"key = value\"", origin, lineno);
-		*eq = 0;
-		char *key = trim(s), *val = trim(eq + 1);
-		size_t i;
-		for (i = 0; i < ELEMENTSOF(pkeys); i++)
-			if (strcmp(pkeys[i].name, key) == 0)
-				break;
-		if (i == ELEMENTSOF(pkeys))
-			return err_set(err, -EINVAL, "%s:%u: unknown key \"%s\"", origin, lineno, key);
-		if (seen[i])
-			return err_set(err, -EINVAL, "%s:%u: key \"%s\" is set twice", origin, lineno,
-				       key);
-		seen[i] = true;
-		if (*val == 0)
-			return err_set(err, -EINVAL, "%s:%u: key \"%s\" has no value", origin, lineno,
-				       key);
-		unsigned v;
-		if (parse_value(&pkeys[i], val, &v) < 0) {
-			const struct pkey *k = &pkeys[i];
-			if (k->type == PKEY_BOOL)
-				return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be on or off",
-					       origin, lineno, key, val);
-			if (k->type == PKEY_KERNEL)
-				return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be exact or paper",
-					       origin, lineno, key, val);
-			if (k->type == PKEY_NS)
-				return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be a time in ns "
-					       "(up to 3 decimals) between %u and %u ps", origin,
-					       lineno, key, val, k->min, k->max);
-			return err_set(err, -EINVAL, "%s:%u: %s \"%s\" must be an integer between %u "
-				       "and %u", origin, lineno, key, val, k->min, k->max);
-		}
-		*(unsigned *)((char *)&tmp + pkeys[i].off) = v;
-	}
-	int r = params_check(&tmp, origin, err);
+	int r = kv_parse(buf, len, origin, KV_INLINE_COMMENTS, 1024, pkeys, ELEMENTSOF(pkeys),
+			 sizeof pkeys[0], params_set, &tmp, err);
+	if (r < 0)
+		return r;
+	r = params_check(&tmp, origin, err);
 	if (r < 0)
 		return r;
 	*p = tmp;

@@ -161,6 +161,78 @@ START_TEST(strings_are_checked_on_the_wire)
 }
 END_TEST
 
+START_TEST(trim_in_place)
+{
+	char a[] = " \t key = 1 \r\n", b[] = "   ", c[] = "x";
+	ck_assert_str_eq(text_trim(a), "key = 1");
+	ck_assert_str_eq(text_trim(b), "");
+	ck_assert_str_eq(text_trim(c), "x");
+}
+END_TEST
+
+/* A table like pimd.conf's: each entry starts with its name. */
+static const struct kv_test_key {
+	const char *name;
+	int id;
+} kv_keys[] = { { "alpha", 10 }, { "beta", 20 } };
+
+struct kv_seen {
+	char got[128];
+};
+
+static int kv_collect(void *ctx, size_t key, const char *value, const char *where,
+		      struct pim_error *err)
+{
+	struct kv_seen *s = ctx;
+	if (strcmp(value, "bad") == 0)
+		return err_set(err, -ERANGE, "%s: %s refused", where, kv_keys[key].name);
+	size_t n = strlen(s->got);
+	snprintf(s->got + n, sizeof s->got - n, "%d=%s;", kv_keys[key].id, value);
+	return 0;
+}
+
+static int kv(const char *text, unsigned flags, size_t line_max, struct kv_seen *s,
+	      struct pim_error *err)
+{
+	memset(s, 0, sizeof *s);
+	return kv_parse(text, strlen(text), "f.conf", flags, line_max, kv_keys, 2,
+			sizeof kv_keys[0], kv_collect, s, err);
+}
+
+START_TEST(key_value_lines)
+{
+	struct kv_seen s;
+	struct pim_error err;
+
+	/* blank lines, comment lines, spaces around key and value, CRLF */
+	ck_assert_int_eq(kv("# c\n\n  alpha =  a b \r\nbeta=2\n", 0, 64, &s, &err), 0);
+	ck_assert_str_eq(s.got, "10=a b;20=2;");
+	/* a '#' after a value: part of it, unless inline comments are on */
+	ck_assert_int_eq(kv("alpha = x # y\n", 0, 64, &s, &err), 0);
+	ck_assert_str_eq(s.got, "10=x # y;");
+	ck_assert_int_eq(kv("alpha = x # y\n", KV_INLINE_COMMENTS, 64, &s, &err), 0);
+	ck_assert_str_eq(s.got, "10=x;");
+
+	ck_assert_int_eq(kv("alpha 1\n", 0, 64, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "f.conf:1: expected \"key = value\"");
+	ck_assert_int_eq(kv("\ngamma = 1\n", 0, 64, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "f.conf:2: unknown key \"gamma\"");
+	ck_assert_int_eq(kv("beta = 1\nbeta = 2\n", 0, 64, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "f.conf:2: key \"beta\" is set twice");
+	ck_assert_int_eq(kv("alpha =  \n", 0, 64, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "f.conf:1: key \"alpha\" has no value");
+	ck_assert_int_eq(kv("alpha = 123456789\n", 0, 16, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "f.conf:1: line longer than 15 bytes");
+	ck_assert_int_eq(kv_parse("alpha = a\0b\n", 12, "f.conf", 0, 64, kv_keys, 2,
+				  sizeof kv_keys[0], kv_collect, &s, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "f.conf:1: contains a NUL byte");
+	/* the setter's error stops the parse, as it is */
+	ck_assert_int_eq(kv("alpha = 1\nbeta = bad\nalpha = 3\n", 0, 64, &s, &err), -ERANGE);
+	ck_assert_str_eq(err.msg, "f.conf:2: beta refused");
+	ck_assert_str_eq(s.got, "10=1;");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("text");
@@ -168,5 +240,7 @@ int main(void)
 	tcase_add_test(tc, utf8_and_control_characters);
 	tcase_add_test(tc, prefixes_end_at_character_boundaries);
 	tcase_add_test(tc, strings_are_checked_on_the_wire);
+	tcase_add_test(tc, trim_in_place);
+	tcase_add_test(tc, key_value_lines);
 	return test_run_suite(s);
 }
