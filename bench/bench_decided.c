@@ -2,7 +2,7 @@
 /*
  * bench_decided: cost of the client's decided path, pim_model_region_enter() +
  * pim_model_region_exit(), against an empty non-inlined call pair measured in the same run
- * (BRIEF §7: goal <= 2x).  Starts a private pimd (argv[1], default build/pimd), loads a
+ * (goal: at most 2x).  Starts a private pimd (argv[1], default build/pimd), loads a
  * 4096-region model, opens its decisions through libpimclient and times 50 million pairs per
  * round, alternating with the empty pair.
  */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_ingest: sample ingest into the store as the profiling service does it (batches of
- * 4096 samples per transaction, WAL, synchronous=FULL), in samples per second (BRIEF §7:
- * goal >= 100k samples/s).  A fresh database in a temporary directory; 200,000 samples of a
+ * 4096 samples per transaction, WAL, synchronous=FULL), in samples per second (goal:
+ * at least 100k samples/s).  A fresh database in a temporary directory; 200,000 samples of a
  * 6-value counter group.
  */
 #include <stdio.h>

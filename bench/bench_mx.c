@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench_mx: quantization throughput against memory copy bandwidth (BRIEF §5.1; JIT-Q's
- * question is whether quantization keeps up with memory; issue 13's goals).
+ * bench_mx: quantization throughput against memory copy bandwidth (doc/design.md §5.1, §7;
+ * JIT-Q's question is whether quantization keeps up with memory).
  *
  *   bench_mx [MiB of BF16 source (default 64)] [rounds (default 7)]
  *

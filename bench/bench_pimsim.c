@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench_pimsim: the PIM model's JIT-Q Figure 9 table (BRIEF §5.2) for every MX format and
+ * bench_pimsim: the PIM model's JIT-Q Figure 9 table (doc/design.md §5.2) for every MX format and
  * source type on one weight shape, next to the paper's figures, and the cost of the
  * estimate call itself (what the scheduler pays per layer shape).
  *

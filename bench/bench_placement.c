@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_placement: cost of placement_run() on synthetic models of 10,000 and 100,000 regions
- * (BRIEF §7: "placement for a 100,000-region model: well under a second, cost linear in
- * regions").  Prints the median of several runs and the time per region for both sizes; equal
+ * (goal: a 100,000-region model well under a second, cost linear in
+ * regions).  Prints the median of several runs and the time per region for both sizes; equal
  * per-region times show linear cost.
  *
  * The generator (fixed seed, same for both sizes) makes a transformer-like chain: each region

@@ -139,7 +139,7 @@ int frame_reader_read(struct frame_reader *r, int fd)
 		if (r->hdr_got < FRAME_HEADER_BYTES)
 			return 0;
 		r->len = frame_get_header(r->hdr);
-		/* The limit is checked before any allocation (BRIEF §6). */
+		/* The limit is checked before any allocation (doc/design.md §6). */
 		if (r->len > r->max)
 			return -EMSGSIZE;
 		r->got = 0;

@@ -22,7 +22,7 @@
 
 #include <json-c/json.h>
 
-/* Limits on every count and size a manifest can state (BRIEF: "absurd counts" are refused). */
+/* Limits on every count and size a manifest can state (doc/design.md §6). */
 #define MANIFEST_NAME_MAX 128             /* model name */
 #define MANIFEST_TEXT_MAX 256             /* region name, op, location, source, allocation name */
 #define MANIFEST_ELEM_TYPE_MAX 16

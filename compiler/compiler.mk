@@ -39,7 +39,7 @@ MLIR_NEEDS := $(LLVM_DIR)/lib/libMLIRCAPIIR.a $(LLVM_DIR)/lib/libMLIR.so \
 MLIR_LACKS := $(filter-out $(wildcard $(MLIR_NEEDS)),$(MLIR_NEEDS))
 MLIR_AVAILABLE := $(if $(MLIR_LACKS),,1)
 MLIR_CFLAGS := -isystem $(LLVM_DIR)/include
-# notes/mlir.md: the working link line (no pkg-config file, no libMLIR-C.so in Debian 12).
+# doc/mlir.md: the working link line (no pkg-config file, no libMLIR-C.so in Debian 12).
 MLIR_LIBS := -Wl,--start-group $(LLVM_DIR)/lib/libMLIRCAPIIR.a \
 	$(LLVM_DIR)/lib/libMLIRCAPIRegisterEverything.a $(LLVM_DIR)/lib/libMLIRCAPITarget.a \
 	-Wl,--end-group -L$(LLVM_DIR)/lib -lMLIR -lLLVM-19 -lstdc++ -lm -Wl,-rpath,$(LLVM_DIR)/lib

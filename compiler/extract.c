@@ -18,7 +18,7 @@
 /* Pipelines of stages 1, 3 and 4 (extract.h).  The inliner's default simplification pipeline is canonicalize, which folds linalg ops away
  * (an identity generic, a fill into a pad): the manifest must describe the source's nests. */
 static const char PIPE_INLINE[] = "inline{default-pipeline=},symbol-dce";
-/* notes/mlir.md pitfall 3: without both function-boundary options arguments keep to_memref
+/* doc/mlir.md pitfall 3: without both function-boundary options arguments keep to_memref
  * casts or strided layouts.  allow-return-allocs-from-loops: an scf.for that yields a fresh
  * tensor each iteration (a layer loop) is legal input.  Results become out-params (ARGUMENT
  * allocations the caller passes), a result computed in place in an argument is dropped (the
@@ -34,7 +34,7 @@ static const char PIPE_BUFFERIZE[] =
 	"drop-equivalent-buffer-results,buffer-results-to-out-params{hoist-static-allocs}";
 /* Deallocation keeps a model library that runs thousands of times from leaking every
  * intermediate; canonicalize/cse of the usual deallocation pipeline are left out so that no
- * linalg op is folded away between stage 3 and stage 4.  notes/mlir.md pitfall 2: linalg is
+ * linalg op is folded away between stage 3 and stage 4.  doc/mlir.md pitfall 2: linalg is
  * lowered only once it is on buffers. */
 static const char PIPE_LOOPS[] =
 	"ownership-based-buffer-deallocation,buffer-deallocation-simplification,"
@@ -171,7 +171,7 @@ static bool ident_char(char c)
 }
 
 /* First torch-dialect op (torch.aten.mm) or type (!torch.vtensor) outside // comments.
- * notes/mlir.md pitfall 8: Torch types do not parse; the parser's own message talks about an
+ * doc/mlir.md pitfall 8: Torch types do not parse; the parser's own message talks about an
  * unregistered dialect, which does not tell the user what to do. */
 static bool find_torch(const char *text, unsigned *line, unsigned *col, char *tok, size_t n)
 {
@@ -894,7 +894,7 @@ static int collect_origins(struct extract *x, MlirOperation op, void *ud)
 }
 
 /* Stage 2: the source's linalg ops, bracketed by hooks whose ids index x->sources.  These
- * brackets are only the join key across bufferization (notes/mlir.md pitfall 6: the named
+ * brackets are only the join key across bufferization (doc/mlir.md pitfall 6: the named
  * op's name is gone once generalized, and locations need not be unique); read_regions puts
  * the final hooks in. */
 static int instrument(struct extract *x, struct pim_error *err)
@@ -985,7 +985,7 @@ static MlirValue yielded(MlirOperation op, intptr_t ri, intptr_t k)
 }
 
 /*
- * The allocation a memref value resolves to (notes/mlir.md pitfall 9): through view ops to a
+ * The allocation a memref value resolves to (doc/mlir.md pitfall 9): through view ops to a
  * function argument, a memref.alloc or a memref.global.  A loop-carried buffer counts as the
  * buffer it starts from (an scf.for block argument is its init value), a loop's or an if's
  * result as the buffer yielded by its (then) body.
@@ -1076,7 +1076,7 @@ static int read_dims(struct extract *x, MlirOperation g, struct extract_region *
 	if (mlirAttributeIsNull(it) || !mlirAttributeIsAArray(it) || mlirAttributeIsNull(maps) ||
 	    !mlirAttributeIsAArray(maps))
 		return refuse(err, x, g, "internal error: generalized op without iterator_types or "
-			      "indexing_maps (notes/mlir.md pitfall 4)");
+			      "indexing_maps (doc/mlir.md pitfall 4)");
 	intptr_t n = mlirArrayAttrGetNumElements(it);
 	if (n > EXTRACT_DIMS_MAX)
 		return refuse(err, x, g, "%zd loop dimensions, at most %d supported", (ssize_t)n,
@@ -1148,7 +1148,7 @@ static int collect_loads(struct extract *x, MlirOperation op, void *ud)
 
 /*
  * Buffers the payload reads without them being operands of the op: a tensor.extract in the
- * payload (an embedding lookup, notes/onnx.md) is a memref.load of a buffer from outside once
+ * payload (an embedding lookup, ONNX Gather) is a memref.load of a buffer from outside once
  * bufferized.  Each such buffer is an `in` operand; its bytes are fixed in stage 4.
  */
 static int read_gathers(struct extract *x, MlirOperation entry, MlirOperation g,
@@ -1223,7 +1223,7 @@ static int read_operands(struct extract *x, MlirOperation entry, MlirOperation g
 	for (intptr_t i = 0; i < nops; i++) {
 		MlirValue v = mlirOperationGetOperand(g, i);
 		MlirType t = mlirValueGetType(v);
-		/* notes/mlir.md pitfall 4: a generalized fill has a scalar ins operand; only buffers
+		/* doc/mlir.md pitfall 4: a generalized fill has a scalar ins operand; only buffers
 		 * are operands of the manifest. */
 		if (!mlirTypeIsAShaped(t))
 			continue;
@@ -1622,7 +1622,7 @@ static int read_loops(struct extract *x, struct pim_error *err)
 		}
 		/* convert-linalg-to-parallel-loops makes one loop dimension per iterator, in order:
 		 * consecutive parallel dims share one scf.parallel, each reduction dim has its own
-		 * scf.for (notes/mlir.md).  Anything else means the join went wrong. */
+		 * scf.for (doc/mlir.md).  Anything else means the join went wrong. */
 		if (n.n_dims != reg->n_dims)
 			return err_set(err, -EINVAL, "%s: %s: internal error: %zu loops for %zu iterators",
 				       reg->location, reg->op, n.n_dims, reg->n_dims);

@@ -2,13 +2,13 @@
 /*
  * extract.h: from a linalg-on-tensors module to the facts of the model manifest.
  *
- * Stages (each a textual pass pipeline run in process, notes/mlir.md):
+ * Stages (each a textual pass pipeline run in process, doc/mlir.md):
  *   0. parse and refuse what cannot be handled: parse errors, torch-dialect input, dynamic
  *      shapes, ops outside the accepted dialects; each refusal names the op and file:line:col;
  *   1. inline, symbol-dce: one entry function with every linalg op in it;
  *   2. instrument: func.call @pim_region_enter(k) / @pim_region_exit(k) around every linalg
  *      op k of the source.  The calls are the join key between the stages: they survive
- *      bufferization and generalization and bracket the op (notes/mlir.md pitfall 6);
+ *      bufferization and generalization and bracket the op (doc/mlir.md pitfall 6);
  *   3. one-shot-bufferize (function boundaries, identity layouts), linalg-generalize-named-ops,
  *      buffer-results-to-out-params.  Every linalg op is now a region, in program order (region
  *      id = position), named after the source op of its bracket; the hooks are replaced by ones

@@ -239,7 +239,7 @@ void mlirx_diag_clear(struct mlirx *m)
 int mlirx_init(struct mlirx *m, const char *input, struct pim_error *err)
 {
 	*m = (struct mlirx){ .input = input };
-	/* notes/mlir.md pitfall 7: register all dialects and passes before parsing pipelines. */
+	/* doc/mlir.md pitfall 7: register all dialects and passes before parsing pipelines. */
 	MlirDialectRegistry reg = mlirDialectRegistryCreate();
 	if (mlirDialectRegistryIsNull(reg))
 		return err_set(err, -ENOMEM, "cannot create the MLIR dialect registry");
@@ -266,7 +266,7 @@ int mlirx_run_passes(struct mlirx *m, MlirModule module, const char *stage, cons
 		     struct pim_error *err)
 {
 	struct mlirx_buf perr = { 0 };
-	/* notes/mlir.md pitfall 1: a manager created with mlirPassManagerCreate() is anchored on
+	/* doc/mlir.md pitfall 1: a manager created with mlirPassManagerCreate() is anchored on
 	 * "any"; nesting builtin.module(...) in it never runs and still reports success. */
 	MlirPassManager pm = mlirPassManagerCreateOnOperation(m->ctx, mlirx_s("builtin.module"));
 	int r = 0;

@@ -3,7 +3,7 @@
  * mlirx.h: small helpers over the MLIR 19 C API used by pim-extract: a context with every
  * dialect and pass registered, diagnostics captured instead of printed, textual pass pipelines
  * run in process, and the string forms (op names, types, file:line:col locations) the manifest
- * and the error messages need.  Facts and pitfalls: ../shared/notes/mlir.md.
+ * and the error messages need.  Facts and pitfalls: doc/mlir.md.
  */
 #ifndef PIM_COMPILER_MLIRX_H
 #define PIM_COMPILER_MLIRX_H

@@ -142,7 +142,7 @@ char *model_wrapper_source(const struct extract *x, uint64_t digest)
 			for (size_t d = 0; d < a->rank; d++)
 				buf_printf(&b, "%s%lld", d ? ", " : " ", (long long)a->shape[d]);
 			buf_printf(&b, " }, {");
-			/* Row-major strides: identity layouts (notes/mlir.md pitfall 3). */
+			/* Row-major strides: identity layouts (doc/mlir.md pitfall 3). */
 			int64_t strides[64];
 			for (size_t d = a->rank; d-- > 0;) {
 				if (d < ELEMENTSOF(strides))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * calibrate.c: θ/σ sweep against end-to-end labels (BRIEF §3; the paper's §4.4 sweep).
+ * calibrate.c: θ/σ sweep against end-to-end labels (doc/design.md §3; the paper's §4.4 sweep).
  */
 #include "calibrate.h"
 

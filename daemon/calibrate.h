@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * calibrate.h: threshold calibration of the placement rule (BRIEF §3 "Threshold calibration";
+ * calibrate.h: threshold calibration of the placement rule (doc/design.md §3 "Threshold calibration";
  * the paper's θ sweep over 0.50–4.00 GB/s on 44 labelled loops).
  *
  * Given profiled regions and labels saying whether offloading each one paid off end to end,

@@ -34,7 +34,7 @@ struct config {
 	uint32_t idle_timeout_s;          /* without a complete request or a sent byte; 0: never */
 	uint64_t max_buffered_bytes;      /* all connections: request and response bytes held */
 	uint32_t busy_timeout_ms;         /* SQLite busy timeout */
-	struct placement_params placement; /* platform parameters of the placement rule (BRIEF §3) */
+	struct placement_params placement; /* platform parameters of the placement rule (doc/design.md §3) */
 	uint32_t profile_concurrency;     /* profiling workers at once (1: measurements don't disturb) */
 	uint32_t profile_queue_max;       /* jobs waiting at most */
 	uint32_t profile_repetitions;     /* K, when a request gives none */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * counters.c: perf_event groups for one thread (BRIEF §4.2), the no-PMU probe (BRIEF §4.4),
+ * counters.c: perf_event groups for one thread (doc/design.md §4.2), the no-PMU probe (doc/design.md §4.4),
  * group planning and CPU pinning.
  *
- * rdpmc through the mmap'ed perf_event_mmap_page (notes/pmu.md: ~140 cycles vs ~1000 for read())
+ * rdpmc through the mmap'ed perf_event_mmap_page (doc/pmu.md: ~140 cycles vs ~1000 for read())
  * is deliberately left out: it needs a hardware counter with cap_user_rdpmc to be tested, and no
  * machine of this project's CI has one. Regions are read with one read() of the group leader.
  */
@@ -138,7 +138,7 @@ int counters_encode_event(const char *name, struct perf_event_attr *attr, struct
 			       name, pfm_strerror(ret), hint);
 	}
 	attr->size = sizeof *attr;
-	attr->exclude_kernel = 1; /* BRIEF §4.2: user space only */
+	attr->exclude_kernel = 1; /* doc/design.md §4.2: user space only */
 	return 0;
 }
 
@@ -219,7 +219,7 @@ int counters_open(struct counters_group *g, pid_t pid, int cpu, const struct cou
 		struct perf_event_attr attr = ev[i].attr;
 		attr.size = sizeof attr;
 		attr.read_format = READ_FORMAT;
-		attr.exclude_kernel = 1; /* BRIEF §4.2: user space only */
+		attr.exclude_kernel = 1; /* doc/design.md §4.2: user space only */
 		attr.exclude_hv = 1;
 		attr.inherit = 0;        /* inherit does not work with PERF_FORMAT_GROUP */
 		attr.pinned = 0;
@@ -317,7 +317,7 @@ int counters_scale(const struct counters_sample *s, struct counters_reading *out
 	out->n = s->n;
 	out->time_enabled = s->time_enabled;
 	out->time_running = s->time_running;
-	/* Scale only when the group was multiplexed (BRIEF §4.2); raw stays alongside. */
+	/* Scale only when the group was multiplexed (doc/design.md §4.2); raw stays alongside. */
 	out->scaled = s->time_running < s->time_enabled;
 	for (unsigned i = 0; i < s->n; i++) {
 		out->raw[i] = s->value[i];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * counters.h: counting one perf_event group around a region (BRIEF §4.2), probing what the host
- * can count (BRIEF §4.4), group planning and CPU pinning.
+ * counters.h: counting one perf_event group around a region (doc/design.md §4.2), probing what the host
+ * can count (doc/design.md §4.4), group planning and CPU pinning.
  *
  * No silent multiplexing: a group that was not scheduled for the whole region is flagged
  * (scaled), one that never ran or could not be opened is an error, so the caller runs the
@@ -117,7 +117,7 @@ int counters_plan_groups(const struct counters_event *ev, unsigned n, unsigned m
  * out (reason included) and returns 0. */
 int counters_probe(struct counters_probe *out);
 
-/* Pins the calling thread to cpu (BRIEF §4.2). -EINVAL when cpu is not allowed. */
+/* Pins the calling thread to cpu (doc/design.md §4.2). -EINVAL when cpu is not allowed. */
 int counters_pin_cpu(int cpu, struct pim_error *err);
 
 #endif

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events.c: the per-PMU event tables of BRIEF §4.1, kept as data (pure: their encoding through
+ * events.c: the per-PMU event tables of doc/design.md §4.1, kept as data (pure: their encoding through
  * libpfm4, which keeps process-wide state, is counters_encode_event in counters.c).
  *
  * Every encoding below was checked offline with LIBPFM_ENCODE_INACTIVE=1 against libpfm4 4.13
- * (notes/pmu.md; tests/unit/test_events.c keeps the expected configs).
+ * (doc/pmu.md; tests/unit/test_events.c keeps the expected configs).
  */
 #include "events.h"
 
@@ -14,7 +14,7 @@
 
 static const struct event_table tables[] = {
 	{
-		/* Ice Lake client and server share one table (BRIEF §4.1). */
+		/* Ice Lake client and server share one table (doc/design.md §4.1). */
 		.model = "icx",
 		.pmus = { "icx", "icl", NULL },
 		.event = {
@@ -33,7 +33,7 @@ static const struct event_table tables[] = {
 			"TMA-3.6 alternative uses EXE_BOUND_0_PORTS",
 	},
 	{
-		/* Skylake-X uses the Skylake table (BRIEF §4.1); Cascade Lake-X is the same core. */
+		/* Skylake-X uses the Skylake table (doc/design.md §4.1); Cascade Lake-X is the same core. */
 		.model = "skx",
 		.pmus = { "skx", "skl", "clx", NULL },
 		.event = {
@@ -52,7 +52,7 @@ static const struct event_table tables[] = {
 	},
 	{
 		/* Sapphire Rapids: libpfm4 4.13 lacks OFFCORE_REQUESTS:ALL_DATA_RD,
-		 * EXE_ACTIVITY:EXE_BOUND_0_PORTS and CYCLE_ACTIVITY:STALLS_MEM_ANY (notes/pmu.md). */
+		 * EXE_ACTIVITY:EXE_BOUND_0_PORTS and CYCLE_ACTIVITY:STALLS_MEM_ANY (doc/pmu.md). */
 		.model = "spr",
 		.pmus = { "spr", NULL },
 		.event = {
@@ -120,7 +120,7 @@ static const struct event_table tables[] = {
 			"event: C4 not evaluable",
 	},
 	{
-		/* No hardware counters at all: the timing backend of BRIEF §4.4. */
+		/* No hardware counters at all: the timing backend of doc/design.md §4.4. */
 		.model = "software",
 		.pmus = { NULL },
 		.formula = EVENTS_FORMULA_NONE,

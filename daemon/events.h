@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events.h: per-PMU event tables (BRIEF §4.1) and their libpfm4 encoding.
+ * events.h: per-PMU event tables (doc/design.md §4.1) and their libpfm4 encoding.
  *
  * The tables are data: one row per PMU model, naming the libpfm4 event for every profiling role
- * of the placement rule (BRIEF §3: n_rd, c_store, c_be1..3, plus cycles) and the f_store formula
- * the row implies. Encodings checked offline are listed in notes/pmu.md.
+ * of the placement rule (doc/design.md §3: n_rd, c_store, c_be1..3, plus cycles) and the f_store formula
+ * the row implies. Encodings checked offline are listed in doc/pmu.md.
  */
 #ifndef PIMD_EVENTS_H
 #define PIMD_EVENTS_H
@@ -16,7 +16,7 @@
 
 #include "util.h"
 
-/* What a counter is used for in the placement rule (BRIEF §3, Stage 2). */
+/* What a counter is used for in the placement rule (doc/design.md §3, Stage 2). */
 enum events_role {
 	EVENTS_ROLE_N_RD,    /* off-core data read requests (C3: BW_read = n_rd·L / T_host) */
 	EVENTS_ROLE_C_STORE, /* cycles bound on stores (C4 numerator) */
@@ -34,7 +34,7 @@ enum events_role {
 
 /* How f_store (C4) is computed from a row's counts. */
 enum events_formula {
-	/* C4 not evaluable: the row has no store-bound event (BRIEF §4.4). */
+	/* C4 not evaluable: the row has no store-bound event (doc/design.md §4.4). */
 	EVENTS_FORMULA_NONE,
 	/* Current TMA (>= 4.2, kernel icx-metrics.json): Backend_Bound_Cycles =
 	 * STALLS_TOTAL + 1_PORTS_UTIL + Retiring·2_PORTS_UTIL + BOUND_ON_STORES with Retiring = 1;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitq.c: the JIT-Q scheduler (see jitq.h; BRIEF §5.3; JIT-Q, MLSys 2024).
+ * jitq.c: the JIT-Q scheduler (see jitq.h; doc/design.md §5.3; JIT-Q, MLSys 2024).
  *
  * Lookahead.  A phase processes its blocks in order (forward 0..N−1, backward N−1..0).  With
  * lookahead L the copies of the k-th processed block are launched when block k−L starts (the
@@ -214,7 +214,7 @@ static bool fmt_valid(enum mx_format f) { return f == MX_FMT_MX9 || f == MX_FMT_
 static bool src_valid(enum mx_src s) { return s == MX_SRC_BF16 || s == MX_SRC_FP32; }
 static bool dir_valid(enum mx_dir d) { return d == MX_DIR_ROW || d == MX_DIR_COL; }
 
-/* Bytes per 16-element block (BRIEF §5.1: 8-bit E + 8 microexponent bits + 16·(1+m) bits). */
+/* Bytes per 16-element block (doc/design.md §5.1: 8-bit E + 8 microexponent bits + 16·(1+m) bits). */
 static unsigned fmt_block_bytes(enum mx_format f)
 {
 	return f == MX_FMT_MX9 ? 18 : f == MX_FMT_MX6 ? 12 : f == MX_FMT_MX4 ? 8 : 0;

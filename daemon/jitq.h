@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jitq.h: the JIT-Q scheduler (BRIEF §5.3; Ibrahim et al., "JIT-Q: Just-in-time Quantization
+ * jitq.h: the JIT-Q scheduler (doc/design.md §5.3; Ibrahim et al., "JIT-Q: Just-in-time Quantization
  * with Processing-In-Memory for Efficient ML Training", MLSys 2024, arXiv 2311.05034).
  *
  * Mixed-precision MX training keeps a high-precision master copy of every weight plus two

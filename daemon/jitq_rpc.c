@@ -465,7 +465,7 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	struct pimsim_params pp = *ctx->pim;
 	bool pim = false, ocp = false;
 
-	/* The shared-microexponent formats (BRIEF §5.1), or the OCP family (reference engine). */
+	/* The shared-microexponent formats (doc/design.md §5.1), or the OCP family (reference engine). */
 	Pim__Response *bad = parse_format_dir(req->id, q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir);
 	if (bad)
 		return bad;

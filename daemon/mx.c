@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mx.c: MX9/MX6/MX4 quantization (BRIEF §5.1). The layout and every edge case are documented
+ * mx.c: MX9/MX6/MX4 quantization (doc/design.md §5.1). The layout and every edge case are documented
  * in mx.h; this file has three quantizers that must agree bit for bit:
  *   - the scalar reference mx_quantize_block(), written to read like the specification;
  *   - a branch-light portable version working on FP32 bit patterns (quant_bits_generic());
@@ -136,7 +136,7 @@ void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *ou
 			unsigned sh = 24 - m + (E - e[j]) - d;
 			uint32_t q = rne_shift_right(v, sh);
 			uint32_t max = (1u << m) - 1;
-			out->mag[j] = (uint8_t)(q > max ? max : q); /* saturate (BRIEF §5.1) */
+			out->mag[j] = (uint8_t)(q > max ? max : q); /* saturate (doc/design.md §5.1) */
 		}
 	}
 }
@@ -197,7 +197,7 @@ void mx_dequantize_block(enum mx_format f, const struct mx_block *b, float out[1
 	}
 	for (unsigned j = 0; j < MX_BLOCK; j++) {
 		unsigned d = (b->micro >> (j / 2)) & 1;
-		int k = (int)b->exp - FP32_BIAS - (int)d + 1 - (int)m; /* BRIEF §5.1 */
+		int k = (int)b->exp - FP32_BIAS - (int)d + 1 - (int)m; /* doc/design.md §5.1 */
 		float v = mx_scale(b->mag[j] & ((1u << m) - 1), k);
 		out[j] = (b->sign >> j) & 1 ? -v : v;
 	}
@@ -426,7 +426,7 @@ static inline __attribute__((always_inline)) void quant_bits_generic(const uint3
 		lt[j] = e[j] < E;
 	for (unsigned j = 0; j < MX_BLOCK; j++) {
 		uint32_t d = lt[j] & lt[j ^ 1]; /* both elements of the pair below E */
-		/* Zero significand for zeros and subnormals (flush, BRIEF §5.1). */
+		/* Zero significand for zeros and subnormals (flush, doc/design.md §5.1). */
 		uint32_t v = (FP32_HIDDEN | (u[j] & FP32_MANT_MASK)) & -(uint32_t)(e[j] != 0);
 		uint32_t sh = 24 - m + (E - e[j]) - d;
 		sh = sh > 25 ? 25 : sh; /* v < 2^24 rounds to 0 from 25 on */
@@ -521,7 +521,7 @@ AVX2_INLINE __m256i avx2_fields(__m256i x, __m256i e, __m256i E, __m256i d, unsi
 	const __m256i one = _mm256_set1_epi32(1);
 	__m256i v = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(FP32_MANT_MASK)),
 				    _mm256_set1_epi32(FP32_HIDDEN));
-	/* Zeros and subnormals flush (BRIEF §5.1). */
+	/* Zeros and subnormals flush (doc/design.md §5.1). */
 	v = _mm256_andnot_si256(_mm256_cmpeq_epi32(e, _mm256_setzero_si256()), v);
 	/* sh = 24 - m + (E - e) - d, d being -1 in the mask: adding it subtracts 1. Clamped at
 	 * 25, where v < 2^24 rounds to 0, so the 32-bit arithmetic below cannot wrap. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mx.h: MX9/MX6/MX4 shared-microexponent formats (BRIEF §5.1; Darvish Rouhani et al. 2023,
+ * mx.h: MX9/MX6/MX4 shared-microexponent formats (doc/design.md §5.1; Darvish Rouhani et al. 2023,
  * "With shared microexponents, a little shifting goes a long way"; JIT-Q §2.2).
  *
  * A block holds MX_BLOCK = 16 consecutive elements along the reduction dimension:
@@ -12,7 +12,7 @@
  * Since E is the largest exponent, the largest element lies in [2^(E-127), 2^(E-126)), so
  * M = |x| / 2^(E-127+1-m) lies in [2^(m-1), 2^m): the block maximum keeps all m bits.
  *
- * Decided edge cases (BRIEF §5.1 plus the choices below, all implemented identically by the
+ * Decided edge cases (doc/design.md §5.1 plus the choices below, all implemented identically by the
  * reference and the fast path):
  *   - M = |x| / 2^(E-127-d+1-m) rounded to nearest, ties to even, computed exactly on the
  *     integer significand (one rounding, no float arithmetic); M saturates at 2^m - 1.
@@ -82,7 +82,7 @@ const char *mx_format_name(enum mx_format f); /* "mx9", "mx6", "mx4" */
 /* Accepts "mx9"/"mx6"/"mx4" in any case; 0 or -EINVAL (*out untouched). */
 int mx_format_from_name(const char *s, enum mx_format *out);
 
-/* Scalar reference quantizer of one block (the specification, BRIEF §5.1). */
+/* Scalar reference quantizer of one block (the specification, doc/design.md §5.1). */
 void mx_quantize_block(enum mx_format f, const float in[16], struct mx_block *out);
 /*
  * The arithmetic of the JIT-Q paper's PIM kernel (pimsim's kernel = paper), as a reference for

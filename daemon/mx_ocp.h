@@ -2,7 +2,7 @@
 /*
  * mx_ocp.h: the OCP Microscaling (MX) formats, OCP "Microscaling Formats (MX) Specification"
  * v1.0 (2023): MXFP8 (E4M3, E5M2), MXFP6 (E3M2, E2M3), MXFP4 (E2M1) and MXINT8. This is the
- * second MX family of BRIEF §5.1 ("a welcome second family, not a substitute"); the
+ * second MX family of doc/design.md §5.1 ("a welcome second family, not a substitute"); the
  * shared-microexponent MX9/MX6/MX4 of mx.h are unchanged and independent of this file.
  *
  * A block holds MX_OCP_BLOCK = 32 consecutive elements V_0..V_31 along the reduction
@@ -37,7 +37,7 @@
  *     An all-zero block has max = 0, log2 = -inf, hence shared_exp = -127: scale byte 0.
  *   - FP32 subnormal inputs are NOT flushed: they are exact values like any other (the OCP
  *     spec does not call for flushing; microxcaling's default mx_flush_fp32_subnorms = False).
- *     Unlike mx.h's MX9/MX6/MX4, whose BRIEF rule flushes them. BF16 inputs are widened
+ *     Unlike mx.h's MX9/MX6/MX4, whose rule (doc/design.md §5.1) flushes them. BF16 inputs are widened
  *     exactly to FP32 first.
  *   - P_i = V_i / X rounded to the element type, round to nearest, ties to even, with
  *     subnormal element values used (gradual underflow); magnitudes above the largest normal

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * perfcsv.c: `perf stat -x,` import (BRIEF §4.4: "accept counter data measured elsewhere").
+ * perfcsv.c: `perf stat -x,` import (doc/design.md §4.4: "accept counter data measured elsewhere").
  * The layout handled is the one perf 6.1 prints, e.g.
  *   0.85,msec,task-clock,851009,100.00,0.258,CPUs utilized
  *   <not supported>,,cycles,0,100.00,,
@@ -317,7 +317,7 @@ static int parse_line(struct parse_state *st, char *line, unsigned lineno, struc
 		   (out->present & EVENTS_ROLE_BIT(EVENTS_ROLE_BE1)) &&
 		   out->events[out->event_of[EVENTS_ROLE_BE1]].tma36 != tma36) {
 		/* STALLS_TOTAL and EXE_BOUND_0_PORTS both given: be1 is the current TMA's
-		 * STALLS_TOTAL (BRIEF §4.1 default), the TMA-3.6 one is kept beside it */
+		 * STALLS_TOTAL (doc/design.md §4.1 default), the TMA-3.6 one is kept beside it */
 		if (st->be1_tma36_line)
 			return err_set(err, -EINVAL, "line %u: duplicate be1 event %s (first on "
 						     "line %d)", lineno, event, st->be1_tma36_line);
@@ -410,7 +410,7 @@ int perfcsv_parse(const char *buf, size_t len, struct perfcsv_result *out, struc
 		out->t_host_source = PERFCSV_TIME_TASK_CLOCK;
 	}
 
-	/* the formula the roles imply (BRIEF §3 C4, §4.1) */
+	/* the formula the roles imply (doc/design.md §3 C4, §4.1) */
 	unsigned p = out->present;
 	if ((p & EVENTS_ROLES_F_STORE) == EVENTS_ROLES_F_STORE)
 		out->formula = out->events[out->event_of[EVENTS_ROLE_BE1]].tma36 ?

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * perfcsv.h: import of `perf stat -x,` output measured elsewhere (BRIEF §4.4).
+ * perfcsv.h: import of `perf stat -x,` output measured elsewhere (doc/design.md §4.4).
  *
  * Accepted: the aggregated CSV of perf stat (value,unit,event,run-time,percentage[,metric
  * value,metric unit]), also with -r N (a variance field "x.xx%" after the event). Lines that are
  * empty or start with '#' are skipped. Interval (-I), per-CPU (-A), per-socket/core/die and
  * cgroup (-G) layouts add fields and are rejected with a message.
  *
- * Event names map to the roles of BRIEF §3 through every row of the event tables (events.h):
+ * Event names map to the roles of doc/design.md §3 through every row of the event tables (events.h):
  * with or without a PMU prefix ("icx::"), inside "cpu/…/", with perf modifiers (":u"), perf-json
  * spelling ("exe_activity.bound_on_stores"), case-insensitive. Plus perf's own names for cycles
  * ("cycles", "cpu-cycles", "cpu_clk_unhalted.thread") and "LLC-load-misses" (generic n_rd proxy).

@@ -437,7 +437,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (d.platform.id.b_cpu <= 0) {
-		/* Once per platform: the host read bandwidth B_cpu that θ derives from (BRIEF §3). */
+		/* Once per platform: the host read bandwidth B_cpu that θ derives from (doc/design.md §3). */
 		double bps;
 		if (platform_probe_bandwidth(PLATFORM_PROBE_BYTES, &bps, &err) < 0) {
 			log_warning("%s; using the paper's B_cpu unless b_cpu is configured", err.msg);

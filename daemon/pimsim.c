@@ -617,7 +617,7 @@ static void emit_element(struct tmpl *t, const struct kctx *k, unsigned u, unsig
 	alui(t, PIMSIM_OP_ADD, R_X, R_X, 1);
 	un(t, PIMSIM_OP_BSHR, R_X, R_X);
 	un(t, PIMSIM_OP_BSHR, R_X, R_X);
-	alui(t, PIMSIM_OP_MIN, R_X, R_X, (1u << k->m) - 1); /* saturate (BRIEF §5.1) */
+	alui(t, PIMSIM_OP_MIN, R_X, R_X, (1u << k->m) - 1); /* saturate (doc/design.md §5.1) */
 	alui(t, PIMSIM_OP_AND, R_T0, u, k->sign);
 	alu(t, PIMSIM_OP_OR, R_X, R_X, R_T0);
 	alu(t, PIMSIM_OP_AND, R_X, R_X, R_NN); /* NaN/Inf block: all zero */

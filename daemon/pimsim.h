@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pimsim.h: functional and timing model of MX quantization on HBM-PIM (BRIEF §5.2; JIT-Q,
+ * pimsim.h: functional and timing model of MX quantization on HBM-PIM (doc/design.md §5.2; JIT-Q,
  * Ibrahim et al. MLSys 2024, §4; HBM-PIM/FIMDRAM, Lee et al. ISCA 2021).
  *
  * What is modelled
@@ -109,7 +109,7 @@ enum pimsim_mapping { PIMSIM_TILED, PIMSIM_STRIDED, PIMSIM_STRIDED_OPT };
 /*
  * The kernel's arithmetic.
  *   exact  round to nearest even, saturation, NaN/Inf blocks and flushed subnormals, bit for
- *          bit mx_quantize_tensor_ref() (BRIEF §5.1); constant shifts are one sticky BSHRJ
+ *          bit mx_quantize_tensor_ref() (doc/design.md §5.1); constant shifts are one sticky BSHRJ
  *          each, only the data-dependent m + 1 are conditional.
  *   paper  JIT-Q §4.1 as written: the significand (hidden bit always set, so zero and
  *          subnormal inputs are not special, nor are NaN/Inf) is truncated by C + k one-bit

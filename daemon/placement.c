@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * placement.c: the Torch-PIM placement rule, movement model and end-to-end estimate (BRIEF §3).
+ * placement.c: the Torch-PIM placement rule, movement model and end-to-end estimate (doc/design.md §3).
  *
  * Layout of this file, top to bottom:
  *   parameters        defaults, validation, derived values (θ, B_rd, B_wb)
@@ -21,7 +21,7 @@
 struct placement_params placement_params_default(void)
 {
 	return (struct placement_params){
-		/* One UPMEM DIMM: 128 DPUs, v1A at 350 MHz (notes/mx-and-pim.md, "UPMEM"). */
+		/* One UPMEM DIMM: 128 DPUs, v1A at 350 MHz (doc/design.md §3). */
 		.n_core = 128,
 		.f_pim = 350e6,
 		/* The paper's lower bound: a loop body issues at least one instruction (§4.4). */
@@ -32,12 +32,12 @@ struct placement_params placement_params_default(void)
 		 * Configure it per platform.
 		 */
 		.t_ctx = 10e-6,
-		/* The paper's Ice Lake host; θ = 0.12·B_cpu = 2.0 GB/s and σ = 0.4 (BRIEF §3). */
+		/* The paper's Ice Lake host; θ = 0.12·B_cpu = 2.0 GB/s and σ = 0.4 (doc/design.md §3). */
 		.b_cpu = 16.754e9,
 		.theta = 0,
 		.theta_ratio = 0.12,
 		.sigma = 0.4,
-		/* B_rd = B_wb = B_cpu (BRIEF §3; the paper's Section 5.1). */
+		/* B_rd = B_wb = B_cpu (doc/design.md §3; the paper's Section 5.1). */
 		.b_rd = 0,
 		.b_wb = 0,
 		/*
@@ -189,7 +189,7 @@ static int evidence_strength(enum placement_evidence e)
 }
 
 /*
- * The two-stage rule (BRIEF §3; paper §4.4).  Offload iff C1 ∧ C2 ∧ (C3 ∨ C4).  Stage 2 is
+ * The two-stage rule (doc/design.md §3; paper §4.4).  Offload iff C1 ∧ C2 ∧ (C3 ∨ C4).  Stage 2 is
  * marked skipped when Stage 1 fails, but its values are still filled in for display.
  */
 static void placement_decide_unit(const struct unit_metrics *m, const struct placement_params *p,
@@ -286,7 +286,7 @@ uint64_t placement_unique_read_bytes(const struct placement_region *r)
 
 /*
  * BW_read of one region: from n_rd when counted; else the caller's estimate; else, for the
- * timing backend (BRIEF §4.4), unique read bytes / T_host.  NAN when none applies.
+ * timing backend (doc/design.md §4.4), unique read bytes / T_host.  NAN when none applies.
  */
 static double region_bw_read(const struct placement_region *r, const struct placement_params *p,
 			     uint64_t unique_read_bytes, bool *estimated)
@@ -734,7 +734,7 @@ static uint64_t div_ceil(uint64_t a, uint64_t b)
 
 /*
  * Loop granularity: one unit per region.
- * Block granularity (BRIEF §3): each innermost loop body judged alone; per execution its time and
+ * Block granularity (doc/design.md §3): each innermost loop body judged alone; per execution its time and
  * counts are the nest's divided by the outer trip count n_outer (so BW_read and f_store, being
  * ratios, are the nest's; T_host, N_total and N_par shrink by n_outer, N_par at least 1).
  */
@@ -760,7 +760,7 @@ static void units_per_region(struct placement_work *w)
 }
 
 /*
- * Operator granularity (BRIEF §3; the paper's operator-level configuration): the nests of one
+ * Operator granularity (doc/design.md §3; the paper's operator-level configuration): the nests of one
  * source operator are aggregated and decided together.  Members may sit under different loops, so
  * sums are weighted by trip(r)/trip_g, trip_g the smallest member trip (one operator execution):
  * with equal trips these are plain sums.  T_host, N_total, n_rd, c_* are summed; N_par is the
@@ -867,14 +867,14 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 /* ------------------------------------------------------------------ movement */
 
 /*
- * Data movement of a placement (BRIEF §3, the paper's Eq. 8):
+ * Data movement of a placement (doc/design.md §3, the paper's Eq. 8):
  *   T_move = N_region·T_ctx + fetch/B_rd + flush/B_wb
  * Regions are taken in program order (order, then array index).  Operands are identified by
  * allocation; within a region an allocation is one entry, sized by its largest operand, with the
  * union of the operands' roles.
  *
  * N_region: a maximal run of consecutive PIM regions is one segment and costs 2 transitions
- * (BRIEF §3: per segment, not multiplied by the trip counts).  At block granularity every
+ * (doc/design.md §3: per segment, not multiplied by the trip counts).  At block granularity every
  * execution of a block is a separate transition: 2·trip·n_outer per PIM nest, and no two
  * executions share a segment.
  *
@@ -896,7 +896,7 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
  *   r4: ins(B) outs(A)    segment 2   B fetched again 200; flush A 100
  *   fetch = 100 + 200 = 300, flush = 200 + 200 + 50 + 100 = 550, N_region = 4.
  *
- * "resident" (tighter; BRIEF §3 "a buffer produced and consumed on PIM is never moved, a
+ * "resident" (tighter; doc/design.md §3 "a buffer produced and consumed on PIM is never moved, a
  * loop-invariant input is not multiplied by the trip count").  Walk all regions (host and PIM) in
  * program order keeping, per allocation, where its valid copy is: HOST (initially: model inputs
  * and weights live on the host), PIM, or BOTH.
@@ -1090,7 +1090,7 @@ static int movement_run(struct placement_work *w, struct placement_estimate *e, 
 
 /*
  * T_pim(r) = max(N_total·I_min/(N_core·f_pim), bytes(r)/B_pim), B_pim = N_core·b_pim_core, or the
- * measured time when a client reported one (BRIEF §3).  bytes(r): the distinct allocations r
+ * measured time when a client reported one (doc/design.md §3).  bytes(r): the distinct allocations r
  * touches.  Per nest execution; block granularity splits it n_outer ways and runs n_outer times
  * as often, which is the same total.
  */

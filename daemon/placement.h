@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * placement.h: the Torch-PIM placement rule (BRIEF §3) as a pure function over plain structs.
+ * placement.h: the Torch-PIM placement rule (doc/design.md §3) as a pure function over plain structs.
  *
  * One call, placement_run(), takes the profiled regions (loop nests) of a model and the platform
  * parameters, and returns for each requested PIM core count:
@@ -32,7 +32,7 @@ struct placement_operand {
 	enum placement_role role;
 };
 
-/* Where the metrics of a region come from (BRIEF §3 "evidence quality", §4.4). */
+/* Where the metrics of a region come from (doc/design.md §3 "evidence quality", §4.4). */
 enum placement_evidence {
 	PL_EVIDENCE_NONE,     /* nothing measured: Stage 2 cannot hold */
 	PL_EVIDENCE_COUNTERS, /* hardware counters on this host */
@@ -40,7 +40,7 @@ enum placement_evidence {
 	PL_EVIDENCE_IMPORTED, /* counter data measured elsewhere (perf stat CSV) */
 };
 
-/* One loop nest with its manifest facts and profile metrics (BRIEF §3 table). */
+/* One loop nest with its manifest facts and profile metrics (doc/design.md §3 table). */
 struct placement_region {
 	uint32_t id;
 	const char *name; /* may be NULL */
@@ -79,7 +79,7 @@ struct placement_region {
 };
 
 /*
- * Platform parameters (BRIEF §3).  Zero in theta, b_rd, b_wb means "derive": θ = theta_ratio·B_cpu,
+ * Platform parameters (doc/design.md §3).  Zero in theta, b_rd, b_wb means "derive": θ = theta_ratio·B_cpu,
  * B_rd = B_wb = B_cpu.
  */
 struct placement_params {
@@ -142,7 +142,7 @@ struct placement_cond {
 enum placement_side { PL_HOST, PL_PIM };
 
 /*
- * Which term set a region's T_pim (BRIEF §3: T_pim = max(compute, bytes/B_pim) or a measurement).
+ * Which term set a region's T_pim (doc/design.md §3: T_pim = max(compute, bytes/B_pim) or a measurement).
  * The two estimated terms are of different kinds, so the estimate says which one it rests on:
  * the compute term is a strict lower bound (every iteration issues at least I_min = 1
  * instruction), the bandwidth term rests on an assumed per-core PIM bandwidth (b_pim_core).

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * platform.h: what this host is (CPU model, core PMU, kernel) and what it can count
- * (BRIEF §4.4), detected once at start-up.  Metrics and decisions are stored per platform.
+ * (doc/design.md §4.4), detected once at start-up.  Metrics and decisions are stored per platform.
  */
 #ifndef PIMD_PLATFORM_H
 #define PIMD_PLATFORM_H
@@ -23,7 +23,7 @@ struct platform {
 int platform_detect(struct platform *p, struct pim_error *err);
 
 /* Single-thread read bandwidth (B/s) over a buffer of bytes (well above the last-level cache):
- * pages touched first, then the best of three sequential read passes (BRIEF §3, B_cpu). */
+ * pages touched first, then the best of three sequential read passes (doc/design.md §3, B_cpu). */
 #define PLATFORM_PROBE_BYTES (256u << 20)
 int platform_probe_bandwidth(size_t bytes, double *bps, struct pim_error *err);
 

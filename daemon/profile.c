@@ -583,7 +583,7 @@ static void on_timer(struct watch *w, uint32_t events)
 		job_try_finish(reap); /* may free it and start others: one per tick */
 }
 
-/* Workers are pinned (BRIEF §4.2), each running job to a CPU of its own, from the last CPU
+/* Workers are pinned (doc/design.md §4.2), each running job to a CPU of its own, from the last CPU
  * this process may use downwards; -1 (no pinning) when they outnumber the CPUs. */
 static int pick_cpu(const struct profiler *pf)
 {
@@ -768,7 +768,7 @@ static bool user_in_group(uid_t uid, gid_t gid)
 	return false;
 }
 
-/* Who a worker may become (BRIEF §4.3): not root unless allow_root_jobs; when pimd must switch
+/* Who a worker may become (doc/design.md §4.3): not root unless allow_root_jobs; when pimd must switch
  * to another uid, only a member of profile_group (by default the socket's group). */
 static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_error *err)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profile.h: the profiling service of pimd (BRIEF §4): a queue of jobs, each run by a forked
+ * profile.h: the profiling service of pimd (doc/design.md §4): a queue of jobs, each run by a forked
  * worker (worker.c) as the requesting client's user, whose samples are stored in batched
  * transactions and turned into per-region metrics when the job ends.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker.c: the profiling worker (BRIEF §4.3): the parent side (spawn, read, reap, timeout),
+ * worker.c: the profiling worker (doc/design.md §4.3): the parent side (spawn, read, reap, timeout),
  * the forked child that contains the worker, and the helper pimd-worker that the child executes
  * to run the model in a fresh image. The hooks live in worker_hooks.c.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker.h: the profiling worker (BRIEF §4.2-4.4): one forked process per job that runs a model
+ * worker.h: the profiling worker (doc/design.md §4.2-4.4): one forked process per job that runs a model
  * library as the requesting user, contained, and streams per-region measurements back over a
  * pipe as fixed-size binary records.
  *

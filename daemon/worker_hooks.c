@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker_hooks.c: pim_region_enter/exit in profiling mode (BRIEF §4.2) and the per-region
+ * worker_hooks.c: pim_region_enter/exit in profiling mode (doc/design.md §4.2) and the per-region
  * accumulators they fill.
  *
  * The hot path does no allocation and no system call except the counter group read: a bounds

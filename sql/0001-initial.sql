@@ -7,7 +7,7 @@ CREATE TABLE platforms (
 	cpu_model TEXT NOT NULL DEFAULT '',
 	pmu TEXT NOT NULL DEFAULT '',
 	kernel TEXT NOT NULL DEFAULT '',
-	b_cpu REAL,                         -- host read bandwidth, bytes/s (BRIEF §3)
+	b_cpu REAL,                         -- host read bandwidth, bytes/s (doc/design.md §3)
 	created_at INTEGER NOT NULL
 );
 

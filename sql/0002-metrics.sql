@@ -1,5 +1,5 @@
 -- 0002-metrics.sql: profile runs, raw samples, derived per-region metrics with their evidence,
--- and stored placement decisions (BRIEF §3, §4).
+-- and stored placement decisions (doc/design.md §3, §4).
 
 CREATE TABLE profile_runs (
 	id INTEGER PRIMARY KEY,

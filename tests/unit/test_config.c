@@ -131,7 +131,7 @@ START_TEST(errors_name_file_and_line)
 }
 END_TEST
 
-/* Who jobs may run as, and the profiler's shares (issue 10, items 8 and 9). */
+/* Who jobs may run as, and the profiler's shares */
 START_TEST(profile_policy_keys)
 {
 	struct config c;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_counters.c: real software-event groups on this host, the no-PMU probe (BRIEF §4.4),
- * group planning, scaling arithmetic (BRIEF §4.2) and error paths by message.
+ * test_counters.c: real software-event groups on this host, the no-PMU probe (doc/design.md §4.4),
+ * group planning, scaling arithmetic (doc/design.md §4.2) and error paths by message.
  */
 #include <check.h>
 #include <sched.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_events.c: the event tables of BRIEF §4.1 encode, offline, to the configs recorded in
- * notes/pmu.md; detection and the f_store formulas.
+ * test_events.c: the event tables of doc/design.md §4.1 encode, offline, to the configs recorded in
+ * doc/pmu.md; detection and the f_store formulas.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "counters.h"
 #include "events.h"
 
-/* Expected encodings (notes/pmu.md, checked with libpfm4 4.13). pmu "perf" stands for rows
+/* Expected encodings (doc/pmu.md, checked with libpfm4 4.13). pmu "perf" stands for rows
  * whose names carry their own prefix. */
 struct expect {
 	const char *pmu;
@@ -117,7 +117,7 @@ START_TEST(test_encode_every_row_offline)
 				ck_assert_msg(x, "row %s: no recorded encoding for %s on %s (%s)",
 					      t[i].model, events_role_name(role), pmus[p], name);
 				ck_assert_msg(attr.type == x->type && attr.config == x->config,
-					      "%s: type %u config %#llx, notes/pmu.md says type %u "
+					      "%s: type %u config %#llx, doc/pmu.md says type %u "
 					      "config %#llx",
 					      name, attr.type, (unsigned long long)attr.config,
 					      x->type, (unsigned long long)x->config);
@@ -275,7 +275,7 @@ START_TEST(test_f_store)
 	struct pim_error err = { 0 };
 	double f;
 
-	/* BRIEF §3 C4: c_store / (be1 + be2 + be3 + c_store) = 30 / (10 + 20 + 40 + 30) */
+	/* doc/design.md §3 C4: c_store / (be1 + be2 + be3 + c_store) = 30 / (10 + 20 + 40 + 30) */
 	v[EVENTS_ROLE_C_STORE] = 30;
 	v[EVENTS_ROLE_BE1] = 10;
 	v[EVENTS_ROLE_BE2] = 20;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the JIT-Q scheduler (daemon/jitq.c, BRIEF §5.3).  Every expected number is
+ * Unit tests of the JIT-Q scheduler (daemon/jitq.c, doc/design.md §5.3).  Every expected number is
  * worked out by hand in the comment next to it.
  *
  * The small model of small_config(): 4 layers, h 64, 4 heads, s 32, b 2, t 1, no vocab.

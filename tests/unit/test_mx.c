@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for daemon/mx.c (BRIEF §5.1): hand-worked blocks for MX9/MX6/MX4, the packed
+ * Unit tests for daemon/mx.c (doc/design.md §5.1): hand-worked blocks for MX9/MX6/MX4, the packed
  * layout of mx.h byte by byte, error bounds, row vs column blocking, and the fast paths
  * against the scalar reference bit for bit.
  */

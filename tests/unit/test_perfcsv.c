@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_perfcsv.c: `perf stat -x,` import (BRIEF §4.4) on sample files in perf 6.1's layout.
+ * test_perfcsv.c: `perf stat -x,` import (doc/design.md §4.4) on sample files in perf 6.1's layout.
  */
 #include <check.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for daemon/pimsim.c (BRIEF §5.2): the PIM executor against the reference MX
+ * Unit tests for daemon/pimsim.c (doc/design.md §5.2): the PIM executor against the reference MX
  * quantizer bit for bit for every mapping x direction x format x source, command counts and
  * time of one tile worked out by hand, the extrapolated estimate against full runs, the
  * configuration parser by its messages, and the JIT-Q Figure 9 comparison (printed).

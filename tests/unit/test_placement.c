@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the placement rule, the movement models and the end-to-end estimate
- * (daemon/placement.c, BRIEF §3).  Every expected number is worked out by hand in the comment
+ * (daemon/placement.c, doc/design.md §3).  Every expected number is worked out by hand in the comment
  * next to it.
  *
  * Unless a test says otherwise it runs with the test platform of tparams():
@@ -90,7 +90,7 @@ START_TEST(test_params_default)
 	struct pim_error err = { 0 };
 
 	ck_assert_int_eq(placement_params_validate(&p, &err), 0);
-	/* θ = 0.12 · 16.754 GB/s = 2.01048 GB/s (BRIEF §3) */
+	/* θ = 0.12 · 16.754 GB/s = 2.01048 GB/s (doc/design.md §3) */
 	ck_rel(placement_theta(&p), 2.01048e9);
 	ck_rel(placement_b_rd(&p), 16.754e9);
 	ck_rel(placement_b_wb(&p), 16.754e9);
@@ -327,7 +327,7 @@ START_TEST(test_timing_backend_estimate)
 	struct placement_params p = tparams();
 	struct placement_decision d;
 	/*
-	 * Timing backend (BRIEF §4.4): no n_rd, BW = unique read bytes / T_host.  Operands: A read
+	 * Timing backend (doc/design.md §4.4): no n_rd, BW = unique read bytes / T_host.  Operands: A read
 	 * twice (1000 B and a 800 B view: the allocation counts once, at its largest operand),
 	 * B in+out 500 B, C out only 700 B → unique read bytes = 1000 + 500 = 1500.
 	 * T_host = 1 µs → 1.5 GB/s < θ; with T_host 0.5 µs → 3 GB/s >= θ.  C1 must hold: N_total 64
@@ -691,7 +691,7 @@ START_TEST(test_move_upper_dedup)
 	run(r, 5, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
 	ck_assert_uint_eq(res.estimates[0].move.fetch_bytes, 900);
 	ck_assert_uint_eq(res.estimates[0].move.flush_bytes, 1650);
-	ck_assert_uint_eq(res.estimates[0].move.transitions, 4); /* per segment, not per trip (BRIEF §3) */
+	ck_assert_uint_eq(res.estimates[0].move.transitions, 4); /* per segment, not per trip (doc/design.md §3) */
 	placement_result_free(&res);
 
 	/* the host region gone: one segment, B no longer fetched again: fetch 100, flush 550 */

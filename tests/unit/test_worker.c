@@ -263,7 +263,7 @@ START_TEST(test_timing_compute)
 }
 END_TEST
 
-/* BRIEF §4.4 timing backend: BW_read = unique read bytes / T_host. The streaming read must
+/* doc/design.md §4.4 timing backend: BW_read = unique read bytes / T_host. The streaming read must
  * come out above the compute-bound loop, by a wide margin. */
 START_TEST(test_estimated_bandwidth_order)
 {
@@ -838,7 +838,7 @@ START_TEST(test_not_a_model_library)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ isolation (issue 10, 6-7) */
+/* ------------------------------------------------------------------ isolation */
 
 /* What another user's job could look for: held in this process's data, heap and environment. */
 static const char secret[] = "pimd-isolation-marker-7f3c";
