@@ -369,6 +369,8 @@ $(B)/bench/%: bench/%.c $(B)/libpimclient.a $(CORE_LIBS)
 bench: deps all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; \
 		case $$b in *bench_query) $$b $(B)/pimd ;; *) $$b ;; esac || exit 1; done
+	@echo "== bench/bench_extract.sh"
+	@$(MAKE) --no-print-directory bench-extract
 
 jitq-report: $(B)/bench/bench_jitq_report
 	$(B)/bench/bench_jitq_report
@@ -380,7 +382,8 @@ help:
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
 	@echo "make stress     availability under hostile clients at full scale, and (root) stress-durable:"
 	@echo "                acknowledged data on an ext4 that fails (minutes)"
-	@echo "make bench      benchmarks (ratios measured side by side in one run)"
+	@echo "make bench      benchmarks (ratios measured side by side in one run), then bench-extract"
+	@echo "make bench-extract  GPT-2 small (124 M parameters) exported, through pim-extract, profiled"
 	@echo "make jitq-report  JIT-Q figures of the models beside the paper's"
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"

@@ -12,6 +12,8 @@
 #                         (prints "onnx tests: N passed, R refused, W wrong")
 #   check-torch           examples/torch exported, extracted, run against PyTorch, profiled and
 #                         placed under a private pimd (prints "torch e2e: N passed, M failed")
+#   bench-extract         GPT-2 small at real size exported, through pim-extract --weights zero
+#                         (wall time and peak memory against their goals), profiled and placed
 #
 # Variables for the top Makefile: MLIR_DEB_PKGS (add to make deps), MLIR_AVAILABLE (1 or
 # empty), PIM_EXTRACT, COMPILER_ALL (what "all" can depend on: pim-extract and the examples
@@ -137,6 +139,14 @@ check-torch:
 	$(MLIR_MISSING)
 endif
 
-.PHONY: compiler compiler-examples check-compiler check-onnx check-torch
+ifeq ($(MLIR_AVAILABLE),1)
+bench-extract: $(PIM_EXTRACT) $(B)/pimd $(B)/pimctl
+	sh bench/bench_extract.sh $(B)
+else
+bench-extract:
+	$(MLIR_MISSING)
+endif
+
+.PHONY: compiler compiler-examples check-compiler check-onnx check-torch bench-extract
 
 .DEFAULT_GOAL := $(COMPILER_SAVED_GOAL)

@@ -14,9 +14,11 @@
  */
 #include "onnx.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx.pb-c.h"
 
@@ -51,6 +53,8 @@ struct buf {
 struct imp {
 	const char *path;
 	struct pim_error *err;
+	uint64_t zero_min;     /* --weights zero: constants of this many bytes or more are zeros */
+	uint64_t external;     /* bytes read from external data so far */
 	int64_t opset;
 	struct val **vals;
 	size_t n_vals, cap_vals;
@@ -387,7 +391,92 @@ static const char *onnx_dt_name(int32_t t)
 	return t >= 0 && (size_t)t < ELEMENTSOF(names) ? names[t] : "an unknown element type";
 }
 
-/* A TensorProto's data as a host value (raw_data little-endian, or the typed fields). */
+/* An external_data entry's value, or NULL. */
+static const char *external_key(const Onnx__TensorProto *t, const char *key)
+{
+	for (size_t i = 0; i < t->n_external_data; i++)
+		if (t->external_data[i]->key && !strcmp(t->external_data[i]->key, key))
+			return t->external_data[i]->value ? t->external_data[i]->value : "";
+	return NULL;
+}
+
+/* A decimal byte count of an external_data entry (digits only). */
+static int external_number(struct imp *m, const char *what, const char *key, const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end || errno)
+		return refuse(m, "%s: external data %s \"%.32s\" is not a byte count", what, key, s);
+	*out = v;
+	return 0;
+}
+
+/*
+ * ONNX external data (onnx.proto, TensorProto.external_data: the tensor's raw bytes, little
+ * endian, at `offset` of the file `location`, `length` bytes long; what models over protobuf's
+ * 2 GB limit carry).  The location is relative to the model's directory and may not leave it
+ * (no absolute path, no ".." component); the bytes must lie inside the regular file and be
+ * exactly the tensor's size.
+ */
+static int tensor_external(struct imp *m, const Onnx__TensorProto *t, const char *what, struct val *v)
+{
+	const char *loc = external_key(t, "location"), *off_s = external_key(t, "offset"),
+		   *len_s = external_key(t, "length");
+	uint64_t need = (uint64_t)numel(v) * DT_SIZE[v->dt], off = 0, len = need;
+	int r;
+
+	if (t->has_raw_data)
+		return refuse(m, "%s: both raw_data and external data", what);
+	if (!loc || !*loc)
+		return refuse(m, "%s: external data without a location", what);
+	if (loc[0] == '/' || !strcmp(loc, "..") || !strncmp(loc, "../", 3) || strstr(loc, "/../") ||
+	    (strlen(loc) >= 3 && !strcmp(loc + strlen(loc) - 3, "/..")))
+		return refuse(m, "%s: external data location \"%.*s\" is outside the model's directory",
+			      what, ONNX_NAME_MAX, loc);
+	if ((off_s && (r = external_number(m, what, "offset", off_s, &off)) < 0) ||
+	    (len_s && (r = external_number(m, what, "length", len_s, &len)) < 0))
+		return r;
+	if (len != need)
+		return refuse(m, "%s: external data length %" PRIu64 ", the shape needs %" PRIu64, what, len, need);
+	if (need > ONNX_EXTERNAL_MAX - m->external)
+		return refuse(m, "%s: more than %llu bytes of external data in all", what,
+			      (unsigned long long)ONNX_EXTERNAL_MAX);
+
+	char dir[4096];
+	const char *slash = strrchr(m->path, '/');
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - m->path + 1) : 1, slash ? m->path : ".");
+	_cleanup_(closep) int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return err_set(m->err, -errno, "%s: %s: %s", m->path, dir, strerror(errno));
+	_cleanup_(closep) int fd = openat(dfd, loc, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return refuse(m, "%s: external data file \"%.*s\": %s", what, ONNX_NAME_MAX, loc, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return refuse(m, "%s: external data file \"%.*s\" is not a regular file", what, ONNX_NAME_MAX, loc);
+	if (off > (uint64_t)st.st_size || need > (uint64_t)st.st_size - off)
+		return refuse(m, "%s: external data at offset %" PRIu64 ", %" PRIu64 " bytes, lies beyond the "
+			      "end of \"%.*s\" (%jd bytes)", what, off, need, ONNX_NAME_MAX, loc, (intmax_t)st.st_size);
+	for (uint64_t done = 0; done < need;) {
+		ssize_t k = pread(fd, (char *)v->data + done, need - done, (off_t)(off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return refuse(m, "%s: reading external data file \"%.*s\": %s", what, ONNX_NAME_MAX,
+				      loc, k < 0 ? strerror(errno) : "unexpected end of file");
+		done += (uint64_t)k;
+	}
+	m->external += need;
+	if (v->dt == DT_BOOL)
+		for (uint64_t i = 0; i < need; i++)
+			((uint8_t *)v->data)[i] = ((uint8_t *)v->data)[i] != 0;
+	return 0;
+}
+
+/* A TensorProto's data as a host value (raw_data little-endian, the typed fields, or
+ * external data). */
 static int tensor_load(struct imp *m, const Onnx__TensorProto *t, const char *what, struct val **out)
 {
 	enum dt d;
@@ -395,8 +484,7 @@ static int tensor_load(struct imp *m, const Onnx__TensorProto *t, const char *wh
 	if (onnx_dt(t->data_type, &d) < 0)
 		return refuse(m, "%s: element type %s is not supported (float, double, int64, int32, bool)",
 			      what, onnx_dt_name(t->data_type));
-	if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-		return refuse(m, "%s: external data is not supported", what);
+	bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	if (t->segment)
 		return refuse(m, "%s: segmented tensors are not supported", what);
 	int64_t dims[ONNX_RANK_MAX];
@@ -412,6 +500,14 @@ static int tensor_load(struct imp *m, const Onnx__TensorProto *t, const char *wh
 		return oom(m);
 	int64_t n = numel(v);
 	size_t have = 0;
+	if (external) {
+		if ((r = tensor_external(m, t, what, v)) < 0) {
+			val_free(v);
+			return r;
+		}
+		*out = v;
+		return 0;
+	}
 	if (t->has_raw_data) {
 		if (t->raw_data.len != (size_t)n * DT_SIZE[d]) {
 			val_free(v);
@@ -621,9 +717,16 @@ static long ssa_of(struct imp *m, struct val *v)
 	vtype(ty, sizeof ty, v);
 	v->ssa = new_ssa(m);
 	v->is_view = true;
+	size_t bytes = (size_t)numel(v) * DT_SIZE[v->dt];
+	if (m->zero_min && bytes >= m->zero_min) {
+		/* --weights zero: the extractor turns this splat into a zeroed global; the text
+		 * stays small whatever the weights weigh. */
+		bprintf(&m->body, "    %%v%ld = arith.constant dense<%s> : %s %s\n", v->ssa,
+			dt_float(v->dt) ? "0.0" : "0", ty, m->loc);
+		return v->ssa;
+	}
 	bprintf(&m->body, "    %%v%ld = arith.constant dense<\"0x", v->ssa);
 	static const char hex[] = "0123456789ABCDEF";
-	size_t bytes = (size_t)numel(v) * DT_SIZE[v->dt];
 	const uint8_t *p = v->data;
 	char chunk[1024];
 	size_t k = 0;
@@ -3074,9 +3177,10 @@ int onnx_import(const struct onnx_options *o, char **mlir, size_t *len, struct p
 	if ((r = read_file(o->input, ONNX_INPUT_MAX, &bytes, &n, err)) < 0)
 		return r;
 	Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, n, (const uint8_t *)bytes);
+	free(TAKE_PTR(bytes));  /* protobuf-c copied what it keeps: a big model is not held twice */
 	if (!model)
 		return err_set(err, -EINVAL, "%s: not a valid ONNX model (protobuf ModelProto)", o->input);
-	struct imp m = { .path = o->input, .err = err };
+	struct imp m = { .path = o->input, .err = err, .zero_min = o->zero_min };
 	struct buf out = { 0 };
 	r = import_graph(&m, model, o, &out);
 	for (size_t i = 0; i < m.n_vals; i++)

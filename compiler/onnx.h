@@ -11,7 +11,8 @@
  * becomes linalg.generic ops (plus tensor.empty, tensor.pad, extract/insert_slice and
  * expand/collapse_shape).  Every op made for node N carries the location
  * loc("NAME"("OP_TYPE")): the node's name (OP_TYPE_<index> when unnamed) with its op type.
- * Initializers are arith.constant dense tensors.
+ * Initializers are arith.constant dense tensors, read from the model or from its external
+ * data files (TensorProto.external_data, relative to the model's directory).
  *
  * A node, op type, attribute or type outside what is supported is refused with
  * "node NAME (OP_TYPE): ..." naming the attribute; the importer writes nothing then.
@@ -29,6 +30,7 @@
 #define ONNX_SHAPES_MAX 64
 #define ONNX_NAME_MAX 255
 #define ONNX_INPUT_MAX (1024u * 1024u * 1024u)  /* model file bytes */
+#define ONNX_EXTERNAL_MAX (16ull << 30)          /* bytes of external data, all tensors */
 
 /* One --input-shape NAME=D0xD1x...: the static shape of a graph input. */
 struct onnx_shape {
@@ -41,6 +43,10 @@ struct onnx_options {
 	const char *input;              /* the .onnx file */
 	const struct onnx_shape *shapes;
 	size_t n_shapes;
+	/* --weights zero: a constant of at least this many bytes that an emitted op uses is
+	 * written as a zero splat, dense<0.0> (the extractor then makes it a zeroed global);
+	 * 0 writes every constant's data. */
+	uint64_t zero_min;
 };
 
 /* Parses "NAME=1x128" (or "NAME=" for a scalar); -EINVAL with a message otherwise. */

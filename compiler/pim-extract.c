@@ -161,9 +161,11 @@ static void imported_done(struct imported *im)
 }
 
 static int import_onnx(const char *input, const char *name, const struct onnx_shape *shapes,
-		       size_t n_shapes, const char *save_temps, struct imported *im, struct pim_error *err)
+		       size_t n_shapes, bool weights_zero, const char *save_temps, struct imported *im,
+		       struct pim_error *err)
 {
-	struct onnx_options oo = { .input = input, .shapes = shapes, .n_shapes = n_shapes };
+	struct onnx_options oo = { .input = input, .shapes = shapes, .n_shapes = n_shapes,
+				   .zero_min = weights_zero ? EXTRACT_WEIGHTS_ZERO_MIN : 0 };
 	_cleanup_(freep) char *text = NULL;
 	size_t len = 0;
 	int r;
@@ -305,7 +307,7 @@ int main(int argc, char **argv)
 			onnx_model_name(o.input, onnx_name, sizeof onnx_name);
 			o.name = onnx_name;
 		}
-		if ((r = import_onnx(o.input, o.name, shapes, n_shapes, o.save_temps, &im, &err)) < 0)
+		if ((r = import_onnx(o.input, o.name, shapes, n_shapes, o.weights_zero, o.save_temps, &im, &err)) < 0)
 			goto fail;
 		o.input = im.path;
 	}

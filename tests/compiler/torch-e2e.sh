@@ -8,21 +8,20 @@
 #      places it at 32, 64 and 128 cores, by loop and by operator;
 #   5. the importer's command line on small models made with python3-onnx: a symbolic
 #      dimension refused until --input-shape pins it, refusals naming node, op type and
-#      attribute with no output written, regions named after their node.
+#      attribute with no output written, regions named after their node; external data read
+#      from its file, and refused (outside the directory, beyond the end, wrong length,
+#      missing file, bad offset) naming the initializer;
+#   6. the decode step with external data (same manifest, PyTorch's outputs) and with
+#      --weights zero (same regions, zeroed weights, smaller library, labelled manifest,
+#      profiled and placed under pimd, the label in pimctl model show).
 # Ends with "torch e2e: N passed, M failed"; exit status 0 only when nothing failed.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 1
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-/usr/bin/python3}
-T=$(mktemp -d "${TMPDIR:-/tmp}/torch-e2e.XXXXXX")
-PID=
-cleanup() {
-	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
-export TMPDIR="$T"
+. "$ROOT/examples/private-pimd.sh"
+private_tmpdir torch-e2e
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok   $*"; }
@@ -57,17 +56,40 @@ g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "s"], ["y"],
                       [helper.make_tensor_value_info("y", TP.FLOAT, [2, 4])],
                       [numpy_helper.from_array(np.ones(4, np.float32), "s")])
 open(out + "/attr.onnx", "wb").write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+# External data: w (4x3 float, 48 bytes) at offset 16 of w.bin; then broken variants.
+open(out + "/w.bin", "wb").write(bytes(16) + np.arange(12, dtype=np.float32).tobytes())
+def ext(name, location, offset, length):
+    w = TP(name="w", data_type=TP.FLOAT, dims=[4, 3], data_location=TP.EXTERNAL)
+    for k, v in (("location", location), ("offset", offset), ("length", length)):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3])], [w])
+    open(out + "/" + name + ".onnx", "wb").write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+ext("ext", "w.bin", "16", "48")
+ext("ext-up", "../w.bin", "16", "48")
+ext("ext-abs", "/etc/passwd", "0", "48")
+ext("ext-end", "w.bin", "32", "48")
+ext("ext-len", "w.bin", "16", "40")
+ext("ext-missing", "nothere.bin", "0", "48")
+ext("ext-offset", "w.bin", "-16", "48")
 PY
 X="$B/pim-extract"
 C="$T/cli"
-"$X" -o "$C/dyn.json" --emit-model "$C/dyn.so" "$C/dyn.onnx" > "$C/out" 2>&1
-rc=$?
-if [ "$rc" -eq 1 ] && grep -q 'graph input "x": dimension 0 ("batch") is symbolic: pin it with --input-shape x=' "$C/out" &&
-	[ ! -e "$C/dyn.json" ] && [ ! -e "$C/dyn.so" ]; then
-	ok "a symbolic dimension is refused by name, nothing written"
-else
-	bad "symbolic dimension (exit $rc):"; cat "$C/out"
-fi
+# refused LABEL MODEL TEXT: pim-extract refuses C/MODEL.onnx, exit status 1, with TEXT in its
+# message, and writes neither the manifest nor the library.
+refused() {
+	"$X" -o "$C/$2.json" --emit-model "$C/$2.so" "$C/$2.onnx" > "$C/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq 1 ] && grep -qF -- "$3" "$C/out" && [ ! -e "$C/$2.json" ] && [ ! -e "$C/$2.so" ]; then
+		ok "$1"
+	else
+		bad "$1 (exit $rc):"; cat "$C/out"
+	fi
+}
+refused "a symbolic dimension is refused by name, nothing written" dyn \
+	'graph input "x": dimension 0 ("batch") is symbolic: pin it with --input-shape x='
 if "$X" --input-shape x=2x4 -o "$C/dyn.json" "$C/dyn.onnx" > "$C/out" 2>&1 &&
 	"$PYTHON" -c 'import json,sys; m=json.load(open(sys.argv[1])); a=m["allocations"]; r=m["regions"]
 assert [x["bytes"] for x in a[:2]] == [32, 24], a
@@ -91,14 +113,24 @@ if [ "$rc" -eq 1 ] && grep -q -- '--input-shape x has rank 3, the model.s input 
 else
 	bad "--input-shape x=2x4x5 (exit $rc):"; cat "$C/out"
 fi
-"$X" -o "$C/attr.json" --emit-model "$C/attr.so" "$C/attr.onnx" > "$C/out" 2>&1
-rc=$?
-if [ "$rc" -eq 1 ] && grep -q 'node ln (LayerNormalization): attribute stash_type=0 is not supported' "$C/out" &&
-	[ ! -e "$C/attr.json" ] && [ ! -e "$C/attr.so" ]; then
-	ok "an unsupported attribute is refused naming node, op type and attribute, nothing written"
+refused "an unsupported attribute is refused naming node, op type and attribute, nothing written" attr \
+	'node ln (LayerNormalization): attribute stash_type=0 is not supported'
+
+# External data: the weights read from the side file, at its offset.
+if "$X" -o "$C/ext.json" --save-temps "$C" "$C/ext.onnx" > "$C/out" 2>&1 &&
+	grep -q 'dense<"0x000000000000803F00000040000040400000804000' "$C/ext.onnx.mlir"; then
+	ok "external data: w read from w.bin at offset 16 (0, 1, 2, 3, 4, ... in the imported constant)"
 else
-	bad "unsupported attribute (exit $rc):"; cat "$C/out"
+	bad "external data:"; cat "$C/out"
 fi
+for v in "ext-up:external data location \"../w.bin\" is outside the model's directory" \
+	"ext-abs:external data location \"/etc/passwd\" is outside the model's directory" \
+	"ext-end:external data at offset 32, 48 bytes, lies beyond the end of \"w.bin\" (64 bytes)" \
+	"ext-len:external data length 40, the shape needs 48" \
+	"ext-missing:external data file \"nothere.bin\": No such file or directory" \
+	"ext-offset:external data offset \"-16\" is not a byte count"; do
+	refused "external data refused: ${v%%:*} (${v#*:})" "${v%%:*}" "$C/${v%%:*}.onnx: initializer \"w\": ${v#*:}"
+done
 
 MODELS="gpt2-prefill gpt2-decode llama-block cnn"
 for n in $MODELS; do
@@ -115,24 +147,50 @@ for n in $MODELS; do
 	fi
 done
 
-S="$T/pimd.sock"
-: > "$T/pimd.conf"
-# Run as root (make check on a fresh machine), the models may run as root too.
-[ "$(id -u)" = 0 ] && echo "allow_root_jobs = yes" > "$T/pimd.conf"
-"$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" --log-level warning \
-	> "$T/pimd.log" 2>&1 &
-PID=$!
-i=0
-until "$B/pimctl" --socket "$S" status > /dev/null 2>&1; do
-	i=$((i + 1))
-	if [ $i -ge 200 ]; then
-		bad "pimd did not start:"; cat "$T/pimd.log"
-		echo "torch e2e: $passed passed, $failed failed"
-		exit 1
-	fi
-	sleep 0.05
-done
-ctl() { "$B/pimctl" --socket "$S" "$@"; }
+# The decode step again with its initializers in an external-data file: the same manifest,
+# the same outputs.
+if "$PYTHON" "$ROOT/examples/torch/export.py" "$T/ext" --models gpt2-decode --external-data > "$T/export.out" 2>&1 &&
+	[ -s "$T/ext/gpt2-decode.onnx.data" ] &&
+	"$X" -o "$T/ext.json" --name gpt2-decode --emit-model "$T/ext.so" "$T/ext/gpt2-decode.onnx" > "$T/x.out" 2>&1 &&
+	"$B/tests/compiler/onnx-run" "$T/ext.json" "$T/ext.so" "$T/models/gpt2-decode" 1e-5 1e-6 > "$T/r.out" 2>&1 &&
+	[ "$(grep -v '"source"' "$T/ext.json")" = "$(grep -v '"source"' "$T/gpt2-decode.json")" ]; then
+	ok "gpt2-decode with external data ($(wc -c < "$T/ext/gpt2-decode.onnx.data") bytes beside it): the same manifest and PyTorch's outputs"
+else
+	bad "gpt2-decode with external data:"; cat "$T/export.out" "$T/x.out" "$T/r.out" 2>/dev/null
+fi
+
+# --weights zero on ONNX input: the same regions and buffers, the six weights of 64 KiB
+# (token embedding, LM head, two MLP matrices per block) zeroed globals, a library smaller by
+# at least 3/4 of their 384 KiB (the rest is alignment and code), the manifest labelled; the
+# importer already writes them as zero splats, without their data.
+ZERO_LABEL="gpt2-decode.onnx (--weights zero: 6 constants, 393216 bytes zeroed)"
+mkdir -p "$T/zt"
+if "$X" --weights zero --name gpt2-decode-zero -o "$T/gpt2-decode-zero.json" --emit-model "$T/gpt2-decode-zero.so" \
+	--save-temps "$T/zt" "$T/models/gpt2-decode.onnx" > "$T/x.out" 2>&1 &&
+	[ "$(grep -c 'arith.constant dense<0.0> : tensor<' "$T/zt/gpt2-decode-zero.onnx.mlir")" -eq 6 ] &&
+	"$PYTHON" - "$T/gpt2-decode.json" "$T/gpt2-decode-zero.json" "$ZERO_LABEL" <<'PY' > "$T/z.out" 2>&1 &&
+import json, sys
+real, zero = (json.load(open(p)) for p in sys.argv[1:3])
+assert zero["source"].endswith(sys.argv[3]), zero["source"]
+assert zero["regions"] == real["regions"], "regions differ"
+ra, za = real["allocations"], zero["allocations"]
+assert [(a["id"], a["bytes"], a["kind"]) for a in ra] == [(a["id"], a["bytes"], a["kind"]) for a in za]
+zeroed = [a for a in za if a.get("name", "").startswith("@pim_weights_zero_")]
+assert sorted(a["name"] for a in zeroed) == ["@pim_weights_zero_%d" % i for i in range(6)], zeroed
+assert sum(a["bytes"] for a in zeroed) == 393216
+PY
+	[ $(($(wc -c < "$T/gpt2-decode.so") - $(wc -c < "$T/gpt2-decode-zero.so"))) -ge 294912 ]; then
+	ok "--weights zero on ONNX: imported as 6 zero splats; the same regions and buffers, 6 weights zeroed, the library $(wc -c < "$T/gpt2-decode-zero.so") bytes (real weights: $(wc -c < "$T/gpt2-decode.so"))"
+else
+	bad "--weights zero on ONNX:"; cat "$T/x.out" "$T/z.out" 2>/dev/null
+fi
+
+if ! private_pimd_start "$B" "$T" 2> "$T/start.out"; then
+	bad "pimd did not start:"; cat "$T/start.out"
+	echo "torch e2e: $passed passed, $failed failed"
+	exit 1
+fi
+ctl() { "$B/pimctl" "$@"; }
 for n in $MODELS; do
 	[ -f "$T/$n.so" ] || continue
 	if ! ctl model load "$T/$n.json" > "$T/load.out" 2>&1; then
@@ -152,8 +210,16 @@ for n in $MODELS; do
 		fi
 	done
 done
-kill "$PID" 2>/dev/null
-wait "$PID" 2>/dev/null
-PID=
+# The zero-weights library profiles and places like the real one; pimctl shows the label.
+if [ -f "$T/gpt2-decode-zero.so" ] && ctl model load "$T/gpt2-decode-zero.json" > "$T/load.out" 2>&1 &&
+	ctl profile gpt2-decode-zero --library "$T/gpt2-decode-zero.so" --reps 2 --warmups 1 > "$T/profile.out" 2>&1 &&
+	grep -Eq 'regions with metrics ([0-9]+)/\1([^0-9]|$)' "$T/profile.out" &&
+	ctl model show gpt2-decode-zero > "$T/show.out" 2>&1 && grep -qF "source:      $T/models/$ZERO_LABEL" "$T/show.out" &&
+	ctl placement gpt2-decode-zero --cores 32,64,128 --granularity operator > "$T/place.out" 2>&1; then
+	ok "gpt2-decode --weights zero through pimd: every region measured, placed; model show: $(grep source: "$T/show.out" | sed 's/.*(--/(--/')"
+else
+	bad "gpt2-decode --weights zero through pimd:"; cat "$T/load.out" "$T/profile.out" "$T/show.out" "$T/place.out" 2>/dev/null
+fi
+private_pimd_stop
 echo "torch e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
