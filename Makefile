@@ -327,6 +327,12 @@ demo: deps
 	$(MAKE) --no-print-directory all
 	sh examples/demo.sh $(B) $(DEMO_MANIFEST) $(DEMO_LIBRARY)
 
+# The exported GPT-2-style decoder at prefill and decode, profiled and placed (needs MLIR 19 and
+# python3-torch: make deps).
+demo-decoder: deps
+	$(MAKE) --no-print-directory all
+	sh examples/demo-decoder.sh $(B)
+
 # ---------------------------------------------------------------- install
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
@@ -378,6 +384,7 @@ jitq-report: $(B)/bench/bench_jitq_report
 help:
 	@echo "make            build pimd, pimctl, libpimclient into $(B)/"
 	@echo "make demo       build, start pimd privately, load and show the example model, stop"
+	@echo "make demo-decoder  the same for a decoder exported from PyTorch, at prefill and decode"
 	@echo "make check      every test: unit, end to end, units, man pages, install, purity"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
 	@echo "make stress     availability under hostile clients at full scale, and (root) stress-durable:"
@@ -388,4 +395,4 @@ help:
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-install asan demo install bench help stress stress-durable
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-install asan demo install bench help stress stress-durable demo-decoder

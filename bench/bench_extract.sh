@@ -10,8 +10,9 @@
 # manifest says so), timed, with its peak resident memory (getrusage of the child): goals
 # < 2 min and < 6 GB.  Then a private pimd profiles the decode step's library (one warm-up,
 # one measured run) and places it at 32, 64 and 128 cores by operator, with the evidence label
-# pimd gives.  The prefill library is not profiled here: its loop nests run for minutes per
-# pass on a small machine, beyond pimd's default profile_timeout_ms of 2 minutes.
+# pimd gives and the operators on PIM by class (examples/placement-classes.py).  The prefill
+# library is not profiled here: its loop nests run for minutes per pass on a small machine,
+# beyond pimd's default profile_timeout_ms of 2 minutes.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 1
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -80,3 +81,5 @@ ctl placement "$n" --cores 32,64,128 --granularity operator --summary > "$T/plac
 	{ echo "placement $n:"; cat "$T/place.out"; exit 1; }
 echo "pimctl placement $n --cores 32,64,128 --granularity operator --summary:"
 sed 's/^/  /' "$T/place.out"
+ctl --json placement "$n" --cores 32,64,128 --granularity operator > "$T/place.json" &&
+	"$PYTHON" "$ROOT/examples/placement-classes.py" "$n=$T/place.json"
