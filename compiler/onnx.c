@@ -2999,6 +2999,49 @@ static int graph_input(struct imp *m, const Onnx__ValueInfoProto *vi, const stru
 	return define(m, name, v);
 }
 
+/* --const-input: graph input vi is the tensor in c->path, of its declared element type and
+ * shape (a symbolic dimension takes the file's size). */
+static int const_input(struct imp *m, const Onnx__ValueInfoProto *vi, const struct onnx_const_input *c)
+{
+	char what[ONNX_NAME_MAX + 32];
+	_cleanup_(freep) char *bytes = NULL;
+	size_t n = 0;
+	struct val *v;
+	int r;
+
+	snprintf(what, sizeof what, "--const-input %s", c->name);
+	if ((r = read_file(c->path, ONNX_INPUT_MAX, &bytes, &n, m->err)) < 0) {
+		err_prefix(m->err, "%s", what);
+		return r;
+	}
+	Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, n, (const uint8_t *)bytes);
+	if (!t)
+		return refuse(m, "%s: %s is not a serialized TensorProto", what, c->path);
+	r = tensor_load(m, t, what, &v);
+	int32_t type = t->data_type;
+	onnx__tensor_proto__free_unpacked(t, NULL);
+	if (r < 0)
+		return r;
+	const Onnx__TypeProto *tp = vi->type;
+	const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+	if (tt && tt->has_elem_type && tt->elem_type != type) {
+		val_free(v);
+		return refuse(m, "%s: the file holds %s, the graph input is %s", what, onnx_dt_name(type),
+			      onnx_dt_name(tt->elem_type));
+	}
+	if (tt && tt->shape) {
+		bool ok = tt->shape->n_dim == v->rank;
+		for (size_t d = 0; ok && d < v->rank; d++)
+			ok = tt->shape->dim[d]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+			     tt->shape->dim[d]->dim_value == v->dims[d];
+		if (!ok) {
+			val_free(v);
+			return refuse(m, "%s: the file's shape is not the graph input's", what);
+		}
+	}
+	return define(m, c->name, v);
+}
+
 static int import_graph(struct imp *m, const Onnx__ModelProto *model, const struct onnx_options *o,
 			struct buf *out)
 {
@@ -3023,16 +3066,29 @@ static int import_graph(struct imp *m, const Onnx__ModelProto *model, const stru
 		    (r = define(m, g->initializer[i]->name, v)) < 0)
 			return r;
 	}
-	size_t k = 0;
+	size_t k = 0, consts_used = 0;
 	for (size_t i = 0; i < g->n_input; i++) {
 		if (g->input[i]->name && lookup(m, g->input[i]->name))
 			continue; /* an initializer listed as input (IR version < 4) */
-		if ((r = graph_input(m, g->input[i], o, pinned_used, &sig, k++)) < 0)
+		const struct onnx_const_input *c = NULL;
+		for (size_t j = 0; j < o->n_consts; j++)
+			if (g->input[i]->name && !strcmp(o->consts[j].name, g->input[i]->name))
+				c = &o->consts[j];
+		if (c) {
+			consts_used++;
+			if ((r = const_input(m, g->input[i], c)) < 0)
+				goto done;
+		} else if ((r = graph_input(m, g->input[i], o, pinned_used, &sig, k++)) < 0)
 			goto done;
 	}
 	for (size_t i = 0; i < o->n_shapes; i++)
 		if (!pinned_used[i]) {
 			r = refuse(m, "--input-shape %s: the model has no input of that name", o->shapes[i].name);
+			goto done;
+		}
+	for (size_t i = 0; i < o->n_consts && consts_used < o->n_consts; i++)
+		if (!lookup(m, o->consts[i].name)) {
+			r = refuse(m, "--const-input %s: the model has no input of that name", o->consts[i].name);
 			goto done;
 		}
 	for (size_t i = 0; i < g->n_node; i++) {
@@ -3150,6 +3206,20 @@ int onnx_parse_input_shape(const char *arg, struct onnx_shape *out, struct pim_e
 	return 0;
 }
 
+int onnx_parse_const_input(const char *arg, struct onnx_const_input *out, struct pim_error *err)
+{
+	const char *eq = strchr(arg, '=');
+
+	memset(out, 0, sizeof *out);
+	if (!eq || eq == arg || !eq[1])
+		return err_set(err, -EINVAL, "--const-input %s: expected NAME=FILE.pb", arg);
+	if ((size_t)(eq - arg) > ONNX_NAME_MAX)
+		return err_set(err, -EINVAL, "--const-input: name longer than %d bytes", ONNX_NAME_MAX);
+	memcpy(out->name, arg, (size_t)(eq - arg));
+	out->path = eq + 1;
+	return 0;
+}
+
 bool onnx_is_model(const char *path)
 {
 	size_t n = strlen(path);
@@ -3172,8 +3242,8 @@ int onnx_import(const struct onnx_options *o, char **mlir, size_t *len, struct p
 	size_t n = 0;
 	int r;
 
-	if (o->n_shapes > ONNX_SHAPES_MAX)
-		return err_set(err, -EINVAL, "more than %d --input-shape options", ONNX_SHAPES_MAX);
+	if (o->n_shapes > ONNX_SHAPES_MAX || o->n_consts > ONNX_SHAPES_MAX)
+		return err_set(err, -EINVAL, "more than %d --input-shape or --const-input options", ONNX_SHAPES_MAX);
 	if ((r = read_file(o->input, ONNX_INPUT_MAX, &bytes, &n, err)) < 0)
 		return r;
 	Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, n, (const uint8_t *)bytes);

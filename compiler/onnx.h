@@ -39,10 +39,19 @@ struct onnx_shape {
 	int64_t dims[ONNX_RANK_MAX];
 };
 
+/* One --const-input NAME=FILE.pb: graph input NAME is the constant FILE.pb holds (a
+ * serialized TensorProto), folded at import like an initializer, not an argument. */
+struct onnx_const_input {
+	char name[ONNX_NAME_MAX + 1];
+	const char *path;
+};
+
 struct onnx_options {
 	const char *input;              /* the .onnx file */
 	const struct onnx_shape *shapes;
 	size_t n_shapes;
+	const struct onnx_const_input *consts;
+	size_t n_consts;
 	/* --weights zero: a constant of at least this many bytes that an emitted op uses is
 	 * written as a zero splat, dense<0.0> (the extractor then makes it a zeroed global);
 	 * 0 writes every constant's data. */
@@ -51,6 +60,9 @@ struct onnx_options {
 
 /* Parses "NAME=1x128" (or "NAME=" for a scalar); -EINVAL with a message otherwise. */
 int onnx_parse_input_shape(const char *arg, struct onnx_shape *out, struct pim_error *err);
+
+/* Parses "NAME=FILE.pb" (path points into arg); -EINVAL with a message otherwise. */
+int onnx_parse_const_input(const char *arg, struct onnx_const_input *out, struct pim_error *err);
 
 /* True when path names an ONNX model: it ends in ".onnx", or it starts like a serialized
  * ModelProto (field 1 ir_version as a varint) and not like MLIR text. */

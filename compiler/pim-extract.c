@@ -40,6 +40,10 @@ static void usage(FILE *f)
 		"      --input-shape NAME=D0xD1...\n"
 		"                         ONNX input: the static shape of graph input NAME (pins its\n"
 		"                         symbolic dimensions; repeatable)\n"
+		"      --const-input NAME=FILE.pb\n"
+		"                         ONNX input: graph input NAME is the constant tensor in\n"
+		"                         FILE.pb (a serialized TensorProto), folded at import, not\n"
+		"                         an argument of the library (repeatable)\n"
 		"  -h, --help             this text\n"
 		"      --version          the version\n\n"
 		"Refused input (parse errors, torch-dialect input, dynamic shapes, unsupported ops,\n"
@@ -160,17 +164,15 @@ static void imported_done(struct imported *im)
 	im->temp = false;
 }
 
-static int import_onnx(const char *input, const char *name, const struct onnx_shape *shapes,
-		       size_t n_shapes, bool weights_zero, const char *save_temps, struct imported *im,
-		       struct pim_error *err)
+static int import_onnx(const char *name, struct onnx_options *oo, bool weights_zero,
+		       const char *save_temps, struct imported *im, struct pim_error *err)
 {
-	struct onnx_options oo = { .input = input, .shapes = shapes, .n_shapes = n_shapes,
-				   .zero_min = weights_zero ? EXTRACT_WEIGHTS_ZERO_MIN : 0 };
+	oo->zero_min = weights_zero ? EXTRACT_WEIGHTS_ZERO_MIN : 0;
 	_cleanup_(freep) char *text = NULL;
 	size_t len = 0;
 	int r;
 
-	if ((r = onnx_import(&oo, &text, &len, err)) < 0)
+	if ((r = onnx_import(oo, &text, &len, err)) < 0)
 		return r;
 	if (save_temps) {
 		snprintf(im->path, sizeof im->path, "%s/%s.onnx.mlir", save_temps, name);
@@ -223,7 +225,7 @@ static void rename_in_message(struct pim_error *err, const char *from, const cha
 int main(int argc, char **argv)
 {
 	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_WEIGHTS,
-	       OPT_VERSION, OPT_INPUT_SHAPE };
+	       OPT_VERSION, OPT_INPUT_SHAPE, OPT_CONST_INPUT };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "binary", no_argument, NULL, OPT_BINARY },
@@ -234,6 +236,7 @@ int main(int argc, char **argv)
 		{ "save-temps", required_argument, NULL, OPT_SAVE_TEMPS },
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
 		{ "input-shape", required_argument, NULL, OPT_INPUT_SHAPE },
+		{ "const-input", required_argument, NULL, OPT_CONST_INPUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -242,7 +245,8 @@ int main(int argc, char **argv)
 	const char *output = NULL, *model = NULL, *cc = getenv("PIM_EXTRACT_CC");
 	bool binary = false;
 	static struct onnx_shape shapes[ONNX_SHAPES_MAX];
-	size_t n_shapes = 0;
+	static struct onnx_const_input consts[ONNX_SHAPES_MAX];
+	size_t n_shapes = 0, n_consts = 0;
 	struct pim_error err = { 0 };
 	int c;
 
@@ -275,6 +279,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_CONST_INPUT:
+			if (n_consts == ONNX_SHAPES_MAX) {
+				fprintf(stderr, "pim-extract: at most %d --const-input options\n", ONNX_SHAPES_MAX);
+				return 2;
+			}
+			if (onnx_parse_const_input(optarg, &consts[n_consts++], &err) < 0) {
+				fprintf(stderr, "pim-extract: %s\n", err.msg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		case OPT_VERSION: printf("pim-extract %s (MLIR 19)\n", PIMD_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -288,8 +302,8 @@ int main(int argc, char **argv)
 	if (!cc || !*cc)
 		cc = MODEL_CC_DEFAULT;
 	bool is_onnx = onnx_is_model(o.input);
-	if (n_shapes && !is_onnx) {
-		fprintf(stderr, "pim-extract: --input-shape applies to ONNX input only\n");
+	if ((n_shapes || n_consts) && !is_onnx) {
+		fprintf(stderr, "pim-extract: --input-shape and --const-input apply to ONNX input only\n");
 		return 2;
 	}
 
@@ -307,7 +321,9 @@ int main(int argc, char **argv)
 			onnx_model_name(o.input, onnx_name, sizeof onnx_name);
 			o.name = onnx_name;
 		}
-		if ((r = import_onnx(o.input, o.name, shapes, n_shapes, o.weights_zero, o.save_temps, &im, &err)) < 0)
+		struct onnx_options oo = { .input = o.input, .shapes = shapes, .n_shapes = n_shapes,
+					   .consts = consts, .n_consts = n_consts };
+		if ((r = import_onnx(o.name, &oo, o.weights_zero, o.save_temps, &im, &err)) < 0)
 			goto fail;
 		o.input = im.path;
 	}

@@ -12,9 +12,17 @@
  * Exit status: 0 every output matched, 1 an output differs, 2 the run could not be made
  * (missing files, sizes that disagree, the library refused its arguments).
  *
- * onnx-run --import MODEL.onnx: only the importer of pim-extract (compiler/onnx.c), without
- * MLIR: exit 0 when it accepts the model, 1 with its refusal on standard error.  The backend
- * test runner uses it to sort out refused tests cheaply before running pim-extract.
+ * onnx-run --import [--const-input NAME=FILE.pb]... MODEL.onnx: only the importer of
+ * pim-extract (compiler/onnx.c), without MLIR: exit 0 when it accepts the model, 1 with its
+ * refusal on standard error.  The backend test runner uses it to sort out refused tests
+ * cheaply before running pim-extract.
+ *
+ * onnx-run --inputs MODEL.onnx: the graph inputs that are not initializers, one line each:
+ * "K NAME ELEM_TYPE" (K counts them from 0, as input_K.pb does; ELEM_TYPE is TensorProto's
+ * number, 7 for int64).
+ *
+ * onnx-run --skip-input K ... MANIFEST LIBRARY TESTDIR: input_K.pb is not an argument of the
+ * library (the model was extracted with --const-input pinning that input to it).
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -161,17 +169,24 @@ static size_t arguments(const Pim__Manifest *m, const Pim__Allocation **out, siz
 	return n;
 }
 
+/* input_K.pb files pinned as constants (--skip-input K): not arguments. */
+static bool skipped[256];
+
 static int run_set(const Pim__Manifest *m, pim_model_entry_fn entry, const char *set, double rtol, double atol)
 {
 	const Pim__Allocation *args[256];
 	size_t n_args = arguments(m, args, 256);
-	int n_in = count_files(set, "input"), n_out = count_files(set, "output");
+	int n_files = count_files(set, "input"), n_in = 0, n_out = count_files(set, "output");
+	int file_of[256];
 	struct tensor t[256];
 	void *ptrs[256];
 	char path[4096];
 	int rc = 2;
 
-	if ((size_t)(n_in + n_out) != n_args) {
+	for (int k = 0; k < n_files && k < 256; k++)
+		if (!skipped[k])
+			file_of[n_in++] = k;
+	if ((size_t)(n_in + n_out) != n_args || n_in + n_out > 256) {
 		fprintf(stderr, "%s: %d inputs and %d outputs, the library takes %zu arguments\n", set, n_in, n_out,
 			n_args);
 		return 2;
@@ -179,7 +194,7 @@ static int run_set(const Pim__Manifest *m, pim_model_entry_fn entry, const char 
 	memset(t, 0, sizeof t);
 	for (int i = 0; i < n_in + n_out; i++) {
 		bool in = i < n_in;
-		snprintf(path, sizeof path, "%s/%s_%d.pb", set, in ? "input" : "output", in ? i : i - n_in);
+		snprintf(path, sizeof path, "%s/%s_%d.pb", set, in ? "input" : "output", in ? file_of[i] : i - n_in);
 		if (load_tensor(path, &t[i]) < 0)
 			goto out;
 		size_t bytes = t[i].n * t[i].elem;
@@ -226,13 +241,58 @@ out:
 	return rc;
 }
 
+/* --inputs: the graph inputs that are not initializers. */
+static int list_inputs(const char *path)
+{
+	char *bytes = NULL;
+	size_t len = 0;
+	struct pim_error err = { 0 };
+
+	if (read_file(path, ONNX_INPUT_MAX, &bytes, &len, &err) < 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 2;
+	}
+	Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
+	free(bytes);
+	if (!model || !model->graph) {
+		fprintf(stderr, "%s: not an ONNX model\n", path);
+		return 2;
+	}
+	const Onnx__GraphProto *g = model->graph;
+	int k = 0;
+	for (size_t i = 0; i < g->n_input; i++) {
+		const char *name = g->input[i]->name ? g->input[i]->name : "";
+		bool init = false;
+		for (size_t j = 0; j < g->n_initializer; j++)
+			init = init || (g->initializer[j]->name && !strcmp(g->initializer[j]->name, name));
+		if (init)
+			continue;
+		const Onnx__TypeProto *tp = g->input[i]->type;
+		int32_t et = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ?
+				     tp->tensor_type->elem_type : 0;
+		printf("%d %s %d\n", k++, name, et);
+	}
+	onnx__model_proto__free_unpacked(model, NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], "--import") == 0) {
-		struct onnx_options oo = { .input = argv[2] };
+	if (argc == 3 && strcmp(argv[1], "--inputs") == 0)
+		return list_inputs(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "--import") == 0) {
+		static struct onnx_const_input consts[ONNX_SHAPES_MAX];
+		struct onnx_options oo = { .input = argv[argc - 1], .consts = consts };
 		struct pim_error e = { 0 };
 		char *text = NULL;
 		size_t n = 0;
+		for (int i = 2; i + 1 < argc; i += 2) {
+			if (strcmp(argv[i], "--const-input") != 0 || i + 2 >= argc || oo.n_consts == ONNX_SHAPES_MAX ||
+			    onnx_parse_const_input(argv[i + 1], &consts[oo.n_consts++], &e) < 0) {
+				fprintf(stderr, "usage: onnx-run --import [--const-input NAME=FILE.pb]... MODEL.onnx %s\n", e.msg);
+				return 2;
+			}
+		}
 		if (onnx_import(&oo, &text, &n, &e) < 0) {
 			fprintf(stderr, "pim-extract: %s\n", e.msg);
 			return 1;
@@ -240,8 +300,19 @@ int main(int argc, char **argv)
 		free(text);
 		return 0;
 	}
+	while (argc > 2 && strcmp(argv[1], "--skip-input") == 0) {
+		char *end;
+		long k = strtol(argv[2], &end, 10);
+		if (*end || k < 0 || k >= 256) {
+			fprintf(stderr, "onnx-run: --skip-input takes 0 to 255\n");
+			return 2;
+		}
+		skipped[k] = true;
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc != 4 && argc != 6) {
-		fprintf(stderr, "usage: onnx-run MANIFEST LIBRARY TESTDIR [RTOL ATOL]\n");
+		fprintf(stderr, "usage: onnx-run [--skip-input K]... MANIFEST LIBRARY TESTDIR [RTOL ATOL]\n");
 		return 2;
 	}
 	double rtol = argc == 6 ? strtod(argv[4], NULL) : 1e-3, atol = argc == 6 ? strtod(argv[5], NULL) : 1e-7;

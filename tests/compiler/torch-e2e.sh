@@ -10,7 +10,8 @@
 #      dimension refused until --input-shape pins it, refusals naming node, op type and
 #      attribute with no output written, regions named after their node; external data read
 #      from its file, and refused (outside the directory, beyond the end, wrong length,
-#      missing file, bad offset) naming the initializer;
+#      missing file, bad offset) naming the initializer; --const-input pinning a Reshape's
+#      shape, and refused (wrong type or shape, unknown input, missing file);
 #   6. the decode step with external data (same manifest, PyTorch's outputs) and with
 #      --weights zero (same regions, zeroed weights, smaller library, labelled manifest,
 #      profiled and placed under pimd, the label in pimctl model show).
@@ -74,18 +75,30 @@ ext("ext-end", "w.bin", "32", "48")
 ext("ext-len", "w.bin", "16", "40")
 ext("ext-missing", "nothere.bin", "0", "48")
 ext("ext-offset", "w.bin", "-16", "48")
+# A Reshape whose shape is a graph input, and tensors to pin it with.
+g = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"], name="rs")], "g",
+                      [helper.make_tensor_value_info("x", TP.FLOAT, [2, 6]),
+                       helper.make_tensor_value_info("shape", TP.INT64, [2])],
+                      [helper.make_tensor_value_info("y", TP.FLOAT, [3, 4])])
+open(out + "/rs.onnx", "wb").write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+for name, value in (("shape", np.array([3, 4], np.int64)), ("shape-f", np.array([3, 4], np.float32)),
+                    ("shape3", np.array([3, 2, 2], np.int64))):
+    open(out + "/" + name + ".pb", "wb").write(numpy_helper.from_array(value).SerializeToString())
 PY
 X="$B/pim-extract"
 C="$T/cli"
-# refused LABEL MODEL TEXT: pim-extract refuses C/MODEL.onnx, exit status 1, with TEXT in its
-# message, and writes neither the manifest nor the library.
+# refused LABEL MODEL TEXT [OPTION...]: pim-extract OPTION... refuses C/MODEL.onnx, exit
+# status 1, with TEXT in its message, and writes neither the manifest nor the library.
 refused() {
-	"$X" -o "$C/$2.json" --emit-model "$C/$2.so" "$C/$2.onnx" > "$C/out" 2>&1
+	_label=$1 _model=$2 _text=$3
+	shift 3
+	"$X" "$@" -o "$C/$_model.json" --emit-model "$C/$_model.so" "$C/$_model.onnx" > "$C/out" 2>&1
 	rc=$?
-	if [ "$rc" -eq 1 ] && grep -qF -- "$3" "$C/out" && [ ! -e "$C/$2.json" ] && [ ! -e "$C/$2.so" ]; then
-		ok "$1"
+	if [ "$rc" -eq 1 ] && grep -qF -- "$_text" "$C/out" && [ ! -e "$C/$_model.json" ] &&
+		[ ! -e "$C/$_model.so" ]; then
+		ok "$_label"
 	else
-		bad "$1 (exit $rc):"; cat "$C/out"
+		bad "$_label (exit $rc):"; cat "$C/out"
 	fi
 }
 refused "a symbolic dimension is refused by name, nothing written" dyn \
@@ -115,6 +128,27 @@ else
 fi
 refused "an unsupported attribute is refused naming node, op type and attribute, nothing written" attr \
 	'node ln (LayerNormalization): attribute stash_type=0 is not supported'
+
+# --const-input: a shape given as a graph input, pinned to a constant.
+refused "a shape given as a graph input is refused until pinned" rs \
+	'node rs (Reshape): input 1 (shape) must be known at import'
+if "$X" --const-input shape="$C/shape.pb" -o "$C/rs-pinned.json" "$C/rs.onnx" > "$C/out" 2>&1 &&
+	"$PYTHON" -c 'import json,sys; m=json.load(open(sys.argv[1]))
+args = [a["bytes"] for a in m["allocations"] if a["kind"] == "argument"]
+assert args == [48, 48], args' "$C/rs-pinned.json"; then
+	ok "--const-input shape=shape.pb: imported, the library takes x and y only (48 and 48 bytes)"
+else
+	bad "--const-input shape=shape.pb:"; cat "$C/out"
+fi
+refused "--const-input of the wrong element type is refused" rs \
+	"--const-input shape: the file holds float, the graph input is int64" --const-input shape="$C/shape-f.pb"
+refused "--const-input of the wrong shape is refused" rs \
+	"--const-input shape: the file's shape is not the graph input's" --const-input shape="$C/shape3.pb"
+refused "--const-input of an unknown input is refused" rs \
+	"--const-input nope: the model has no input of that name" --const-input shape="$C/shape.pb" \
+	--const-input nope="$C/shape.pb"
+refused "--const-input of a missing file is refused" rs \
+	"--const-input shape: $C/none.pb: No such file or directory" --const-input shape="$C/none.pb"
 
 # External data: the weights read from the side file, at its offset.
 if "$X" -o "$C/ext.json" --save-temps "$C" "$C/ext.onnx" > "$C/out" 2>&1 &&
