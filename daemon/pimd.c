@@ -38,6 +38,7 @@ struct pimd {
 	struct platform platform;
 	struct pimsim_params pim;
 	struct profiler *profiler;
+	struct rpc_context ctx;
 	struct watch sig, wd;
 	char status[256];
 };
@@ -145,13 +146,12 @@ static void raise_fd_limit(const struct config *c)
 
 static void update_status(struct pimd *d)
 {
-	const struct rpc_context *ctx = server_context(d->server);
-	unsigned models = 0;
+	unsigned clients = server_clients(d->server), models = 0;
 	char buf[sizeof d->status];
 
 	store_model_count(d->store, &models, NULL);
-	snprintf(buf, sizeof buf, "Serving %u client%s, %u model%s", ctx->clients,
-		 ctx->clients == 1 ? "" : "s", models, models == 1 ? "" : "s");
+	snprintf(buf, sizeof buf, "Serving %u client%s, %u model%s", clients, clients == 1 ? "" : "s",
+		 models, models == 1 ? "" : "s");
 	if (strcmp(buf, d->status) != 0) {
 		memcpy(d->status, buf, sizeof buf);
 		sd_notifyf(0, "STATUS=%s", buf);
@@ -182,11 +182,11 @@ static void reload(struct pimd *d)
 		store_set_busy_timeout(d->store, c.busy_timeout_ms);
 		profiler_apply_config(d->profiler, &c);
 		d->pim = pim;
-		server_rpc_context(d->server)->pim_configured = c.pim_config[0] != 0;
 		/* Keep the paths in use; they only change with a restart. */
 		memcpy(c.socket_path, d->cfg.socket_path, sizeof c.socket_path);
 		memcpy(c.state_dir, d->cfg.state_dir, sizeof c.state_dir);
 		d->cfg = c;
+		rpc_context_apply_config(&d->ctx, &d->cfg);
 		if (absent)
 			log_notice("Configuration reloaded: %s does not exist, the built-in defaults apply",
 				   d->config_path);
@@ -329,7 +329,8 @@ static int detach(void)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* The command line into d; -1 to go on, else the exit status. */
+static int parse_args(struct pimd *d, int argc, char **argv, bool *check_only)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
@@ -342,27 +343,23 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
-	struct pimd d = { .config_path = CONFIG_DEFAULT_PATH };
-	struct pim_error err = { 0 };
-	bool check_only = false;
-	char db_path[PATH_MAX + 16];
-	int c, r;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "s:d:c:fl:hV", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': d.opt_socket = optarg; break;
-		case 'd': d.opt_state_dir = optarg; break;
-		case 'c': d.config_path = optarg; d.config_given = true; break;
-		case 'f': d.foreground = true; break;
+		case 's': d->opt_socket = optarg; break;
+		case 'd': d->opt_state_dir = optarg; break;
+		case 'c': d->config_path = optarg; d->config_given = true; break;
+		case 'f': d->foreground = true; break;
 		case 'l':
 			if (log_level_from_name(optarg) < 0) {
 				fprintf(stderr, "pimd: --log-level: \"%s\" is not one of err, warning, notice, "
 					"info, debug\nTry 'pimd --help'.\n", optarg);
 				return 2;
 			}
-			d.opt_log_level = optarg;
+			d->opt_log_level = optarg;
 			break;
-		case 'C': check_only = true; break;
+		case 'C': *check_only = true; break;
 		case 'h': help(); return 0;
 		case 'V': printf("pimd %s\n", PIMD_VERSION); return 0;
 		default:
@@ -374,6 +371,133 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pimd: unexpected argument '%s'\nTry 'pimd --help'.\n", argv[optind]);
 		return 2;
 	}
+	return -1;
+}
+
+/* --check-config: the configuration as pimd would run with it. */
+static void print_config(const struct config *c)
+{
+	printf("pim_config = %s\n", c->pim_config[0] ? c->pim_config : "(built-in HBM-PIM defaults)");
+	printf("socket = %s\nstate_dir = %s\nlog_level = %s\nmax_frame_bytes = %u\n"
+	       "max_clients = %u\nmax_pending_bytes = %" PRIu64 "\nmax_requests_in_flight = %u\n"
+	       "max_clients_per_uid = %u\nhandshake_timeout_ms = %u\nidle_timeout_s = %u\n"
+	       "max_buffered_bytes = %" PRIu64 "\n"
+	       "busy_timeout_ms = %u\nprofile_concurrency = %u\nprofile_queue_max = %u\n"
+	       "profile_repetitions = %u\nprofile_warmups = %u\nprofile_timeout_ms = %u\n"
+	       "profile_cpu_seconds = %u\nprofile_memory_bytes = %" PRIu64 "\n",
+	       c->socket_path, c->state_dir, log_level_name(c->log_level), c->max_frame_bytes,
+	       c->max_clients, c->max_pending_bytes, c->max_requests_in_flight, c->max_clients_per_uid,
+	       c->handshake_timeout_ms, c->idle_timeout_s, c->max_buffered_bytes, c->busy_timeout_ms,
+	       c->profile_concurrency, c->profile_queue_max, c->profile_repetitions, c->profile_warmups,
+	       c->profile_timeout_ms, c->profile_cpu_seconds, c->profile_memory_bytes);
+	printf("profile_max_samples = %u\nprofile_queue_per_uid = %u\nallow_root_jobs = %s\n"
+	       "profile_group = %s\n", c->profile_max_samples, c->profile_queue_per_uid,
+	       c->allow_root_jobs ? "yes" : "no",
+	       c->profile_group[0] ? c->profile_group : "(the socket's group)");
+	const struct placement_params *p = &c->placement;
+	printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
+	       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"
+	       "line_bytes = %g\n", p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, p->theta,
+	       p->theta_ratio, p->sigma, p->b_rd, p->b_wb, p->b_pim_core, p->line_bytes);
+}
+
+/* The state directory and the store in it, at db_path. */
+static int open_store(struct pimd *d, char *db_path, size_t len)
+{
+	struct pim_error err = { 0 };
+	int r;
+
+	if ((r = ensure_state_dir(d->cfg.state_dir)) < 0) {
+		log_error("State directory %s: %s", d->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	snprintf(db_path, len, "%s/pimd.db", d->cfg.state_dir);
+	if ((r = store_open(db_path, d->cfg.busy_timeout_ms, &d->store, &err)) < 0) {
+		log_error("Cannot open the store: %s", err.msg);
+		return r;
+	}
+	if (!store_reserve_held(d->store))
+		log_warning("No room for the %u MiB reserve beside %s: on a full file system models "
+			    "may not be removable", STORE_RESERVE_BYTES >> 20, db_path);
+	return 0;
+}
+
+/* This host as the store knows it, with its read bandwidth B_cpu measured once. */
+static int detect_platform(struct pimd *d)
+{
+	struct pim_error err = { 0 };
+	int r;
+
+	platform_detect(&d->platform, &err);
+	if ((r = store_platform_ensure(d->store, &d->platform.id, &d->platform.row, &err)) < 0) {
+		log_error("Cannot record the platform: %s", err.msg);
+		return r;
+	}
+	if (d->platform.id.b_cpu <= 0) {
+		/* Once per platform: the host read bandwidth B_cpu that θ derives from (doc/design.md §3). */
+		double bps;
+		if (platform_probe_bandwidth(PLATFORM_PROBE_BYTES, &bps, &err) < 0) {
+			log_warning("%s; using the paper's B_cpu unless b_cpu is configured", err.msg);
+		} else {
+			d->platform.id.b_cpu = bps;
+			if (store_platform_ensure(d->store, &d->platform.id, &d->platform.row, &err) < 0)
+				log_warning("Cannot store the measured bandwidth: %s", err.msg);
+			log_info("Measured host read bandwidth B_cpu = %.2f GB/s (single thread, %u MiB)",
+				 bps / 1e9, PLATFORM_PROBE_BYTES >> 20);
+		}
+	}
+	if (d->platform.counters)
+		log_info("Platform %s: %s", d->platform.id.name, d->platform.backend_reason);
+	else
+		log_notice("Platform %s: %s", d->platform.id.name, d->platform.backend_reason);
+	return 0;
+}
+
+/* The event loop, the profiler, the request context and the server; then detaches. Everything
+ * that can fail is set up before detaching, so the starter's status is true. */
+static int start(struct pimd *d)
+{
+	struct pim_error err = { 0 };
+	int r;
+
+	if ((r = loop_new(&d->loop)) < 0) {
+		log_error("epoll: %s", strerror(-r));
+		return r;
+	}
+	if ((r = profiler_new(d->loop, d->store, &d->platform, &d->cfg, &d->profiler, &err)) < 0) {
+		log_error("Cannot set up profiling: %s", err.msg);
+		return r;
+	}
+	rpc_context_init(&d->ctx, d->store, &d->platform, &d->cfg, &d->pim, d->profiler);
+	if ((r = server_new(d->loop, &d->cfg, &d->ctx, &d->server, &err)) < 0) {
+		log_error("Cannot listen: %s", err.msg);
+		return r;
+	}
+	if (!d->foreground && (r = detach()) < 0) {
+		log_error("Cannot detach: %s", strerror(-r));
+		return r;
+	}
+	/* After detaching: epoll reports a signalfd's signals only to the process that created it. */
+	if ((r = setup_signals(d)) < 0) {
+		log_error("signals: %s", strerror(-r));
+		return r;
+	}
+	if ((r = setup_watchdog(d)) < 0)
+		log_warning("Watchdog not armed: %s", strerror(-r));
+	server_set_change_hook(d->server, on_change, d);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct pimd d = { .config_path = CONFIG_DEFAULT_PATH };
+	struct pim_error err = { 0 };
+	bool check_only = false;
+	char db_path[PATH_MAX + 16];
+	int r;
+
+	if ((r = parse_args(&d, argc, argv, &check_only)) >= 0)
+		return r;
 	/* Relative paths on the command line are taken from here, as the user means them (pimd
 	 * changes to / when it detaches; pimd.conf requires absolute paths). */
 	char abs_socket[PATH_MAX], abs_state[PATH_MAX];
@@ -391,100 +515,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (check_only) {
-		printf("pim_config = %s\n", d.cfg.pim_config[0] ? d.cfg.pim_config : "(built-in HBM-PIM defaults)");
-		printf("socket = %s\nstate_dir = %s\nlog_level = %s\nmax_frame_bytes = %u\n"
-		       "max_clients = %u\nmax_pending_bytes = %" PRIu64 "\nmax_requests_in_flight = %u\n"
-		       "max_clients_per_uid = %u\nhandshake_timeout_ms = %u\nidle_timeout_s = %u\n"
-		       "max_buffered_bytes = %" PRIu64 "\n"
-		       "busy_timeout_ms = %u\nprofile_concurrency = %u\nprofile_queue_max = %u\n"
-		       "profile_repetitions = %u\nprofile_warmups = %u\nprofile_timeout_ms = %u\n"
-		       "profile_cpu_seconds = %u\nprofile_memory_bytes = %" PRIu64 "\n",
-		       d.cfg.socket_path, d.cfg.state_dir, log_level_name(d.cfg.log_level),
-		       d.cfg.max_frame_bytes, d.cfg.max_clients, d.cfg.max_pending_bytes,
-		       d.cfg.max_requests_in_flight, d.cfg.max_clients_per_uid, d.cfg.handshake_timeout_ms,
-		       d.cfg.idle_timeout_s, d.cfg.max_buffered_bytes, d.cfg.busy_timeout_ms, d.cfg.profile_concurrency,
-		       d.cfg.profile_queue_max, d.cfg.profile_repetitions, d.cfg.profile_warmups,
-		       d.cfg.profile_timeout_ms, d.cfg.profile_cpu_seconds, d.cfg.profile_memory_bytes);
-		printf("profile_max_samples = %u\nprofile_queue_per_uid = %u\nallow_root_jobs = %s\n"
-		       "profile_group = %s\n", d.cfg.profile_max_samples, d.cfg.profile_queue_per_uid,
-		       d.cfg.allow_root_jobs ? "yes" : "no",
-		       d.cfg.profile_group[0] ? d.cfg.profile_group : "(the socket's group)");
-		const struct placement_params *p = &d.cfg.placement;
-		printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
-		       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"
-		       "line_bytes = %g\n", p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, p->theta,
-		       p->theta_ratio, p->sigma, p->b_rd, p->b_wb, p->b_pim_core, p->line_bytes);
+		print_config(&d.cfg);
 		return 0;
 	}
 	if (under_systemd())
 		d.foreground = true;
-
-	if ((r = ensure_state_dir(d.cfg.state_dir)) < 0) {
-		log_error("State directory %s: %s", d.cfg.state_dir, strerror(-r));
+	if (open_store(&d, db_path, sizeof db_path) < 0 || detect_platform(&d) < 0)
 		return 1;
-	}
-	snprintf(db_path, sizeof db_path, "%s/pimd.db", d.cfg.state_dir);
-	if (store_open(db_path, d.cfg.busy_timeout_ms, &d.store, &err) < 0) {
-		log_error("Cannot open the store: %s", err.msg);
-		return 1;
-	}
-	if (!store_reserve_held(d.store))
-		log_warning("No room for the %u MiB reserve beside %s: on a full file system models "
-			    "may not be removable", STORE_RESERVE_BYTES >> 20, db_path);
-	platform_detect(&d.platform, &err);
-	if (store_platform_ensure(d.store, &d.platform.id, &d.platform.row, &err) < 0) {
-		log_error("Cannot record the platform: %s", err.msg);
-		return 1;
-	}
-	if (d.platform.id.b_cpu <= 0) {
-		/* Once per platform: the host read bandwidth B_cpu that θ derives from (doc/design.md §3). */
-		double bps;
-		if (platform_probe_bandwidth(PLATFORM_PROBE_BYTES, &bps, &err) < 0) {
-			log_warning("%s; using the paper's B_cpu unless b_cpu is configured", err.msg);
-		} else {
-			d.platform.id.b_cpu = bps;
-			if (store_platform_ensure(d.store, &d.platform.id, &d.platform.row, &err) < 0)
-				log_warning("Cannot store the measured bandwidth: %s", err.msg);
-			log_info("Measured host read bandwidth B_cpu = %.2f GB/s (single thread, %u MiB)",
-				 bps / 1e9, PLATFORM_PROBE_BYTES >> 20);
-		}
-	}
-	if (d.platform.counters)
-		log_info("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
-	else
-		log_notice("Platform %s: %s", d.platform.id.name, d.platform.backend_reason);
 	raise_fd_limit(&d.cfg);
-	if ((r = loop_new(&d.loop)) < 0) {
-		log_error("epoll: %s", strerror(-r));
+	if (start(&d) < 0)
 		return 1;
-	}
-	/* Everything that can fail is set up before detaching, so the starter's status is true. */
-	if (profiler_new(d.loop, d.store, &d.platform, &d.cfg, &d.profiler, &err) < 0) {
-		log_error("Cannot set up profiling: %s", err.msg);
-		return 1;
-	}
-	if (server_new(d.loop, &d.cfg, d.store, &d.server, &err) < 0) {
-		log_error("Cannot listen: %s", err.msg);
-		return 1;
-	}
-	if (!d.foreground && (r = detach()) < 0) {
-		log_error("Cannot detach: %s", strerror(-r));
-		return 1;
-	}
-	/* After detaching: epoll reports a signalfd's signals only to the process that created it. */
-	if ((r = setup_signals(&d)) < 0) {
-		log_error("signals: %s", strerror(-r));
-		return 1;
-	}
-	if ((r = setup_watchdog(&d)) < 0)
-		log_warning("Watchdog not armed: %s", strerror(-r));
-	server_set_change_hook(d.server, on_change, &d);
-	server_rpc_context(d.server)->platform = &d.platform;
-	server_rpc_context(d.server)->params = &d.cfg.placement;
-	server_rpc_context(d.server)->pid = getpid();
-	server_rpc_context(d.server)->pim = &d.pim;
-	server_rpc_context(d.server)->pim_configured = d.cfg.pim_config[0] != 0;
-	server_rpc_context(d.server)->profiler = d.profiler;
 	log_info("pimd %s ready: socket %s%s, database %s (schema %u)", PIMD_VERSION,
 		 server_socket_activated(d.server) ? "from systemd" : d.cfg.socket_path,
 		 "", db_path, store_schema_version(d.store));

@@ -21,7 +21,7 @@
 
 struct profiler;
 
-/* The daemon as the handlers see it. */
+/* The daemon as the handlers see it, built by its owner with rpc_context_init() (rpc.h). */
 struct rpc_context {
 	struct store *store;
 	const struct platform *platform;      /* this host, as stored */
@@ -32,7 +32,6 @@ struct rpc_context {
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
 	uint32_t max_frame_bytes;
-	pid_t pid;              /* of pimd, after detaching */
 	struct profiler *profiler;
 };
 

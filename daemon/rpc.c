@@ -2,6 +2,7 @@
 #include "rpc.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "manifest.h"
@@ -147,7 +148,7 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	s->database = reply_strdup(&b, store_path(ctx->store));
 	s->requests = ctx->requests;
 	s->max_frame_bytes = ctx->max_frame_bytes;
-	s->pid = (uint32_t)ctx->pid;
+	s->pid = (uint32_t)getpid();
 	const struct platform *pf = ctx->platform;
 	s->platform = reply_strdup(&b, pf->id.name);
 	s->backend = reply_strdup(&b, pf->counters ? "counters" : "timing");
@@ -263,6 +264,22 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 	if (rr)
 		rr->name = reply_strdup(&b, name);
 	return reply_finish(&b);
+}
+
+void rpc_context_init(struct rpc_context *ctx, struct store *store, const struct platform *platform,
+		      const struct config *cfg, const struct pimsim_params *pim,
+		      struct profiler *profiler)
+{
+	*ctx = (struct rpc_context){ .store = store, .platform = platform, .pim = pim,
+				     .profiler = profiler, .started_ns = now_ns() };
+	rpc_context_apply_config(ctx, cfg);
+}
+
+void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg)
+{
+	ctx->params = &cfg->placement;
+	ctx->max_frame_bytes = cfg->max_frame_bytes;
+	ctx->pim_configured = cfg->pim_config[0] != 0;
 }
 
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,

@@ -7,7 +7,19 @@
 #ifndef PIMD_RPC_H
 #define PIMD_RPC_H
 
+#include "config.h"
 #include "reply.h"
+
+/*
+ * The context requests are answered in: the store, this host, the configuration cfg (which
+ * must outlive ctx: the placement parameters are read from it), the HBM-PIM model and the
+ * profiler.  pimd and the fuzz harness build it here alike.
+ */
+void rpc_context_init(struct rpc_context *ctx, struct store *store, const struct platform *platform,
+		      const struct config *cfg, const struct pimsim_params *pim,
+		      struct profiler *profiler);
+/* Takes the reloadable settings of cfg: placement parameters, max_frame_bytes, pim_config. */
+void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg);
 
 enum rpc_after {
 	RPC_KEEP,   /* keep serving the connection */

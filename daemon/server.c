@@ -80,7 +80,7 @@ struct server {
 	struct watch listener;
 	bool activated;
 	char *bound_path;     /* path we created and must unlink, NULL when socket-activated */
-	struct rpc_context ctx;
+	struct rpc_context *ctx; /* the caller's */
 	uint32_t max_frame, max_clients, max_in_flight, max_per_uid;
 	uint32_t handshake_ms, idle_s;
 	uint64_t max_pending, max_buffered;
@@ -115,7 +115,7 @@ static void conn_free(struct conn *c)
 
 	if (c->deferred)
 		c->deferred->conn = NULL;  /* its result is dropped when it comes */
-	rpc_peer_closed(&s->ctx, &c->peer);
+	rpc_peer_closed(s->ctx, &c->peer);
 	loop_del(s->loop, &c->watch);
 	close(c->watch.fd);
 	frame_reader_reset(&c->rd);
@@ -129,7 +129,7 @@ static void conn_free(struct conn *c)
 	if (c->rejected)
 		s->rejected--;
 	else
-		s->ctx.clients--;
+		s->ctx->clients--;
 	s->buffered -= c->in_charge + c->out_charge;
 	log_debug("Connection #%" PRIu64 " (pid %d uid %u) closed", c->serial, (int)c->peer.cred.pid,
 		  (unsigned)c->peer.cred.uid);
@@ -323,7 +323,7 @@ static bool conn_refuse(struct conn *c, const char *msg)
 	struct server *s = c->server;
 	Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_BUSY, "%s", msg);
 
-	s->ctx.clients--;
+	s->ctx->clients--;
 	c->rejected = true;
 	s->rejected++;
 	if (!r || conn_queue(c, r) < 0 || conn_flush(c) < 0 || outbuf_pending(&c->out) ||
@@ -529,7 +529,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 	struct rpc_deferred defer = { 0 };
 	uint64_t id = req->id;
 	Pim__Response *resp = bad_text ? reply_error_from(id, &text_err)
-				       : rpc_handle(&s->ctx, &c->peer, req, &after, &defer);
+				       : rpc_handle(s->ctx, &c->peer, req, &after, &defer);
 	/* A descriptor the request did not take is not kept. */
 	closep(&c->peer.passed_fd);
 	c->peer.passed_fd = -1;
@@ -693,7 +693,7 @@ static void listener_pause(struct server *s, int e)
 	if (!s->accept_logged_ns || now - s->accept_logged_ns >= ACCEPT_LOG_INTERVAL_NS) {
 		log_warning("Cannot accept connections: %s (%u failure%s since the last report; %u "
 			    "clients); new connections wait until a descriptor is free", strerror(e),
-			    s->accept_failures, s->accept_failures == 1 ? "" : "s", s->ctx.clients);
+			    s->accept_failures, s->accept_failures == 1 ? "" : "s", s->ctx->clients);
 		s->accept_logged_ns = now;
 		s->accept_failures = 0;
 	}
@@ -828,10 +828,10 @@ static void listener_event(struct watch *w, uint32_t events)
 		if (s->conns)
 			s->conns->prev = c;
 		s->conns = c;
-		s->ctx.clients++;
+		s->ctx->clients++;
 		log_debug("Connection #%" PRIu64 " from pid %d uid %u gid %u", c->serial,
 			  (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, (unsigned)c->peer.cred.gid);
-		if (s->ctx.clients > s->max_clients) {
+		if (s->ctx->clients > s->max_clients) {
 			log_warning("Refusing connection from pid %d uid %u: max_clients (%u) reached",
 				    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, s->max_clients);
 			conn_refuse(c, "too many clients connected; retry later");
@@ -927,7 +927,7 @@ static int bind_socket(struct server *s, const char *path, struct pim_error *err
 	return 0;
 }
 
-int server_new(struct loop *loop, const struct config *cfg, struct store *store,
+int server_new(struct loop *loop, const struct config *cfg, struct rpc_context *ctx,
 	       struct server **out, struct pim_error *err)
 {
 	struct server *s = calloc(1, sizeof *s);
@@ -941,8 +941,7 @@ int server_new(struct loop *loop, const struct config *cfg, struct store *store,
 	s->wt.ev.fd = -1;
 	pthread_mutex_init(&s->wt.mu, NULL);
 	pthread_cond_init(&s->wt.cv, NULL);
-	s->ctx.store = store;
-	s->ctx.started_ns = now_ns();
+	s->ctx = ctx;
 	server_apply_config(s, cfg);
 
 	n = sd_listen_fds(1);
@@ -1022,7 +1021,6 @@ void server_free(struct server *s)
 void server_apply_config(struct server *s, const struct config *cfg)
 {
 	s->max_frame = cfg->max_frame_bytes;
-	s->ctx.max_frame_bytes = cfg->max_frame_bytes;
 	s->max_clients = cfg->max_clients;
 	s->max_pending = cfg->max_pending_bytes;
 	s->max_in_flight = cfg->max_requests_in_flight;
@@ -1040,9 +1038,7 @@ void server_apply_config(struct server *s, const struct config *cfg)
 }
 
 bool server_socket_activated(const struct server *s) { return s->activated; }
-unsigned server_clients(const struct server *s) { return s->ctx.clients; }
-const struct rpc_context *server_context(const struct server *s) { return &s->ctx; }
-struct rpc_context *server_rpc_context(struct server *s) { return &s->ctx; }
+unsigned server_clients(const struct server *s) { return s->ctx->clients; }
 
 void server_set_change_hook(struct server *s, void (*fn)(struct server *s, void *data), void *data)
 {

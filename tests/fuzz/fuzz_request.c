@@ -25,16 +25,16 @@
 static struct store *store;
 static struct rpc_context ctx;
 static struct platform platform;
-static struct placement_params params;
 static struct pimsim_params pim;
 static struct config cfg;
 static struct loop *loop;
+static struct profiler *profiler;
 static char dir[] = "/tmp/pimd-fuzz-XXXXXX";
 
 static void cleanup(void)
 {
 	char cmd[64];
-	profiler_free(ctx.profiler);
+	profiler_free(profiler);
 	loop_free(loop);
 	store_close(store);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -54,21 +54,17 @@ static void init(void)
 	if (store_open(path, 1000, &store, &err) < 0)
 		abort();
 	log_set_level(LOG_CRIT);
-	/* The same context pimd builds: a platform, parameters, the PIM model, a profiler. */
+	/* The context pimd builds, the same way: a platform, the default configuration and PIM
+	 * model, a profiler. */
 	platform_detect(&platform, &err);
 	platform.id.b_cpu = 10e9;
 	if (store_platform_ensure(store, &platform.id, &platform.row, &err) < 0)
 		abort();
 	config_init(&cfg);
-	params = cfg.placement;
 	pimsim_params_default(&pim);
-	if (loop_new(&loop) < 0 || profiler_new(loop, store, &platform, &cfg, &ctx.profiler, &err) < 0)
+	if (loop_new(&loop) < 0 || profiler_new(loop, store, &platform, &cfg, &profiler, &err) < 0)
 		abort();
-	ctx.store = store;
-	ctx.platform = &platform;
-	ctx.params = &params;
-	ctx.pim = &pim;
-	ctx.max_frame_bytes = 1 << 20;
+	rpc_context_init(&ctx, store, &platform, &cfg, &pim, profiler);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
