@@ -84,48 +84,44 @@ static const char *act_name(enum jitq_act a)
 	}
 }
 
-Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
-{
-	const Pim__JitqPlan *q = req->jitq_plan;
-	struct pim_error err = { 0 };
+/* What a JitqPlan asks for, in the terms of jitq.c and pimsim.c. */
+struct plan_inputs {
 	struct jitq_config cfg;
-	struct pimsim_params pp = *ctx->pim;
-	struct pimsim_cost cost = { .params = &pp, .mapping = PIMSIM_STRIDED_OPT };
-	struct jitq_plan *plan = NULL;
-	struct reply b;
-	int k;
+	struct pimsim_params pp;
+	struct pimsim_cost cost; /* of pp: the inputs stay where they were built */
+	bool paper;              /* the paper configuration under the settings */
+};
 
-	jitq_config_init(&cfg);
-	const Pim__JitqModel *qm = q->model;
+/* The model: a preset, or a custom shape; the request's non-zero fields over either. */
+static int plan_model(const Pim__JitqModel *qm, struct jitq_model *m, struct pim_error *err)
+{
 	if (!qm)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "jitq plan: model is missing (a preset name or a custom shape)");
+		return err_set(err, -EINVAL, "jitq plan: model is missing (a preset name or a custom shape)");
 	if (qm->preset && *qm->preset) {
-		if (jitq_model_preset(qm->preset, &cfg.model) < 0) {
+		if (jitq_model_preset(qm->preset, m) < 0) {
 			char names[256] = "";
 			for (size_t i = 0; jitq_model_preset_name(i); i++)
 				snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
 					 jitq_model_preset_name(i));
-			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					   "unknown model preset \"%.*s\" (known: %s)", TEXT_ECHO(qm->preset, 64), names);
+			return err_set(err, -EINVAL, "unknown model preset \"%.*s\" (known: %s)",
+				       TEXT_ECHO(qm->preset, 64), names);
 		}
 	} else {
 		/* A custom model starts from nothing but defaults that need no citation: micro-batch
 		 * 1, no tensor slicing, sequence 2048, 64-wide heads, no embedding. */
 		if (!qm->layers || !qm->hidden)
-			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					   "jitq plan: a custom model needs layers and hidden (or a preset)");
-		memset(&cfg.model, 0, sizeof cfg.model);
-		snprintf(cfg.model.name, sizeof cfg.model.name, "custom");
-		cfg.model.batch = 1;
-		cfg.model.tslice = 1;
-		cfg.model.seq = 2048;
-		cfg.model.heads = qm->hidden % 64 == 0 ? qm->hidden / 64 : 1;
+			return err_set(err, -EINVAL, "jitq plan: a custom model needs layers and hidden (or a preset)");
+		memset(m, 0, sizeof *m);
+		snprintf(m->name, sizeof m->name, "custom");
+		m->batch = 1;
+		m->tslice = 1;
+		m->seq = 2048;
+		m->heads = qm->hidden % 64 == 0 ? qm->hidden / 64 : 1;
 	}
 #define OVERRIDE(f)                                                                                \
 	do {                                                                                       \
 		if (qm->f)                                                                         \
-			cfg.model.f = qm->f;                                                       \
+			m->f = qm->f;                                                              \
 	} while (0)
 	OVERRIDE(layers);
 	OVERRIDE(hidden);
@@ -136,179 +132,229 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	OVERRIDE(vocab);
 #undef OVERRIDE
 	if (qm->pipeline)
-		cfg.model.pstages = qm->pipeline;
-	/* The paper configuration first, then the caller's settings over it. */
-	bool paper = false;
+		m->pstages = qm->pipeline;
+	return 0;
+}
+
+/* The paper configuration if asked for, then the KEY=VALUE settings over it: the scheduler's
+ * keys, else those of the HBM-PIM file.  *stacks_set: a setting named the stack count. */
+static int plan_settings(const Pim__JitqPlan *q, struct plan_inputs *in, bool *stacks_set,
+			 struct pim_error *err)
+{
 	if (q->config && *q->config && strcmp(q->config, "default") != 0) {
 		if (strcmp(q->config, "paper") != 0)
-			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					   "config \"%.*s\" is not default or paper",
-					   TEXT_ECHO(q->config, 32));
-		paper = true;
-		jitq_config_paper(&cfg);
-		pimsim_params_paper(&pp);
+			return err_set(err, -EINVAL, "config \"%.*s\" is not default or paper",
+				       TEXT_ECHO(q->config, 32));
+		in->paper = true;
+		jitq_config_paper(&in->cfg);
+		pimsim_params_paper(&in->pp);
 	}
 	if (q->n_settings > JITQ_RPC_SETTINGS_MAX)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "%zu settings: at most %u", q->n_settings, JITQ_RPC_SETTINGS_MAX);
-	bool stacks_set = false;
+		return err_set(err, -EINVAL, "%zu settings: at most %u", q->n_settings, JITQ_RPC_SETTINGS_MAX);
 	for (size_t i = 0; i < q->n_settings; i++) {
 		const char *kv = q->settings[i], *eq = strchr(kv, '=');
 		char key[64];
 		size_t kl = eq ? (size_t)(eq - kv) : 0;
 		if (strlen(kv) > 127 || !eq || kl == 0 || kl >= sizeof key)
-			return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					   "setting \"%.*s\": expected KEY=VALUE of at most 127 bytes",
-					   TEXT_ECHO(kv, 40));
+			return err_set(err, -EINVAL, "setting \"%.*s\": expected KEY=VALUE of at most 127 bytes",
+				       TEXT_ECHO(kv, 40));
 		memcpy(key, kv, kl);
 		key[kl] = 0;
 		for (size_t j = 0; j < i; j++)
 			if (strncmp(q->settings[j], kv, kl + 1) == 0)
-				return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-						   "setting %s is given twice", key);
-		int sr = jitq_config_set(&cfg, key, eq + 1, &err);
-		if (sr == -ENOENT) {
+				return err_set(err, -EINVAL, "setting %s is given twice", key);
+		int r = jitq_config_set(&in->cfg, key, eq + 1, err);
+		if (r == -ENOENT) {
 			/* Not the scheduler's: a key of the HBM-PIM file. */
 			char line[160];
 			snprintf(line, sizeof line, "%s = %s\n", key, eq + 1);
-			sr = pimsim_params_parse(&pp, line, strlen(line), "setting", &err);
-			stacks_set = stacks_set || strcmp(key, "stacks") == 0;
+			r = pimsim_params_parse(&in->pp, line, strlen(line), "setting", err);
+			*stacks_set = *stacks_set || strcmp(key, "stacks") == 0;
 		}
-		if (sr < 0)
-			return reply_error_from(req->id, &err);
+		if (r < 0)
+			return r;
 	}
-	if (q->format && *q->format && mx_format_from_name(q->format, &cfg.fmt) < 0)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "format \"%.*s\" is not one of mx9, mx6, mx4", TEXT_ECHO(q->format, 32));
-	if (q->source && *q->source && jitq_src_from_name(q->source, &cfg.src) < 0)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
-	if (q->mapping && *q->mapping && pimsim_mapping_from_name(q->mapping, &cost.mapping) < 0)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "mapping \"%.*s\" is not one of tiled, strided, strided-opt",
-				   TEXT_ECHO(q->mapping, 32));
+	return 0;
+}
+
+/* The formats, the accelerator and the PIM stacks of the request. */
+static int plan_options(const struct rpc_context *ctx, const Pim__JitqPlan *q, bool stacks_set,
+			struct plan_inputs *in, struct pim_error *err)
+{
+	struct jitq_config *cfg = &in->cfg;
+
+	if (q->format && *q->format && mx_format_from_name(q->format, &cfg->fmt) < 0)
+		return err_set(err, -EINVAL, "format \"%.*s\" is not one of mx9, mx6, mx4", TEXT_ECHO(q->format, 32));
+	if (q->source && *q->source && jitq_src_from_name(q->source, &cfg->src) < 0)
+		return err_set(err, -EINVAL, "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
+	if (q->mapping && *q->mapping && pimsim_mapping_from_name(q->mapping, &in->cost.mapping) < 0)
+		return err_set(err, -EINVAL, "mapping \"%.*s\" is not one of tiled, strided, strided-opt",
+			       TEXT_ECHO(q->mapping, 32));
 	if (q->peak_flops < 0 || !isfinite(q->peak_flops) || q->efficiency < 0 || q->efficiency > 1 ||
 	    !isfinite(q->efficiency))
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "peak_flops must be >= 0 and efficiency within [0, 1]");
+		return err_set(err, -EINVAL, "peak_flops must be >= 0 and efficiency within [0, 1]");
 	if (q->peak_flops)
-		cfg.accel.peak_flops = q->peak_flops;
+		cfg->accel.peak_flops = q->peak_flops;
 	if (q->efficiency)
-		cfg.accel.efficiency = q->efficiency;
+		cfg->accel.efficiency = q->efficiency;
 	if (q->n_fwd_times != q->n_bwd_times)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "measured times: %zu forward but %zu backward values (give both or "
-				   "neither)", q->n_fwd_times, q->n_bwd_times);
+		return err_set(err, -EINVAL, "measured times: %zu forward but %zu backward values (give both "
+			       "or neither)", q->n_fwd_times, q->n_bwd_times);
 	if (q->n_fwd_times) {
-		cfg.accel.fwd_s = q->fwd_times;
-		cfg.accel.bwd_s = q->bwd_times;
-		cfg.accel.n_times = q->n_fwd_times;
+		cfg->accel.fwd_s = q->fwd_times;
+		cfg->accel.bwd_s = q->bwd_times;
+		cfg->accel.n_times = q->n_fwd_times;
 	}
 	if (q->max_lookahead)
-		cfg.max_lookahead = q->max_lookahead;
+		cfg->max_lookahead = q->max_lookahead;
 	/* The quantization runs in the accelerator's own HBM: as many PIM stacks as it has: the
 	 * request's, else pim_config's, else 5 (an A100 40GB's HBM2 stacks; the built-in
 	 * organisation describes one stack). */
 	if (q->pim_stacks > 64)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "pim_stacks %u: at most 64", q->pim_stacks);
+		return err_set(err, -EINVAL, "pim_stacks %u: at most 64", q->pim_stacks);
 	if (q->pim_stacks)
-		pp.stacks = q->pim_stacks;
-	else if (!stacks_set && !paper)
-		pp.stacks = ctx->pim_configured ? ctx->pim->stacks : 5;
-	cfg.pim.channels = pp.stacks * pp.pch_per_stack;
-	cfg.pim.quant_time_s = pimsim_cost_s;
-	cfg.pim.ctx = &cost;
+		in->pp.stacks = q->pim_stacks;
+	else if (!stacks_set && !in->paper)
+		in->pp.stacks = ctx->pim_configured ? ctx->pim->stacks : 5;
+	cfg->pim.channels = in->pp.stacks * in->pp.pch_per_stack;
+	cfg->pim.quant_time_s = pimsim_cost_s;
+	cfg->pim.ctx = &in->cost;
+	return 0;
+}
 
-	if ((k = jitq_plan(&cfg, &plan, &err)) < 0)
-		return reply_error_from(req->id, &err);
-	if (cost.error) {
-		jitq_plan_free(plan);
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "PIM model: %s", cost.err.msg);
-	}
+/* The request in the scheduler's terms (in must not move afterwards: cost points into it). */
+static int plan_inputs(const struct rpc_context *ctx, const Pim__JitqPlan *q, struct plan_inputs *in,
+		       struct pim_error *err)
+{
+	bool stacks_set = false;
+	int r;
 
-	Pim__JitqPlanReply *r = reply_start(&b, req->id, PIM__RESPONSE__BODY_JITQ_PLAN);
-	if (r) {
-		r->model = reply_strdup(&b, cfg.model.name);
-		r->format = reply_strdup(&b, jitq_fmt_name(cfg.fmt));
-		r->source = reply_strdup(&b, jitq_src_name(cfg.src));
-		r->mapping = reply_strdup(&b, pimsim_mapping_name(cost.mapping));
-		r->layers = plan->layers;
-		r->model_layers = plan->cfg.model.layers;
-		r->pipeline = plan->cfg.model.pstages ? plan->cfg.model.pstages : 1;
-		r->kernel = reply_strdup(&b, pimsim_kernel_name((enum pimsim_kernel)pp.kernel));
-		r->pim_tck_ns = pp.tck_ps / 1000.0;
-		r->pim_stacks = pp.stacks;
-		r->loss = plan->loss;
-		r->loss_stall = plan->loss_stall;
-		r->loss_interference = plan->loss_interference;
-		r->phases = reply_calloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
-		for (int ph = 0; r->phases && ph < JITQ_PHASE_COUNT && !b.oom; ph++) {
-			Pim__JitqPhase *m = phase_msg(&b, plan, (enum jitq_phase)ph, q->per_block);
-			if (m)
-				r->phases[r->n_phases++] = m;
-		}
-		Pim__JitqCapacity *c = r->capacity = reply_message(&b, &pim__jitq_capacity__descriptor);
-		if (c) {
-			const struct jitq_capacity *pc = &plan->cap;
-			c->params = pc->params;
-			c->params_quant = pc->params_quant;
-			c->master = pc->master;
-			c->grads = pc->grads;
-			c->optim = pc->optim;
-			c->acts = pc->acts;
-			c->lp_both = pc->lp_both;
-			c->lp_one = pc->lp_one;
-			c->lp_jitq = pc->lp_jitq;
-			c->total_both = pc->total_both;
-			c->total_one = pc->total_one;
-			c->total_jitq = pc->total_jitq;
-			c->saved_vs_both = pc->saved_vs_both;
-			c->saved_vs_one = pc->saved_vs_one;
-			c->pct_vs_both = pc->pct_vs_both;
-			c->pct_vs_one = pc->pct_vs_one;
-		}
-		size_t need = jitq_plan_format(plan, q->per_block, NULL, 0) + 1;
-		r->text = reply_calloc(&b, need, 1);
-		if (r->text)
-			jitq_plan_format(plan, q->per_block, r->text, need);
-		if (paper)
-			reply_append(&b, &r->assumptions, &r->n_assumptions, "configuration: the JIT-Q paper's "
-					 "(kernel paper, cond_shift_range 8, tCK 0.833 ns, 5 stacks; 7 B/param "
-					 "footprint without activations), then the settings given");
-		reply_append(&b, &r->assumptions, &r->n_assumptions, "model %s: %u layers, hidden %u, %u heads, sequence %u, micro-batch %u, "
-				 "tensor slicing %u, pipeline %u (%u blocks per device)%s%s", cfg.model.name,
-				 plan->cfg.model.layers, plan->cfg.model.hidden, plan->cfg.model.heads,
-				 plan->cfg.model.seq, plan->cfg.model.batch, plan->cfg.model.tslice,
-				 r->pipeline, plan->layers,
-				 plan->cfg.model.source ? "; " : "",
-				 plan->cfg.model.source ? plan->cfg.model.source : "");
-		if (cfg.accel.n_times)
-			reply_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: measured per-block times supplied by the caller");
-		else
-			reply_append(&b, &r->assumptions, &r->n_assumptions, "accelerator: %.0f TFLOP/s peak x %.2f efficiency; forward GEMM "
-					 "FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
-					 cfg.accel.peak_flops / 1e12, cfg.accel.efficiency);
-		reply_append(&b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u pseudo-channels, %u banks "
-				 "each, tCK %u ps, mapping %s, kernel %s (cond_shift_range %u, "
-				 "lane_shift_lanes %u), read/write turnaround %s (tRTW %u, tWTR %u), "
-				 "refresh %s re-activation; time from the command stream it executes",
-				 pp.stacks, pp.pch_per_stack, pp.banks_per_pch, pp.tck_ps,
-				 pimsim_mapping_name(cost.mapping),
-				 pimsim_kernel_name((enum pimsim_kernel)pp.kernel), pp.cond_shift_range,
-				 pp.lane_shift_lanes, pp.rw_turnaround ? "on" : "off", pp.tRTW, pp.tWTR,
-				 pp.refresh_reopen ? "with" : "without");
-		reply_append(&b, &r->assumptions, &r->n_assumptions, "footprint: master weights in %s, gradients %u B/parameter, optimizer "
-				 "state %u B/parameter over %u shard(s), %s", jitq_src_name(cfg.src),
-				 cfg.fp.grad_bytes, cfg.fp.optim_bytes, cfg.fp.optim_shards,
-				 act_name(cfg.fp.act));
-		reply_append(&b, &r->assumptions, &r->n_assumptions, "interference: PIM takes %.0f%% of the command bus during overlap, "
-				 "memory-bound share of block time %.0f%%", 100 * cfg.bus_share,
-				 100 * cfg.mem_share);
+	*in = (struct plan_inputs){ .pp = *ctx->pim, .cost.mapping = PIMSIM_STRIDED_OPT };
+	in->cost.params = &in->pp;
+	jitq_config_init(&in->cfg);
+	if ((r = plan_model(q->model, &in->cfg.model, err)) < 0 ||
+	    (r = plan_settings(q, in, &stacks_set, err)) < 0)
+		return r;
+	return plan_options(ctx, q, stacks_set, in, err);
+}
+
+static void capacity_fill(Pim__JitqCapacity *c, const struct jitq_capacity *pc)
+{
+	c->params = pc->params;
+	c->params_quant = pc->params_quant;
+	c->master = pc->master;
+	c->grads = pc->grads;
+	c->optim = pc->optim;
+	c->acts = pc->acts;
+	c->lp_both = pc->lp_both;
+	c->lp_one = pc->lp_one;
+	c->lp_jitq = pc->lp_jitq;
+	c->total_both = pc->total_both;
+	c->total_one = pc->total_one;
+	c->total_jitq = pc->total_jitq;
+	c->saved_vs_both = pc->saved_vs_both;
+	c->saved_vs_one = pc->saved_vs_one;
+	c->pct_vs_both = pc->pct_vs_both;
+	c->pct_vs_one = pc->pct_vs_one;
+}
+
+/* Every assumption behind the figures, stated in the reply. */
+static void plan_assumptions(struct reply *b, Pim__JitqPlanReply *r, const struct plan_inputs *in,
+			     const struct jitq_plan *plan)
+{
+	const struct jitq_config *cfg = &in->cfg;
+	const struct jitq_model *m = &plan->cfg.model;
+	const struct pimsim_params *pp = &in->pp;
+
+	if (in->paper)
+		reply_append(b, &r->assumptions, &r->n_assumptions, "configuration: the JIT-Q paper's "
+			     "(kernel paper, cond_shift_range 8, tCK 0.833 ns, 5 stacks; 7 B/param "
+			     "footprint without activations), then the settings given");
+	reply_append(b, &r->assumptions, &r->n_assumptions, "model %s: %u layers, hidden %u, %u heads, "
+		     "sequence %u, micro-batch %u, tensor slicing %u, pipeline %u (%u blocks per "
+		     "device)%s%s", cfg->model.name, m->layers, m->hidden, m->heads, m->seq, m->batch,
+		     m->tslice, r->pipeline, plan->layers, m->source ? "; " : "", m->source ? m->source : "");
+	if (cfg->accel.n_times)
+		reply_append(b, &r->assumptions, &r->n_assumptions, "accelerator: measured per-block times "
+			     "supplied by the caller");
+	else
+		reply_append(b, &r->assumptions, &r->n_assumptions, "accelerator: %.0f TFLOP/s peak x %.2f "
+			     "efficiency; forward GEMM FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
+			     cfg->accel.peak_flops / 1e12, cfg->accel.efficiency);
+	reply_append(b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u "
+		     "pseudo-channels, %u banks each, tCK %u ps, mapping %s, kernel %s (cond_shift_range "
+		     "%u, lane_shift_lanes %u), read/write turnaround %s (tRTW %u, tWTR %u), refresh %s "
+		     "re-activation; time from the command stream it executes", pp->stacks,
+		     pp->pch_per_stack, pp->banks_per_pch, pp->tck_ps, pimsim_mapping_name(in->cost.mapping),
+		     pimsim_kernel_name((enum pimsim_kernel)pp->kernel), pp->cond_shift_range,
+		     pp->lane_shift_lanes, pp->rw_turnaround ? "on" : "off", pp->tRTW, pp->tWTR,
+		     pp->refresh_reopen ? "with" : "without");
+	reply_append(b, &r->assumptions, &r->n_assumptions, "footprint: master weights in %s, gradients "
+		     "%u B/parameter, optimizer state %u B/parameter over %u shard(s), %s",
+		     jitq_src_name(cfg->src), cfg->fp.grad_bytes, cfg->fp.optim_bytes, cfg->fp.optim_shards,
+		     act_name(cfg->fp.act));
+	reply_append(b, &r->assumptions, &r->n_assumptions, "interference: PIM takes %.0f%% of the "
+		     "command bus during overlap, memory-bound share of block time %.0f%%",
+		     100 * cfg->bus_share, 100 * cfg->mem_share);
+}
+
+/* The plan as a JitqPlanReply. */
+static Pim__Response *plan_reply(uint64_t id, const struct plan_inputs *in, const struct jitq_plan *plan,
+				 bool per_block)
+{
+	const struct pimsim_params *pp = &in->pp;
+	struct reply b;
+
+	Pim__JitqPlanReply *r = reply_start(&b, id, PIM__RESPONSE__BODY_JITQ_PLAN);
+	if (!r)
+		return reply_finish(&b);
+	r->model = reply_strdup(&b, in->cfg.model.name);
+	r->format = reply_strdup(&b, jitq_fmt_name(in->cfg.fmt));
+	r->source = reply_strdup(&b, jitq_src_name(in->cfg.src));
+	r->mapping = reply_strdup(&b, pimsim_mapping_name(in->cost.mapping));
+	r->layers = plan->layers;
+	r->model_layers = plan->cfg.model.layers;
+	r->pipeline = plan->cfg.model.pstages ? plan->cfg.model.pstages : 1;
+	r->kernel = reply_strdup(&b, pimsim_kernel_name((enum pimsim_kernel)pp->kernel));
+	r->pim_tck_ns = pp->tck_ps / 1000.0;
+	r->pim_stacks = pp->stacks;
+	r->loss = plan->loss;
+	r->loss_stall = plan->loss_stall;
+	r->loss_interference = plan->loss_interference;
+	r->phases = reply_calloc(&b, JITQ_PHASE_COUNT, sizeof *r->phases);
+	for (int ph = 0; r->phases && ph < JITQ_PHASE_COUNT && !b.oom; ph++) {
+		Pim__JitqPhase *m = phase_msg(&b, plan, (enum jitq_phase)ph, per_block);
+		if (m)
+			r->phases[r->n_phases++] = m;
 	}
-	jitq_plan_free(plan);
+	r->capacity = reply_message(&b, &pim__jitq_capacity__descriptor);
+	if (r->capacity)
+		capacity_fill(r->capacity, &plan->cap);
+	size_t need = jitq_plan_format(plan, per_block, NULL, 0) + 1;
+	r->text = reply_calloc(&b, need, 1);
+	if (r->text)
+		jitq_plan_format(plan, per_block, r->text, need);
+	plan_assumptions(&b, r, in, plan);
 	return reply_finish(&b);
+}
+
+Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
+{
+	const Pim__JitqPlan *q = req->jitq_plan;
+	struct pim_error err = { 0 };
+	struct plan_inputs in;
+	struct jitq_plan *plan = NULL;
+
+	if (plan_inputs(ctx, q, &in, &err) < 0 || jitq_plan(&in.cfg, &plan, &err) < 0)
+		return reply_error_from(req->id, &err);
+	if (in.cost.error) {
+		jitq_plan_free(plan);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "PIM model: %s",
+				   in.cost.err.msg);
+	}
+	Pim__Response *resp = plan_reply(req->id, &in, plan, q->per_block);
+	jitq_plan_free(plan);
+	return resp;
 }
 
 /* A quantization or dequantization in flight (rpc_deferred): its own copy of the input (and
@@ -427,18 +473,15 @@ static void mx_job_release(void *data)
 	free(j);
 }
 
-/* The format (either MX family) and blocking direction of a (de)quantization request, or an
- * error response naming what is wrong (NULL when both are fine; empty strings keep defaults). */
-static Pim__Response *parse_format_dir(uint64_t id, const char *format, const char *direction,
-				       enum mx_format *fmt, enum mx_ocp_format *ocp_fmt, bool *ocp,
-				       enum mx_dir *dir)
+/* The format (either MX family) and blocking direction of a (de)quantization request (empty
+ * strings keep the defaults), or -EINVAL naming what is wrong. */
+static int parse_format_dir(const char *format, const char *direction, enum mx_format *fmt,
+			    enum mx_ocp_format *ocp_fmt, bool *ocp, enum mx_dir *dir, struct pim_error *err)
 {
 	if (format && *format && mx_format_from_name(format, fmt) < 0) {
 		if (mx_ocp_format_from_name(format, ocp_fmt) < 0)
-			return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					   "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
-					   "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8",
-					   TEXT_ECHO(format, 32));
+			return err_set(err, -EINVAL, "format \"%.*s\" is not one of mx9, mx6, mx4, mxfp8-e4m3, "
+				       "mxfp8-e5m2, mxfp6-e3m2, mxfp6-e2m3, mxfp4, mxint8", TEXT_ECHO(format, 32));
 		*ocp = true;
 	}
 	if (direction && *direction) {
@@ -447,10 +490,10 @@ static Pim__Response *parse_format_dir(uint64_t id, const char *format, const ch
 		else if (strcmp(direction, "col") == 0 || strcmp(direction, "column") == 0)
 			*dir = MX_DIR_COL;
 		else
-			return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-					   "direction \"%.*s\" is not row or col", TEXT_ECHO(direction, 16));
+			return err_set(err, -EINVAL, "direction \"%.*s\" is not row or col",
+				       TEXT_ECHO(direction, 16));
 	}
-	return NULL;
+	return 0;
 }
 
 Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *req,
@@ -466,9 +509,9 @@ Pim__Response *jitq_rpc_quantize(struct rpc_context *ctx, const Pim__Request *re
 	bool pim = false, ocp = false;
 
 	/* The shared-microexponent formats (doc/design.md §5.1), or the OCP family (reference engine). */
-	Pim__Response *bad = parse_format_dir(req->id, q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir);
-	if (bad)
-		return bad;
+	struct pim_error err = { 0 };
+	if (parse_format_dir(q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir, &err) < 0)
+		return reply_error_from(req->id, &err);
 	if (q->source && *q->source && jitq_src_from_name(q->source, &src) < 0)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "source \"%.*s\" is not one of bf16, fp32", TEXT_ECHO(q->source, 32));
@@ -542,9 +585,9 @@ Pim__Response *jitq_rpc_dequantize(struct rpc_context *ctx, const Pim__Request *
 	enum mx_dir dir = MX_DIR_ROW;
 	bool ocp = false;
 
-	Pim__Response *bad = parse_format_dir(req->id, q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir);
-	if (bad)
-		return bad;
+	struct pim_error err = { 0 };
+	if (parse_format_dir(q->format, q->direction, &fmt, &ocp_fmt, &ocp, &dir, &err) < 0)
+		return reply_error_from(req->id, &err);
 	const char *name = ocp ? mx_ocp_format_name(ocp_fmt) : mx_format_name(fmt);
 	int block = ocp ? MX_OCP_BLOCK : MX_BLOCK;
 	if (!q->rows || !q->cols)
