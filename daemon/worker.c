@@ -927,6 +927,166 @@ static int helper_read_job(struct worker_wire *wire, struct pim_error *err)
 	return worker_job_decode(buf, have, WORKER_FD_MODEL, wire, err);
 }
 
+/* The counter descriptors the forked child left at WORKER_FD_COUNTERS on, into groups; every
+ * descriptor above them is closed. */
+static void helper_take_counters(struct out *o, const struct worker_job *job,
+				 struct counters_group *groups)
+{
+	int next = WORKER_FD_COUNTERS;
+	for (unsigned g = 0; g < job->n_groups; g++) {
+		counters_group_init(&groups[g]);
+		groups[g].n = job->groups[g].n;
+		for (unsigned i = 0; i < groups[g].n; i++, next++) {
+			if (!fd_open(next))
+				child_fail(o, -EBADF, -1, "worker setup: event group %u: descriptor "
+					   "%d is missing", g, next);
+			groups[g].fd[i] = next;
+		}
+	}
+	if (close_range((unsigned)next, ~0U, 0) < 0)
+		for (int fd = next; fd < 65536; fd++)
+			close(fd);
+}
+
+static void helper_hello(struct out *o, const struct worker_wire *wire)
+{
+	const struct worker_job *job = &wire->job;
+	struct worker_record r;
+
+	memset(&r, 0, sizeof r);
+	r.type = WORKER_REC_HELLO;
+	r.hello.pid = getpid();
+	r.hello.uid = getuid();
+	r.hello.gid = getgid();
+	r.hello.backend = job->n_groups ? WORKER_BACKEND_COUNTERS : WORKER_BACKEND_TIMING;
+	r.hello.n_groups = job->n_groups ? job->n_groups : 1;
+	r.hello.reps = job->reps;
+	r.hello.warmups = job->warmups;
+	r.hello.cpu = job->cpu >= 0 ? sched_getcpu() : -1;
+	snprintf(r.hello.reason, sizeof r.hello.reason, "%s", wire->reason);
+	out_push(o, &r);
+	out_flush(o);
+}
+
+/* The model library, checked against the manifest it was built for, and its entry point. */
+static pim_model_entry_fn helper_load_model(struct out *o, const struct worker_job *job)
+{
+	void *lib = dlopen("/proc/self/fd/4", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		child_fail(o, -ENOEXEC, -1, "cannot load the model library: %s", dlerror());
+	close(WORKER_FD_MODEL);
+	const uint64_t *built_for = dlsym(lib, PIM_MODEL_DIGEST);
+	if (job->manifest_digest && built_for && *built_for != job->manifest_digest)
+		child_fail(o, -ESTALE, -1, "the model library was built for another manifest "
+					   "(library digest %016llx, loaded manifest %016llx): "
+					   "load the manifest pim-extract wrote with this library, or "
+					   "rebuild both from the same source",
+			   (unsigned long long)*built_for, (unsigned long long)job->manifest_digest);
+	pim_model_entry_fn entry;
+	*(void **)&entry = dlsym(lib, PIM_MODEL_ENTRY);
+	if (!entry)
+		child_fail(o, -ENOEXEC, -1, "the model library does not export %s "
+					    "(see client/pim_hooks.h)", PIM_MODEL_ENTRY);
+	return entry;
+}
+
+/* The model's arguments: job->arg_bytes[i] bytes each, filled as the job says. */
+static void helper_map_args(struct out *o, const struct worker_job *job, void **args)
+{
+	uint64_t mapped = 0, seed = UINT64_C(0x9e3779b97f4a7c15);
+	for (size_t i = 0; i < job->n_args; i++) {
+		uint64_t len = job->arg_bytes[i];
+		void *p = len > SIZE_MAX ? MAP_FAILED
+					 : mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
+						MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			if (as_limit)
+				child_fail(o, -ENOMEM, -1, "address-space limit of %llu bytes "
+							   "exceeded allocating arguments: argument "
+							   "%zu (%llu bytes) after %llu bytes of "
+							   "arguments",
+					   (unsigned long long)as_allowed, i,
+					   (unsigned long long)len, (unsigned long long)mapped);
+			child_fail(o, -ENOMEM, -1, "out of memory allocating argument %zu (%llu "
+						   "bytes): %s", i, (unsigned long long)len,
+				   strerror(errno));
+		}
+		fill_buffer(p, len, job->fill, &seed);
+		args[i] = p;
+		mapped += len;
+	}
+}
+
+/* One run of the model between the hooks: repetition rep of group g, or with warmup the
+ * warm-up run rep (no samples).  A run that faulted (the hooks' record), returned non-zero
+ * or ran into the address-space limit ends the helper. */
+static void helper_run(struct out *o, pim_model_entry_fn entry, void **args, size_t n_args,
+		       bool warmup, unsigned g, unsigned rep)
+{
+	struct worker_record fault;
+	char run[64];
+
+	worker_hooks_begin();
+	int rc = entry((void *const *)args, n_args);
+	if (worker_hooks_end(warmup ? 0 : g, warmup ? 0 : rep, warmup ? NULL : emit_sample,
+			     warmup ? NULL : o, &fault) < 0) {
+		out_push(o, &fault);
+		out_flush(o);
+		_exit(EXIT_FAILED);
+	}
+	if (rc == 0)
+		return;
+	snprintf(run, sizeof run, warmup ? "warm-up run %u" : "repetition %u", rep);
+	uint64_t used;
+	if (as_near_limit(&used))
+		child_fail(o, -ENOMEM, -1, "address-space limit of %llu bytes exceeded: pim_model_entry "
+					   "returned %d in %s with %llu bytes mapped",
+			   (unsigned long long)as_allowed, rc, run, (unsigned long long)used);
+	if (warmup)
+		child_fail(o, -ECANCELED, -1, "pim_model_entry returned %d in %s", rc, run);
+	child_fail(o, -ECANCELED, -1, "pim_model_entry returned %d in %s of group %u", rc, run, g);
+}
+
+/* The warm-up runs, then job->reps measured runs per event group (one pass without counters
+ * on the timing backend), each followed by a progress record. */
+static void helper_measure(struct out *o, const struct worker_job *job,
+			   struct counters_group *groups, pim_model_entry_fn entry, void **args)
+{
+	struct pim_error err = { 0 };
+	struct worker_record r;
+
+	for (unsigned i = 0; i < job->warmups; i++) {
+		worker_hooks_arm(-1, 0);
+		helper_run(o, entry, args, job->n_args, true, 0, i);
+	}
+	unsigned passes = job->n_groups ? job->n_groups : 1;
+	uint64_t done = 0, total = (uint64_t)passes * job->reps;
+	for (unsigned g = 0; g < passes; g++) {
+		if (job->n_groups) {
+			if (counters_enable(&groups[g], &err) < 0)
+				child_fail(o, err.code, -1, "event group %u: %s", g, err.msg);
+			worker_hooks_arm(groups[g].fd[0], groups[g].n);
+		} else {
+			worker_hooks_arm(-1, 0);
+		}
+		for (unsigned rep = 0; rep < job->reps; rep++) {
+			helper_run(o, entry, args, job->n_args, false, g, rep);
+			memset(&r, 0, sizeof r);
+			r.type = WORKER_REC_PROGRESS;
+			r.progress.group = g;
+			r.progress.n_groups = passes;
+			r.progress.rep = rep + 1;
+			r.progress.reps = job->reps;
+			r.progress.done = ++done;
+			r.progress.total = total;
+			out_push(o, &r);
+			out_flush(o);
+		}
+		if (job->n_groups)
+			counters_disable(&groups[g], NULL);
+	}
+}
+
 _Noreturn void worker_helper_main(void)
 {
 	struct pim_error err = { 0 };
@@ -948,21 +1108,7 @@ _Noreturn void worker_helper_main(void)
 	if (helper_read_job(&wire, &err) < 0)
 		child_fail(&o, err.code, -1, "%s", err.msg);
 	const struct worker_job *job = &wire.job;
-
-	int next = WORKER_FD_COUNTERS;
-	for (unsigned g = 0; g < job->n_groups; g++) {
-		counters_group_init(&groups[g]);
-		groups[g].n = job->groups[g].n;
-		for (unsigned i = 0; i < groups[g].n; i++, next++) {
-			if (!fd_open(next))
-				child_fail(&o, -EBADF, -1, "worker setup: event group %u: descriptor "
-					   "%d is missing", g, next);
-			groups[g].fd[i] = next;
-		}
-	}
-	if (close_range((unsigned)next, ~0U, 0) < 0)
-		for (int fd = next; fd < 65536; fd++)
-			close(fd);
+	helper_take_counters(&o, job, groups);
 
 	unsigned max_values = 0;
 	for (unsigned g = 0; g < job->n_groups; g++)
@@ -972,22 +1118,8 @@ _Noreturn void worker_helper_main(void)
 		child_fail(&o, err.code, -1, "worker setup: %s", err.msg);
 	if (job->cpu >= 0 && counters_pin_cpu(job->cpu, &err) < 0)
 		child_fail(&o, err.code, -1, "%s", err.msg);
-
-	struct worker_record r;
-	memset(&r, 0, sizeof r);
-	r.type = WORKER_REC_HELLO;
-	r.hello.pid = getpid();
-	r.hello.uid = getuid();
-	r.hello.gid = getgid();
-	r.hello.backend = job->n_groups ? WORKER_BACKEND_COUNTERS : WORKER_BACKEND_TIMING;
-	r.hello.n_groups = job->n_groups ? job->n_groups : 1;
-	r.hello.reps = job->reps;
-	r.hello.warmups = job->warmups;
-	r.hello.cpu = job->cpu >= 0 ? sched_getcpu() : -1;
-	snprintf(r.hello.reason, sizeof r.hello.reason, "%s", wire.reason);
 	uint64_t t_start = now_ns();
-	out_push(&o, &r);
-	out_flush(&o);
+	helper_hello(&o, &wire);
 
 	/* Allocations the model can't touch come first, then the limits, then the model. */
 	size_t alt_len = 64 * 1024;
@@ -1001,116 +1133,11 @@ _Noreturn void worker_helper_main(void)
 		child_fail(&o, err.code, -1, "%s", err.msg);
 	crash_fd = WORKER_FD_PIPE;
 	install_crash_handlers(alt, alt_len);
+	pim_model_entry_fn entry = helper_load_model(&o, job);
+	helper_map_args(&o, job, args);
+	helper_measure(&o, job, groups, entry, args);
 
-	void *lib = dlopen("/proc/self/fd/4", RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		child_fail(&o, -ENOEXEC, -1, "cannot load the model library: %s", dlerror());
-	close(WORKER_FD_MODEL);
-	const uint64_t *built_for = dlsym(lib, PIM_MODEL_DIGEST);
-	if (job->manifest_digest && built_for && *built_for != job->manifest_digest)
-		child_fail(&o, -ESTALE, -1, "the model library was built for another manifest "
-					    "(library digest %016llx, loaded manifest %016llx): "
-					    "load the manifest pim-extract wrote with this library, or "
-					    "rebuild both from the same source",
-			   (unsigned long long)*built_for, (unsigned long long)job->manifest_digest);
-	pim_model_entry_fn entry;
-	*(void **)&entry = dlsym(lib, PIM_MODEL_ENTRY);
-	if (!entry)
-		child_fail(&o, -ENOEXEC, -1, "the model library does not export %s "
-					     "(see client/pim_hooks.h)", PIM_MODEL_ENTRY);
-
-	uint64_t mapped = 0, seed = UINT64_C(0x9e3779b97f4a7c15);
-	for (size_t i = 0; i < job->n_args; i++) {
-		uint64_t len = job->arg_bytes[i];
-		void *p = len > SIZE_MAX ? MAP_FAILED
-					 : mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
-						MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED) {
-			if (as_limit)
-				child_fail(&o, -ENOMEM, -1, "address-space limit of %llu bytes "
-							    "exceeded allocating arguments: argument "
-							    "%zu (%llu bytes) after %llu bytes of "
-							    "arguments",
-					   (unsigned long long)as_allowed, i,
-					   (unsigned long long)len, (unsigned long long)mapped);
-			child_fail(&o, -ENOMEM, -1, "out of memory allocating argument %zu (%llu "
-						    "bytes): %s", i, (unsigned long long)len,
-				   strerror(errno));
-		}
-		fill_buffer(p, len, job->fill, &seed);
-		args[i] = p;
-		mapped += len;
-	}
-
-	struct worker_record fault;
-	for (unsigned i = 0; i < job->warmups; i++) {
-		worker_hooks_arm(-1, 0);
-		worker_hooks_begin();
-		int rc = entry((void *const *)args, job->n_args);
-		if (worker_hooks_end(0, 0, NULL, NULL, &fault) < 0) {
-			out_push(&o, &fault);
-			out_flush(&o);
-			_exit(EXIT_FAILED);
-		}
-		if (rc != 0) {
-			uint64_t used;
-			if (as_near_limit(&used))
-				child_fail(&o, -ENOMEM, -1, "address-space limit of %llu bytes "
-							    "exceeded: pim_model_entry returned %d in "
-							    "warm-up run %u with %llu bytes mapped",
-					   (unsigned long long)as_allowed, rc, i,
-					   (unsigned long long)used);
-			child_fail(&o, -ECANCELED, -1, "pim_model_entry returned %d in warm-up run "
-						       "%u", rc, i);
-		}
-	}
-
-	unsigned passes = job->n_groups ? job->n_groups : 1;
-	uint64_t done = 0, total = (uint64_t)passes * job->reps;
-	for (unsigned g = 0; g < passes; g++) {
-		if (job->n_groups) {
-			if (counters_enable(&groups[g], &err) < 0)
-				child_fail(&o, err.code, -1, "event group %u: %s", g, err.msg);
-			worker_hooks_arm(groups[g].fd[0], groups[g].n);
-		} else {
-			worker_hooks_arm(-1, 0);
-		}
-		for (unsigned rep = 0; rep < job->reps; rep++) {
-			worker_hooks_begin();
-			int rc = entry((void *const *)args, job->n_args);
-			if (worker_hooks_end(g, rep, emit_sample, &o, &fault) < 0) {
-				out_push(&o, &fault);
-				out_flush(&o);
-				_exit(EXIT_FAILED);
-			}
-			if (rc != 0) {
-				uint64_t used;
-				if (as_near_limit(&used))
-					child_fail(&o, -ENOMEM, -1, "address-space limit of %llu bytes "
-								    "exceeded: pim_model_entry "
-								    "returned %d in repetition %u "
-								    "with %llu bytes mapped",
-						   (unsigned long long)as_allowed, rc, rep,
-						   (unsigned long long)used);
-				child_fail(&o, -ECANCELED, -1, "pim_model_entry returned %d in "
-							       "repetition %u of group %u",
-					   rc, rep, g);
-			}
-			memset(&r, 0, sizeof r);
-			r.type = WORKER_REC_PROGRESS;
-			r.progress.group = g;
-			r.progress.n_groups = passes;
-			r.progress.rep = rep + 1;
-			r.progress.reps = job->reps;
-			r.progress.done = ++done;
-			r.progress.total = total;
-			out_push(&o, &r);
-			out_flush(&o);
-		}
-		if (job->n_groups)
-			counters_disable(&groups[g], NULL);
-	}
-
+	struct worker_record r;
 	memset(&r, 0, sizeof r);
 	r.type = WORKER_REC_DONE;
 	r.done.samples = o.samples;
