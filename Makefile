@@ -129,7 +129,11 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 $(B)/tests/%: tests/unit/%.c $(CORE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -rdynamic -o $@ $< $(CORE_LIBS) $(LIBS_DAEMON) \
-		$(LIBS_CHECK) -ldl
+		$(LIBS_CHECK) -ldl $(TEST_LDFLAGS)
+
+# test_reply fails the allocations of pimd's code one by one: its own __wrap_ functions.
+$(B)/tests/test_reply: TEST_LDFLAGS := \
+	-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=vasprintf,--wrap=asprintf
 
 # Test model libraries (tests/models/*.c): small shared objects following client/pim_hooks.h.
 MODEL_SRC := $(wildcard tests/models/*.c)

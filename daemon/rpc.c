@@ -210,24 +210,21 @@ static Pim__Response *do_model_list(struct rpc_context *ctx, const Pim__Request 
 	return reply_finish(&b);
 }
 
-static Pim__Response *check_name(uint64_t id, const char *name)
+static Pim__Response *bad_name(uint64_t id, const char *name)
 {
-	if (!manifest_name_valid(name))
-		return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
-				   "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
-	return NULL;
+	return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "\"%.*s\" is not a valid model name",
+			   TEXT_ECHO(name, 64));
 }
 
 static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request *req)
 {
 	struct pim_error err = { 0 };
 	const char *name = req->model_show->name;
-	Pim__Response *bad = check_name(req->id, name);
 	struct reply b;
 	int64_t model_id;
 
-	if (bad)
-		return bad;
+	if (!manifest_name_valid(name))
+		return bad_name(req->id, name);
 	Pim__ModelShowReply *sr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_SHOW);
 	if (!sr)
 		return reply_finish(&b);
@@ -244,11 +241,10 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 {
 	struct pim_error err = { 0 };
 	const char *name = req->model_remove->name;
-	Pim__Response *bad = check_name(req->id, name);
 	struct reply b;
 
-	if (bad)
-		return bad;
+	if (!manifest_name_valid(name))
+		return bad_name(req->id, name);
 	int k = store_model_remove(ctx->store, name, peer->cred.uid, &err);
 	if (k < 0) {
 		if (k == -ENOSPC)
