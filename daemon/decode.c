@@ -87,8 +87,38 @@ static bool scalar(ProtobufCType t)
 struct walk {
 	const struct decode_limit *limits;
 	size_t n_limits;
+	struct pim_error *text; /* the first string that breaks the text rules, or NULL: unchecked */
 	struct pim_error *err;
+	/* the fields that lead to the message being walked, each with its index if repeated */
+	struct {
+		const ProtobufCFieldDescriptor *f;
+		size_t nth;
+	} path[DECODE_DEPTH_MAX + 2];
 };
+
+/* Checks a string field against the rules all strings share (util.h, text_check_n): UTF-8
+ * without NUL.  protobuf-c checks neither, and hands a string over NUL-terminated, so
+ * "nul\0evil" would reach the handlers as "nul".  Control characters are each field's own
+ * business (manifest.c, the name rules).  The first failure is kept, named by its path. */
+static void check_text(struct walk *w, unsigned depth, const ProtobufCFieldDescriptor *f, size_t nth,
+		       const uint8_t *p, size_t len)
+{
+	char path[192];
+	size_t at = 0;
+
+	if (!w->text || w->text->code < 0)
+		return;
+	w->path[depth].f = f;
+	w->path[depth].nth = nth;
+	for (unsigned i = 1; i <= depth && at < sizeof path; i++) {
+		const ProtobufCFieldDescriptor *g = w->path[i].f;
+		int n = g->label == PROTOBUF_C_LABEL_REPEATED
+			? snprintf(path + at, sizeof path - at, "%s%s[%zu]", i > 1 ? "." : "", g->name, w->path[i].nth)
+			: snprintf(path + at, sizeof path - at, "%s%s", i > 1 ? "." : "", g->name);
+		at += n > 0 ? (size_t)n : 0;
+	}
+	text_check_n(path, (const char *)p, len, 0, TEXT_ANY_CONTROL, w->text);
+}
 
 static int walk_message(struct walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *p,
 			size_t len, unsigned depth, size_t *bytes)
@@ -141,9 +171,12 @@ static int walk_message(struct walk *w, const ProtobufCMessageDescriptor *d, con
 		}
 		size_t i = (size_t)(f - d->fields), sub = 0;
 		if (wt == 2 && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			w->path[depth + 1].f = f;
+			w->path[depth + 1].nth = counts[i];
 			if ((r = walk_message(w, f->descriptor, p + vstart, (size_t)n, depth + 1, &sub)) < 0)
 				return r;
 		} else if (wt == 2 && f->type == PROTOBUF_C_TYPE_STRING) {
+			check_text(w, depth + 1, f, counts[i], p + vstart, (size_t)n);
 			sub = cost((size_t)n + 1);
 		} else if (wt == 2 && f->type == PROTOBUF_C_TYPE_BYTES) {
 			sub = cost((size_t)n);
@@ -173,12 +206,21 @@ static int walk_message(struct walk *w, const ProtobufCMessageDescriptor *d, con
 	return 0;
 }
 
+static int measure(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
+		   const struct decode_limit *limits, size_t n_limits, size_t *bytes,
+		   struct pim_error *text, struct pim_error *err)
+{
+	struct walk w = { .limits = limits, .n_limits = n_limits, .text = text, .err = err };
+	if (text)
+		*text = (struct pim_error){ 0 };
+	return walk_message(&w, d, buf, len, 0, bytes);
+}
+
 int decode_measure(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
 		   const struct decode_limit *limits, size_t n_limits, size_t *bytes,
 		   struct pim_error *err)
 {
-	struct walk w = { .limits = limits, .n_limits = n_limits, .err = err };
-	return walk_message(&w, d, buf, len, 0, bytes);
+	return measure(d, buf, len, limits, n_limits, bytes, NULL, err);
 }
 
 static void *budget_alloc(void *data, size_t size)
@@ -217,14 +259,14 @@ void decode_budget_init(struct decode_budget *b, size_t limit)
 }
 
 int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
-		   struct pim_error *err)
+		   struct pim_error *text, struct pim_error *err)
 {
 	size_t need, allowed = (size_t)len * DECODE_RATIO + DECODE_SLACK;
 	int r;
 
 	decode_budget_init(budget, 0);
-	r = decode_measure(&pim__request__descriptor, buf, len, decode_request_limits,
-			   decode_request_limits_n, &need, err);
+	r = measure(&pim__request__descriptor, buf, len, decode_request_limits, decode_request_limits_n,
+		    &need, text, err);
 	if (r == -EBADMSG)
 		return err_set(err, r, "request frame is not a valid Request message");
 	if (r < 0)

@@ -8,7 +8,8 @@
  * is walked once: every repeated field is held to the limit the protocol documents for it, and
  * the bytes protobuf-c will allocate are added up from the descriptors (an upper bound, which
  * must stay within DECODE_RATIO times the frame plus DECODE_SLACK).  Decoding then runs under
- * an allocator held to that bound, so a miscount fails safe.
+ * an allocator held to that bound, so a miscount fails safe.  The same walk checks every string
+ * where its length is known, on the wire (protobuf-c hands strings over NUL-terminated).
  */
 #ifndef PIMD_DECODE_H
 #define PIMD_DECODE_H
@@ -63,8 +64,15 @@ void decode_budget_init(struct decode_budget *b, size_t limit);
  * sizes), then unpacked with budget (initialised here) held to the measured bound (-E2BIG too
  * if it is passed), or -EBADMSG when the frame is not a Request.  Free the result with
  * pim__request__free_unpacked(req, &budget->alloc).
+ *
+ * With text not NULL, every string field at any depth is checked on the wire against the rules
+ * all strings share (util.h, text_check_n: UTF-8 without NUL; control characters are each
+ * field's own business), and the first that breaks them is described in *text: code -EINVAL,
+ * the message naming the field ("model_load.manifest.regions[2].name: invalid UTF-8 at byte
+ * 3"); text->code is 0 when all are fine.  A request with a bad string still decodes: what it
+ * deserves (an error, or closing a connection without Hello) is the caller's decision.
  */
 int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
-		   struct pim_error *err);
+		   struct pim_error *text, struct pim_error *err);
 
 #endif

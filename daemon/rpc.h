@@ -38,15 +38,4 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 
-/*
- * Checks every string field of a serialized message of type d, at any depth, on the wire,
- * against the rules all strings share (util.h, text_check_n): UTF-8 without NUL.  protobuf-c
- * checks neither, and hands a string over NUL-terminated, so "nul\0evil" would reach the
- * handlers as "nul".  -EINVAL naming the field ("model_load.manifest.regions[2].name: invalid
- * UTF-8 at byte 3"), -EPROTO if the bytes are not a message.  Control characters are each
- * field's own business (manifest.c, the name rules).
- */
-int rpc_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
-		      struct pim_error *err);
-
 #endif

@@ -497,17 +497,16 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 {
 	struct server *s = c->server;
 	struct decode_budget budget;
-	struct pim_error err = { 0 }, text_err = { 0 };
+	struct pim_error err = { 0 }, text = { 0 };
 	Pim__Request *req = NULL;
 	enum rpc_after after = RPC_KEEP;
 
 	c->active_ns = now_ns();
-	/* Measured before anything is allocated for it (decode.c). */
-	int k = decode_request(payload, len, &budget, &req, &err);
-	/* Strings are checked where their length is known (rpc_check_strings); a first request
-	 * that is not a Hello is left to rpc_handle, which closes the connection. */
-	bool bad_text = k >= 0 && (c->peer.hello_done || req->body_case == PIM__REQUEST__BODY_HELLO) &&
-			rpc_check_strings(&pim__request__descriptor, payload, len, &text_err) < 0;
+	/* Measured before anything is allocated for it, its strings checked on the way (decode.c). */
+	int k = decode_request(payload, len, &budget, &req, &text, &err);
+	/* A first request that is not a Hello is left to rpc_handle, which closes the connection. */
+	bool bad_text = k >= 0 && text.code < 0 &&
+			(c->peer.hello_done || req->body_case == PIM__REQUEST__BODY_HELLO);
 	free(payload);
 	c->peer.passed_fd = fd;
 	if (k == -E2BIG) {
@@ -528,7 +527,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 	}
 	struct rpc_deferred defer = { 0 };
 	uint64_t id = req->id;
-	Pim__Response *resp = bad_text ? reply_error_from(id, &text_err)
+	Pim__Response *resp = bad_text ? reply_error_from(id, &text)
 				       : rpc_handle(s->ctx, &c->peer, req, &after, &defer);
 	/* A descriptor the request did not take is not kept. */
 	closep(&c->peer.passed_fd);

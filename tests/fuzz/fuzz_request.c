@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: one frame payload as the daemon receives it — decoded as a Request (measured
- * first, under the same budget as pimd's, decode.c) and answered
- * by rpc_handle() against a real store — so the decoder, manifest validation and the store's
- * handling of anything a client can send are covered, with the wire check of strings
- * (rpc_check_strings) in front as in server.c.  Built by "make fuzz" (libFuzzer) and, with
+ * first, under the same budget as pimd's, its strings checked on the way, decode.c) and
+ * answered by rpc_handle() against a real store — so the decoder, manifest validation and the
+ * store's handling of anything a client can send are covered, as in server.c.  Built by "make fuzz" (libFuzzer) and, with
  * tests/fuzz/replay.c, by "make check" to replay the corpus.
  */
 #include <stdint.h>
@@ -72,18 +71,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rpc_peer peer = { .hello_done = true, .cred = { .uid = 1000 }, .passed_fd = -1 };
 	enum rpc_after after;
 	struct decode_budget budget;
-	struct pim_error err = { 0 };
+	struct pim_error err = { 0 }, text = { 0 };
 	Pim__Request *req;
 
 	if (!store)
 		init();
-	/* The wire check of strings runs on every input, malformed ones too; as in the daemon, a
-	 * request it refuses does not reach the handlers. */
-	struct pim_error text_err = { 0 };
-	bool bad_text = rpc_check_strings(&pim__request__descriptor, data, size, &text_err) < 0;
-	if (decode_request(data, size, &budget, &req, &err) < 0)
+	if (decode_request(data, size, &budget, &req, &text, &err) < 0)
 		return 0;
-	if (bad_text) {
+	/* As in the daemon, a request with a bad string does not reach the handlers. */
+	if (text.code < 0) {
 		pim__request__free_unpacked(req, &budget.alloc);
 		return 0;
 	}

@@ -23,7 +23,7 @@ START_TEST(hello_by_hand)
 	ck_assert_uint_eq(bytes, cost(sizeof(Pim__Request)) + cost(sizeof(Pim__Hello)) + cost(3));
 	struct decode_budget b;
 	Pim__Request *req;
-	ck_assert_int_eq(decode_request(wire, sizeof wire, &b, &req, &err), 0);
+	ck_assert_int_eq(decode_request(wire, sizeof wire, &b, &req, NULL, &err), 0);
 	ck_assert_str_eq(req->hello->client_name, "ab");
 	ck_assert_uint_eq(b.peak, bytes); /* exact here */
 	pim__request__free_unpacked(req, &b.alloc);
@@ -75,7 +75,7 @@ START_TEST(limits_and_malformed)
 	ck_assert_int_eq(decode_measure(&pim__region__descriptor, zero, sizeof zero, NULL, 0, &bytes, &err), -EBADMSG);
 	struct decode_budget b;
 	Pim__Request *req;
-	ck_assert_int_eq(decode_request(varint, sizeof varint, &b, &req, &err), -EBADMSG);
+	ck_assert_int_eq(decode_request(varint, sizeof varint, &b, &req, NULL, &err), -EBADMSG);
 	ck_assert_str_eq(err.msg, "request frame is not a valid Request message");
 }
 END_TEST
@@ -144,7 +144,7 @@ START_TEST(compact_manifest_decodes)
 					decode_request_limits_n, &bytes, &err), 0);
 	struct decode_budget b;
 	Pim__Request *req;
-	ck_assert_msg(decode_request(wire, len, &b, &req, &err) == 0, "%s", err.msg);
+	ck_assert_msg(decode_request(wire, len, &b, &req, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_uint_eq(req->model_load->manifest->n_regions, 40000);
 	ck_assert_int_eq(manifest_validate(req->model_load->manifest, &err), 0);
 	ck_assert_uint_gt(len * 12 + (1u << 20), 0);
@@ -185,7 +185,7 @@ START_TEST(allocation_heavy_manifest_decodes)
 					decode_request_limits_n, &bytes, &err), 0);
 	struct decode_budget b;
 	Pim__Request *req;
-	ck_assert_msg(decode_request(wire, len, &b, &req, &err) == 0, "%s", err.msg);
+	ck_assert_msg(decode_request(wire, len, &b, &req, NULL, &err) == 0, "%s", err.msg);
 	printf("allocation-heavy manifest: %zu allocations, %zu bytes, bound %zu (%.1fx), allocated %zu "
 	       "(%.1fx)\n", n, len, bytes, (double)bytes / (double)len, b.peak, (double)b.peak / (double)len);
 	ck_assert_uint_le(b.peak, bytes);
@@ -225,20 +225,20 @@ START_TEST(amplification_refused_before_allocating)
 	size_t len;
 	/* more entries than the protocol allows */
 	uint8_t *wire = empty_regions(MANIFEST_REGIONS_MAX + 1, &len);
-	ck_assert_int_eq(decode_request(wire, len, &b, &req, &err), -E2BIG);
+	ck_assert_int_eq(decode_request(wire, len, &b, &req, NULL, &err), -E2BIG);
 	ck_assert_str_eq(err.msg, "Manifest.regions: 1000001 entries, at most 1000000 allowed");
 	ck_assert_uint_eq(b.peak, 0); /* nothing was allocated */
 	free(wire);
 	/* within the count, beyond what a valid request of that size needs */
 	wire = empty_regions(900000, &len);
-	ck_assert_int_eq(decode_request(wire, len, &b, &req, &err), -E2BIG);
+	ck_assert_int_eq(decode_request(wire, len, &b, &req, NULL, &err), -E2BIG);
 	ck_assert_msg(strstr(err.msg, "decodes to more than") && strstr(err.msg, "empty repeated entries?"),
 		      "%s", err.msg);
 	ck_assert_uint_eq(b.peak, 0);
 	free(wire);
 	/* a few empty entries are fine (and left to manifest_validate) */
 	wire = empty_regions(100, &len);
-	ck_assert_int_eq(decode_request(wire, len, &b, &req, &err), 0);
+	ck_assert_int_eq(decode_request(wire, len, &b, &req, NULL, &err), 0);
 	ck_assert_uint_le(b.peak, len * DECODE_RATIO + DECODE_SLACK);
 	pim__request__free_unpacked(req, &b.alloc);
 	free(wire);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the text rules: util.c (text_check_n, text_prefix) and the check of every
- * string of a request on the wire (rpc.c, rpc_check_strings). */
+ * string of a request on the wire (decode.c, decode_request). */
 #include <string.h>
 
-#include "rpc.h"
+#include "decode.h"
 #include "test_util.h"
 
 static const char *check(const char *s, size_t len, unsigned flags)
@@ -74,19 +74,12 @@ START_TEST(prefixes_end_at_character_boundaries)
 }
 END_TEST
 
-/* A packed Request with a model_load whose manifest has the given name and one region. */
-static uint8_t *packed_request(const char *name, const char *region, size_t *len)
+/* A packed Request with a model_load of manifest m. */
+static uint8_t *packed_load(Pim__Manifest *m, size_t *len)
 {
-	Pim__Region r = PIM__REGION__INIT, *rs[1] = { &r };
-	Pim__Manifest m = PIM__MANIFEST__INIT;
 	Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
 	Pim__Request req = PIM__REQUEST__INIT;
-	r.name = (char *)region;
-	r.op = "op";
-	m.name = (char *)name;
-	m.n_regions = 1;
-	m.regions = rs;
-	ml.manifest = &m;
+	ml.manifest = m;
 	req.id = 7;
 	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
 	req.model_load = &ml;
@@ -98,14 +91,44 @@ static uint8_t *packed_request(const char *name, const char *region, size_t *len
 	return b;
 }
 
+/* A packed Request with a model_load whose manifest has the given name and one region. */
+static uint8_t *packed_request(const char *name, const char *region, size_t *len)
+{
+	Pim__Region r = PIM__REGION__INIT, *rs[1] = { &r };
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	r.name = (char *)region;
+	r.op = "op";
+	m.name = (char *)name;
+	m.n_regions = 1;
+	m.regions = rs;
+	return packed_load(&m, len);
+}
+
+/* Decodes a frame as pimd does, with its strings checked: text.code, and its message in msg. */
+static int wire_check(const uint8_t *b, size_t len, const char **msg)
+{
+	static struct pim_error text;
+	struct pim_error err = { 0 };
+	struct decode_budget budget;
+	Pim__Request *req;
+	int r = decode_request(b, len, &budget, &req, &text, &err);
+	if (r < 0) {
+		*msg = NULL;
+		return r;
+	}
+	pim__request__free_unpacked(req, &budget.alloc);
+	*msg = text.msg;
+	return text.code;
+}
+
 START_TEST(strings_are_checked_on_the_wire)
 {
-	struct pim_error err = { 0 };
+	const char *msg;
 	size_t len;
 
 	/* a well-formed request passes */
 	uint8_t *b = packed_request("m1", "r\xc3\xa9gion", &len);
-	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), 0);
+	ck_assert_int_eq(wire_check(b, len, &msg), 0);
 	free(b);
 
 	/* "nul\0evil": protobuf-c itself hands the name over as "nul" */
@@ -120,44 +143,50 @@ START_TEST(strings_are_checked_on_the_wire)
 	ck_assert_ptr_nonnull(got);
 	ck_assert_str_eq(got->name, "nul");
 	pim__manifest__free_unpacked(got, NULL);
-	ck_assert_int_eq(rpc_check_strings(&pim__manifest__descriptor, buf, n, &err), -EINVAL);
-	ck_assert_str_eq(err.msg, "name: contains a NUL byte at byte 3");
+	b = packed_request("nulXevil", "r", &len);
+	x = memchr(b, 'X', len);
+	*x = 0;
+	ck_assert_int_eq(wire_check(b, len, &msg), -EINVAL);
+	ck_assert_str_eq(msg, "model_load.manifest.name: contains a NUL byte at byte 3");
+	free(b);
 
-	/* the same deep in a request, with the path of the field */
+	/* the same deeper, with the path of the field */
 	b = packed_request("m1", "regXon", &len);
 	x = memchr(b, 'X', len);
 	ck_assert_ptr_nonnull(x);
 	*x = 0;
-	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), -EINVAL);
-	ck_assert_str_eq(err.msg, "model_load.manifest.regions[0].name: contains a NUL byte at byte 3");
+	ck_assert_int_eq(wire_check(b, len, &msg), -EINVAL);
+	ck_assert_str_eq(msg, "model_load.manifest.regions[0].name: contains a NUL byte at byte 3");
 	*x = 0xff;
-	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), -EINVAL);
-	ck_assert_str_eq(err.msg, "model_load.manifest.regions[0].name: invalid UTF-8 at byte 3");
+	ck_assert_int_eq(wire_check(b, len, &msg), -EINVAL);
+	ck_assert_str_eq(msg, "model_load.manifest.regions[0].name: invalid UTF-8 at byte 3");
 	/* control characters are the fields' business, not the wire's */
 	*x = 0x7f;
-	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len, &err), 0);
+	ck_assert_int_eq(wire_check(b, len, &msg), 0);
 	/* a length running past the end is not a message */
-	ck_assert_int_eq(rpc_check_strings(&pim__request__descriptor, b, len - 1, &err), -EPROTO);
+	ck_assert_int_eq(wire_check(b, len - 1, &msg), -EBADMSG);
 	free(b);
 
-	/* the index of a repeated message: the third region */
+	/* the index of a repeated message: the third region; the first bad string is named */
 	Pim__Region r[3] = { PIM__REGION__INIT, PIM__REGION__INIT, PIM__REGION__INIT };
 	Pim__Region *rs[3] = { &r[0], &r[1], &r[2] };
 	r[0].name = "a";
 	r[1].name = "b";
 	r[2].name = "cXc";
+	r[2].op = "dYd";
 	m.name = "ok";
 	m.n_regions = 3;
 	m.regions = rs;
-	uint8_t big[256];
-	n = pim__manifest__pack(&m, big);
-	x = memchr(big, 'X', n);
-	*x = 0xc0;
-	ck_assert_int_eq(rpc_check_strings(&pim__manifest__descriptor, big, n, &err), -EINVAL);
-	ck_assert_str_eq(err.msg, "regions[2].name: invalid UTF-8 at byte 1");
-	/* bytes fields and unknown fields are not strings: tag 15 (unknown), wire type 2 */
-	const uint8_t unknown[] = { 0x7a, 0x02, 0xff, 0x00 };
-	ck_assert_int_eq(rpc_check_strings(&pim__manifest__descriptor, unknown, sizeof unknown, &err), 0);
+	b = packed_load(&m, &len);
+	*(uint8_t *)memchr(b, 'X', len) = 0xc0;
+	*(uint8_t *)memchr(b, 'Y', len) = 0;
+	ck_assert_int_eq(wire_check(b, len, &msg), -EINVAL);
+	ck_assert_str_eq(msg, "model_load.manifest.regions[2].name: invalid UTF-8 at byte 1");
+	free(b);
+	/* bytes fields and unknown fields are not strings: tag 15 (unknown) of a Manifest, wire
+	 * type 2, inside a model_load (field 4 of Request, manifest field 1 of ModelLoad) */
+	const uint8_t unknown[] = { 0x22, 0x06, 0x0a, 0x04, 0x7a, 0x02, 0xff, 0x00 };
+	ck_assert_int_eq(wire_check(unknown, sizeof unknown, &msg), 0);
 }
 END_TEST
 
