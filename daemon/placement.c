@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ------------------------------------------------------------------ parameters */
 
@@ -482,6 +483,18 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
+/*
+ * Allocation id → dense index 0..n_allocs-1.  Manifests number allocations densely, so a direct
+ * table is used when the largest id is small against the operand count; otherwise an
+ * open-addressing hash.  UINT32_MAX marks an empty slot.
+ */
+struct alloc_map {
+	bool direct;
+	size_t cap;     /* direct: max id + 1; hash: power of two */
+	uint32_t *keys; /* hash only */
+	uint32_t *vals;
+};
+
 /* ------------------------------------------------------------------ working state */
 
 struct placement_work {
@@ -515,27 +528,21 @@ struct placement_work {
 	bool *a_read_since;     /* resident: read after its last write */
 	uint64_t *a_wtrip;      /* resident: trip of the last writer (0: none) */
 	size_t *a_wregion;      /* resident: last PIM writer (for attributing flush bytes) */
-};
 
-static void work_free(struct placement_work *w)
-{
-	free(w->order);
-	free(w->refs);
-	free(w->ref_off);
-	free(w->touched_bytes);
-	free(w->read_bytes);
-	free(w->unit_of);
-	free(w->unit_first);
-	free(w->unit_size);
-	free(w->unit_outer);
-	free(w->unit_m);
-	free(w->a_seg);
-	free(w->a_state);
-	free(w->a_written);
-	free(w->a_read_since);
-	free(w->a_wtrip);
-	free(w->a_wregion);
-}
+	/* indexing: allocation id → dense index, and per dense allocation its region stamp */
+	struct alloc_map map;
+	size_t *stamp;   /* region + 1 that last listed it */
+	size_t *slot_of; /* its ref in that region */
+	size_t n_ops;    /* operands of all regions: bounds the distinct allocations */
+	uint32_t max_id;
+
+	/* operator granularity: name table, smallest member trip, weighted sums, mixed B_cpu */
+	size_t op_cap;
+	size_t *op_slots;
+	uint64_t *op_trip;
+	double *op_sum;
+	bool *op_mixed;
+};
 
 static int region_label(char *b, size_t n, const struct placement_region *r, size_t i)
 {
@@ -602,35 +609,10 @@ static int cmp_order(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * Allocation id → dense index 0..n_allocs-1.  Manifests number allocations densely, so a direct
- * table is used when the largest id is small against the operand count; otherwise an
- * open-addressing hash.  UINT32_MAX marks an empty slot.
- */
-struct alloc_map {
-	bool direct;
-	size_t cap;     /* direct: max id + 1; hash: power of two */
-	uint32_t *keys; /* hash only */
-	uint32_t *vals;
-};
-
-static void alloc_map_free(struct alloc_map *m)
-{
-	free(m->keys);
-	free(m->vals);
-}
-
-static int alloc_map_init(struct alloc_map *m, size_t n_ops, uint32_t max_id)
+static void alloc_map_size(struct alloc_map *m, size_t n_ops, uint32_t max_id)
 {
 	m->direct = (uint64_t)max_id < 4 * (uint64_t)n_ops + 1024;
 	m->cap = m->direct ? (size_t)max_id + 1 : table_capacity(n_ops);
-	m->vals = malloc(m->cap * sizeof *m->vals);
-	if (!m->direct)
-		m->keys = malloc(m->cap * sizeof *m->keys);
-	if (!m->vals || (!m->direct && !m->keys))
-		return -ENOMEM;
-	memset(m->vals, 0xff, m->cap * sizeof *m->vals);
-	return 0;
 }
 
 /* Slot holding id's dense index (UINT32_MAX in it when id is new). */
@@ -653,39 +635,18 @@ static uint32_t *alloc_map_slot(struct alloc_map *m, uint32_t id)
  */
 static int work_index_allocations(struct placement_work *w, struct pim_error *err)
 {
-	size_t n_ops = 0, n_allocs = 0, nref = 0;
-	uint32_t max_id = 0;
-	_cleanup_(alloc_map_free) struct alloc_map map = { 0 };
-	_cleanup_(freep) size_t *stamp = NULL;
-	_cleanup_(freep) size_t *slot_of = NULL;
+	size_t n_allocs = 0, nref = 0;
+	size_t *stamp = w->stamp, *slot_of = w->slot_of;
 
-	for (size_t i = 0; i < w->n; i++) {
-		const struct placement_region *r = &w->regions[i];
-		if (r->n_operands >= UINT32_MAX - n_ops)
-			return err_set(err, -E2BIG, "placement: more than %u operands", UINT32_MAX - 1);
-		n_ops += r->n_operands;
-		for (size_t k = 0; k < r->n_operands; k++)
-			if (r->operands[k].alloc_id > max_id)
-				max_id = r->operands[k].alloc_id;
-	}
-	size_t m = n_ops ? n_ops : 1;
-	w->refs = malloc(m * sizeof *w->refs);
-	w->ref_off = malloc((w->n + 1) * sizeof *w->ref_off);
-	w->touched_bytes = calloc(w->n ? w->n : 1, sizeof *w->touched_bytes);
-	w->read_bytes = calloc(w->n ? w->n : 1, sizeof *w->read_bytes);
-	stamp = malloc(m * sizeof *stamp);     /* per dense allocation: region + 1 */
-	slot_of = malloc(m * sizeof *slot_of); /* per dense allocation: its ref in that region */
-	if (!w->refs || !w->ref_off || !w->touched_bytes || !w->read_bytes || !stamp || !slot_of ||
-	    alloc_map_init(&map, n_ops, max_id) < 0)
-		return err_set(err, -ENOMEM, "placement: out of memory indexing %zu operands", n_ops);
-
+	memset(w->map.vals, 0xff, w->map.cap * sizeof *w->map.vals);
 	for (size_t i = 0; i < w->n; i++) {
 		const struct placement_region *r = &w->regions[i];
 
 		w->ref_off[i] = nref;
+		w->touched_bytes[i] = w->read_bytes[i] = 0;
 		for (size_t k = 0; k < r->n_operands; k++) {
 			const struct placement_operand *o = &r->operands[k];
-			uint32_t *slot = alloc_map_slot(&map, o->alloc_id), a;
+			uint32_t *slot = alloc_map_slot(&w->map, o->alloc_id), a;
 
 			if (*slot == UINT32_MAX) {
 				*slot = (uint32_t)n_allocs;
@@ -768,16 +729,13 @@ static void units_per_region(struct placement_work *w)
  * them, else estimated); f_store from the summed cycle counts.  A region without an operator
  * name is a group of its own.
  */
-static int units_per_operator(struct placement_work *w, struct pim_error *err)
+static void units_per_operator(struct placement_work *w)
 {
-	size_t cap = table_capacity(w->n);
-	_cleanup_(freep) size_t *slots = malloc(cap * sizeof *slots);
-	_cleanup_(freep) uint64_t *trip_g = malloc((w->n ? w->n : 1) * sizeof *trip_g);
-	_cleanup_(freep) double *sum = calloc((w->n ? w->n : 1) * 8, sizeof *sum);
-	_cleanup_(freep) bool *mixed = calloc(w->n ? w->n : 1, sizeof *mixed);
+	size_t cap = w->op_cap, *slots = w->op_slots;
+	uint64_t *trip_g = w->op_trip;
+	double *sum = w->op_sum;
+	bool *mixed = w->op_mixed;
 
-	if (!slots || !trip_g || !sum || !mixed)
-		return err_set(err, -ENOMEM, "placement: out of memory grouping %zu regions", w->n);
 	for (size_t k = 0; k < cap; k++)
 		slots[k] = SIZE_MAX;
 
@@ -799,6 +757,8 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 		}
 		if (u == w->n_units) {
 			w->n_units++;
+			mixed[u] = false;
+			memset(&sum[8 * u], 0, 8 * sizeof *sum);
 			w->unit_first[u] = i;
 			w->unit_size[u] = 0;
 			w->unit_outer[u] = 1;
@@ -861,7 +821,6 @@ static int units_per_operator(struct placement_work *w, struct pim_error *err)
 			m->bw_estimated = false;
 		m->f_store = s[7] == members && s[5] > 0 ? s[4] / s[5] : NAN;
 	}
-	return 0;
 }
 
 /* ------------------------------------------------------------------ movement */
@@ -1111,26 +1070,22 @@ static double region_t_pim(const struct placement_work *w, const struct placemen
 	return tc >= tm ? tc : tm;
 }
 
+/* e->decisions holds w->n entries (any content); units, at operator granularity, w->n_units */
 static int estimate_one(struct placement_work *w, double n_core, struct placement_estimate *e,
-			struct pim_error *err)
+			struct placement_decision *units, struct pim_error *err)
 {
 	struct placement_params pc = *w->p;
-	_cleanup_(freep) struct placement_decision *units = NULL;
 	double t_pim_side_host = 0;
 	int rc;
 
 	pc.n_core = n_core;
 	e->n_core = n_core;
-	e->decisions = calloc(w->n ? w->n : 1, sizeof *e->decisions);
-	if (!e->decisions)
-		return err_set(err, -ENOMEM, "placement: out of memory for %zu decisions", w->n);
 	/* operator groups are decided once, then copied to their members; other units are regions */
 	if (w->gran == PL_GRAN_OPERATOR) {
-		units = calloc(w->n_units ? w->n_units : 1, sizeof *units);
-		if (!units)
-			return err_set(err, -ENOMEM, "placement: out of memory for %zu decisions", w->n_units);
 		for (size_t u = 0; u < w->n_units; u++)
 			placement_decide_unit(&w->unit_m[u], &pc, &units[u]);
+	} else {
+		units = NULL;
 	}
 
 	for (size_t i = 0; i < w->n; i++) {
@@ -1142,6 +1097,12 @@ static int estimate_one(struct placement_work *w, double n_core, struct placemen
 			*d = units[u];
 		else
 			placement_decide_unit(&w->unit_m[u], &pc, d);
+		/* every field set here or by the rule: the array is reused, and zeroing whole structs
+		 * (rep stos per 200 bytes) cost more than the rule itself */
+		d->t_pim = 0;
+		d->t_pim_is_measured = false;
+		d->t_pim_term = PL_TPIM_NONE;
+		d->fetch_bytes = d->flush_bytes = 0;
 		d->region = i;
 		d->region_id = r->id;
 		d->unit = w->unit_first[u];
@@ -1185,49 +1146,160 @@ static int estimate_one(struct placement_work *w, double n_core, struct placemen
 
 /* ------------------------------------------------------------------ entry point */
 
+/*
+ * One block holds a run's result (estimates, decisions) and its working arrays, so that a caller
+ * placing models repeatedly reuses it (placement_run_reuse) instead of first-touching fresh pages:
+ * a 100,000-region run needs ~90 MB, and faulting them in costs about as much as the placement.
+ * The block is laid out twice: with no base to size it, then over the allocated block.
+ */
+struct layout {
+	char *base;
+	size_t used;
+	bool overflow;
+};
+
+static void *layout_take(struct layout *l, size_t count, size_t size)
+{
+	size_t bytes, at = l->used + 63;
+
+	/* 64-byte aligned, so that no two arrays share a cache line */
+	if (__builtin_mul_overflow(count ? count : 1, size, &bytes) || at < l->used ||
+	    __builtin_add_overflow(at & ~(size_t)63, bytes, &l->used)) {
+		l->overflow = true;
+		return NULL;
+	}
+	return l->base ? l->base + (at & ~(size_t)63) : NULL;
+}
+
+#define LAYOUT_TAKE(l, ptr, count) ((ptr) = layout_take((l), (count), sizeof *(ptr)))
+
+/* Every array of a run over l; units (operator granularity) receives the unit decisions. */
+static void work_layout(struct placement_work *w, struct layout *l, struct placement_result *res,
+			size_t n_counts, struct placement_decision **units)
+{
+	size_t n = w->n, na = w->n_ops; /* distinct allocations <= operands */
+
+	LAYOUT_TAKE(l, res->estimates, n_counts);
+	for (size_t k = 0; k < n_counts; k++) {
+		struct placement_estimate sizing, *e = l->base ? &res->estimates[k] : &sizing;
+
+		*e = (struct placement_estimate){ 0 };
+		LAYOUT_TAKE(l, e->decisions, n);
+	}
+	*units = NULL;
+	if (w->gran == PL_GRAN_OPERATOR) {
+		w->op_cap = table_capacity(n);
+		LAYOUT_TAKE(l, *units, n);
+		LAYOUT_TAKE(l, w->op_slots, w->op_cap);
+		LAYOUT_TAKE(l, w->op_trip, n);
+		LAYOUT_TAKE(l, w->op_sum, 8 * n);
+		LAYOUT_TAKE(l, w->op_mixed, n);
+	}
+	LAYOUT_TAKE(l, w->order, n);
+	LAYOUT_TAKE(l, w->unit_of, n);
+	LAYOUT_TAKE(l, w->unit_first, n);
+	LAYOUT_TAKE(l, w->unit_size, n);
+	LAYOUT_TAKE(l, w->unit_outer, n);
+	LAYOUT_TAKE(l, w->unit_m, n);
+	LAYOUT_TAKE(l, w->refs, w->n_ops);
+	LAYOUT_TAKE(l, w->ref_off, n + 1);
+	LAYOUT_TAKE(l, w->touched_bytes, n);
+	LAYOUT_TAKE(l, w->read_bytes, n);
+	LAYOUT_TAKE(l, w->stamp, na);
+	LAYOUT_TAKE(l, w->slot_of, na);
+	alloc_map_size(&w->map, w->n_ops, w->max_id);
+	LAYOUT_TAKE(l, w->map.vals, w->map.cap);
+	w->map.keys = w->map.direct ? NULL : layout_take(l, w->map.cap, sizeof *w->map.keys);
+	LAYOUT_TAKE(l, w->a_seg, na);
+	LAYOUT_TAKE(l, w->a_state, na);
+	LAYOUT_TAKE(l, w->a_written, na);
+	LAYOUT_TAKE(l, w->a_read_since, na);
+	LAYOUT_TAKE(l, w->a_wtrip, na);
+	LAYOUT_TAKE(l, w->a_wregion, na);
+}
+
+/*
+ * A large block on 2 MiB boundaries, marked for transparent huge pages: a 100,000-region run
+ * walks ~90 MB, which 4 KiB pages spread over more TLB entries than a core has.
+ */
+static void *block_alloc(size_t size)
+{
+	enum { HUGE_PAGE = 2 << 20 };
+	void *p;
+
+	if (size < 2 * HUGE_PAGE)
+		return malloc(size);
+	size = (size + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+	if (posix_memalign(&p, HUGE_PAGE, size) != 0)
+		return NULL;
+	(void)madvise(p, size, MADV_HUGEPAGE); /* a hint: without it the block works the same */
+	return p;
+}
+
 void placement_result_free(struct placement_result *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->n_estimates; i++)
-		free(r->estimates[i].decisions);
-	free(r->estimates);
+	free(r->mem);
 	memset(r, 0, sizeof *r);
+}
+
+/* A failed run leaves *out empty, its memory released. */
+static int run_fail(struct placement_result *out, int rc)
+{
+	placement_result_free(out);
+	return rc;
 }
 
 int placement_run(const struct placement_region *regions, size_t n, const struct placement_params *p,
 		  const struct placement_query *q, struct placement_result *out, struct pim_error *err)
 {
-	_cleanup_(work_free) struct placement_work w = { 0 };
+	if (out)
+		memset(out, 0, sizeof *out);
+	return placement_run_reuse(regions, n, p, q, out, err);
+}
+
+int placement_run_reuse(const struct placement_region *regions, size_t n, const struct placement_params *p,
+			const struct placement_query *q, struct placement_result *out, struct pim_error *err)
+{
+	struct placement_work w = { 0 };
 	struct placement_query dq = { PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0 };
 	struct placement_result res = { 0 };
+	struct placement_decision *units;
 	size_t n_counts;
 	int rc;
 
 	if (!out)
 		return err_set(err, -EINVAL, "placement: no result given");
-	memset(out, 0, sizeof *out);
 	if (n > 0 && !regions)
-		return err_set(err, -EINVAL, "placement: %zu regions but no region array", n);
+		return run_fail(out, err_set(err, -EINVAL, "placement: %zu regions but no region array", n));
 	rc = placement_params_validate(p, err);
 	if (rc < 0)
-		return rc;
+		return run_fail(out, rc);
 	if (!q)
 		q = &dq;
 	if ((unsigned)q->granularity > PL_GRAN_BLOCK)
-		return err_set(err, -EINVAL, "placement: unknown granularity %d", (int)q->granularity);
+		return run_fail(out, err_set(err, -EINVAL, "placement: unknown granularity %d", (int)q->granularity));
 	if ((unsigned)q->movement > PL_MOVE_RESIDENT)
-		return err_set(err, -EINVAL, "placement: unknown movement model %d", (int)q->movement);
+		return run_fail(out, err_set(err, -EINVAL, "placement: unknown movement model %d", (int)q->movement));
 	n_counts = q->core_counts && q->n_core_counts ? q->n_core_counts : 1;
 	for (size_t k = 0; q->core_counts && k < q->n_core_counts; k++)
 		if (!isfinite(q->core_counts[k]) || q->core_counts[k] < 1)
-			return err_set(err, -EINVAL,
-				       "placement: core count #%zu is %g: must be a finite number >= 1", k + 1,
-				       q->core_counts[k]);
+			return run_fail(out, err_set(err, -EINVAL,
+						     "placement: core count #%zu is %g: must be a finite number >= 1",
+						     k + 1, q->core_counts[k]));
 	for (size_t i = 0; i < n; i++) {
-		rc = placement_region_validate(&regions[i], i, err);
+		const struct placement_region *r = &regions[i];
+
+		rc = placement_region_validate(r, i, err);
 		if (rc < 0)
-			return rc;
+			return run_fail(out, rc);
+		if (r->n_operands >= UINT32_MAX - w.n_ops)
+			return run_fail(out, err_set(err, -E2BIG, "placement: more than %u operands", UINT32_MAX - 1));
+		w.n_ops += r->n_operands;
+		for (size_t k = 0; k < r->n_operands; k++)
+			if (r->operands[k].alloc_id > w.max_id)
+				w.max_id = r->operands[k].alloc_id;
 	}
 
 	w.regions = regions;
@@ -1235,6 +1307,29 @@ int placement_run(const struct placement_region *regions, size_t n, const struct
 	w.p = p;
 	w.gran = q->granularity;
 	w.model = q->movement;
+
+	/* size the block; take over the earlier result's when it is large enough */
+	struct layout l = { 0 };
+	work_layout(&w, &l, &res, n_counts, &units);
+	if (l.overflow)
+		return run_fail(out, err_set(err, -ENOMEM, "placement: %zu regions need more memory than "
+					     "can be addressed", n));
+	res.mem = out->mem;
+	res.mem_size = out->mem_size;
+	out->mem = NULL;
+	placement_result_free(out);
+	if (res.mem_size < l.used) {
+		free(res.mem);
+		res.mem_size = 0;
+		res.mem = block_alloc(l.used);
+		if (!res.mem)
+			return err_set(err, -ENOMEM, "placement: out of memory for %zu regions (%zu bytes)", n,
+				       l.used);
+		res.mem_size = l.used;
+	}
+	l = (struct layout){ .base = res.mem };
+	work_layout(&w, &l, &res, n_counts, &units);
+
 	res.params = *p;
 	res.params.theta = placement_theta(p);
 	res.params.b_rd = placement_b_rd(p);
@@ -1243,15 +1338,6 @@ int placement_run(const struct placement_region *regions, size_t n, const struct
 	res.movement = q->movement;
 	res.n_regions = n;
 
-	size_t m = n ? n : 1;
-	w.order = malloc(m * sizeof *w.order);
-	w.unit_of = malloc(m * sizeof *w.unit_of);
-	w.unit_first = malloc(m * sizeof *w.unit_first);
-	w.unit_size = malloc(m * sizeof *w.unit_size);
-	w.unit_outer = malloc(m * sizeof *w.unit_outer);
-	w.unit_m = malloc(m * sizeof *w.unit_m);
-	if (!w.order || !w.unit_of || !w.unit_first || !w.unit_size || !w.unit_outer || !w.unit_m)
-		return err_set(err, -ENOMEM, "placement: out of memory for %zu regions", n);
 	bool sorted = true;
 	for (size_t i = 0; i < n; i++) {
 		w.order[i] = i;
@@ -1263,40 +1349,24 @@ int placement_run(const struct placement_region *regions, size_t n, const struct
 
 	rc = work_index_allocations(&w, err);
 	if (rc < 0)
-		return rc;
-	size_t na = w.n_allocs ? w.n_allocs : 1;
-	w.a_seg = malloc(na * sizeof *w.a_seg);
-	w.a_state = malloc(na * sizeof *w.a_state);
-	w.a_written = calloc(na, sizeof *w.a_written);
-	w.a_read_since = malloc(na * sizeof *w.a_read_since);
-	w.a_wtrip = malloc(na * sizeof *w.a_wtrip);
-	w.a_wregion = malloc(na * sizeof *w.a_wregion);
-	if (!w.a_seg || !w.a_state || !w.a_written || !w.a_read_since || !w.a_wtrip || !w.a_wregion)
-		return err_set(err, -ENOMEM, "placement: out of memory for %zu allocations", w.n_allocs);
+		return run_fail(&res, rc);
+	memset(w.a_written, 0, w.n_allocs * sizeof *w.a_written);
 	for (size_t j = 0; j < w.ref_off[n]; j++)
 		if (w.refs[j].wr)
 			w.a_written[w.refs[j].alloc] = true;
 
-	if (w.gran == PL_GRAN_OPERATOR) {
-		rc = units_per_operator(&w, err);
-		if (rc < 0)
-			return rc;
-	} else {
+	if (w.gran == PL_GRAN_OPERATOR)
+		units_per_operator(&w);
+	else
 		units_per_region(&w);
-	}
 
-	res.estimates = calloc(n_counts, sizeof *res.estimates);
-	if (!res.estimates)
-		return err_set(err, -ENOMEM, "placement: out of memory for %zu estimates", n_counts);
 	for (size_t k = 0; k < n_counts; k++) {
 		double nc = q->core_counts && q->n_core_counts ? q->core_counts[k] : p->n_core;
 
 		res.n_estimates = k + 1;
-		rc = estimate_one(&w, nc, &res.estimates[k], err);
-		if (rc < 0) {
-			placement_result_free(&res);
-			return rc;
-		}
+		rc = estimate_one(&w, nc, &res.estimates[k], units, err);
+		if (rc < 0)
+			return run_fail(&res, rc);
 	}
 	*out = res;
 	return 0;

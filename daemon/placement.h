@@ -224,6 +224,8 @@ struct placement_result {
 	size_t n_regions;
 	struct placement_estimate *estimates; /* one per core count, in query order */
 	size_t n_estimates;
+	void *mem;       /* the one block holding estimates, decisions and the run's working arrays */
+	size_t mem_size;
 };
 
 /*
@@ -233,6 +235,14 @@ struct placement_result {
  */
 int placement_run(const struct placement_region *regions, size_t n, const struct placement_params *p,
 		  const struct placement_query *q, struct placement_result *out, struct pim_error *err);
+/*
+ * placement_run() for a caller that places repeatedly: *out is empty (zeroed) or an earlier
+ * result, which this call replaces, keeping its memory when that is large enough.  A result of
+ * n regions holds about 300 bytes per region besides its decisions; reusing it spares the page
+ * faults of touching that much fresh memory on every call.
+ */
+int placement_run_reuse(const struct placement_region *regions, size_t n, const struct placement_params *p,
+			const struct placement_query *q, struct placement_result *out, struct pim_error *err);
 void placement_result_free(struct placement_result *r);
 
 /* 0, or -EINVAL naming regions[index] and the bad field (placement_run checks every region). */

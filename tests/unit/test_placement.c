@@ -1096,6 +1096,121 @@ START_TEST(test_theta_from_measuring_host)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ reusing a result */
+
+/*
+ * A chain of n regions (deterministic): region i reads the previous output and a weight, writes
+ * its own output (every third in place), four consecutive regions share an operator; metrics
+ * vary so that each granularity puts some on PIM and some on the host.
+ */
+struct chain {
+	struct placement_region r[600];
+	struct placement_operand o[3 * 600];
+};
+
+static void chain_make(struct chain *c, size_t n, uint32_t salt)
+{
+	static const char *ops[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+	uint32_t x = 2463534242u ^ salt;
+
+	for (size_t i = 0; i < n; i++) {
+		struct placement_operand *o = &c->o[3 * i];
+		uint64_t elems;
+
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		elems = UINT64_C(1) << (8 + x % 14);
+		o[0] = (struct placement_operand){ (uint32_t)(2 * i), 4 * elems, PL_IN };
+		o[1] = (struct placement_operand){ (uint32_t)(2 * i + 1), elems, PL_IN };
+		o[2] = (struct placement_operand){ (uint32_t)(i % 3 == 2 ? 2 * i : 2 * i + 2), 4 * elems,
+						   i % 3 == 2 ? PL_INOUT : PL_OUT };
+		c->r[i] = reg((uint32_t)i, NULL, (uint32_t)i, x % 5 == 0 ? 16 : elems, elems * (1 + x % 3),
+			      4 * (double)elems / (1e9 + (x % 16) * 1e9));
+		c->r[i].op = ops[(i / 4) % 8];
+		c->r[i].trip = 1 + x % 3;
+		c->r[i].operands = o;
+		c->r[i].n_operands = 3;
+		set_nrd(&c->r[i], (double)(x % 7) * (double)elems / 64);
+		set_store(&c->r[i], x % 50, 30, 20, 10);
+	}
+}
+
+static void expect_same_estimate(const struct placement_estimate *a, const struct placement_estimate *b, size_t n)
+{
+	ck_assert(a->n_core == b->n_core);
+	ck_assert_uint_eq(a->n_offloaded, b->n_offloaded);
+	ck_assert_uint_eq(a->n_rejected_stage1, b->n_rejected_stage1);
+	ck_assert_uint_eq(a->n_rejected_stage2, b->n_rejected_stage2);
+	ck_assert_uint_eq(a->move.fetch_bytes, b->move.fetch_bytes);
+	ck_assert_uint_eq(a->move.flush_bytes, b->move.flush_bytes);
+	ck_assert_uint_eq(a->move.transitions, b->move.transitions);
+	ck_assert_uint_eq(a->move.segments, b->move.segments);
+	ck_assert(a->t_hybrid == b->t_hybrid && a->t_pim == b->t_pim && a->t_host == b->t_host);
+	for (size_t i = 0; i < n; i++) {
+		const struct placement_decision *x = &a->decisions[i], *y = &b->decisions[i];
+
+		ck_assert_msg(x->side == y->side && x->unit == y->unit && x->unit_size == y->unit_size &&
+				      x->n_outer == y->n_outer && x->executions == y->executions &&
+				      x->t_host == y->t_host && x->t_pim == y->t_pim &&
+				      x->t_pim_term == y->t_pim_term && x->t_pim_is_measured == y->t_pim_is_measured &&
+				      x->fetch_bytes == y->fetch_bytes && x->flush_bytes == y->flush_bytes &&
+				      x->evidence == y->evidence && x->bw_estimated == y->bw_estimated &&
+				      x->theta_from_source == y->theta_from_source && x->region == y->region &&
+				      x->region_id == y->region_id,
+			      "region %zu differs", i);
+		for (int k = 0; k < PL_N_COND; k++)
+			ck_assert(x->cond[k].state == y->cond[k].state && x->cond[k].lhs == y->cond[k].lhs &&
+				  x->cond[k].rhs == y->cond[k].rhs);
+	}
+}
+
+START_TEST(test_reuse_same_as_fresh)
+{
+	static struct chain big, small;
+	static const double cores[] = { 16, 64, 256 }, more[] = { 8, 16, 32, 64, 128 };
+	struct placement_params p = tparams();
+	struct placement_result reused = { 0 }, fresh;
+	struct pim_error err = { 0 };
+	size_t offloaded = 0, hosted = 0;
+
+	chain_make(&big, 600, 1);
+	chain_make(&small, 400, 2);
+	for (int g = PL_GRAN_LOOP; g <= PL_GRAN_BLOCK; g++)
+		for (int m = PL_MOVE_UPPER; m <= PL_MOVE_RESIDENT; m++) {
+			struct placement_query q = { (enum placement_granularity)g, (enum placement_movement_model)m,
+						     cores, 3 };
+			struct placement_query qb = { (enum placement_granularity)(2 - g), PL_MOVE_RESIDENT, more, 5 };
+
+			/* the reused block holds another model's run, at another granularity */
+			ck_assert_int_eq(placement_run_reuse(big.r, 600, &p, &qb, &reused, &err), 0);
+			void *block = reused.mem;
+			run(small.r, 400, &p, (enum placement_granularity)g, (enum placement_movement_model)m, cores,
+			    3, &fresh);
+			ck_assert_int_eq(placement_run_reuse(small.r, 400, &p, &q, &reused, &err), 0);
+			ck_assert_ptr_eq(reused.mem, block); /* large enough: kept */
+			ck_assert_uint_eq(reused.n_estimates, 3);
+			ck_assert_uint_eq(reused.n_regions, 400);
+			ck_assert_int_eq(reused.granularity, g);
+			for (size_t k = 0; k < 3; k++) {
+				expect_same_estimate(&reused.estimates[k], &fresh.estimates[k], 400);
+				offloaded += fresh.estimates[k].n_offloaded;
+				hosted += 400 - fresh.estimates[k].n_offloaded;
+			}
+			placement_result_free(&fresh);
+		}
+	/* the chain exercises both sides */
+	ck_assert_uint_gt(offloaded, 100);
+	ck_assert_uint_gt(hosted, 100);
+
+	/* a failed call leaves the result empty, its memory released */
+	p.sigma = 2;
+	ck_assert_int_eq(placement_run_reuse(small.r, 400, &p, NULL, &reused, &err), -EINVAL);
+	ck_assert_ptr_null(reused.mem);
+	ck_assert_ptr_null(reused.estimates);
+	ck_assert_uint_eq(reused.n_estimates, 0);
+	placement_result_free(&reused);
+}
+END_TEST
+
 static Suite *placement_suite(void)
 {
 	Suite *s = suite_create("placement");
@@ -1125,6 +1240,7 @@ static Suite *placement_suite(void)
 		{ "measured_t_pim_and_empty", test_measured_t_pim_and_empty },
 		{ "t_pim_terms_and_movement_bound", test_t_pim_terms_and_movement_bound },
 		{ "theta_from_measuring_host", test_theta_from_measuring_host },
+		{ "reuse_same_as_fresh", test_reuse_same_as_fresh },
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(tests); i++) {
