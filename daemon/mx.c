@@ -771,6 +771,19 @@ AVX2_INLINE void avx2_transpose_fields(const __m256i f[16], __m128i bytes[8])
  * final bit packing needs the 16 fields of one block side by side (avx2_transpose_fields()).
  */
 /* Column blocks (rb, c .. c + 7), written to their places in out. */
+/* One column block at o: its header and stream, or the canonical NaN block. */
+AVX2_INLINE void avx2_col_put(unsigned m, uint32_t E, uint32_t micro, __m128i bytes, uint8_t *o)
+{
+	if (__builtin_expect(E == MX_EXP_NAN, 0)) {
+		memset(o, 0, 2 + MX_BLOCK * (1 + m) / 8);
+		o[0] = MX_EXP_NAN;
+		return;
+	}
+	o[0] = (uint8_t)E;
+	o[1] = (uint8_t)micro;
+	avx2_store_stream(bytes, m, o + 2);
+}
+
 AVX2_INLINE void avx2_col8(unsigned m, enum mx_src t, const void *src, size_t cols,
 			   size_t rblocks, size_t rb, size_t c, uint8_t *out)
 {
@@ -796,36 +809,34 @@ AVX2_INLINE void avx2_col8(unsigned m, enum mx_src t, const void *src, size_t co
 	avx2_transpose_fields(f, bytes);
 	_mm256_store_si256((__m256i *)micro, mic);
 	_mm256_store_si256((__m256i *)Ev, E);
-	for (unsigned l = 0; l < 8; l++) {
-		uint8_t *o = out + ((c + l) * rblocks + rb) * bb;
-		if (__builtin_expect(Ev[l] == MX_EXP_NAN, 0)) {
-			memset(o, 0, bb);
-			o[0] = MX_EXP_NAN;
-			continue;
-		}
-		o[0] = (uint8_t)Ev[l];
-		o[1] = (uint8_t)micro[l];
-		avx2_store_stream(bytes[l], m, o + 2);
+	for (unsigned l = 0; l < 8; l++)
+		avx2_col_put(m, Ev[l], micro[l], bytes[l], out + ((c + l) * rblocks + rb) * bb);
+}
+
+/* Column blocks (rb, c0 .. cols - 1): 8 at a time, then the rest (cols % 8) one by one. */
+AVX2_INLINE void avx2_col_from(unsigned m, enum mx_src t, const void *src, size_t cols,
+			       size_t rblocks, size_t rb, size_t c0, uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8;
+	size_t c = c0;
+
+	for (; c + 8 <= cols; c += 8)
+		avx2_col8(m, t, src, cols, rblocks, rb, c, out);
+	for (; c < cols; c++) {
+		uint32_t u[MX_BLOCK];
+		for (unsigned k = 0; k < MX_BLOCK; k++)
+			u[k] = mx_src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
+		quant_bits_generic(u, m, out + (c * rblocks + rb) * bb);
 	}
 }
 
 AVX2_INLINE void avx2_col(unsigned m, enum mx_src t, const void *src, size_t rows, size_t cols,
 			  uint8_t *out)
 {
-	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, rblocks = rows / MX_BLOCK;
-	const size_t c8 = cols & ~(size_t)7;
+	const size_t rblocks = rows / MX_BLOCK;
 
-	for (size_t rb = 0; rb < rblocks; rb++) {
-		for (size_t c = 0; c < c8; c += 8)
-			avx2_col8(m, t, src, cols, rblocks, rb, c, out);
-		/* Remaining columns (cols % 8) one block at a time. */
-		for (size_t c = c8; c < cols; c++) {
-			uint32_t u[MX_BLOCK];
-			for (unsigned k = 0; k < MX_BLOCK; k++)
-				u[k] = mx_src_bits(t, src, (rb * MX_BLOCK + k) * cols + c);
-			quant_bits_generic(u, m, out + (c * rblocks + rb) * bb);
-		}
-	}
+	for (size_t rb = 0; rb < rblocks; rb++)
+		avx2_col_from(m, t, src, cols, rblocks, rb, 0, out);
 }
 
 AVX2_INLINE void avx2_m(unsigned m, enum mx_src t, const void *src, size_t rows, size_t cols,
@@ -987,34 +998,102 @@ AVX512_INLINE __m512i avx512_bf16_fields2(__m512i x, unsigned m, uint32_t *hdr)
 			       q);
 }
 
-/* The 16 fields (as 16-bit lanes) and header (E | micro << 8) of one FP32 row block in 16
- * 32-bit lanes; the lane arithmetic of avx2_fields(). */
-AVX512_INLINE __m256i avx512_f32_fields(__m512i x, unsigned m, uint32_t *hdr)
+/*
+ * The (1+m)-bit fields of 16 FP32 elements in 32-bit lanes: x the bit patterns, e their exponent
+ * fields, E the shared exponent of each lane's block, d the lanes whose microexponent is 1; the
+ * lane arithmetic of avx2_fields().
+ */
+AVX512_INLINE __m512i avx512_fields32(__m512i x, __m512i e, __m512i E, __mmask16 d, unsigned m)
 {
 	const __m512i one = _mm512_set1_epi32(1);
-	__m512i e = _mm512_and_si512(_mm512_srli_epi32(x, FP32_MANT_BITS), _mm512_set1_epi32(0xff));
-	unsigned Es = _mm512_reduce_max_epu32(e);
-	__m512i E = _mm512_set1_epi32((int)Es);
-
-	uint32_t lt = (uint32_t)_mm512_cmpgt_epu32_mask(E, e);
-	uint32_t pairs = lt & lt >> 1 & 0x5555u;
 	__m512i v = _mm512_maskz_mov_epi32(
 		_mm512_test_epi32_mask(e, e),
 		_mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(FP32_MANT_MASK)),
 				_mm512_set1_epi32(FP32_HIDDEN)));
 	__m512i sh = _mm512_add_epi32(_mm512_sub_epi32(E, e), _mm512_set1_epi32((int)(24 - m)));
-	sh = _mm512_mask_sub_epi32(sh, (__mmask16)(pairs | pairs << 1), sh, one);
+	sh = _mm512_mask_sub_epi32(sh, d, sh, one);
 	sh = _mm512_min_epu32(sh, _mm512_set1_epi32(25));
 	__m512i lsb = _mm512_and_si512(_mm512_srlv_epi32(v, sh), one);
 	__m512i hm1 = _mm512_srlv_epi32(_mm512_set1_epi32(-1),
 					_mm512_sub_epi32(_mm512_set1_epi32(33), sh));
 	__m512i q = _mm512_srlv_epi32(_mm512_add_epi32(_mm512_add_epi32(v, hm1), lsb), sh);
 	q = _mm512_min_epu32(q, _mm512_set1_epi32((int)((1u << m) - 1)));
+	return _mm512_or_si512(
+		_mm512_and_si512(_mm512_srli_epi32(x, 31 - m), _mm512_set1_epi32((int)(1u << m))), q);
+}
+
+AVX512_INLINE __m512i avx512_exp32(__m512i x)
+{
+	return _mm512_and_si512(_mm512_srli_epi32(x, FP32_MANT_BITS), _mm512_set1_epi32(0xff));
+}
+
+/* The 16 fields (as 16-bit lanes) and header (E | micro << 8) of one FP32 row block in 16
+ * 32-bit lanes. */
+AVX512_INLINE __m256i avx512_f32_fields(__m512i x, unsigned m, uint32_t *hdr)
+{
+	__m512i e = avx512_exp32(x);
+	unsigned Es = _mm512_reduce_max_epu32(e);
+	__m512i E = _mm512_set1_epi32((int)Es);
+	uint32_t lt = (uint32_t)_mm512_cmpgt_epu32_mask(E, e);
+	uint32_t pairs = lt & lt >> 1 & 0x5555u;
 
 	*hdr = Es | (uint32_t)_pext_u32(pairs, 0x5555u) << 8;
-	return _mm512_cvtepi32_epi16(_mm512_or_si512(
-		_mm512_and_si512(_mm512_srli_epi32(x, 31 - m), _mm512_set1_epi32((int)(1u << m))),
-		q));
+	return _mm512_cvtepi32_epi16(avx512_fields32(x, e, E, (__mmask16)(pairs | pairs << 1), m));
+}
+
+/*
+ * Column blocking, 16 columns at a time: avx2_col8() on 16 lanes (the max and the pair test
+ * vertical), the transposition as two of 8 columns.
+ */
+AVX512_INLINE void avx512_col16(unsigned m, enum mx_src t, const void *src, size_t cols,
+				size_t rblocks, size_t rb, size_t c, uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, r0 = rb * MX_BLOCK;
+	/* the exponents are taken again where needed: 16 rows of x and of e would not fit in the 32
+	 * vector registers */
+	__m512i x[MX_BLOCK], E = _mm512_setzero_si512(), mic = _mm512_setzero_si512();
+	__m256i lo[MX_BLOCK], hi[MX_BLOCK];
+	__m128i bytes[16];
+	uint32_t Ev[16] __attribute__((aligned(64)));
+	uint32_t micro[16] __attribute__((aligned(64)));
+
+	for (unsigned k = 0; k < MX_BLOCK; k++) {
+		size_t i = (r0 + k) * cols + c;
+		x[k] = t == MX_SRC_BF16 ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+								    (const __m256i *)((const uint16_t *)src + i))),
+							    16)
+					: _mm512_loadu_si512((const float *)src + i);
+		E = _mm512_max_epu32(E, avx512_exp32(x[k]));
+	}
+	for (unsigned i = 0; i < MX_BLOCK / 2; i++) {
+		__m512i e0 = avx512_exp32(x[2 * i]), e1 = avx512_exp32(x[2 * i + 1]);
+		__mmask16 d = _mm512_cmpgt_epu32_mask(E, e0) & _mm512_cmpgt_epu32_mask(E, e1);
+		mic = _mm512_mask_or_epi32(mic, d, mic, _mm512_set1_epi32(1 << i));
+		for (unsigned j = 0; j < 2; j++) {
+			__m512i f = avx512_fields32(x[2 * i + j], j ? e1 : e0, E, d, m);
+			lo[2 * i + j] = _mm512_castsi512_si256(f);
+			hi[2 * i + j] = _mm512_extracti64x4_epi64(f, 1);
+		}
+	}
+	avx2_transpose_fields(lo, bytes);
+	avx2_transpose_fields(hi, bytes + 8);
+	_mm512_store_si512(micro, mic);
+	_mm512_store_si512(Ev, E);
+	for (unsigned l = 0; l < 16; l++)
+		avx2_col_put(m, Ev[l], micro[l], bytes[l], out + ((c + l) * rblocks + rb) * bb);
+}
+
+AVX512_INLINE void avx512_col(unsigned m, enum mx_src t, const void *src, size_t rows, size_t cols,
+			      uint8_t *out)
+{
+	const size_t rblocks = rows / MX_BLOCK;
+
+	for (size_t rb = 0; rb < rblocks; rb++) {
+		size_t c = 0;
+		for (; c + 16 <= cols; c += 16)
+			avx512_col16(m, t, src, cols, rblocks, rb, c, out);
+		avx2_col_from(m, t, src, cols, rblocks, rb, c, out);
+	}
 }
 
 AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
@@ -1053,7 +1132,7 @@ AVX512_INLINE void avx512_m(unsigned m, enum mx_src t, const void *src, size_t r
 	if (dir == MX_DIR_ROW)
 		avx512_row(m, t, src, rows * cols / MX_BLOCK, out);
 	else
-		avx2_col(m, t, src, rows, cols, out);
+		avx512_col(m, t, src, rows, cols, out);
 }
 
 /* Specialized for each format and source type, as quant_avx2(). */
