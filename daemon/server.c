@@ -175,7 +175,8 @@ static int conn_grow(void *data, uint32_t old_cap, uint32_t new_cap)
 	return 0;
 }
 
-static int outbuf_append(struct outbuf *o, const uint8_t *p, size_t n)
+/* Room for n more bytes at the end of o (not yet counted in o->len), or NULL. */
+static uint8_t *outbuf_reserve(struct outbuf *o, size_t n)
 {
 	if (o->off > 0 && o->off == o->len)
 		o->off = o->len = 0;
@@ -194,14 +195,12 @@ static int outbuf_append(struct outbuf *o, const uint8_t *p, size_t n)
 				cap += cap < (1u << 20) ? cap : (1u << 20);
 			uint8_t *d = realloc(o->data, cap);
 			if (!d)
-				return -ENOMEM;
+				return NULL;
 			o->data = d;
 			o->cap = cap;
 		}
 	}
-	memcpy(o->data + o->len, p, n);
-	o->len += n;
-	return 0;
+	return o->data + o->len;
 }
 
 static size_t outbuf_pending(const struct outbuf *o) { return o->len - o->off; }
@@ -257,8 +256,6 @@ static int conn_flush(struct conn *c)
 static int conn_queue(struct conn *c, Pim__Response *resp)
 {
 	size_t n = pim__response__get_packed_size(resp);
-	uint8_t hdr[FRAME_HEADER_BYTES];
-	int r;
 
 	if (n > c->server->max_frame) {
 		/* Never send what the peer is entitled to refuse; say so instead. */
@@ -284,20 +281,17 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 			return -ENOMEM;
 		n = pim__response__get_packed_size(resp);
 	}
-	_cleanup_(freep) uint8_t *buf = malloc(n ? n : 1);
-	if (!buf) {
-		pim__response__free_unpacked(resp, NULL);
-		return -ENOMEM;
+	/* packed straight behind its header in the output buffer: no copy, no allocation per reply */
+	uint8_t *at = outbuf_reserve(&c->out, FRAME_HEADER_BYTES + n);
+	if (at) {
+		frame_put_header(at, (uint32_t)n);
+		pim__response__pack(resp, at + FRAME_HEADER_BYTES);
+		c->out.len += FRAME_HEADER_BYTES + n;
 	}
-	pim__response__pack(resp, buf);
 	pim__response__free_unpacked(resp, NULL);
-	frame_put_header(hdr, (uint32_t)n);
-	r = outbuf_append(&c->out, hdr, sizeof hdr);
-	if (r == 0)
-		r = outbuf_append(&c->out, buf, n);
 	conn_account(c);
-	if (r < 0)
-		return r;
+	if (!at)
+		return -ENOMEM;
 	c->unanswered++;
 	return 0;
 }
