@@ -311,30 +311,58 @@ static void evidence_notes(struct reply *b, Pim__PlacementReply *r, const struct
 		reply_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
 }
 
-/* Stores an answer for the next identical query; failing to is not the client's problem. */
+/* Stores an answer (a message m) for the next identical query; failing to is not the client's
+ * problem. */
 static void cache_put(struct rpc_context *ctx, const struct loaded *l, const char *key,
-		      const Pim__PlacementReply *pr)
+		      const ProtobufCMessage *m)
 {
 	struct pim_error err = { 0 };
-	size_t n = pim__placement_reply__get_packed_size(pr);
+	size_t n = protobuf_c_message_get_packed_size(m);
 	uint8_t *buf = n <= ctx->max_frame_bytes ? malloc(n ? n : 1) : NULL;
 
 	if (!buf)
 		return;
-	pim__placement_reply__pack(pr, buf);
+	protobuf_c_message_pack(m, buf);
 	if (store_decision_put(ctx->store, l->model_id, ctx->platform->row, key, buf, n, &err) < 0)
-		log_warning("Could not store the placement of \"%s\": %s", l->manifest->name, err.msg);
+		log_warning("Could not store an answer for \"%s\": %s", l->manifest->name, err.msg);
 	free(buf);
 }
 
-/* Every input that shapes an answer, in one string. */
-static void cache_key(char *buf, size_t len, const struct placement_params *p, const char *gran,
-		      const char *move, const double *cores, size_t n_cores, bool summary)
+/*
+ * The answer stored under key for model `name`, unpacked as a message of descriptor d; NULL
+ * when there is none, or the model is unknown (loading it then says why).  It is looked up
+ * before the model's manifest and metrics are read: what is stored stays valid while they do,
+ * since replacing or removing a model or measuring it deletes its answers (store.c).
+ */
+static void *cache_get(struct rpc_context *ctx, const char *name, const char *key,
+		       const ProtobufCMessageDescriptor *d)
 {
-	/* v2: answers carry the T_pim terms and the movement-aware bound */
-	size_t pos = (size_t)snprintf(buf, len, "v2 %s %s %d n_core=%.17g f_pim=%.17g i_min=%.17g "
+	struct pim_error err = { 0 };
+	int64_t model_id;
+	uint8_t *blob;
+	size_t blen;
+
+	if (!manifest_name_valid(name) || store_model_id(ctx->store, name, &model_id, &err) < 0 ||
+	    store_decision_get(ctx->store, model_id, ctx->platform->row, key, &blob, &blen, &err) <= 0)
+		return NULL;
+	ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, blen, blob);
+	free(blob);
+	if (!m)
+		log_warning("A stored answer for model \"%s\" does not decode; recomputing", name);
+	return m;
+}
+
+/*
+ * Every input that shapes an answer, in one string, led by the kind and version of the answer
+ * stored under it: "v2" a PlacementReply (with the T_pim terms and the movement-aware bound),
+ * "decisions-v1" a DecisionsReply.
+ */
+static void cache_key(char *buf, size_t len, const char *kind, const struct placement_params *p,
+		      const char *gran, const char *move, const double *cores, size_t n_cores, bool summary)
+{
+	size_t pos = (size_t)snprintf(buf, len, "%s %s %s %d n_core=%.17g f_pim=%.17g i_min=%.17g "
 				      "t_ctx=%.17g b_cpu=%.17g theta=%.17g sigma=%.17g b_rd=%.17g "
-				      "b_wb=%.17g b_pim_core=%.17g L=%.17g cores=", gran, move, summary,
+				      "b_wb=%.17g b_pim_core=%.17g L=%.17g cores=", kind, gran, move, summary,
 				      p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, placement_theta(p),
 				      p->sigma, placement_b_rd(p), placement_b_wb(p), p->b_pim_core,
 				      p->line_bytes);
@@ -371,14 +399,21 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 					   "core count %g is outside 1..1e9", q->core_counts[i]);
 	if (merge_params(ctx, q->params, &p, &err) < 0)
 		return reply_error_from(req->id, &err);
-	if (load(ctx, q->model, &l, &err) < 0) {
-		loaded_free(&l);
-		return reply_error_from(req->id, &err);
-	}
 
 	double one = p.n_core;
 	const double *cores = q->n_core_counts ? q->core_counts : &one;
 	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
+	cache_key(key, sizeof key, "v2", &p, placement_granularity_name(gran), placement_movement_model_name(move),
+		  cores, n_cores, q->summary_only);
+	Pim__PlacementReply *cached = cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
+	if (cached) {
+		cached->cached = true;
+		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
+	}
+	if (load(ctx, q->model, &l, &err) < 0) {
+		loaded_free(&l);
+		return reply_error_from(req->id, &err);
+	}
 	/* A region row takes ~150 bytes of reply: refuse early what cannot be sent. */
 	if (!q->summary_only && (double)l.manifest->n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
 		size_t n = l.manifest->n_regions;
@@ -387,23 +422,6 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				   "placement: %zu regions x %zu core counts do not fit a reply of "
 				   "max_frame_bytes %u; ask for the summary (--summary) or fewer core counts",
 				   n, n_cores, ctx->max_frame_bytes);
-	}
-	cache_key(key, sizeof key, &p, placement_granularity_name(gran), placement_movement_model_name(move),
-		  cores, n_cores, q->summary_only);
-
-	/* A stored answer is valid: metrics changes delete them (store_metrics_put). */
-	uint8_t *blob;
-	size_t blen;
-	int k = store_decision_get(ctx->store, l.model_id, ctx->platform->row, key, &blob, &blen, &err);
-	if (k > 0) {
-		Pim__PlacementReply *pr = pim__placement_reply__unpack(NULL, blen, blob);
-		free(blob);
-		if (pr) {
-			pr->cached = true;
-			loaded_free(&l);
-			return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, pr);
-		}
-		log_warning("A stored decision of model \"%s\" does not decode; recomputing", q->model);
 	}
 
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
@@ -437,7 +455,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	}
 	placement_result_free(&res);
 	if (!b.oom)
-		cache_put(ctx, &l, key, pr);
+		cache_put(ctx, &l, key, &pr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
 }
@@ -732,6 +750,12 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 				   TEXT_ECHO(q->movement, 32));
 	if (merge_params(ctx, q->params, &p, &err) < 0)
 		return reply_error_from(req->id, &err);
+	char key[1024];
+	cache_key(key, sizeof key, "decisions-v1", &p, placement_granularity_name(gran),
+		  placement_movement_model_name(move), &p.n_core, 1, false);
+	Pim__DecisionsReply *cached = cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
+	if (cached)
+		return reply_wrap(req->id, PIM__RESPONSE__BODY_DECISIONS, cached);
 	if (load(ctx, q->model, &l, &err) < 0) {
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
@@ -763,8 +787,10 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		dr->known_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
 		dr->known_bitmap.len = (limit + 7) / 8;
 	}
-	if (!b.oom)
+	if (!b.oom) {
 		decisions_fill(dr, &l, &res.estimates[0]);
+		cache_put(ctx, &l, key, &dr->base);
+	}
 	placement_result_free(&res);
 	loaded_free(&l);
 	return reply_finish(&b);

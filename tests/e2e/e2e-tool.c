@@ -472,6 +472,25 @@ static int cmd_decided(const char *path, const char *model)
 	return 0;
 }
 
+/* Before any counts: every region of the model on the host, twice (the second answer is the
+ * stored one), so that a later cmd_decided shows new counts replacing the stored answer. */
+static int cmd_decided_none(const char *path, const char *model)
+{
+	pim_client *c = pim_client_new();
+	CHECK(pim_client_connect(c, path, "decided") == 0, "%s", pim_client_error(c));
+	for (int k = 0; k < 2; k++) {
+		pim_model *m;
+		CHECK(pim_model_open(c, model, &m) == 0, "open: %s", pim_client_error(c));
+		CHECK(pim_model_offloaded(m) == 0, "offloaded %u without counts", pim_model_offloaded(m));
+		for (uint32_t r = 0; r < 9; r++)
+			CHECK(pim_model_region_enter(m, r) == PIM_ON_HOST, "region %u on host", r);
+		pim_model_close(m);
+	}
+	pim_client_free(c);
+	printf("decided: no counts, every region on the host (computed, then stored)\n");
+	return 0;
+}
+
 /* A training runtime's view of a JIT-Q plan: fetched once, then looked up per boundary. */
 static int cmd_jitq(const char *path)
 {
@@ -1303,6 +1322,8 @@ int main(int argc, char **argv)
 		return cmd_pipeline(argv[2], atoi(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "decided") == 0)
 		return cmd_decided(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "decided-none") == 0)
+		return cmd_decided_none(argv[2], argv[3]);
 	if (argc == 5 && strcmp(argv[1], "insitu") == 0)
 		return cmd_insitu(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "amplify") == 0)

@@ -118,6 +118,8 @@ expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL
 
 # ------------------------------------------------------------ placement (imported counts)
 D=$(pwd)/tests/e2e/data
+check "decisions before any counts: all on the host, the second answer from the store" \
+	"$TOOL" decided-none "$S" decoder-block
 expect_rc 0 "Imported region 1 of decoder-block: T_host 50.00 us, n_rd 12288 (BW_read 15.73 GB/s)" \
 	"import-perf stores counts per execution" \
 	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --executions 100
@@ -188,7 +190,8 @@ expect_rc 1 "does not fit a reply" "a calibration sweep too large for a reply is
 printf 'region,beneficial\n1,1\n1,0\n' > "$T/dup.csv"
 expect_rc 1 "line 3" "calibrate names the bad label line" \
 	"$PIMCTL" --socket "$S" calibrate decoder-block --labels "$T/dup.csv"
-check "libpimclient decided path" "$TOOL" decided "$S" decoder-block
+check "libpimclient decided path (the stored answer replaced by the new counts)" "$TOOL" decided "$S" decoder-block
+check "libpimclient decided path, answered from the store" "$TOOL" decided "$S" decoder-block
 
 # ------------------------------------------------------------ profiling (timing backend here)
 M=$B/tests/models
