@@ -15,10 +15,14 @@
  *   3. latency: pim_status() and raw echo round trips in alternating batches (the order
  *      alternates every round, so drift and noise from other users of the machine hit both
  *      alike); p50/p99 of per-request CLOCK_MONOTONIC timings and the ratio pimd/echo, against
- *      the project's goal of <= 1.5x;
+ *      the goals p50 <= 1.2x and p99 <= 1.5x;
  *   4. throughput: 8 client processes, each with its own connection, for a fixed duration,
- *      against pimd and against the echo server (alternating);
- *   5. stops everything and removes the temporary directory.
+ *      against pimd and against the echo server (alternating); goal pimd >= 0.9x echo;
+ *   5. the mixed workload of a shared service: 64 client processes cycling through status, list,
+ *      show, placement and decisions of a 30-region model, a JIT-Q plan and loading and removing
+ *      a model of their own; requests/s, p50 and p99 overall (goal p99 <= 20 ms) and per kind,
+ *      and the share of a core pimd used;
+ *   6. stops everything and removes the temporary directory.
  *
  * Exit status: 0 on success (whether or not the goal is met), 1 if something failed, 2 on a
  * usage error.  --quick runs far fewer iterations (a smoke test of well under 3 s).
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -57,10 +62,11 @@ struct params {
 	unsigned rounds, batch, warmup;   /* latency */
 	unsigned tput_rounds;             /* throughput rounds (each: pimd and echo) */
 	uint64_t tput_ns;                 /* duration of one throughput run */
+	uint64_t mix_ns;                  /* duration of the mixed workload */
 };
 
-static const struct params normal_params = { 20, 2000, 1000, 2, 2000000000ull };
-static const struct params quick_params = { 4, 250, 100, 1, 250000000ull };
+static const struct params normal_params = { 20, 2000, 1000, 2, 2000000000ull, 4000000000ull };
+static const struct params quick_params = { 4, 250, 100, 1, 250000000ull, 500000000ull };
 
 /* Global so the signal handler and cleanup can reach them. */
 static char tmp_dir[64];
@@ -282,7 +288,13 @@ static int start_pimd(const char *path)
 
 	if (fd < 0)
 		return fail("creating %s: %s", conf_path, strerror(errno));
-	close(fd);  /* an empty configuration: defaults, independent of /etc/pimd */
+	/* defaults, independent of /etc/pimd, except room for the mixed workload's clients and the
+	 * connections a closing client leaves behind for a moment */
+	static const char conf[] = "max_clients_per_uid = 128\n";
+	ssize_t w = write(fd, conf, sizeof conf - 1);
+	close(fd);
+	if (w != (ssize_t)sizeof conf - 1)
+		return fail("writing %s: %s", conf_path, strerror(errno));
 	if (access(path, X_OK) < 0)
 		return fail("%s: %s (build it with make, or pass the path of pimd)", path,
 			    strerror(errno));
@@ -306,7 +318,8 @@ static int start_pimd(const char *path)
 	pimd_pid = pid;
 
 	/* Wait until it answers a Status. */
-	uint64_t deadline = now_ns() + 10000000000ull;
+	/* the first start measures B_cpu (PLATFORM_PROBE_BYTES): slow on a loaded machine */
+	uint64_t deadline = now_ns() + 60000000000ull;
 	for (;;) {
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
@@ -326,7 +339,7 @@ static int start_pimd(const char *path)
 			return 0;
 		}
 		if (now_ns() > deadline) {
-			fail("pimd does not answer on %s after 10 s: %s", pimd_sock, pim_client_error(c));
+			fail("pimd does not answer on %s after 60 s: %s", pimd_sock, pim_client_error(c));
 			pim_client_free(c);
 			return -1;
 		}
@@ -682,6 +695,80 @@ struct tput_msg {
 	int32_t pad;
 };
 
+/*
+ * A crowd of client processes released at once: start(i) runs in child i (and must not return)
+ * with the write end of the ready pipe, to write one byte when connected, and the read end of
+ * the start pipe, which reads EOF when all may go; keep_w, when >= 0, is a pipe's write end the
+ * children keep (its read end keep_r is closed in them).  Returns the number of children started,
+ * all of them released, their pids in pids.
+ */
+struct crowd {
+	void (*start)(int i, void *arg, int ready_w, int start_r);
+	void *arg;
+	int keep_r;
+	uint64_t released_ns; /* set by crowd_run(): when the children were let go */
+};
+
+static int crowd_run(struct crowd *cw, int n, pid_t *pids)
+{
+	int ready[2], start[2], k = 0;
+
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return fail("pipe: %s", strerror(errno));
+	if (pipe2(start, O_CLOEXEC) < 0) {
+		close(ready[0]), close(ready[1]);
+		return fail("pipe: %s", strerror(errno));
+	}
+	fflush(stdout);
+	for (; k < n; k++) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			fail("fork: %s", strerror(errno));
+			break;
+		}
+		if (pid == 0) {
+			close(ready[0]);
+			close(start[1]);
+			if (cw->keep_r >= 0)
+				close(cw->keep_r);
+			cw->start(k, cw->arg, ready[1], start[0]);
+			_exit(1);
+		}
+		pids[k] = pid;
+	}
+	close(ready[1]);
+	close(start[0]);
+	/* Wait until every child is connected (or gone), then release them all at once. */
+	for (int got = 0; got < k;) {
+		char b[64];
+		ssize_t r = read(ready[0], b, sizeof b);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (int)r;
+	}
+	cw->released_ns = now_ns();
+	close(start[1]);
+	close(ready[0]);
+	return k;
+}
+
+/* Reaps the crowd; -1 if a child failed. */
+static int crowd_wait(const pid_t *pids, int n)
+{
+	int ret = 0;
+
+	for (int i = 0; i < n; i++) {
+		int st;
+		while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			ret = -1;
+	}
+	return ret;
+}
+
 static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, int start_r, int res_w,
 						 uint64_t dur_ns)
 {
@@ -718,52 +805,35 @@ static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, in
 	_exit(m.ok ? 0 : 1);
 }
 
+struct tput_arg {
+	enum kind kind;
+	int res_w;
+	uint64_t dur_ns;
+};
+
+static void tput_start(int i, void *arg, int ready_w, int start_r)
+{
+	const struct tput_arg *a = arg;
+
+	(void)i;
+	tput_child(a->kind, ready_w, start_r, a->res_w, a->dur_ns);
+}
+
 /* Runs N_CLIENTS processes against one server; *rps is the sum of their request rates. */
 static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
 {
-	int ready[2], start[2], res[2];
+	int res[2];
 	pid_t pids[N_CLIENTS];
-	int n = 0, ret = 0;
+	int n, ret = 0;
 
-	if (pipe2(ready, O_CLOEXEC) < 0)
+	if (pipe2(res, O_CLOEXEC) < 0)
 		return fail("pipe: %s", strerror(errno));
-	if (pipe2(start, O_CLOEXEC) < 0) {
-		close(ready[0]), close(ready[1]);
-		return fail("pipe: %s", strerror(errno));
-	}
-	if (pipe2(res, O_CLOEXEC) < 0) {
-		close(ready[0]), close(ready[1]), close(start[0]), close(start[1]);
-		return fail("pipe: %s", strerror(errno));
-	}
-	fflush(stdout);
-	for (; n < N_CLIENTS; n++) {
-		pid_t pid = fork();
-		if (pid < 0) {
-			ret = fail("fork: %s", strerror(errno));
-			break;
-		}
-		if (pid == 0) {
-			close(ready[0]);
-			close(start[1]);
-			close(res[0]);
-			tput_child(kind, ready[1], start[0], res[1], dur_ns);
-		}
-		pids[n] = pid;
-	}
-	close(ready[1]);
-	close(start[0]);
+	struct tput_arg a = { kind, res[1], dur_ns };
+	struct crowd cw = { .start = tput_start, .arg = &a, .keep_r = res[0] };
+	n = crowd_run(&cw, N_CLIENTS, pids);
 	close(res[1]);
-	/* Wait until every child is connected (or gone), then release them all at once. */
-	for (int got = 0; got < n;) {
-		char b[N_CLIENTS];
-		ssize_t r = read(ready[0], b, sizeof b);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (int)r;
-	}
-	close(start[1]);
+	if (n < N_CLIENTS)
+		ret = -1;
 
 	double total = 0;
 	int reported = 0;
@@ -780,20 +850,320 @@ static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
 		else if (m.elapsed_ns)
 			total += (double)m.count * 1e9 / (double)m.elapsed_ns;
 	}
-	for (int i = 0; i < n; i++) {
-		int st;
-		while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-			ret = -1;
-	}
-	close(ready[0]);
+	if (crowd_wait(pids, n < 0 ? 0 : n) < 0)
+		ret = -1;
 	close(res[0]);
 	if (ret == 0 && reported != N_CLIENTS)
 		ret = fail("%d of %d throughput clients reported", reported, N_CLIENTS);
 	if (ret < 0)
 		return fail("throughput run against the %s failed", kind == K_PIMD ? "pimd" : "echo server");
 	*rps = total;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ mixed workload */
+
+/*
+ * MIX_CLIENTS processes, each with its own connection, cycle through the requests of a shared
+ * service: status, list, show, the placement and the decisions of a loaded MIX_REGIONS-region
+ * model, a JIT-Q plan, and loading and removing a model of their own.  Every request's latency
+ * is kept (in memory shared with the parent) for the p99.
+ */
+#define MIX_CLIENTS 64
+#define MIX_REGIONS 30
+#define MIX_MAX_PER_CLIENT 20000
+
+enum mix_op { MIX_STATUS, MIX_LIST, MIX_SHOW, MIX_PLACEMENT, MIX_DECISIONS, MIX_JITQ, MIX_LOAD, MIX_REMOVE,
+	      MIX_N };
+static const char *const mix_name[MIX_N] = { "status", "list", "show", "placement", "decisions",
+					     "jitq plan", "load", "remove" };
+/* One client's cycle of 40 requests; clients start at different points of it. */
+static const uint8_t mix_cycle[40] = {
+	MIX_STATUS, MIX_SHOW, MIX_PLACEMENT, MIX_DECISIONS, MIX_STATUS, MIX_LIST, MIX_JITQ, MIX_STATUS,
+	MIX_PLACEMENT, MIX_SHOW, MIX_DECISIONS, MIX_STATUS, MIX_LOAD, MIX_STATUS, MIX_SHOW, MIX_PLACEMENT,
+	MIX_DECISIONS, MIX_LIST, MIX_STATUS, MIX_JITQ, MIX_STATUS, MIX_SHOW, MIX_PLACEMENT, MIX_DECISIONS,
+	MIX_STATUS, MIX_LIST, MIX_JITQ, MIX_STATUS, MIX_PLACEMENT, MIX_SHOW, MIX_DECISIONS, MIX_STATUS,
+	MIX_REMOVE, MIX_STATUS, MIX_SHOW, MIX_PLACEMENT, MIX_DECISIONS, MIX_LIST, MIX_STATUS, MIX_JITQ,
+};
+
+struct mix_slot {
+	uint32_t n;
+	int32_t ok;
+	uint8_t op[MIX_MAX_PER_CLIENT];
+	uint32_t ns[MIX_MAX_PER_CLIENT]; /* latency, capped at ~4.3 s */
+};
+
+/* A serialized manifest of MIX_REGIONS elementwise regions over two buffers, named name. */
+static uint8_t *mix_manifest(const char *name, size_t *len)
+{
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	Pim__Allocation a[2], *ap[2] = { &a[0], &a[1] };
+	Pim__Region r[MIX_REGIONS], *rp[MIX_REGIONS];
+	Pim__Operand o[MIX_REGIONS][2], *op[MIX_REGIONS][2];
+	char rname[MIX_REGIONS][16];
+
+	m.name = (char *)name;
+	m.source = "bench_query";
+	for (int k = 0; k < 2; k++) {
+		pim__allocation__init(&a[k]);
+		a[k].id = (uint32_t)k;
+		a[k].bytes = 1 << 20;
+		a[k].kind = PIM__ALLOC_KIND__ALLOC_KIND_ALLOC;
+		a[k].name = k ? "out" : "in";
+	}
+	m.allocations = ap;
+	m.n_allocations = 2;
+	for (int i = 0; i < MIX_REGIONS; i++) {
+		pim__region__init(&r[i]);
+		snprintf(rname[i], sizeof rname[i], "r%d", i);
+		r[i].id = (uint32_t)i;
+		r[i].name = rname[i];
+		r[i].op = "linalg.generic";
+		r[i].location = "";
+		r[i].order = (uint32_t)i;
+		r[i].n_par = r[i].n_total = 262144;
+		r[i].trip = 1;
+		for (int k = 0; k < 2; k++) {
+			pim__operand__init(&o[i][k]);
+			o[i][k].allocation_id = (uint32_t)((i + k) % 2);
+			o[i][k].bytes = 1 << 20;
+			o[i][k].role = k ? PIM__OPERAND_ROLE__OPERAND_ROLE_OUT : PIM__OPERAND_ROLE__OPERAND_ROLE_IN;
+			op[i][k] = &o[i][k];
+		}
+		r[i].operands = op[i];
+		r[i].n_operands = 2;
+		rp[i] = &r[i];
+	}
+	m.regions = rp;
+	m.n_regions = MIX_REGIONS;
+	*len = pim__manifest__get_packed_size(&m);
+	uint8_t *buf = malloc(*len ? *len : 1);
+	if (buf)
+		pim__manifest__pack(&m, buf);
+	return buf;
+}
+
+/* A raw request (placement or decisions of the shared model) and a check of its answer's kind. */
+static int mix_call(pim_client *c, const Pim__Request *req, Pim__Response__BodyCase want)
+{
+	size_t len = pim__request__get_packed_size(req), rlen;
+	uint8_t buf[256];
+	void *resp;
+
+	if (len > sizeof buf)
+		return -1;
+	pim__request__pack(req, buf);
+	if (pim_call(c, buf, len, &resp, &rlen) < 0)
+		return -1;
+	Pim__Response *r = pim__response__unpack(NULL, rlen, resp);
+	free(resp);
+	int ok = r && r->body_case == want ? 0 : -1;
+	if (r && r->body_case == PIM__RESPONSE__BODY_ERROR && r->error)
+		fail("%s", r->error->message);
+	pim__response__free_unpacked(r, NULL);
+	return ok;
+}
+
+static int mix_one(pim_client *c, enum mix_op op, const char *own, const uint8_t *own_m, size_t own_len,
+		   bool *own_loaded)
+{
+	static const Pim__Placement pl = { PROTOBUF_C_MESSAGE_INIT(&pim__placement__descriptor), "mix", NULL,
+					   "", "", 0, NULL, 0 };
+	static const Pim__Decisions de = { PROTOBUF_C_MESSAGE_INIT(&pim__decisions__descriptor), "mix", NULL,
+					   "", "" };
+	struct pim_model_info info, *list;
+	struct pim_status st;
+	size_t n;
+	int r = 0;
+
+	switch (op) {
+	case MIX_STATUS:
+		return pim_status(c, &st);
+	case MIX_LIST:
+		r = pim_model_list(c, &list, &n);
+		if (r == 0)
+			free(list);
+		return r;
+	case MIX_SHOW:
+		return pim_model_show(c, "mix", &info, NULL, NULL);
+	case MIX_PLACEMENT: {
+		Pim__Request req = PIM__REQUEST__INIT;
+		req.body_case = PIM__REQUEST__BODY_PLACEMENT;
+		req.placement = (Pim__Placement *)&pl;
+		return mix_call(c, &req, PIM__RESPONSE__BODY_PLACEMENT);
+	}
+	case MIX_DECISIONS: {
+		Pim__Request req = PIM__REQUEST__INIT;
+		req.body_case = PIM__REQUEST__BODY_DECISIONS;
+		req.decisions = (Pim__Decisions *)&de;
+		return mix_call(c, &req, PIM__RESPONSE__BODY_DECISIONS);
+	}
+	case MIX_JITQ: {
+		struct pim_jitq_request rq = { .preset = "bert-340M" };
+		pim_jitq_plan *plan;
+		r = pim_jitq_plan_fetch(c, &rq, &plan);
+		if (r == 0)
+			pim_jitq_plan_free(plan);
+		return r;
+	}
+	case MIX_LOAD:
+		r = pim_model_load(c, own_m, own_len, PIM_LOAD_REPLACE, NULL, NULL);
+		*own_loaded = r == 0;
+		return r;
+	case MIX_REMOVE:
+		if (!*own_loaded)
+			return pim_status(c, &st); /* nothing to remove yet: the cycle started after a load */
+		*own_loaded = false;
+		return pim_model_remove(c, own);
+	default:
+		return -1;
+	}
+}
+
+struct mix_arg {
+	struct mix_slot *slots;
+	uint64_t dur_ns;
+};
+
+static __attribute__((noreturn)) void mix_child(int idx, void *arg, int ready_w, int start_r)
+{
+	const struct mix_arg *a = arg;
+	struct mix_slot *slot = &a->slots[idx];
+	uint64_t dur_ns = a->dur_ns;
+	char own[32], b = 1;
+	size_t own_len;
+	bool loaded = false;
+	struct client c;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	snprintf(own, sizeof own, "mix-%d", idx);
+	uint8_t *own_m = mix_manifest(own, &own_len);
+	if (!own_m || client_open(&c, K_PIMD) < 0)
+		_exit(1);
+	pim_client_set_timeout(c.pc, 60000);
+	if (write(ready_w, &b, 1) != 1)
+		_exit(1);
+	while (read(start_r, &b, 1) < 0 && errno == EINTR) /* EOF: go */
+		;
+	uint64_t end = now_ns() + dur_ns;
+	slot->ok = 1;
+	for (unsigned k = (unsigned)idx * 7; slot->n < MIX_MAX_PER_CLIENT; k++) {
+		enum mix_op op = (enum mix_op)mix_cycle[k % sizeof mix_cycle];
+		uint64_t t0 = now_ns();
+		if (t0 >= end)
+			break;
+		if (mix_one(c.pc, op, own, own_m, own_len, &loaded) < 0) {
+			fail("mixed workload, %s: %s", mix_name[op], pim_client_error(c.pc));
+			slot->ok = 0;
+			break;
+		}
+		uint64_t dt = now_ns() - t0;
+		slot->op[slot->n] = (uint8_t)op;
+		slot->ns[slot->n] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+		slot->n++;
+	}
+	if (loaded)
+		pim_model_remove(c.pc, own);
+	client_close(&c);
+	free(own_m);
+	_exit(slot->ok ? 0 : 1);
+}
+
+/* CPU seconds pimd has used so far (utime + stime of /proc/PID/stat), or -1. */
+static double pimd_cpu_s(void)
+{
+	char path[64], buf[1024];
+	unsigned long ut, st;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pimd_pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int measure_mix(uint64_t dur_ns)
+{
+	struct mix_slot *slots = mmap(NULL, MIX_CLIENTS * sizeof *slots, PROT_READ | PROT_WRITE,
+				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int ret = 0, n;
+	pid_t pids[MIX_CLIENTS];
+	size_t len;
+
+	if (slots == MAP_FAILED)
+		return fail("mmap: %s", strerror(errno));
+	/* the shared model every client asks about */
+	uint8_t *m = mix_manifest("mix", &len);
+	struct client c;
+	if (!m || client_open(&c, K_PIMD) < 0 || pim_model_load(c.pc, m, len, PIM_LOAD_REPLACE, NULL, NULL) < 0) {
+		free(m);
+		munmap(slots, MIX_CLIENTS * sizeof *slots);
+		return fail("loading the mixed workload's model");
+	}
+	client_close(&c);
+	free(m);
+	struct mix_arg a = { slots, dur_ns };
+	struct crowd cw = { .start = mix_child, .arg = &a, .keep_r = -1 };
+	n = crowd_run(&cw, MIX_CLIENTS, pids);
+	double cpu0 = pimd_cpu_s();
+	uint64_t t0 = cw.released_ns;
+	if (crowd_wait(pids, n < 0 ? 0 : n) < 0)
+		ret = -1;
+	double wall = (double)(now_ns() - t0) / 1e9, cpu = pimd_cpu_s() - cpu0;
+	if (ret < 0 || n < MIX_CLIENTS) {
+		munmap(slots, MIX_CLIENTS * sizeof *slots);
+		return fail("the mixed workload failed");
+	}
+
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += slots[i].n;
+	uint32_t *all = malloc((total ? total : 1) * sizeof *all), *one = malloc((total ? total : 1) * sizeof *one);
+	if (!all || !one) {
+		free(all), free(one);
+		munmap(slots, MIX_CLIENTS * sizeof *slots);
+		return fail("out of memory");
+	}
+	size_t k = 0;
+	for (int i = 0; i < n; i++)
+		for (uint32_t j = 0; j < slots[i].n; j++)
+			all[k++] = slots[i].ns[j];
+	qsort(all, total, sizeof *all, cmp_u32);
+	double p99 = total ? (double)all[(size_t)(0.99 * (double)(total - 1))] / 1e6 : 0;
+	double p50 = total ? (double)all[total / 2] / 1e6 : 0;
+	double rps = (double)total / wall;
+	printf("  %zu requests in %.2f s: %.0f requests/s; p50 %.2f ms, p99 %.2f ms (goal <= 20 ms: %s); "
+	       "pimd CPU %.0f%% of one core\n", total, wall, rps, p50, p99, p99 <= 20 ? "met" : "missed",
+	       cpu >= 0 ? 100 * cpu / wall : -1);
+	for (int o = 0; o < MIX_N; o++) {
+		size_t c1 = 0;
+		for (int i = 0; i < n; i++)
+			for (uint32_t j = 0; j < slots[i].n; j++)
+				if (slots[i].op[j] == o)
+					one[c1++] = slots[i].ns[j];
+		if (!c1)
+			continue;
+		qsort(one, c1, sizeof *one, cmp_u32);
+		printf("    %-10s %7zu requests  p50 %7.2f ms  p99 %7.2f ms\n", mix_name[o], c1,
+		       (double)one[c1 / 2] / 1e6, (double)one[(size_t)(0.99 * (double)(c1 - 1))] / 1e6);
+	}
+	free(all);
+	free(one);
+	munmap(slots, MIX_CLIENTS * sizeof *slots);
 	return 0;
 }
 
@@ -834,8 +1204,8 @@ static int run(const char *pimd_path, const struct params *pp, bool quick)
 	printf("  %-18s %10.2fx %9.2fx\n", "ratio pimd/echo", r50, r99);
 	printf("  per-round p50 ratio: median %.2fx, range %.2fx .. %.2fx\n", lr.round_ratio_med,
 	       lr.round_ratio_min, lr.round_ratio_max);
-	printf("goal <= 1.5x: p50 %s (%.2fx), p99 %s (%.2fx): %s\n", r50 <= 1.5 ? "met" : "missed", r50,
-	       r99 <= 1.5 ? "met" : "missed", r99, r50 <= 1.5 && r99 <= 1.5 ? "met" : "missed");
+	printf("status p50 %.2fx echo (goal <= 1.2x: %s); p99 %.2fx echo (goal <= 1.5x: %s)\n", r50,
+	       r50 <= 1.2 ? "met" : "missed", r99, r99 <= 1.5 ? "met" : "missed");
 
 	printf("throughput: %d client processes x %.2f s, %u round%s alternating pimd/echo\n",
 	       N_CLIENTS, (double)pp->tput_ns / 1e9, pp->tput_rounds, pp->tput_rounds == 1 ? "" : "s");
@@ -852,8 +1222,14 @@ static int run(const char *pimd_path, const struct params *pp, bool quick)
 	}
 	for (int k = 0; k < 2; k++)
 		printf("  %-18s %10.0f requests/s\n", kind_name[k], sum[k] / pp->tput_rounds);
-	printf("  %-18s %10.2fx\n", "ratio echo/pimd", sum[K_ECHO] / sum[K_PIMD]);
-	return 0;
+	double tr = sum[K_PIMD] / sum[K_ECHO];
+	printf("  %-18s %10.2fx (goal >= 0.9x: %s)\n", "ratio pimd/echo", tr, tr >= 0.9 ? "met" : "missed");
+
+	printf("mixed workload: %d client processes x %.2f s (status, list, show, placement and decisions of "
+	       "a %d-region model, JIT-Q plan, load/remove)\n", MIX_CLIENTS, (double)pp->mix_ns / 1e9,
+	       MIX_REGIONS);
+	fflush(stdout);
+	return measure_mix(pp->mix_ns);
 }
 
 int main(int argc, char **argv)
