@@ -15,6 +15,7 @@
 
 struct loaded {
 	int64_t model_id;
+	int64_t version;   /* of the model and metrics read (store_model_version) */
 	Pim__Manifest *manifest;
 	Pim__RegionMetrics **metrics;
 	size_t n_metrics;
@@ -49,6 +50,23 @@ static enum placement_role role_of(Pim__OperandRole r)
 	       : r == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT ? PL_OUT : PL_INOUT;
 }
 
+/* The model, its version and its metrics as of one state of the store: another connection may
+ * change them meanwhile (pimd's work thread has its own). */
+static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
+{
+	int r = store_read_begin(ctx->store, err);
+
+	if (r < 0)
+		return r;
+	if ((r = store_model_id(ctx->store, name, &l->model_id, err)) >= 0 &&
+	    (r = store_model_version(ctx->store, l->model_id, &l->version, err)) >= 0 &&
+	    (r = store_model_get(ctx->store, name, NULL, &l->manifest, err)) >= 0)
+		r = store_metrics_list(ctx->store, l->model_id, ctx->platform->row, &l->metrics,
+				       &l->n_metrics, err);
+	store_read_end(ctx->store);
+	return r;
+}
+
 static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
 {
 	size_t n_ops = 0, k = 0;
@@ -57,12 +75,7 @@ static int load(struct rpc_context *ctx, const char *name, struct loaded *l, str
 	memset(l, 0, sizeof *l);
 	if (!manifest_name_valid(name))
 		return err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
-	if ((r = store_model_id(ctx->store, name, &l->model_id, err)) < 0)
-		return r;
-	if ((r = store_model_get(ctx->store, name, NULL, &l->manifest, err)) < 0)
-		return r;
-	if ((r = store_metrics_list(ctx->store, l->model_id, ctx->platform->row, &l->metrics,
-				    &l->n_metrics, err)) < 0)
+	if ((r = load_read(ctx, name, l, err)) < 0)
 		return r;
 	const Pim__Manifest *m = l->manifest;
 	for (size_t i = 0; i < m->n_regions; i++)
@@ -313,17 +326,27 @@ static void evidence_notes(struct reply *b, Pim__PlacementReply *r, const struct
 
 /* Stores an answer (a message m) for the next identical query; failing to is not the client's
  * problem. */
+/* key, followed by the model's version: it stands for the manifest and metrics the answer was
+ * computed from, so an answer computed while another connection changed the model is never
+ * taken for the new one's (versions are never reused, store_model_version). */
+static void versioned_key(char *out, size_t len, const char *key, int64_t version)
+{
+	snprintf(out, len, "%s model=%" PRId64, key, version);
+}
+
 static void cache_put(struct rpc_context *ctx, const struct loaded *l, const char *key,
 		      const ProtobufCMessage *m)
 {
 	struct pim_error err = { 0 };
+	char vkey[1100];
 	size_t n = protobuf_c_message_get_packed_size(m);
 	uint8_t *buf = n <= ctx->max_frame_bytes ? malloc(n ? n : 1) : NULL;
 
 	if (!buf)
 		return;
 	protobuf_c_message_pack(m, buf);
-	if (store_decision_put(ctx->store, l->model_id, ctx->platform->row, key, buf, n, &err) < 0)
+	versioned_key(vkey, sizeof vkey, key, l->version);
+	if (store_decision_put(ctx->store, l->model_id, ctx->platform->row, vkey, buf, n, &err) < 0)
 		log_warning("Could not store an answer for \"%s\": %s", l->manifest->name, err.msg);
 	free(buf);
 }
@@ -331,19 +354,31 @@ static void cache_put(struct rpc_context *ctx, const struct loaded *l, const cha
 /*
  * The answer stored under key for model `name`, unpacked as a message of descriptor d; NULL
  * when there is none, or the model is unknown (loading it then says why).  It is looked up
- * before the model's manifest and metrics are read: what is stored stays valid while they do,
- * since replacing or removing a model or measuring it deletes its answers (store.c).
+ * before the model's manifest and metrics are read, under the model's current version (read in
+ * the same transaction as its id); replacing or removing a model or measuring it also deletes
+ * its answers (store.c).
  */
 static void *cache_get(struct rpc_context *ctx, const char *name, const char *key,
 		       const ProtobufCMessageDescriptor *d)
 {
 	struct pim_error err = { 0 };
-	int64_t model_id;
+	int64_t model_id, version;
+	char vkey[1100];
 	uint8_t *blob;
 	size_t blen;
+	int r;
 
-	if (!manifest_name_valid(name) || store_model_id(ctx->store, name, &model_id, &err) < 0 ||
-	    store_decision_get(ctx->store, model_id, ctx->platform->row, key, &blob, &blen, &err) <= 0)
+	if (!manifest_name_valid(name) || store_read_begin(ctx->store, &err) < 0)
+		return NULL;
+	r = store_model_id(ctx->store, name, &model_id, &err);
+	if (r >= 0)
+		r = store_model_version(ctx->store, model_id, &version, &err);
+	if (r >= 0) {
+		versioned_key(vkey, sizeof vkey, key, version);
+		r = store_decision_get(ctx->store, model_id, ctx->platform->row, vkey, &blob, &blen, &err);
+	}
+	store_read_end(ctx->store);
+	if (r <= 0)
 		return NULL;
 	ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, blen, blob);
 	free(blob);

@@ -192,6 +192,48 @@ void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg)
 	ctx->pim_configured = cfg->pim_config[0] != 0;
 }
 
+/* RPC_OFF_LOOP when the stored model of that name is large, else RPC_ANYWHERE. */
+static enum rpc_where model_where(struct rpc_context *ctx, const char *name)
+{
+	uint64_t n = 0;
+
+	/* an error or an invalid name: the handler says so, quickly */
+	if (name && store_model_regions(ctx->store, name, &n, NULL) == 0 && n > RPC_LOOP_MAX_REGIONS)
+		return RPC_OFF_LOOP;
+	return RPC_ANYWHERE;
+}
+
+enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req)
+{
+	switch (req->body_case) {
+	case PIM__REQUEST__BODY_MODEL_LOAD:
+		/* a replaced model is removed in the same transaction */
+		return req->model_load->manifest &&
+		       (req->model_load->manifest->n_regions > RPC_LOOP_MAX_REGIONS ||
+			(req->model_load->replace &&
+			 model_where(ctx, req->model_load->manifest->name) == RPC_OFF_LOOP))
+			? RPC_OFF_LOOP : RPC_ANYWHERE;
+	case PIM__REQUEST__BODY_MODEL_REMOVE:
+		return model_where(ctx, req->model_remove->name);
+	case PIM__REQUEST__BODY_MODEL_SHOW:
+		return model_where(ctx, req->model_show->name);
+	case PIM__REQUEST__BODY_PLACEMENT:
+		return model_where(ctx, req->placement->model);
+	case PIM__REQUEST__BODY_DECISIONS:
+		return model_where(ctx, req->decisions->model);
+	case PIM__REQUEST__BODY_CALIBRATE:
+		return model_where(ctx, req->calibrate->model);
+	case PIM__REQUEST__BODY_MODEL_LIST:
+	case PIM__REQUEST__BODY_IMPORT_PERF:
+	case PIM__REQUEST__BODY_JITQ_PLAN:
+	case PIM__REQUEST__BODY_JITQ_QUANTIZE:
+	case PIM__REQUEST__BODY_JITQ_DEQUANTIZE:
+		return RPC_ANYWHERE;
+	default:
+		return RPC_ON_LOOP;
+	}
+}
+
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			  enum rpc_after *after, struct rpc_deferred *defer)
 {

@@ -35,6 +35,23 @@ enum rpc_after {
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			  enum rpc_after *after, struct rpc_deferred *defer);
 
+/*
+ * Where a request may be answered.  RPC_ON_LOOP: on the event loop only (it uses the connection,
+ * the counters of the context or the profiler).  RPC_ANYWHERE: quick, and it may also be
+ * answered on another thread, with a context of its own (rpc_handle with defer NULL, a store
+ * connection of that thread, copies of the parameters).  RPC_OFF_LOOP: as RPC_ANYWHERE, and it
+ * reads or writes a model of more than RPC_LOOP_MAX_REGIONS regions whole (load, replace,
+ * remove, show, placement, decisions, calibration), which takes seconds at the documented
+ * limit: the transport answers it on its work thread.  Looks the model up in ctx->store.
+ */
+#define RPC_LOOP_MAX_REGIONS 10000u
+enum rpc_where {
+	RPC_ON_LOOP,
+	RPC_ANYWHERE,
+	RPC_OFF_LOOP,
+};
+enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req);
+
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -30,6 +31,9 @@
 #define ACCEPT_PAUSE_MS 250u
 /* At most one log line about failing accept() per this interval. */
 #define ACCEPT_LOG_INTERVAL_NS (10ull * 1000000000ull)
+/* A frame this large is decoded on the work thread (a manifest at the documented limit takes
+ * a second to decode), and answered there unless it must be answered on the loop (rpc_where). */
+#define DECODE_OFF_LOOP_BYTES (1u << 20)
 
 struct outbuf {
 	uint8_t *data;
@@ -54,11 +58,45 @@ struct conn {
 	struct work *deferred; /* the request being worked on by the work thread: reading waits */
 };
 
-/* A request handed to the work thread (rpc_deferred); conn is NULL once it closed. */
+/* A frame decoded, with what its strings' check found. */
+struct decoded {
+	uint32_t len;           /* of the frame */
+	int k;                  /* decode_request's result */
+	Pim__Request *req;      /* allocated from budget */
+	struct decode_budget budget;
+	struct pim_error err;
+	bool bad_text;
+	struct pim_error text_err;
+};
+
+/*
+ * A request answered on the work thread as a whole (rpc_where: RPC_OFF_LOOP, or a large frame),
+ * with copies of what it reads of the server's context; its frame is decoded there.  A request
+ * that must be answered on the event loop after all is handed back decoded.
+ */
+struct frame_job {
+	uint8_t *payload;
+	uint32_t len;
+	size_t charge;          /* bytes counted in server.buffered while it is held */
+	struct rpc_peer peer;   /* a copy, without descriptor or in-situ state */
+	struct rpc_context ctx; /* a copy, with the thread's store and the copies below */
+	struct placement_params params;
+	struct pimsim_params pim;
+	unsigned busy_timeout_ms;
+	struct decoded d;
+	bool answered;          /* resp and after are set; else d goes back to the loop */
+	bool model_change;
+	Pim__Response *resp;
+	enum rpc_after after;
+};
+
+/* A request handed to the work thread: a deferred part (job) or a whole frame (frame); conn is
+ * NULL once it closed. */
 struct work {
 	struct work *next;
 	struct conn *conn;
 	struct rpc_deferred job;
+	struct frame_job *frame;
 };
 
 /*
@@ -73,6 +111,7 @@ struct worker_thread {
 	struct work *queued, **queued_tail;  /* under mu */
 	struct work *done;               /* under mu, finished, newest first */
 	struct watch ev;                 /* eventfd: the thread finished something */
+	struct store *store;             /* the thread's connection to the store */
 };
 
 struct server {
@@ -84,6 +123,7 @@ struct server {
 	uint32_t max_frame, max_clients, max_in_flight, max_per_uid;
 	uint32_t handshake_ms, idle_s;
 	uint64_t max_pending, max_buffered;
+	unsigned busy_timeout_ms;
 	uint64_t buffered;    /* charged bytes of all connections (beyond CONN_FREE_BYTES each) */
 	bool starving;        /* some connection waits for buffered to go down */
 	unsigned rejected;    /* refused connections still open */
@@ -330,6 +370,65 @@ static bool conn_refuse(struct conn *c, const char *msg)
 	return true;
 }
 
+static bool model_changing(const Pim__Request *req)
+{
+	return req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
+	       req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
+}
+
+/* Decodes a frame and checks its strings: as far as pimd goes without its connection. */
+static void frame_decode(struct decoded *d, const uint8_t *payload, uint32_t len, bool hello_done)
+{
+	d->len = len;
+	/* Measured before anything is allocated for it (decode.c). */
+	d->k = decode_request(payload, len, &d->budget, &d->req, &d->text_err, &d->err);
+	/* Strings are checked in the same walk (decode.c); a first request
+	 * that is not a Hello is left to rpc_handle, which closes the connection. */
+	d->bad_text = d->k >= 0 && d->text_err.code < 0 &&
+		      (hello_done || d->req->body_case == PIM__REQUEST__BODY_HELLO);
+}
+
+static void decoded_free(struct decoded *d)
+{
+	if (d->k >= 0 && d->req)
+		pim__request__free_unpacked(d->req, &d->budget.alloc);
+	d->req = NULL;
+}
+
+/* On the work thread. */
+static void frame_job_run(struct worker_thread *t, struct frame_job *j)
+{
+	struct decoded *d = &j->d;
+
+	frame_decode(d, j->payload, j->len, j->peer.hello_done);
+	free(j->payload);
+	j->payload = NULL;
+	if (d->k < 0 || d->bad_text || !j->peer.hello_done)
+		return;
+	store_set_busy_timeout(t->store, j->busy_timeout_ms);
+	j->ctx.store = t->store;
+	if (rpc_where(&j->ctx, d->req) == RPC_ON_LOOP)
+		return;
+	j->resp = rpc_handle(&j->ctx, &j->peer, d->req, &j->after, NULL);
+	j->answered = true;
+	j->model_change = model_changing(d->req);
+	decoded_free(d);
+	/* A large model took hundreds of MiB of this thread's heap: give them back now rather
+	 * than keep them until the next such request. */
+	malloc_trim(0);
+}
+
+static void frame_job_free(struct server *s, struct frame_job *j)
+{
+	decoded_free(&j->d);
+	free(j->payload);
+	if (j->resp)
+		pim__response__free_unpacked(j->resp, NULL);
+	s->buffered -= j->charge;
+	free(j);
+	server_wake_starved(s);
+}
+
 static void *work_main(void *data)
 {
 	struct worker_thread *t = data;
@@ -346,7 +445,10 @@ static void *work_main(void *data)
 		if (!t->queued)
 			t->queued_tail = &t->queued;
 		pthread_mutex_unlock(&t->mu);
-		w->job.run(w->job.data);
+		if (w->frame)
+			frame_job_run(t, w->frame);
+		else
+			w->job.run(w->job.data);
 		pthread_mutex_lock(&t->mu);
 		w->next = t->done;
 		t->done = w;
@@ -359,6 +461,34 @@ static void *work_main(void *data)
 }
 
 static void conn_event(struct watch *w, uint32_t events);
+static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd);
+static void work_release(struct server *s, struct work *w);
+
+/* A whole request came back from the work thread: its answer, or its decoded frame. */
+static void frame_job_finish(struct conn *c, struct frame_job *j)
+{
+	struct server *s = c->server;
+
+	if (!j->answered) {
+		conn_handle_decoded(c, &j->d, -1);
+		return;
+	}
+	s->ctx->requests++;
+	Pim__Response *resp = j->resp;
+	j->resp = NULL;
+	if (!resp || conn_queue(c, resp) < 0) {
+		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
+		c->closing = true;
+		return;
+	}
+	if (j->after == RPC_CLOSE)
+		c->closing = true;
+	if (j->model_change) {
+		/* the thread's connection changed the models */
+		store_forget_cached(s->ctx->store);
+		changed(s);
+	}
+}
 
 /* The work thread finished jobs: answer their connections, in the order they were asked. */
 static void work_event(struct watch *wch, uint32_t events)
@@ -384,16 +514,19 @@ static void work_event(struct watch *wch, uint32_t events)
 		next = w->next;
 		struct conn *c = w->conn;
 		if (c) {
-			Pim__Response *resp = w->job.finish(w->job.data);
 			c->deferred = NULL;
 			c->active_ns = now_ns();
+		}
+		if (c && w->frame) {
+			frame_job_finish(c, w->frame);
+		} else if (c) {
+			Pim__Response *resp = w->job.finish(w->job.data);
 			if (!resp || conn_queue(c, resp) < 0) {
 				log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
 				c->closing = true;
 			}
 		}
-		w->job.release(w->job.data);
-		free(w);
+		work_release(s, w);
 		if (c) {
 			/* flush and read on, as if the socket had become writable */
 			conn_event(&c->watch, EPOLLOUT);
@@ -401,19 +534,36 @@ static void work_event(struct watch *wch, uint32_t events)
 	}
 }
 
+static void work_release(struct server *s, struct work *w)
+{
+	if (w->frame)
+		frame_job_free(s, w->frame);
+	else
+		w->job.release(w->job.data);
+	free(w);
+}
+
 static int work_start(struct server *s)
 {
 	struct worker_thread *t = &s->wt;
-	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	int r;
+	struct pim_error err = { 0 };
+	int fd, r;
 
-	if (fd < 0)
-		return -errno;
+	/* SQLite connections are not shared between threads: the thread gets its own. */
+	if ((r = store_open_again(s->ctx->store, s->busy_timeout_ms, &t->store, &err)) < 0) {
+		log_error("Cannot open the store for the work thread: %s", err.msg);
+		return r;
+	}
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		goto fail;
+	}
 	t->ev = (struct watch){ .fd = fd, .fn = work_event, .data = s };
 	if ((r = loop_add(s->loop, &t->ev, EPOLLIN)) < 0) {
 		close(fd);
 		t->ev.fd = -1;
-		return r;
+		goto fail;
 	}
 	t->queued_tail = &t->queued;
 	/* The thread takes no signals: they stay with signalfd on the event loop. */
@@ -426,14 +576,18 @@ static int work_start(struct server *s)
 		loop_del(s->loop, &t->ev);
 		close(fd);
 		t->ev.fd = -1;
-		return r;
+		goto fail;
 	}
 	t->started = true;
 	return 0;
+fail:
+	store_close(t->store);
+	t->store = NULL;
+	return r;
 }
 
-/* Hands the deferred part of c's current request to the work thread. */
-static int work_submit(struct conn *c, const struct rpc_deferred *job)
+/* Queues w (a deferred part, or a whole frame) for the work thread; c waits for its answer. */
+static int work_queue(struct conn *c, struct work *w)
 {
 	struct server *s = c->server;
 	struct worker_thread *t = &s->wt;
@@ -441,16 +595,10 @@ static int work_submit(struct conn *c, const struct rpc_deferred *job)
 
 	if (!t->started && (r = work_start(s)) < 0) {
 		log_error("Cannot start the work thread: %s", strerror(-r));
-		job->release(job->data);
+		work_release(s, w);
 		return r;
 	}
-	struct work *w = calloc(1, sizeof *w);
-	if (!w) {
-		job->release(job->data);
-		return -ENOMEM;
-	}
 	w->conn = c;
-	w->job = *job;
 	c->deferred = w;
 	pthread_mutex_lock(&t->mu);
 	*t->queued_tail = w;
@@ -458,6 +606,52 @@ static int work_submit(struct conn *c, const struct rpc_deferred *job)
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return 0;
+}
+
+/* Hands the deferred part of c's current request to the work thread. */
+static int work_submit(struct conn *c, const struct rpc_deferred *job)
+{
+	struct work *w = calloc(1, sizeof *w);
+	if (!w) {
+		job->release(job->data);
+		return -ENOMEM;
+	}
+	w->job = *job;
+	return work_queue(c, w);
+}
+
+/* Hands c's request of len bytes at payload (taken over, also on failure) to the work thread
+ * as a whole. */
+static int work_submit_frame(struct conn *c, uint8_t *payload, uint32_t len)
+{
+	struct server *s = c->server;
+	struct work *w = calloc(1, sizeof *w);
+	struct frame_job *j = calloc(1, sizeof *j);
+
+	if (!w || !j) {
+		free(w);
+		free(j);
+		free(payload);
+		return -ENOMEM;
+	}
+	j->payload = payload;
+	j->len = len;
+	/* The frame's bytes stay counted against max_buffered_bytes until it is done. */
+	j->charge = over_free(len);
+	s->buffered += j->charge;
+	j->peer = c->peer;
+	j->peer.passed_fd = -1;
+	j->peer.insitu = NULL;
+	j->ctx = *s->ctx;
+	j->ctx.profiler = NULL;
+	/* A reload may change the parameters on the loop meanwhile. */
+	j->params = *s->ctx->params;
+	j->pim = *s->ctx->pim;
+	j->ctx.params = &j->params;
+	j->ctx.pim = &j->pim;
+	j->busy_timeout_ms = s->busy_timeout_ms;
+	w->frame = j;
+	return work_queue(c, w);
 }
 
 /* Stops the work thread after the job it runs (if any); drops what was not done. */
@@ -478,57 +672,49 @@ static void work_stop(struct server *s)
 			next = w->next;
 			if (w->conn)
 				w->conn->deferred = NULL;
-			w->job.release(w->job.data);
-			free(w);
+			work_release(s, w);
 		}
 	t->queued = t->done = NULL;
 	loop_del(s->loop, &t->ev);
 	close(t->ev.fd);
+	store_close(t->store);
+	t->store = NULL;
 	t->started = false;
 }
 
-static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
+/* Answers a decoded frame on the event loop (d's request is freed here). */
+static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 {
 	struct server *s = c->server;
-	struct decode_budget budget;
-	struct pim_error err = { 0 }, text = { 0 };
-	Pim__Request *req = NULL;
 	enum rpc_after after = RPC_KEEP;
 
-	c->active_ns = now_ns();
-	/* Measured before anything is allocated for it, its strings checked on the way (decode.c). */
-	int k = decode_request(payload, len, &budget, &req, &text, &err);
-	/* A first request that is not a Hello is left to rpc_handle, which closes the connection. */
-	bool bad_text = k >= 0 && text.code < 0 &&
-			(c->peer.hello_done || req->body_case == PIM__REQUEST__BODY_HELLO);
-	free(payload);
 	c->peer.passed_fd = fd;
-	if (k == -E2BIG) {
+	if (d->k == -E2BIG) {
 		closep(&c->peer.passed_fd);
 		log_warning("Connection #%" PRIu64 " (pid %d uid %u): %s; refused", c->serial,
-			    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, err.msg);
-		Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", err.msg);
+			    (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, d->err.msg);
+		Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", d->err.msg);
 		if (!r || conn_queue(c, r) < 0)
 			c->closing = true;
 		return;
 	}
-	if (k < 0) {
+	if (d->k < 0) {
 		closep(&c->peer.passed_fd);
 		log_warning("Connection #%" PRIu64 " (pid %d uid %u): undecodable request of %u bytes; "
-			    "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, len);
+			    "closing it", c->serial, (int)c->peer.cred.pid, (unsigned)c->peer.cred.uid, d->len);
 		conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL, "request frame is not a valid Request message");
 		return;
 	}
 	struct rpc_deferred defer = { 0 };
+	const Pim__Request *req = d->req;
 	uint64_t id = req->id;
-	Pim__Response *resp = bad_text ? reply_error_from(id, &text)
-				       : rpc_handle(s->ctx, &c->peer, req, &after, &defer);
+	Pim__Response *resp = d->bad_text ? reply_error_from(id, &d->text_err)
+					  : rpc_handle(s->ctx, &c->peer, req, &after, &defer);
 	/* A descriptor the request did not take is not kept. */
 	closep(&c->peer.passed_fd);
 	c->peer.passed_fd = -1;
-	bool model_change = req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
-			    req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
-	pim__request__free_unpacked(req, &budget.alloc);
+	bool model_change = model_changing(req);
+	decoded_free(d);
 	if (!resp && defer.run) {
 		/* Answered when the work thread is done; nothing more is read meanwhile, so the
 		 * responses stay in the order of the requests. */
@@ -546,6 +732,36 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 		c->closing = true;
 	if (model_change)
 		changed(s);
+}
+
+static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
+{
+	struct server *s = c->server;
+	struct decoded d = { 0 };
+
+	c->active_ns = now_ns();
+	/* A large frame takes long to decode: the work thread does it (descriptors stay here). */
+	bool off_loop = len > DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done;
+	if (!off_loop) {
+		frame_decode(&d, payload, len, c->peer.hello_done);
+		/* A large model read or written whole: the work thread decodes the frame again and
+		 * answers it (the bytes are few, the work is not). */
+		off_loop = d.k >= 0 && !d.bad_text && c->peer.hello_done && fd < 0 &&
+			   rpc_where(s->ctx, d.req) == RPC_OFF_LOOP;
+		if (off_loop)
+			decoded_free(&d);
+	}
+	if (off_loop) {
+		if (work_submit_frame(c, payload, len) == 0)
+			return;
+		Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_INTERNAL,
+						      "cannot hand the request to pimd's work thread; retry later");
+		if (!r || conn_queue(c, r) < 0)
+			c->closing = true;
+		return;
+	}
+	free(payload);
+	conn_handle_decoded(c, &d, fd);
 }
 
 /* A refused connection: drop what it sends; close when it does. */
@@ -1021,6 +1237,7 @@ void server_apply_config(struct server *s, const struct config *cfg)
 	s->handshake_ms = cfg->handshake_timeout_ms;
 	s->idle_s = cfg->idle_timeout_s;
 	s->max_buffered = cfg->max_buffered_bytes;
+	s->busy_timeout_ms = cfg->busy_timeout_ms;
 	for (struct conn *c = s->conns; c; c = c->next)
 		c->rd.max = cfg->max_frame_bytes;
 	if (s->listener.fd >= 0 && listen(s->listener.fd, listen_backlog(s)) < 0)

@@ -10,6 +10,7 @@
 
 enum stmt_id {
 	ST_BEGIN,
+	ST_BEGIN_READ,
 	ST_COMMIT,
 	ST_ROLLBACK,
 	ST_MODEL_FIND,
@@ -27,6 +28,7 @@ enum stmt_id {
 	ST_PLATFORM_INSERT,
 	ST_PLATFORM_UPDATE,
 	ST_MODEL_ID,
+	ST_MODEL_VERSION,
 	ST_REGION_EXISTS,
 	ST_METRICS_UPSERT,
 	ST_METRICS_SELECT,
@@ -46,6 +48,7 @@ enum stmt_id {
 
 static const char *const stmt_sql[ST__MAX] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_BEGIN_READ] = "BEGIN",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_MODEL_FIND] = "SELECT id, name, source, owner_uid, loaded_at, n_regions, n_allocations, "
@@ -75,6 +78,7 @@ static const char *const stmt_sql[ST__MAX] = {
 			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_PLATFORM_UPDATE] = "UPDATE platforms SET kernel = ?2, b_cpu = coalesce(?3, b_cpu) WHERE id = ?1",
 	[ST_MODEL_ID] = "SELECT id FROM models WHERE name = ?1",
+	[ST_MODEL_VERSION] = "SELECT version FROM models WHERE id = ?1",
 	[ST_REGION_EXISTS] = "SELECT 1 FROM regions WHERE model_id = ?1 AND region_id = ?2",
 	[ST_METRICS_UPSERT] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, run_id, "
 			      "evidence, t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, "
@@ -250,30 +254,23 @@ static void reserve_release(struct store *s)
 
 bool store_reserve_held(struct store *s) { return s->reserve_held; }
 
-int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
-		    unsigned n_migs, struct store **out, struct pim_error *err)
+/* Opens the connection of s to path with the settings every connection has (pimd(8),
+ * DURABILITY); -EUCLEAN when the file is not a database or is damaged at its start. */
+static int store_connect(struct store *s, const char *path, unsigned busy_timeout_ms,
+			 struct pim_error *err)
 {
-	struct store *s;
 	char *msg = NULL;
 	int r;
 
-	s = calloc(1, sizeof *s);
-	if (!s)
-		return err_set(err, -ENOMEM, "out of memory");
 	s->models = -1;
 	s->path = strdup(path);
-	if (!s->path || asprintf(&s->reserve_path, "%s-reserve", path) < 0) {
-		free(s->path);
-		free(s);
+	if (!s->path || asprintf(&s->reserve_path, "%s-reserve", path) < 0)
 		return err_set(err, -ENOMEM, "out of memory");
-	}
 	r = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
-	if (r != SQLITE_OK) {
-		r = s->db ? db_err(s, err, "opening the database")
-			  : err_set(err, -ENOMEM, "out of memory opening %s", path);
-		goto fail;
-	}
+	if (r != SQLITE_OK)
+		return s->db ? db_err(s, err, "opening the database")
+			     : err_set(err, -ENOMEM, "out of memory opening %s", path);
 	sqlite3_busy_timeout(s->db, (int)busy_timeout_ms);
 	/* synchronous=FULL: in WAL mode every commit is fsync()ed before it returns, so what a
 	 * client is told is stored survives an OS crash or a filesystem going read-only (NORMAL
@@ -287,27 +284,58 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 		else
 			r = err_set(err, -EIO, "%s: setting up the database: %s", path, msg);
 		sqlite3_free(msg);
-		goto fail;
+		return r;
 	}
-	if ((r = store_quick_check(s, err)) < 0)
-		goto fail;
-	r = migrate(s, migs, n_migs, err);
-	if (r < 0)
-		goto fail;
+	return 0;
+}
+
+static int store_prepare(struct store *s, struct pim_error *err)
+{
 	for (int i = 0; i < ST__MAX; i++)
 		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i],
-				       NULL) != SQLITE_OK) {
+				       NULL) != SQLITE_OK)
 			/* Only reachable with a migration list that lacks the tables. */
-			r = db_err(s, err, "preparing statements");
-			goto fail;
-		}
+			return db_err(s, err, "preparing statements");
+	return 0;
+}
+
+int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
+		    unsigned n_migs, struct store **out, struct pim_error *err)
+{
+	struct store *s = calloc(1, sizeof *s);
+	int r;
+
+	if (!s)
+		return err_set(err, -ENOMEM, "out of memory");
+	if ((r = store_connect(s, path, busy_timeout_ms, err)) < 0 ||
+	    (r = store_quick_check(s, err)) < 0 || (r = migrate(s, migs, n_migs, err)) < 0 ||
+	    (r = store_prepare(s, err)) < 0) {
+		store_close(s);
+		return r;
+	}
 	/* Without room for the reserve the store still works; store_reserve_held tells. */
 	(void)reserve_fill(s);
 	*out = s;
 	return 0;
-fail:
-	store_close(s);
-	return r;
+}
+
+int store_open_again(const struct store *first, unsigned busy_timeout_ms, struct store **out,
+		     struct pim_error *err)
+{
+	struct store *s = calloc(1, sizeof *s);
+	int r;
+
+	if (!s)
+		return err_set(err, -ENOMEM, "out of memory");
+	s->version = first->version;
+	s->reserve_held = first->reserve_held;
+	if ((r = store_connect(s, first->path, busy_timeout_ms, err)) < 0 ||
+	    (r = store_prepare(s, err)) < 0) {
+		store_close(s);
+		return r;
+	}
+	*out = s;
+	return 0;
 }
 
 int store_open(const char *path, unsigned busy_timeout_ms, struct store **out, struct pim_error *err)
@@ -321,7 +349,7 @@ void store_close(struct store *s)
 		return;
 	for (int i = 0; i < ST__MAX; i++)
 		sqlite3_finalize(s->stmt[i]);
-	sqlite3_close(s->db);
+	sqlite3_close(s->db);  /* NULL when it was never opened */
 	free(s->path);
 	free(s->reserve_path);
 	free(s);
@@ -827,6 +855,8 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 	return r < 0 ? r : 1;
 }
 
+void store_forget_cached(struct store *s) { s->models = -1; }
+
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
 {
 	/* Status asks on every call: answer from memory (a query costs a WAL read lock). */
@@ -952,6 +982,47 @@ int store_model_id(struct store *s, const char *name, int64_t *id, struct pim_er
 	if (r != SQLITE_DONE)
 		return db_err(s, err, "looking up a model");
 	return err_set(err, -ENOENT, "no model named \"%s\"", name);
+}
+
+int store_model_regions(struct store *s, const char *name, uint64_t *n, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_FIND);
+	int r;
+
+	*n = 0;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW)
+		*n = (uint64_t)sqlite3_column_int64(st, 5);
+	sqlite3_reset(st);
+	return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : db_err(s, err, "looking up a model");
+}
+
+int store_model_version(struct store *s, int64_t model_id, int64_t *version, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_VERSION);
+	int r;
+
+	sqlite3_bind_int64(st, 1, model_id);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW)
+		*version = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	if (r == SQLITE_ROW)
+		return 0;
+	return r == SQLITE_DONE ? err_set(err, -ENOENT, "the model was removed meanwhile")
+				: db_err(s, err, "reading a model's version");
+}
+
+int store_read_begin(struct store *s, struct pim_error *err)
+{
+	return exec_simple(s, ST_BEGIN_READ, err);
+}
+
+void store_read_end(struct store *s)
+{
+	if (!sqlite3_get_autocommit(s->db))
+		exec_simple(s, ST_COMMIT, NULL);
 }
 
 int store_model_id_for(struct store *s, const char *name, uid_t uid, const char *what, int64_t *id,

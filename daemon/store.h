@@ -37,6 +37,12 @@ int store_open(const char *path, unsigned busy_timeout_ms, struct store **out, s
 /* As store_open, with an explicit migration list (tests). */
 int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
 		    unsigned n_migs, struct store **out, struct pim_error *err);
+/* Another connection to the database of first, for another thread (an SQLite connection is
+ * used by one thread at a time): the same settings, without the check and the migrations
+ * store_open has done.  Writers of all connections take turns (busy_timeout_ms); readers
+ * never wait (WAL). */
+int store_open_again(const struct store *first, unsigned busy_timeout_ms, struct store **out,
+		     struct pim_error *err);
 void store_close(struct store *s);
 void store_set_busy_timeout(struct store *s, unsigned busy_timeout_ms);
 
@@ -68,6 +74,15 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 bool store_reserve_held(struct store *s);
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err);
+/* Another connection changed the models: forget what s keeps of them in memory (the count). */
+void store_forget_cached(struct store *s);
+/* The number of regions of a model, 0 if there is none of that name. */
+int store_model_regions(struct store *s, const char *name, uint64_t *n, struct pim_error *err);
+
+/* A read transaction: what is read between begin and end is one state of the database, whatever
+ * other connections commit meanwhile. */
+int store_read_begin(struct store *s, struct pim_error *err);
+void store_read_end(struct store *s);
 
 /* ---------------------------------------------------------------- platforms */
 
@@ -102,6 +117,11 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
  * pim__region_metrics__free_unpacked and the array with free(). */
 int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
 		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err);
+
+/* A version of the model that changes with its manifest and with any of its metrics, and is
+ * never given to another model (sql/0005-model-version.sql): placement answers are stored
+ * under a key that includes it.  -ENOENT if the model is gone. */
+int store_model_version(struct store *s, int64_t model_id, int64_t *version, struct pim_error *err);
 
 /* A stored placement answer for (model, platform, key): 1 and the packed reply (free()), or 0.
  * At most STORE_DECISIONS_PER_MODEL answers are kept per model and platform, the newest. */

@@ -112,6 +112,8 @@ check "a frame that would decode into millions of structures is refused" "$TOOL"
 check "a valid manifest of 40,000 regions in its densest form loads" "$TOOL" compact "$S" 40000
 check "status is served while a calibration of 2000 regions x 200000 thetas runs (p99 < 50 ms)" \
 	"$TOOL" calibrate-p99 "$S" 2000 200000 50
+check "status is served while a 50,000-region model is loaded, replaced, placed and removed (p99 < 50 ms)" \
+	"$TOOL" load-p99 "$S" 50000 50
 check "text rules (raw frames): invalid UTF-8, NUL, DEL, C1, cut names, absurd time_ns refused by field" \
 	"$B/tests/e2e-rawtext" "$S"
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list

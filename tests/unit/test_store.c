@@ -295,6 +295,86 @@ START_TEST(metrics_and_decisions)
 }
 END_TEST
 
+/*
+ * A model's version changes with its metrics and its manifest, and is never handed out again,
+ * though the model's id is (a removed model's id goes to the next one): placement answers are
+ * stored under it.  A second connection (pimd's work thread) sees and makes the same changes.
+ */
+START_TEST(model_versions_and_a_second_connection)
+{
+	struct store *s, *t;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("delta", 2), *e = manifest("echo", 1);
+	struct store_platform pf = { .name = "test cpu / none", .cpu_model = "test cpu", .pmu = "none",
+				     .kernel = "6.1" };
+	int64_t pid, mid, mid2, v1, v2, v3, v4, v5;
+	unsigned count;
+	uint64_t regions;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
+	ck_assert_int_eq(store_model_version(s, mid, &v1, &err), 0);
+	ck_assert_int_eq(v1, 1); /* the first version handed out */
+	ck_assert_int_eq(store_model_regions(s, "delta", &regions, &err), 0);
+	ck_assert_uint_eq(regions, 2);
+	ck_assert_int_eq(store_model_regions(s, "nothing", &regions, &err), 0);
+	ck_assert_uint_eq(regions, 0);
+
+	Pim__RegionMetrics rm = PIM__REGION_METRICS__INIT;
+	rm.region_id = 10;
+	rm.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	rm.t_host = 2e-3;
+	rm.source = "test";
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
+	ck_assert_int_eq(store_model_version(s, mid, &v2, &err), 0);
+	ck_assert_int_eq(v2, 2);
+	/* a refused change changes nothing */
+	rm.region_id = 99;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -ENOENT);
+	ck_assert_int_eq(store_model_version(s, mid, &v3, &err), 0);
+	ck_assert_int_eq(v3, v2);
+
+	/* the second connection: reads what the first committed, writes what the first reads */
+	ck_assert_int_eq(store_open_again(s, 1000, &t, &err), 0);
+	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
+	ck_assert_uint_eq(count, 1);
+	ck_assert_int_eq(store_model_version(t, mid, &v3, &err), 0);
+	ck_assert_int_eq(v3, v2);
+	ck_assert_int_eq(store_model_put(t, e, 0, false, &replaced, NULL, &err), 0);
+	store_forget_cached(s);
+	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
+	ck_assert_uint_eq(count, 2);
+
+	/* a read transaction sees one state, whatever the other connection commits meanwhile */
+	ck_assert_int_eq(store_read_begin(t, &err), 0);
+	ck_assert_int_eq(store_model_version(t, mid, &v3, &err), 0);
+	rm.region_id = 11;
+	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
+	ck_assert_int_eq(store_model_version(t, mid, &v4, &err), 0);
+	ck_assert_int_eq(v4, v3);
+	store_read_end(t);
+	ck_assert_int_eq(store_model_version(t, mid, &v4, &err), 0);
+	ck_assert_int_gt(v4, v3);
+
+	/* removed, and the id given to the next model: its version is new */
+	ck_assert_int_eq(store_model_remove(t, "echo", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(t, "delta", 0, &err), 0);
+	ck_assert_int_eq(store_model_version(s, mid, &v5, &err), -ENOENT);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "delta", &mid2, &err), 0);
+	ck_assert_int_eq(mid2, mid);
+	ck_assert_int_eq(store_model_version(s, mid2, &v5, &err), 0);
+	ck_assert_int_gt(v5, v4);
+	store_close(t);
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+	pim__manifest__free_unpacked(e, NULL);
+}
+END_TEST
+
 /* Job (run) ids are never reused, though replacing or removing a model deletes its runs. */
 START_TEST(run_ids_stay_unique)
 {
@@ -513,6 +593,7 @@ int main(void)
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, failed_put_leaves_nothing);
 	tcase_add_test(tc, metrics_and_decisions);
+	tcase_add_test(tc, model_versions_and_a_second_connection);
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
 	tcase_add_test(tc, damaged_database_is_refused);
