@@ -25,7 +25,8 @@
 #  4. settings the daemon cannot work without are still there (a lower
 #     exposure bought by removing them is a regression): notify + watchdog,
 #     the four capabilities, perf_event_open in the syscall filter, no
-#     PrivateUsers=yes, no ProcSubset=pid, the socket path/mode/group;
+#     PrivateUsers=yes, no ProcSubset=pid, the socket path/mode/group, and
+#     TasksMax=/MemoryMax= set, TasksMax= with room for one profiling job;
 #  5. the sysusers.d and tmpfiles.d snippets apply cleanly to an empty
 #     scratch root (systemd-sysusers/-tmpfiles --root=TMP; the host is not
 #     touched).
@@ -146,6 +147,13 @@ need "$SVC" RestrictAddressFamilies AF_UNIX
 need "$SVC" StateDirectory pimd
 need "$SVC" User pimd
 if [ -z "$(value WatchdogSec "$SVC")" ]; then fail "WatchdogSec= not set"; else ok "WatchdogSec=$(value WatchdogSec "$SVC")"; fi
+# Room for pimd's threads (at most 66) and one profiling job's processes (RLIMIT_NPROC 256).
+tasks=$(value TasksMax "$SVC" | tr -d ' ')
+case "$tasks" in
+    ''|*[!0-9]*) fail "TasksMax= is not a number of tasks ('$tasks')" ;;
+    *) if [ "$tasks" -ge $((66 + 256)) ]; then ok "TasksMax=$tasks"; else fail "TasksMax=$tasks < 322"; fi ;;
+esac
+if [ -z "$(value MemoryMax "$SVC")" ]; then fail "MemoryMax= not set"; else ok "MemoryMax=$(value MemoryMax "$SVC")"; fi
 case " $(value PrivateUsers "$SVC") " in
     *" yes "*|*" true "*|*" 1 "*|*" on "*) fail "PrivateUsers= on: workers cannot switch to client uids" ;;
     *) ok "PrivateUsers off" ;;
