@@ -115,8 +115,12 @@ $(B)/pimclient.pc: client/pimclient.pc.in Makefile
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' -e 's|@includedir@|$(INCLUDEDIR)|' \
 		-e 's|@version@|$(VERSION)|' $< > $@
 
-# pimctl: libpimclient and the shared code (the manifest reader), not pimd's core.
-$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimclient.a $(B)/libpimcommon.a
+# pimctl: libpimclient and the shared code (the manifest reader, the SVG writer), not pimd's
+# core; its charts (client/chart.c, pure: data in, text out) also go to the unit tests.
+$(B)/libpimchart.a: $(B)/obj/client/chart.o
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimchart.a $(B)/libpimclient.a $(B)/libpimcommon.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_COMMON) -lpthread
 
 -include $(shell find $(B)/obj $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)
@@ -126,9 +130,9 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 # -rdynamic: tests that load model libraries provide the pim_region_* hooks to them.
-$(B)/tests/%: tests/unit/%.c $(CORE_LIBS)
+$(B)/tests/%: tests/unit/%.c $(B)/libpimchart.a $(CORE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -rdynamic -o $@ $< $(CORE_LIBS) $(LIBS_DAEMON) \
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -rdynamic -o $@ $< $(B)/libpimchart.a $(CORE_LIBS) $(LIBS_DAEMON) \
 		$(LIBS_CHECK) -ldl $(TEST_LDFLAGS)
 
 # test_reply fails the allocations of pimd's code one by one: its own __wrap_ functions.
@@ -176,10 +180,11 @@ $(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
 
 # ---------------------------------------------------------------- dependencies
 # Debian 12 packages the build, the tests and the demo need.  procps: kill(1) and ps for the tests;
-# e2fsprogs: mkfs.ext4 for make stress.
+# e2fsprogs: mkfs.ext4 for make stress; libxml2-utils (xmllint), jq and chromium: the chart tests
+# parse every SVG and render it in a headless browser.
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
 	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux procps \
-	e2fsprogs \
+	e2fsprogs libxml2-utils jq chromium \
 	$(MLIR_DEB_PKGS) $(ONNX_DEB_PKGS)
 
 # A machine without package lists (a fresh minimal install) needs "apt-get update" first.
@@ -217,7 +222,7 @@ check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 
 # The pure modules (README, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
-PURE_MODULES := common/util daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
+PURE_MODULES := common/util common/svg client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
 	daemon/pimsim daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events
 PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
 
@@ -232,6 +237,10 @@ check-man:
 
 check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext
 	sh tests/e2e/run.sh $(B)
+
+# pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium.
+check-charts: all $(B)/tests/e2e-tool
+	sh tests/e2e/charts.sh $(B)
 
 # Availability at the sizes of the issue reports and the documented limits (minutes, GBs
 # through sockets): not part of make check.  Figures in README.md.
@@ -265,6 +274,7 @@ check: deps
 	$(MAKE) --no-print-directory check-units
 	$(MAKE) --no-print-directory check-install
 	$(MAKE) --no-print-directory check-e2e
+	$(MAKE) --no-print-directory check-charts
 	$(MAKE) --no-print-directory check-fuzz-replay
 	$(MAKE) --no-print-directory check-compiler
 	$(MAKE) --no-print-directory check-onnx ONNX_TESTS_EVERY=$(ONNX_CHECK_EVERY)
@@ -399,4 +409,4 @@ help:
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-install asan demo install bench help stress stress-durable demo-decoder
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo install bench help stress stress-durable demo-decoder

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chart.h"
 #include "manifest.h"
 #include "pim.h"
 
@@ -42,8 +43,9 @@ static void usage(FILE *f)
 		"                            a profiling job's state\n"
 		"  placement MODEL [--cores N,N...] [--granularity loop|operator|block]\n"
 		"            [--movement upper|resident] [--param NAME=VALUE]... [--summary]\n"
-		"            [--verbose]\n"
-		"                            decide which regions run on PIM, with the estimate\n"
+		"            [--verbose] [--svg FILE]\n"
+		"                            decide which regions run on PIM, with the estimate;\n"
+		"                            --svg also draws it as an SVG picture\n"
 		"  import-perf MODEL REGION FILE [--time SECONDS] [--executions N]\n"
 		"            [--b-cpu BYTES_PER_S]\n"
 		"                            store perf stat -x, counts measured elsewhere\n"
@@ -826,6 +828,29 @@ static void placement_print(const Pim__PlacementReply *r, bool verbose)
 		printf("note: %s\n", r->notes[i]);
 }
 
+/*
+ * Writes a chart that chart.h drew (r: what the chart function returned) to path and says so
+ * unless the output is JSON: 0, or EXIT_DAEMON with the error printed.  Frees text.
+ */
+static int write_svg(const struct ctl *ctl, const char *path, int r, char *text, size_t len,
+		     const struct pim_error *e)
+{
+	if (r < 0) {
+		fprintf(stderr, "pimctl: %s\n", e->msg);
+		return EXIT_DAEMON;
+	}
+	FILE *f = fopen(path, "we");
+	if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) {
+		fprintf(stderr, "pimctl: %s: %s\n", path, strerror(errno));
+		free(text);
+		return EXIT_DAEMON;
+	}
+	free(text);
+	if (!ctl->json)
+		printf("Chart written to %s (%zu bytes of SVG)\n", path, len);
+	return EXIT_OK;
+}
+
 static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
@@ -835,6 +860,7 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 	double cores[16];
 	size_t n_cores = 0;
 	bool verbose = false;
+	const char *svg = NULL;
 	int r;
 
 	for (int i = 0; i < argc; i++) {
@@ -853,6 +879,9 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 		} else if (strcmp(a, "--param") == 0 && v) {
 			if ((r = parse_param(&params, v)))
 				return r;
+			i++;
+		} else if (strcmp(a, "--svg") == 0 && v) {
+			svg = v;
 			i++;
 		} else if (strcmp(a, "--summary") == 0) {
 			body.summary_only = true;
@@ -882,8 +911,15 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 		print_json(placement_json(resp->placement));
 	else
 		placement_print(resp->placement, verbose);
+	if (svg) {
+		struct pim_error e = { 0 };
+		char *text = NULL;
+		size_t n = 0;
+		r = chart_placement(resp->placement, &text, &n, &e);
+		r = write_svg(ctl, svg, r, text, n, &e);
+	}
 	pim__response__free_unpacked(resp, NULL);
-	return EXIT_OK;
+	return r;
 }
 
 static int read_text_file(const char *path, size_t max, char **out)

@@ -19,7 +19,7 @@ strspn strcspn strtod strtof strtol strtoul strtoll strtoull strerror
 snprintf vsnprintf qsort qsort_r bsearch
 __ctype_b_loc __ctype_toupper_loc __ctype_tolower_loc __errno_location
 ldexp ldexpf frexp frexpf fabs fabsf floor floorf ceil ceilf round roundf lround llround
-trunc truncf sqrt sqrtf exp expf exp2 log logf log2 log2f pow powf fmin fminf fmax fmaxf
+trunc truncf sqrt sqrtf exp expf exp2 log logf log2 log2f log10 pow powf fmin fminf fmax fmaxf
 fmod nextafter nextafterf
 pthread_create pthread_join sched_getaffinity __sched_cpucount
 __cpu_indicator_init __cpu_model _GLOBAL_OFFSET_TABLE_ __stack_chk_fail

@@ -1034,6 +1034,28 @@ static double load_compact(const char *path, size_t n)
 	return t;
 }
 
+/* Loads (replacing) manifest m; returns the seconds the load took and the frame's size. */
+static double send_manifest(const char *path, Pim__Manifest *m, size_t *frame_len)
+{
+	size_t n = m->n_regions;
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
+	ml.manifest = m;
+	ml.replace = true;
+	req.id = 3;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+	req.model_load = &ml;
+	int fd = slow_connect(path, 120);
+	size_t len = pim__request__get_packed_size(&req);
+	double t0 = mono_s();
+	send_request(fd, &req);
+	compact_loaded(fd, n, len);
+	double t = mono_s() - t0;
+	close(fd);
+	*frame_len = len;
+	return t;
+}
+
 /* The manifest loads and reads back; then it is removed. */
 static int cmd_compact(const char *path, size_t n)
 {
@@ -1042,6 +1064,93 @@ static int cmd_compact(const char *path, size_t n)
 	CHECK(pim_client_connect(c, path, "compact") == 0, "%s", pim_client_error(c));
 	CHECK(pim_model_remove(c, "compact") == 0, "remove: %s", pim_client_error(c));
 	pim_client_free(c);
+	return 0;
+}
+
+/*
+ * A model "NAME" of n regions with timing-backend metrics, for the charts: regions of varied
+ * parallelism (every fifth has N_par 1 and fails C2), read sets of 4 KiB to 512 KiB and times of
+ * 10 to 130 us, so that BW_read estimates fall on both sides of θ; one in-situ sample each.
+ */
+static int cmd_synth(const char *path, const char *name, size_t n)
+{
+	enum { N_ALLOC = 9 };
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	Pim__Allocation a[N_ALLOC], *ap[N_ALLOC];
+	Pim__Operand ops[N_ALLOC], *opin[N_ALLOC][2];
+	Pim__Region *regions = calloc(n, sizeof *regions);
+	Pim__Region **rp = calloc(n, sizeof *rp);
+	char (*names)[32] = calloc(n, sizeof *names);
+	CHECK(regions && rp && names && n > 0, "oom");
+	for (int k = 0; k < N_ALLOC; k++) {
+		pim__allocation__init(&a[k]);
+		a[k].id = (uint32_t)k;
+		a[k].bytes = k < 8 ? 4096u << k : 4096;
+		a[k].kind = k < 8 ? PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT : PIM__ALLOC_KIND__ALLOC_KIND_ALLOC;
+		ap[k] = &a[k];
+		pim__operand__init(&ops[k]);
+		ops[k].allocation_id = (uint32_t)k;
+		ops[k].bytes = a[k].bytes;
+		ops[k].elem_type = "f32";
+		ops[k].elem_bits = 32;
+		ops[k].role = k < 8 ? PIM__OPERAND_ROLE__OPERAND_ROLE_IN : PIM__OPERAND_ROLE__OPERAND_ROLE_OUT;
+	}
+	for (int k = 0; k < 8; k++) {
+		opin[k][0] = &ops[k];
+		opin[k][1] = &ops[8];
+	}
+	m.name = (char *)name;
+	m.allocations = ap;
+	m.n_allocations = N_ALLOC;
+	for (size_t i = 0; i < n; i++) {
+		pim__region__init(&regions[i]);
+		snprintf(names[i], sizeof names[i], "synth.%zu", i);
+		regions[i].id = (uint32_t)i;
+		regions[i].order = (uint32_t)i;
+		regions[i].name = names[i];
+		regions[i].op = "linalg.generic";
+		regions[i].n_par = i % 5 == 0 ? 1 : 4096;
+		regions[i].n_total = regions[i].n_par * 64;
+		regions[i].operands = opin[i % 8];
+		regions[i].n_operands = 2;
+		rp[i] = &regions[i];
+	}
+	m.regions = rp;
+	m.n_regions = n;
+	size_t len;
+	send_manifest(path, &m, &len);
+
+	Pim__RegionSample *smp = calloc(n, sizeof *smp);
+	Pim__RegionSample **sp = calloc(n, sizeof *sp);
+	CHECK(smp && sp, "oom");
+	for (size_t i = 0; i < n; i++) {
+		pim__region_sample__init(&smp[i]);
+		smp[i].region_id = (uint32_t)i;
+		smp[i].time_ns = 10000 * (1 + (i * 7) % 13);
+		sp[i] = &smp[i];
+	}
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__SampleBatch sb = PIM__SAMPLE_BATCH__INIT;
+	sb.model = (char *)name;
+	sb.samples = sp;
+	sb.n_samples = n;
+	sb.final = true;
+	req.id = 4;
+	req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &sb;
+	int fd = slow_connect(path, 120);
+	send_request(fd, &req);
+	Pim__Response *r = recv_response(fd);
+	CHECK(r->body_case == PIM__RESPONSE__BODY_SAMPLE_BATCH && r->sample_batch->regions_done == n,
+	      "samples of %s: %s", name, r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "not all stored");
+	pim__response__free_unpacked(r, NULL);
+	close(fd);
+	free(smp);
+	free(sp);
+	free(regions);
+	free(rp);
+	free(names);
+	printf("synth: model %s of %zu regions with metrics\n", name, n);
 	return 0;
 }
 
@@ -1430,6 +1539,8 @@ int main(int argc, char **argv)
 		return cmd_insitu(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "amplify") == 0)
 		return cmd_amplify(argv[2]);
+	if (argc == 5 && strcmp(argv[1], "synth") == 0)
+		return cmd_synth(argv[2], argv[3], (size_t)strtoul(argv[4], NULL, 10));
 	if (argc == 4 && strcmp(argv[1], "compact") == 0)
 		return cmd_compact(argv[2], (size_t)strtoul(argv[3], NULL, 10));
 	if (argc == 6 && strcmp(argv[1], "calibrate-p99") == 0)

@@ -1,0 +1,594 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chart.c: the three pictures of chart.h.  The geometry is the Torch-PIM rule's (Stage 1: C1,
+ * C2; Stage 2: C3 BW_read >= θ, C4 f_store >= σ; Eq. 8's segments and transitions) and the JIT-Q
+ * paper's schedule (a block's copies quantized on PIM while the accelerator computes earlier
+ * blocks).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "chart.h"
+#include "svg.h"
+
+#define WIDTH 960.0
+#define PX0 80.0  /* plot area, left */
+#define PX1 680.0 /* plot area, right */
+#define NOTE_WIDTH 160 /* characters of a note's line */
+
+static const char CSS[] =
+	"text.title{font-size:16px;font-weight:bold}text.head{font-size:13px;font-weight:bold}"
+	"text.sub{fill:#333}text.tick{fill:#555;font-size:10px}text.note{fill:#555;font-size:10px}"
+	".dash{stroke-dasharray:6 3}.dot{stroke-dasharray:2 3}";
+
+/* ---------------------------------------------------------------- shared helpers */
+
+/* Seconds with three significant digits in the largest unit below them. */
+static void fmt_seconds(char *buf, size_t len, double s)
+{
+	static const struct {
+		double scale;
+		const char *unit;
+	} units[] = { { 1, "s" }, { 1e3, "ms" }, { 1e6, "us" }, { 1e9, "ns" } };
+	size_t u = 0;
+	if (!isfinite(s) || s < 0) {
+		snprintf(buf, len, "unknown");
+		return;
+	}
+	while (s > 0 && s * units[u].scale < 1 && u + 1 < ELEMENTSOF(units))
+		u++;
+	snprintf(buf, len, "%.3g %s", s * units[u].scale, units[u].unit);
+}
+
+static int finish(struct svg *s, char **out, size_t *len, struct pim_error *err, const char *what)
+{
+	int r = svg_take(s, out, len);
+	if (r == -E2BIG)
+		return err_set(err, r, "%s chart: larger than %u MiB", what, CHART_MAX_BYTES >> 20);
+	if (r < 0)
+		return err_set(err, r, "%s chart: out of memory", what);
+	return 0;
+}
+
+static void legend_mark(struct svg *s, double x, double y, enum svg_shape shape, const char *fill,
+			const char *text)
+{
+	const struct svg_tag t = { .cls = "legend", .fill = fill };
+	svg_mark(s, shape, x, y - 4, 4.5, &t);
+	svg_text(s, x + 12, y, "start", "sub", "%s", text);
+}
+
+static void legend_line(struct svg *s, double x, double y, const char *cls, const char *stroke,
+			const char *text)
+{
+	const struct svg_tag t = { .cls = cls, .stroke = stroke };
+	svg_line(s, x - 6, y - 4, x + 8, y - 4, &t);
+	svg_text(s, x + 12, y, "start", "sub", "%s", text);
+}
+
+/*
+ * Draws text from (x, y) in lines of at most width characters, broken at spaces, and returns the
+ * number of lines; with s NULL it only counts them.
+ */
+static size_t text_wrapped(struct svg *s, double x, double y, size_t width, const char *cls, const char *text)
+{
+	size_t lines = 0;
+	const char *p = text;
+	while (*p) {
+		size_t n = strlen(p), cut = n;
+		if (n > width) {
+			/* the last space within the width (counting bytes: a little short for UTF-8) */
+			cut = width;
+			while (cut > 0 && p[cut] != ' ')
+				cut--;
+			if (cut == 0)
+				cut = width;
+		}
+		if (s)
+			svg_text(s, x + (lines ? 12 : 0), y + 13.0 * (double)lines, "start", cls, "%.*s", (int)cut, p);
+		lines++;
+		p += cut;
+		while (*p == ' ')
+			p++;
+	}
+	return lines;
+}
+
+/* ---------------------------------------------------------------- placement */
+
+static const char *evidence_word(Pim__Evidence e)
+{
+	switch (e) {
+	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return "counters";
+	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return "estimate";
+	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return "imported";
+	default: return "none";
+	}
+}
+
+/* Shape by evidence: counters a circle, estimate a triangle, imported a diamond, none a cross. */
+static enum svg_shape evidence_shape(Pim__Evidence e)
+{
+	switch (e) {
+	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return SVG_CIRCLE;
+	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return SVG_TRIANGLE;
+	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return SVG_DIAMOND;
+	default: return SVG_CROSS;
+	}
+}
+
+static Pim__CondState cond_state(const Pim__RegionDecision *d, int c)
+{
+	return d->n_conditions == 4 && d->conditions[c] ? d->conditions[c]->state : PIM__COND_STATE__COND_SKIPPED;
+}
+
+static double cond_lhs(const Pim__RegionDecision *d, int c)
+{
+	return d->n_conditions == 4 && d->conditions[c] ? d->conditions[c]->lhs : NAN;
+}
+
+static char cond_char(Pim__CondState st)
+{
+	switch (st) {
+	case PIM__COND_STATE__COND_TRUE: return 'y';
+	case PIM__COND_STATE__COND_FALSE: return 'n';
+	case PIM__COND_STATE__COND_NO_DATA: return '?';
+	default: return '.';
+	}
+}
+
+static void region_title(const Pim__RegionDecision *d, char *buf, size_t len)
+{
+	char bw[48], fs[32], t[32];
+	double b = cond_lhs(d, 2), f = cond_lhs(d, 3);
+	if (isfinite(b))
+		snprintf(bw, sizeof bw, "%.3g GB/s%s", b / 1e9, d->bw_estimated ? " (estimated)" : "");
+	else
+		snprintf(bw, sizeof bw, "unknown");
+	if (isfinite(f))
+		snprintf(fs, sizeof fs, "%.3f", f);
+	else
+		snprintf(fs, sizeof fs, "unknown");
+	fmt_seconds(t, sizeof t, d->t_host);
+	snprintf(buf, len, "region %u %s (%s): %s, evidence %s\nBW_read %s, f_store %s, T_host %s x trip %" PRIu64
+		 "\nC1 %c C2 %c C3 %c C4 %c: %s", d->region_id, d->name, d->op, d->pim ? "PIM" : "host",
+		 evidence_word(d->evidence), bw, fs, t, d->trip ? d->trip : 1, cond_char(cond_state(d, 0)),
+		 cond_char(cond_state(d, 1)), cond_char(cond_state(d, 2)), cond_char(cond_state(d, 3)), d->reason);
+}
+
+/* A region's place in the rule's picture. */
+struct item {
+	double x, y;
+	const Pim__RegionDecision *d;
+	uint64_t cell; /* aggregation key: cell, decision, evidence */
+};
+
+static int item_cmp(const void *a, const void *b)
+{
+	const struct item *p = a, *q = b;
+	if (p->cell != q->cell)
+		return p->cell < q->cell ? -1 : 1;
+	return p->d->region_id < q->d->region_id ? -1 : p->d->region_id > q->d->region_id;
+}
+
+/* One mark per item, or (above CHART_MARKS_ONE) one per cell, decision and evidence. */
+static void draw_items(struct svg *s, struct item *it, size_t n)
+{
+	char title[1024], value[32];
+	if (n <= CHART_MARKS_ONE) {
+		for (size_t i = 0; i < n; i++) {
+			const Pim__RegionDecision *d = it[i].d;
+			region_title(d, title, sizeof title);
+			snprintf(value, sizeof value, "%u", d->region_id);
+			const struct svg_tag t = { .cls = d->pim ? "mark pim" : "mark host",
+						   .fill = d->pim ? CHART_PIM_COLOUR : CHART_HOST_COLOUR,
+						   .title = title, .data = "region", .value = value };
+			svg_mark(s, evidence_shape(d->evidence), it[i].x, it[i].y, 4, &t);
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		long cx = lround(it[i].x / CHART_CELL_PX), cy = lround(it[i].y / CHART_CELL_PX);
+		it[i].cell = ((uint64_t)(cx & 0xffff) << 32) | ((uint64_t)(cy & 0xffff) << 16) |
+			     ((uint64_t)it[i].d->pim << 8) | (uint64_t)(it[i].d->evidence & 0xff);
+	}
+	qsort(it, n, sizeof *it, item_cmp);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		double lo = HUGE_VAL, hi = -HUGE_VAL;
+		while (j < n && it[j].cell == it[i].cell) {
+			double b = cond_lhs(it[j].d, 2);
+			if (isfinite(b)) {
+				lo = fmin(lo, b);
+				hi = fmax(hi, b);
+			}
+			j++;
+		}
+		const Pim__RegionDecision *d = it[i].d;
+		if (j - i == 1)
+			region_title(d, title, sizeof title);
+		else
+			snprintf(title, sizeof title, "%zu regions here (%s, evidence %s), e.g. region %u %s; BW_read "
+				 "%.3g to %.3g GB/s", j - i, d->pim ? "PIM" : "host", evidence_word(d->evidence),
+				 d->region_id, d->name, isfinite(lo) ? lo / 1e9 : NAN, isfinite(hi) ? hi / 1e9 : NAN);
+		if (j - i == 1)
+			snprintf(value, sizeof value, "%u", d->region_id);
+		else
+			snprintf(value, sizeof value, "%zu", j - i);
+		const struct svg_tag t = { .cls = d->pim ? "mark pim" : "mark host",
+					   .fill = d->pim ? CHART_PIM_COLOUR : CHART_HOST_COLOUR, .title = title,
+					   .data = j - i == 1 ? "region" : "regions", .value = value };
+		svg_mark(s, evidence_shape(d->evidence), it[i].x, it[i].y, j - i == 1 ? 4 : 5, &t);
+		i = j;
+	}
+}
+
+static int order_cmp(const void *a, const void *b)
+{
+	const Pim__RegionDecision *p = *(const Pim__RegionDecision *const *)a, *q = *(const Pim__RegionDecision *const *)b;
+	return p->order < q->order ? -1 : p->order > q->order;
+}
+
+static double host_time(const Pim__RegionDecision *d)
+{
+	double t = d->t_host * (double)(d->trip ? d->trip : 1);
+	return isfinite(t) && t > 0 ? t : 0;
+}
+
+/* A region's width in the strip: its share of the all-host time, or equal shares when none was
+ * measured. */
+static double piece_width(const Pim__RegionDecision *d, bool equal, double total, double span, size_t n)
+{
+	return equal ? span / (double)n : host_time(d) / total * span;
+}
+
+/* The model in program order: width ∝ T_host × trip, colour by decision, PIM segments above. */
+static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim__PlacementEstimate *e,
+			 double top)
+{
+	const double x0 = PX0, x1 = WIDTH - 40, h = 26;
+	size_t n = e->n_regions;
+	char title[1024], value[32];
+
+	svg_text(s, PX0 - 60, top, "start", "head", "The model in program order (width: T_host x trip; "
+		 "brackets: PIM segments)");
+	top += 18;
+	const Pim__RegionDecision **ord = malloc((n ? n : 1) * sizeof *ord);
+	if (!ord) {
+		s->error = s->error ? s->error : -ENOMEM;
+		return top + h + 40;
+	}
+	double total = 0;
+	for (size_t i = 0; i < n; i++) {
+		ord[i] = e->regions[i];
+		total += host_time(ord[i]);
+	}
+	qsort(ord, n, sizeof *ord, order_cmp);
+	bool equal = !(total > 0);
+	double span = x1 - x0, x = x0;
+	svg_group(s, &(struct svg_tag){ .cls = "strip" });
+	/* runs narrower than 2 px with one decision merge into one rectangle */
+	for (size_t i = 0; i < n;) {
+		double w = piece_width(ord[i], equal, total, span, n);
+		size_t j = i + 1;
+		if (w < 2)
+			while (j < n && w < 2 && ord[j]->pim == ord[i]->pim &&
+			       piece_width(ord[j], equal, total, span, n) < 2)
+				w += piece_width(ord[j++], equal, total, span, n);
+		const Pim__RegionDecision *d = ord[i];
+		if (j - i == 1) {
+			region_title(d, title, sizeof title);
+			snprintf(value, sizeof value, "%u", d->region_id);
+		} else {
+			snprintf(title, sizeof title, "%zu regions in program order, from region %u %s to region %u %s: %s",
+				 j - i, d->region_id, d->name, ord[j - 1]->region_id, ord[j - 1]->name,
+				 d->pim ? "PIM" : "host");
+			snprintf(value, sizeof value, "%zu", j - i);
+		}
+		const struct svg_tag t = { .cls = d->pim ? "piece pim" : "piece host",
+					   .fill = d->pim ? CHART_PIM_COLOUR : CHART_HOST_COLOUR, .title = title,
+					   .data = j - i == 1 ? "region" : "regions", .value = value };
+		svg_rect(s, x, top + 8, w, h, &t);
+		x += w;
+		i = j;
+	}
+	svg_group_end(s);
+	/* PIM segments: maximal runs of consecutive PIM regions; each is two transitions (Eq. 8) */
+	svg_group(s, &(struct svg_tag){ .cls = "segments" });
+	x = x0;
+	double bx0 = 0, bx1 = -1e9;
+	size_t bcount = 0, seg = 0, first = 0;
+	for (size_t i = 0; i <= n; i++) {
+		bool pim = i < n && ord[i]->pim, prev = i > 0 && ord[i - 1]->pim;
+		if (pim && !prev) {
+			/* a segment starts: join the open bracket when it is less than a pixel away */
+			if (bcount && x - bx1 >= 1) {
+				snprintf(value, sizeof value, "%zu", bcount);
+				snprintf(title, sizeof title, "%zu PIM segment%s (%zu transitions), from region %u", bcount,
+					 bcount == 1 ? "" : "s", 2 * bcount, ord[first]->region_id);
+				svg_rect(s, bx0, top, fmax(bx1 - bx0, 1), 5,
+					 &(struct svg_tag){ .cls = "segment", .fill = "#555", .title = title,
+							    .data = "segments", .value = value });
+				bcount = 0;
+			}
+			if (!bcount) {
+				bx0 = x;
+				first = i;
+			}
+			bcount++;
+			seg++;
+		}
+		if (i == n)
+			break;
+		x += piece_width(ord[i], equal, total, span, n);
+		if (pim)
+			bx1 = x;
+	}
+	if (bcount) {
+		snprintf(value, sizeof value, "%zu", bcount);
+		snprintf(title, sizeof title, "%zu PIM segment%s (%zu transitions), from region %u", bcount,
+			 bcount == 1 ? "" : "s", 2 * bcount, ord[first]->region_id);
+		svg_rect(s, bx0, top, fmax(bx1 - bx0, 1), 5,
+			 &(struct svg_tag){ .cls = "segment", .fill = "#555", .title = title, .data = "segments",
+					    .value = value });
+	}
+	svg_group_end(s);
+	free(ord);
+	const Pim__Movement *m = e->movement;
+	char tm[32];
+	fmt_seconds(tm, sizeof tm, m ? m->t_move : NAN);
+	svg_text(s, x0, top + h + 24, "start", "sub",
+		 "%zu regions, %zu PIM segments in program order; movement model %s: %" PRIu64 " segments, %" PRIu64
+		 " transitions, T_move %s%s", n, seg, m ? m->model : r->movement, m ? m->segments : 0,
+		 m ? m->transitions : 0, tm, equal ? " (no T_host measured: equal widths)" : "");
+	return top + h + 40;
+}
+
+/* Speedup against PIM cores, with the movement-aware bound and 1/residual. */
+static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double top)
+{
+	const double y0 = top + 24, y1 = top + 214;
+	size_t n = r->n_estimates;
+	double cmin = HUGE_VAL, cmax = 0, ymax = 1;
+	char title[256], value[32];
+
+	svg_text(s, PX0 - 60, top, "start", "head", "Estimated speedup against PIM cores (an estimate: "
+		 "T_pim from its compute or bandwidth term)");
+	for (size_t i = 0; i < n; i++) {
+		const Pim__PlacementEstimate *e = r->estimates[i];
+		cmin = fmin(cmin, e->n_core);
+		cmax = fmax(cmax, e->n_core);
+		if (isfinite(e->speedup))
+			ymax = fmax(ymax, e->speedup);
+		if (e->bound_movement > 0 && isfinite(e->bound_movement))
+			ymax = fmax(ymax, e->bound_movement);
+	}
+	/* 1/residual joins the scale unless it would flatten the rest */
+	double top_all = ymax;
+	for (size_t i = 0; i < n; i++)
+		if (isfinite(r->estimates[i]->bound) && r->estimates[i]->bound <= 4 * ymax)
+			top_all = fmax(top_all, r->estimates[i]->bound);
+	ymax = top_all * 1.15;
+	bool one = !(cmax > cmin);
+	struct svg_scale xs = { .lo = one ? cmin / 2 : cmin / 1.3, .hi = one ? cmin * 2 : cmax * 1.3, .p0 = PX0,
+				.p1 = PX1, .log = true };
+	struct svg_scale ys = { .lo = 0, .hi = ymax, .p0 = y1, .p1 = y0 };
+	if (!(cmin > 0))
+		xs = (struct svg_scale){ .lo = 0, .hi = 1, .p0 = PX0, .p1 = PX1 };
+	svg_axis(s, &ys, true, PX0, 1, "speedup (x)");
+	svg_line(s, PX0, y1, PX1, y1, &(struct svg_tag){ .cls = "axis", .stroke = "#333" });
+	for (size_t i = 0; i < n; i++) {
+		double x = svg_scale_at(&xs, r->estimates[i]->n_core);
+		svg_line(s, x, y1, x, y1 + 4, &(struct svg_tag){ .stroke = "#333" });
+		svg_text(s, x, y1 + 15, "middle", "tick", "%g", r->estimates[i]->n_core);
+	}
+	svg_text(s, (PX0 + PX1) / 2, y1 + 30, "middle", "label", "PIM cores (N_core)");
+	double one_y = svg_scale_at(&ys, 1);
+	svg_line(s, PX0, one_y, PX1, one_y, &(struct svg_tag){ .cls = "dot", .stroke = "#999",
+							       .title = "1x: everything on the host" });
+	double *px = malloc((2 * n + 1) * sizeof *px), *py = px ? px + n : NULL;
+	if (!px) {
+		s->error = s->error ? s->error : -ENOMEM;
+		return y1 + 50;
+	}
+	/* the three series: speedup, movement-aware bound, 1/residual when it fits the scale */
+	for (int series = 0; series < 3; series++) {
+		size_t k = 0;
+		static const char *const cls[] = { "speedup", "bound-move", "bound" };
+		static const char *const colour[] = { "#222", "#7570b3", "#1b9e77" };
+		for (size_t i = 0; i < n; i++) {
+			const Pim__PlacementEstimate *e = r->estimates[i];
+			double v = series == 0 ? e->speedup : series == 1 ? e->bound_movement : e->bound;
+			if (!(v > 0) || !isfinite(v) || v > ymax)
+				continue;
+			px[k] = svg_scale_at(&xs, e->n_core);
+			py[k] = svg_scale_at(&ys, v);
+			if (series == 0)
+				snprintf(title, sizeof title, "N_core %g: speedup %.3fx (estimate), %u regions on PIM, "
+					 "captured %.1f%%, residual %.1f%%", e->n_core, v, e->offloaded,
+					 100 * e->captured_share, 100 * e->residual_share);
+			else if (series == 1)
+				snprintf(title, sizeof title, "N_core %g: %.3fx as N_core grows without limit (T_move "
+					 "stays)", e->n_core, v);
+			else
+				snprintf(title, sizeof title, "N_core %g: %.3fx = 1/residual (no movement, no PIM time)",
+					 e->n_core, v);
+			snprintf(value, sizeof value, "%g", e->n_core);
+			svg_mark(s, series == 0 ? SVG_CIRCLE : SVG_SQUARE, px[k], py[k], series == 0 ? 4 : 3,
+				 &(struct svg_tag){ .cls = cls[series], .fill = colour[series], .title = title,
+						    .data = "cores", .value = value });
+			k++;
+		}
+		if (k > 1)
+			svg_polyline(s, px, py, k, &(struct svg_tag){ .cls = series ? "dash" : NULL,
+								       .stroke = colour[series] });
+	}
+	free(px);
+	double ly = y0 + 10;
+	legend_mark(s, PX1 + 40, ly, SVG_CIRCLE, "#222", "estimated speedup");
+	legend_mark(s, PX1 + 40, ly + 18, SVG_SQUARE, "#7570b3", "bound with movement (N_core -> inf)");
+	legend_mark(s, PX1 + 40, ly + 36, SVG_SQUARE, "#1b9e77", "1/residual (no movement)");
+	for (size_t i = 0; i < n; i++)
+		if (r->estimates[i]->bound > ymax && isfinite(r->estimates[i]->bound)) {
+			svg_text(s, PX1 + 40, ly + 58, "start", "note", "1/residual above the scale: %.3gx",
+				 r->estimates[i]->bound);
+			break;
+		}
+	return y1 + 50;
+}
+
+int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struct pim_error *err)
+{
+	struct svg s;
+	const Pim__PlacementEstimate *e = r->n_estimates ? r->estimates[0] : NULL;
+	size_t n = e ? e->n_regions : 0;
+	double theta = r->params ? r->params->theta : NAN, sigma = r->params ? r->params->sigma : NAN;
+	size_t note_lines = 0;
+	for (size_t i = 0; i < r->n_notes; i++)
+		note_lines += text_wrapped(NULL, 0, 0, NOTE_WIDTH, NULL, r->notes[i]) ;
+	double height = 1010 + 13.0 * (double)note_lines;
+	char title[512];
+
+	snprintf(title, sizeof title, "Placement of %s: granularity %s, movement model %s", r->model,
+		 r->granularity, r->movement);
+	svg_begin(&s, WIDTH, height, CHART_MAX_BYTES, title, CSS);
+	svg_text(&s, 20, 26, "start", "title", "%s", title);
+	if (r->params)
+		svg_text(&s, 20, 44, "start", "sub", "Platform %s; θ %.2f GB/s, σ %.2f, T_ctx %g s, f_pim %g Hz, "
+			 "B_cpu %.2f GB/s%s", r->platform, theta / 1e9, sigma, r->params->t_ctx, r->params->f_pim,
+			 r->params->b_cpu / 1e9, r->cached ? " (stored answer)" : "");
+
+	/* -------- the rule: BW_read (log) against f_store, Stage-1 failures apart */
+	const double y0 = 100, y1 = 330, unknown_y = 352, s1_top = 425;
+	struct item *stage2 = calloc(n ? n : 1, sizeof *stage2), *stage1 = calloc(n ? n : 1, sizeof *stage1);
+	size_t n2 = 0, n1 = 0, n1_by[3] = { 0 };
+	if (!stage2 || !stage1) {
+		free(stage2);
+		free(stage1);
+		svg_free(&s);
+		return err_set(err, -ENOMEM, "placement chart: out of memory");
+	}
+	double lo = HUGE_VAL, hi = 0;
+	if (theta > 0) {
+		lo = hi = theta;
+	}
+	for (size_t i = 0; i < n; i++) {
+		double b = cond_lhs(e->regions[i], 2);
+		if (b > 0 && isfinite(b)) {
+			lo = fmin(lo, b);
+			hi = fmax(hi, b);
+		}
+	}
+	if (!(hi > 0)) {
+		lo = 1e9;
+		hi = 1e10;
+	}
+	struct svg_scale xs = { .lo = pow(10, floor(log10(lo / 1.5))), .hi = pow(10, ceil(log10(hi * 1.5))),
+				.p0 = PX0, .p1 = PX1, .log = true };
+	struct svg_scale ys = { .lo = 0, .hi = 1, .p0 = y1, .p1 = y0 };
+	const double unknown_x = PX0 - 16;
+	for (size_t i = 0; i < n; i++) {
+		const Pim__RegionDecision *d = e->regions[i];
+		double b = cond_lhs(d, 2), f = cond_lhs(d, 3);
+		double x = b > 0 && isfinite(b) ? svg_scale_at(&xs, b) : unknown_x;
+		bool c1 = cond_state(d, 0) == PIM__COND_STATE__COND_TRUE, c2 = cond_state(d, 1) == PIM__COND_STATE__COND_TRUE;
+		if (c1 && c2) {
+			stage2[n2++] = (struct item){ .x = x, .y = isfinite(f) ? svg_scale_at(&ys, f) : unknown_y, .d = d };
+			continue;
+		}
+		int row = !c1 && !c2 ? 2 : !c1 ? 0 : 1;
+		n1_by[row]++;
+		stage1[n1++] = (struct item){ .x = x, .y = s1_top + 26 + 20 * row, .d = d };
+	}
+	char head[256];
+	if (e)
+		snprintf(head, sizeof head, "The rule at N_core = %g: %zu regions passed Stage 1 (C1, C2); "
+			 "PIM when C3 or C4 holds", e->n_core, n2);
+	else
+		snprintf(head, sizeof head, "The rule: no estimate in the answer");
+	svg_text(&s, PX0 - 60, 74, "start", "head", "%s", head);
+	svg_axis(&s, &ys, true, PX0 - 30, 1, "f_store (C4)");
+	svg_axis(&s, &xs, false, unknown_y + 14, 1e-9, NULL);
+	svg_text(&s, unknown_x - 18, unknown_y + 4, "end", "tick", "f_store ?");
+	svg_text(&s, unknown_x, unknown_y + 29, "middle", "tick", "?");
+	svg_text(&s, (PX0 + PX1) / 2, unknown_y + 44, "middle", "label", "BW_read (GB/s, log scale; C3)");
+	/* θ and σ: the thresholds of Stage 2 */
+	char tv[64], lt[96];
+	if (theta > 0) {
+		double tx = svg_scale_at(&xs, theta);
+		snprintf(tv, sizeof tv, "%.17g", theta);
+		snprintf(lt, sizeof lt, "θ = %.2f GB/s: C3 holds at and right of this line", theta / 1e9);
+		svg_line(&s, tx, y0 - 6, tx, unknown_y + 10, &(struct svg_tag){ .cls = "theta dash", .stroke = "#c00",
+										 .title = lt, .data = "theta", .value = tv });
+		svg_text(&s, tx + 4, y0 - 8, "start", "sub", "θ %.2f GB/s", theta / 1e9);
+	}
+	if (sigma >= 0 && sigma <= 1) {
+		double sy = svg_scale_at(&ys, sigma);
+		snprintf(tv, sizeof tv, "%.17g", sigma);
+		snprintf(lt, sizeof lt, "σ = %.2f: C4 holds at and above this line", sigma);
+		svg_line(&s, PX0 - 30, sy, PX1, sy, &(struct svg_tag){ .cls = "sigma dash", .stroke = "#c00",
+									.title = lt, .data = "sigma", .value = tv });
+		svg_text(&s, PX1 + 4, sy + 4, "start", "sub", "σ %.2f", sigma);
+	}
+	svg_group(&s, &(struct svg_tag){ .cls = "stage2" });
+	draw_items(&s, stage2, n2);
+	svg_group_end(&s);
+
+	/* legend beside the rule */
+	double lx = PX1 + 60, ly = y0 + 20;
+	svg_text(&s, lx - 10, ly - 16, "start", "head", "Legend");
+	legend_mark(&s, lx, ly, SVG_SQUARE, CHART_PIM_COLOUR, "runs on PIM");
+	legend_mark(&s, lx, ly + 18, SVG_SQUARE, CHART_HOST_COLOUR, "stays on the host");
+	legend_mark(&s, lx, ly + 44, SVG_CIRCLE, "#666", "hardware counters");
+	legend_mark(&s, lx, ly + 62, SVG_TRIANGLE, "#666", "estimate (timing backend)");
+	legend_mark(&s, lx, ly + 80, SVG_DIAMOND, "#666", "imported (perf stat)");
+	legend_mark(&s, lx, ly + 98, SVG_CROSS, "#666", "no measurements");
+	legend_line(&s, lx, ly + 124, "dash", "#c00", "thresholds θ (C3), σ (C4)");
+	svg_text(&s, lx - 10, ly + 150, "start", "note", "a larger mark stands for several");
+	svg_text(&s, lx - 10, ly + 164, "start", "note", "regions (hover for the count)");
+
+	/* Stage-1 failures: the same BW_read axis, one row per failing condition */
+	static const char *const s1_text[3] = {
+		"C1 fails: T_host <= T_ctx + PIM compute",
+		"C2 fails: N_par < N_core",
+		"C1 and C2 fail",
+	};
+	static const char *const s1_formula[3] = {
+		"C1 does not hold: T_host > T_ctx + N_total·I_min/(N_core·f_pim)",
+		"C2 does not hold: N_par >= N_core",
+		"neither C1 nor C2 holds",
+	};
+	static const char *const s1_cls[3] = { "stage1 c1", "stage1 c2", "stage1 c1 c2" };
+	svg_text(&s, PX0 - 60, s1_top, "start", "head", "Stage 1 failures (%zu regions; stay on the host, "
+		 "Stage 2 not evaluated)", n1);
+	for (int row = 0; row < 3; row++) {
+		double y = s1_top + 26 + 20 * row;
+		svg_line(&s, PX0, y, PX1, y, &(struct svg_tag){ .stroke = "#eee" });
+		svg_group(&s, &(struct svg_tag){ .title = s1_formula[row] });
+		svg_text(&s, PX1 + 10, y + 4, "start", "sub", "%s (%zu)", s1_text[row], n1_by[row]);
+		svg_group_end(&s);
+	}
+	for (int row = 0; row < 3; row++) {
+		size_t k = 0;
+		for (size_t i = 0; i < n1; i++)
+			if (lround((stage1[i].y - s1_top - 26) / 20) == row)
+				stage2[k++] = stage1[i]; /* stage2's array is free to reuse now */
+		svg_group(&s, &(struct svg_tag){ .cls = s1_cls[row] });
+		draw_items(&s, stage2, k);
+		svg_group_end(&s);
+	}
+	free(stage1);
+	free(stage2);
+
+	double y = s1_top + 105;
+	if (e)
+		y = draw_strip(&s, r, e, y);
+	y = draw_speedup(&s, r, y + 10);
+	for (size_t i = 0; i < r->n_notes; i++) {
+		char note[1024];
+		snprintf(note, sizeof note, "note: %s", r->notes[i]);
+		y += 13.0 * (double)text_wrapped(&s, 20, y, NOTE_WIDTH, "note", note);
+	}
+	return finish(&s, out, len, err, "placement");
+}

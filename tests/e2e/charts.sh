@@ -1,0 +1,133 @@
+#!/bin/sh
+# The pictures of pimctl end to end.  Usage: tests/e2e/charts.sh BUILD_DIR
+# Starts pimd privately, draws the placement of models of 1, 100 and 10,000 regions (and the
+# example decoder block) with pimctl --svg, parses every SVG with xmllint and checks its marks
+# against pimctl --json's answer (one mark per region, colour by decision, θ and σ where the
+# answer puts them, regions left and right of θ as C3 says), then renders each chart in
+# headless Chromium and fails on any error it reports.
+set -u
+B=$(cd "${1:-build}" && pwd)
+PIMCTL=$B/pimctl
+T=$(mktemp -d /tmp/pimd-charts.XXXXXX)
+pass=0 fail=0 PID=
+PIM_COLOUR='#d95f02'
+HOST_COLOUR='#1f78b4'
+
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+check() { # check DESCRIPTION COMMAND...
+	d=$1; shift
+	if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d"; sed 's/^/     > /' "$T/out"; fi
+}
+# xpath FILE EXPR: the value of an XPath 1.0 expression (SVG elements by local-name())
+xpath() { xmllint --xpath "$2" "$1" 2>/dev/null; }
+
+S=$T/pimd.sock
+printf 'allow_root_jobs = yes\n' > "$T/pimd.conf"
+"$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
+PID=$!
+i=0
+until "$PIMCTL" --socket "$S" status >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 200 ] || { echo "FAIL pimd did not start"; sed 's/^/     | /' "$T/log"; exit 1; }
+	sleep 0.05
+done
+export PIMD_SOCKET="$S"
+
+# marks_match MODEL SVG JSON: every region of the answer has one mark in the rule's panels, in
+# the colour of its decision, on the side of θ that C3 says; aggregated marks (data-regions)
+# count the regions they stand for.
+marks_match() {
+	m=$1 svg=$2 json=$3
+	n=$(jq '.estimates[0].regions | length' "$json")
+	single=$(xpath "$svg" 'count(//*[local-name()="g"][starts-with(@class,"stage")]/*[@data-region])')
+	many=$(xpath "$svg" 'sum(//*[local-name()="g"][starts-with(@class,"stage")]/*/@data-regions)')
+	[ $((single + many)) -eq "$n" ] || { echo "$m: $single single marks + $many aggregated, $n regions"; return 1; }
+	strip=$(xpath "$svg" 'count(//*[local-name()="g"][@class="strip"]/*[@data-region]) + sum(//*[local-name()="g"][@class="strip"]/*/@data-regions)')
+	[ "$strip" -eq "$n" ] || { echo "$m: the strip counts $strip regions, not $n"; return 1; }
+	theta=$(jq '.params.theta' "$json")
+	tx=$(xpath "$svg" 'string(//*[@data-theta]/@x1)')
+	dt=$(xpath "$svg" 'string(//*[@data-theta]/@data-theta)')
+	awk -v a="$theta" -v b="$dt" 'BEGIN { exit !(a == b) }' || { echo "θ line at $dt, answer $theta"; return 1; }
+	ds=$(xpath "$svg" 'string(//*[@data-sigma]/@data-sigma)')
+	awk -v a="$(jq '.params.sigma' "$json")" -v b="$ds" 'BEGIN { exit !(a == b) }' ||
+		{ echo "σ line at $ds"; return 1; }
+	[ "$single" -eq 0 ] && return 0
+	# one line per single mark (the writer puts one element on a line): id, class, fill, x
+	grep 'data-region="' "$svg" | grep 'class="mark ' |
+		sed -n 's/.*\(cx="\|d="M\)\([-0-9.]*\).*class="mark \([a-z]*\)" fill="\([^"]*\)" data-region="\([0-9]*\)".*/\5 \3 \4 \2/p' |
+		sort -k1,1 > "$T/marks"
+	jq -r '.estimates[0].regions[] | "\(.region) \(.place) \(.c1.state) \(.c2.state) \(.c3.state)"' "$json" |
+		sort -k1,1 > "$T/decisions"
+	join "$T/marks" "$T/decisions" | awk -v tx="$tx" -v pc="$PIM_COLOUR" -v hc="$HOST_COLOUR" '
+		{ n++ }
+		$2 != $5 { print "region " $1 ": mark " $2 ", decision " $5; bad++ }
+		($5 == "pim" && $3 != pc) || ($5 == "host" && $3 != hc) { print "region " $1 ": colour " $3; bad++ }
+		$6 == "true" && $7 == "true" && $8 == "true" && $4 < tx - 0.05 { print "region " $1 ": C3 holds, x " $4 " left of θ " tx; bad++ }
+		$6 == "true" && $7 == "true" && $8 == "false" && $4 > tx + 0.05 { print "region " $1 ": C3 fails, x " $4 " right of θ " tx; bad++ }
+		END { if (n != '"$single"') { print n " marks matched, " '"$single"' " drawn"; bad++ } exit bad > 0 }'
+}
+
+for n in 1 100 10000; do
+	check "a model of $n regions with metrics" "$B/tests/e2e-tool" synth "$S" "synth$n" "$n"
+	t0=$(date +%s%N)
+	check "pimctl placement --svg, $n regions" "$PIMCTL" placement "synth$n" --cores 64,128,256 --svg "$T/p$n.svg"
+	t1=$(date +%s%N)
+	echo "     ($n regions: placement and chart in $(( (t1 - t0) / 1000000 )) ms, $(wc -c < "$T/p$n.svg") bytes)"
+	check "the chart of $n regions is well-formed XML" xmllint --noout "$T/p$n.svg"
+	"$PIMCTL" --json placement "synth$n" --cores 64,128,256 > "$T/p$n.json"
+	check "its marks match the answer: one per region, colour, side of θ ($n regions)" \
+		marks_match "synth$n" "$T/p$n.svg" "$T/p$n.json"
+	check "one speedup point per core count ($n regions)" \
+		[ "$(xpath "$T/p$n.svg" 'count(//*[@class="speedup"])')" -eq 3 ]
+	segs=$(jq '.estimates[0].movement.segments' "$T/p$n.json")
+	check "the strip's brackets count the answer's $segs PIM segments ($n regions)" \
+		[ "$(xpath "$T/p$n.svg" 'sum(//*[@data-segments]/@data-segments)')" -eq "$segs" ]
+done
+check "10,000 regions stay a few MB (aggregated)" [ "$(wc -c < "$T/p10000.svg")" -lt 4000000 ]
+check "10,000 regions: some marks aggregated" \
+	[ "$(xpath "$T/p10000.svg" 'count(//*[@data-regions])')" -gt 0 ]
+
+"$PIMCTL" model load tests/e2e/data/decoder-block.json >/dev/null
+check "the example model: placement --svg" "$PIMCTL" placement decoder-block --svg "$T/decoder.svg"
+check "the example's chart is well-formed" xmllint --noout "$T/decoder.svg"
+"$PIMCTL" --json placement decoder-block > "$T/decoder.json"
+check "the example's marks match (no metrics: every region fails Stage 1)" \
+	marks_match decoder-block "$T/decoder.svg" "$T/decoder.json"
+check "a <title> for each region's mark" \
+	[ "$(xpath "$T/decoder.svg" 'count(//*[@data-region]/*[local-name()="title"])')" -eq 18 ]
+check "--json with --svg: stdout stays JSON" sh -c "'$PIMCTL' --json placement decoder-block --svg '$T/d2.svg' | jq -e .model"
+check "--svg to a path that cannot be written: exit 1, the path named" sh -c \
+	"'$PIMCTL' placement decoder-block --svg '$T/no/such/dir.svg' 2>&1; [ \$? -eq 1 ]" 
+grep -q "no/such/dir.svg: No such file or directory" "$T/out" && ok "the error names the path" || bad "the error names the path"
+check "--svg without a file is a usage error" sh -c "'$PIMCTL' placement decoder-block --svg; [ \$? -eq 2 ]"
+
+# ------------------------------------------------------------ a real browser
+# Each chart rendered by headless Chromium: a screenshot written, no error on its console
+# (Chromium reports every attribute it cannot use, e.g. "Error: <path> attribute d: ...").
+render() { # render SVG
+	rm -rf "$T/chromium"
+	timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$T/chromium" \
+		--enable-logging=stderr --v=0 --window-size=960,1100 --screenshot="$1.png" "file://$1" \
+		>"$T/chromium.log" 2>&1
+	grep -q 'bytes written to file' "$T/chromium.log" || { tail -5 "$T/chromium.log"; return 1; }
+	if grep 'CONSOLE' "$T/chromium.log" | grep -qi 'error'; then grep CONSOLE "$T/chromium.log"; return 1; fi
+	[ "$(wc -c < "$1.png")" -gt 10000 ] || { echo "screenshot of $(wc -c < "$1.png") bytes: blank?"; return 1; }
+}
+if command -v chromium >/dev/null 2>&1; then
+	for f in p100 p10000 decoder; do
+		check "Chromium renders $f.svg without errors" render "$T/$f.svg"
+	done
+else
+	echo "SKIP Chromium is not installed (make deps installs it): charts not rendered in a browser"
+fi
+
+kill -TERM "$PID"; wait "$PID"; PID=
+echo "charts: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the SVG writer (client/svg.c) and pimctl's charts (client/chart.c): escaping,
+ * numbers, scales and ticks against hand-computed values, the size limit; the placement chart's
+ * marks, θ and σ lines, Stage-1 rows, segments and speedup points against the reply they draw,
+ * and a 10,000-region model drawn in bounded time and size.
+ */
+#include "chart.h"
+#include "svg.h"
+
+#include <check.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "test_util.h"
+
+#define ck_has(hay, needle)                                                                         \
+	ck_assert_msg(strstr((hay), (needle)) != NULL, "'%.400s' does not contain '%s'", (hay), (needle))
+#define ck_hasnt(hay, needle)                                                                       \
+	ck_assert_msg(strstr((hay), (needle)) == NULL, "'%.400s' contains '%s'", (hay), (needle))
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* The text of the first group whose opening tag is open, up to its </g> (groups of marks do
+ * not nest); a static copy, valid until the next call. */
+static const char *group(const char *doc, const char *open)
+{
+	static char buf[8 << 20];
+	const char *a = strstr(doc, open);
+	ck_assert_msg(a != NULL, "no group %s", open);
+	const char *b = strstr(a, "</g>");
+	ck_assert(b != NULL && (size_t)(b - a) < sizeof buf);
+	memcpy(buf, a, (size_t)(b - a));
+	buf[b - a] = '\0';
+	return buf;
+}
+
+/* The value of attribute name in the element that carries needle. */
+static double attr_of(const char *doc, const char *needle, const char *name)
+{
+	const char *p = strstr(doc, needle);
+	ck_assert_msg(p != NULL, "no element with %s", needle);
+	const char *start = p;
+	while (start > doc && *start != '<')
+		start--;
+	char key[64];
+	snprintf(key, sizeof key, " %s=\"", name);
+	const char *a = strstr(start, key);
+	ck_assert_msg(a != NULL && a < strchr(start, '>'), "%s has no %s", needle, name);
+	return strtod(a + strlen(key), NULL);
+}
+
+/* ---------------------------------------------------------------- the writer */
+
+START_TEST(test_escape_and_numbers)
+{
+	struct svg s;
+	char *out;
+	size_t len;
+
+	svg_begin(&s, 100, 50, 1 << 20, "a & b", NULL);
+	svg_text(&s, 1.25, NAN, "middle", "c\"d", "x<y & 'q' \x01 \xff ok \xc3\xa9");
+	svg_rect(&s, -0.04, 2, -3, 4, &(struct svg_tag){ .title = "<t>" });
+	ck_assert_int_eq(svg_take(&s, &out, &len), 0);
+	ck_assert_uint_eq(len, strlen(out));
+	ck_has(out, "<title>a &amp; b</title>");
+	/* 1.25 rounds to a tenth; NaN is written as 0; the class's quote is escaped */
+	ck_has(out, "<text x=\"1.3\" y=\"0\" text-anchor=\"middle\" class=\"c&quot;d\">");
+	/* control characters and malformed UTF-8 become U+FFFD; well-formed UTF-8 stays */
+	ck_has(out, "x&lt;y &amp; &#39;q&#39; \xef\xbf\xbd \xef\xbf\xbd ok \xc3\xa9</text>");
+	/* -0.04 is 0, not -0; a negative size draws nothing */
+	ck_has(out, "<rect x=\"0\" y=\"2\" width=\"0\" height=\"0\"><title>&lt;t&gt;</title></rect>");
+	ck_assert(strncmp(out + len - 7, "</svg>\n", 7) == 0);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_marks)
+{
+	struct svg s;
+	char *out;
+	size_t len;
+	const struct svg_tag t = { .cls = "m", .fill = "#f00", .title = "x", .data = "region", .value = "7" };
+
+	svg_begin(&s, 100, 50, 1 << 20, "", NULL);
+	svg_mark(&s, SVG_CIRCLE, 10, 20, 4, &t);
+	svg_mark(&s, SVG_TRIANGLE, 10, 20, 4, NULL);
+	svg_mark(&s, SVG_DIAMOND, 10, 20, 4, NULL);
+	svg_mark(&s, SVG_SQUARE, 10, 20, 4, NULL);
+	svg_mark(&s, SVG_CROSS, 10, 20, 4, &(struct svg_tag){ .fill = "#0f0" });
+	double x[] = { 1, 2 }, y[] = { 3, 4.44 };
+	svg_polyline(&s, x, y, 2, &(struct svg_tag){ .stroke = "#00f" });
+	ck_assert_int_eq(svg_take(&s, &out, &len), 0);
+	ck_has(out, "<circle cx=\"10\" cy=\"20\" r=\"4\" class=\"m\" fill=\"#f00\" data-region=\"7\"><title>x</title>"
+		    "</circle>");
+	/* triangle: apex 1.2 r above the centre, sides 1.1 r out and 1.9 r down */
+	ck_has(out, "<path d=\"M10,15.2l4.4,7.6h-8.8z\"/>");
+	ck_has(out, "<path d=\"M10,15l5,5l-5,5l-5,-5z\"/>");
+	ck_has(out, "<rect x=\"6\" y=\"16\" width=\"8\" height=\"8\"/>");
+	ck_has(out, "<path d=\"M6,16l8,8m0,-8l-8,8\" stroke-width=\"1.5\" stroke=\"#0f0\" fill=\"#0f0\"/>");
+	ck_has(out, "points=\"1,3 2,4.4\" stroke=\"#00f\"/>");
+	free(out);
+}
+END_TEST
+
+START_TEST(test_size_limit)
+{
+	struct svg s;
+	char *out = NULL;
+	size_t len = 0;
+
+	svg_begin(&s, 100, 50, 600, "", NULL);
+	for (int i = 0; i < 100; i++)
+		svg_text(&s, 1, 2, NULL, NULL, "line %d", i);
+	ck_assert_int_eq(s.error, -E2BIG);
+	ck_assert_int_eq(svg_take(&s, &out, &len), -E2BIG);
+	ck_assert_ptr_null(out);
+	ck_assert_ptr_null(s.buf);
+}
+END_TEST
+
+START_TEST(test_scales_and_ticks)
+{
+	struct svg_scale lg = { .lo = 1e8, .hi = 1e11, .p0 = 0, .p1 = 300, .log = true };
+	struct svg_scale ln = { .lo = 0, .hi = 1, .p0 = 330, .p1 = 100 };
+	double t[32];
+
+	ck_assert_double_eq_tol(svg_scale_at(&lg, 1e9), 100, 1e-9);
+	ck_assert_double_eq_tol(svg_scale_at(&lg, 1e12), 300, 1e-9); /* clamped */
+	ck_assert_double_eq_tol(svg_scale_at(&lg, 0), 0, 1e-9);      /* no log of 0 */
+	ck_assert_double_eq_tol(svg_scale_at(&ln, 0.4), 238, 1e-9);  /* 330 - 0.4 × 230 */
+	ck_assert_double_eq_tol(svg_scale_at(&ln, NAN), 330, 1e-9);
+	/* four decades: powers of ten only */
+	ck_assert_uint_eq(svg_ticks(&lg, t, 32), 4);
+	ck_assert_double_eq_tol(t[0], 1e8, 1);
+	ck_assert_double_eq_tol(t[3], 1e11, 1);
+	/* two decades: 1, 2, 5 in each */
+	lg.lo = 1e8;
+	lg.hi = 1e10;
+	ck_assert_uint_eq(svg_ticks(&lg, t, 32), 7);
+	ck_assert_double_eq_tol(t[1], 2e8, 1);
+	ck_assert_double_eq_tol(t[6], 1e10, 1);
+	/* 0..1 in at most 8 intervals: steps of 0.2 */
+	ck_assert_uint_eq(svg_ticks(&ln, t, 32), 6);
+	ck_assert_double_eq_tol(t[2], 0.4, 1e-12);
+	ck_assert_double_eq_tol(t[5], 1, 1e-12);
+	ck_assert_uint_eq(svg_ticks(&ln, t, 3), 3);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the placement chart */
+
+struct fixture {
+	Pim__PlacementReply r;
+	Pim__PlacementParams params;
+	Pim__PlacementEstimate est[2], *estp[2];
+	Pim__Movement move;
+	Pim__RegionDecision *dp[4];
+	Pim__RegionDecision d[4];
+	Pim__Condition cond[4][4], *condp[4][4];
+};
+
+static void region(struct fixture *f, int i, uint32_t id, const char *name, bool pim, Pim__Evidence ev,
+		   bool c1, bool c2, double bw, double fstore, double t_host)
+{
+	Pim__RegionDecision *d = &f->d[i];
+	pim__region_decision__init(d);
+	d->region_id = id;
+	d->name = (char *)name;
+	d->op = "linalg.generic";
+	d->order = (uint32_t)i;
+	d->trip = 1;
+	d->pim = pim;
+	d->evidence = ev;
+	d->t_host = t_host;
+	d->reason = "because";
+	for (int c = 0; c < 4; c++) {
+		pim__condition__init(&f->cond[i][c]);
+		f->condp[i][c] = &f->cond[i][c];
+	}
+	f->cond[i][0].state = c1 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
+	f->cond[i][1].state = c2 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
+	f->cond[i][2].lhs = bw;
+	f->cond[i][2].state = bw >= 2e9 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
+	f->cond[i][3].lhs = fstore;
+	f->cond[i][3].state = isnan(fstore) ? PIM__COND_STATE__COND_NO_DATA
+			      : fstore >= 0.4 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
+	d->conditions = f->condp[i];
+	d->n_conditions = 4;
+	f->dp[i] = d;
+}
+
+/*
+ * Four regions at θ = 2 GB/s, σ = 0.4, 128 cores: 1 on PIM by C3 (counters), 2 on PIM by C4
+ * (counters), 3 on the host (estimate, f_store unknown), 4 failing C1 (imported).  Two core
+ * counts, 128 and 256.
+ */
+static void fixture_init(struct fixture *f)
+{
+	memset(f, 0, sizeof *f);
+	pim__placement_reply__init(&f->r);
+	pim__placement_params__init(&f->params);
+	f->params.theta = 2e9;
+	f->params.sigma = 0.4;
+	f->params.b_cpu = 16.754e9;
+	f->params.t_ctx = 1e-5;
+	f->params.f_pim = 350e6;
+	f->r.model = "gemv<&>";
+	f->r.granularity = "loop";
+	f->r.movement = "upper";
+	f->r.platform = "test CPU";
+	f->r.params = &f->params;
+	region(f, 0, 1, "a", true, PIM__EVIDENCE__EVIDENCE_COUNTERS, true, true, 6e9, 0.1, 1e-3);
+	region(f, 1, 2, "b", true, PIM__EVIDENCE__EVIDENCE_COUNTERS, true, true, 1e9, 0.6, 1e-3);
+	region(f, 2, 3, "c<script>", false, PIM__EVIDENCE__EVIDENCE_ESTIMATE, true, true, 0.5e9, NAN, 2e-3);
+	region(f, 3, 4, "d", false, PIM__EVIDENCE__EVIDENCE_IMPORTED, false, true, 3e9, NAN, 1e-6);
+	pim__movement__init(&f->move);
+	f->move.model = "upper";
+	f->move.segments = 1;
+	f->move.transitions = 2;
+	for (int k = 0; k < 2; k++) {
+		pim__placement_estimate__init(&f->est[k]);
+		f->est[k].n_core = 128 << k;
+		f->est[k].regions = f->dp;
+		f->est[k].n_regions = 4;
+		f->est[k].movement = &f->move;
+		f->est[k].speedup = 1.5 + k;
+		f->est[k].bound_movement = 3;
+		f->est[k].bound = 100; /* off the scale */
+		f->estp[k] = &f->est[k];
+	}
+	f->r.estimates = f->estp;
+	f->r.n_estimates = 2;
+}
+
+START_TEST(test_placement_chart)
+{
+	struct fixture f;
+	struct pim_error err = { 0 };
+	char *out;
+	size_t len;
+
+	fixture_init(&f);
+	ck_assert_int_eq(chart_placement(&f.r, &out, &len, &err), 0);
+	ck_assert_uint_eq(strlen(out), len);
+	ck_has(out, "<title>Placement of gemv&lt;&amp;&gt;: granularity loop, movement model upper</title>");
+	ck_has(out, "Platform test CPU; θ 2.00 GB/s, σ 0.40");
+	ck_hasnt(out, "<script>");
+	ck_has(out, "c&lt;script&gt;");
+
+	/* Stage 2: regions 1-3, one mark each, colour by decision, shape by evidence */
+	const char *g2 = group(out, "<g class=\"stage2\">");
+	ck_assert_uint_eq(count(g2, "data-region=\""), 3);
+	ck_has(g2, "<circle cx=\"613.4\" cy=\"307\" r=\"4\" class=\"mark pim\" fill=\"" CHART_PIM_COLOUR
+		   "\" data-region=\"1\">");
+	ck_has(g2, "class=\"mark pim\" fill=\"" CHART_PIM_COLOUR "\" data-region=\"2\"");
+	ck_has(g2, "class=\"mark host\" fill=\"" CHART_HOST_COLOUR "\" data-region=\"3\"");
+	ck_hasnt(g2, "data-region=\"4\"");
+	/* x: log10 scale 1e8..1e10 over 80..680 px; y: f_store 0..1 over 330..100 px.
+	 * Region 2 at BW 1e9 (x 380), f_store 0.6 (y 192), a circle (counters). */
+	ck_assert_double_eq_tol(attr_of(g2, "data-region=\"2\"", "cx"), 380, 0.05);
+	ck_assert_double_eq_tol(attr_of(g2, "data-region=\"2\"", "cy"), 192, 0.05);
+	/* Region 3: an estimate, a triangle at BW 0.5e9 (x 80 + 600·(8.69897 − 8)/2 = 289.7) in the
+	 * f_store-unknown band */
+	ck_has(g2, "<path d=\"M289.7,347.2l");
+	/* θ at 80 + 600·(9.30103 − 8)/2 = 470.3 px, σ at 330 − 0.4·230 = 238 px */
+	ck_assert_double_eq_tol(attr_of(out, "data-theta=\"2000000000\"", "x1"), 470.3, 0.05);
+	ck_assert_double_eq_tol(attr_of(out, "data-sigma=\"0.40000000000000002\"", "y1"), 238, 0.05);
+
+	/* Stage 1: region 4 in the C1 row, with the failing condition named */
+	const char *g1 = group(out, "<g class=\"stage1 c1\">");
+	ck_assert_uint_eq(count(g1, "data-region=\""), 1);
+	ck_has(g1, "data-region=\"4\"><title>region 4 d (linalg.generic): host, evidence imported");
+	ck_has(out, "C1 fails: T_host &lt;= T_ctx + PIM compute (1)");
+	ck_has(out, "<title>C1 does not hold: T_host &gt; T_ctx + N_total·I_min/(N_core·f_pim)</title>");
+	ck_assert_uint_eq(count(group(out, "<g class=\"stage1 c2\">"), "data-region"), 0);
+
+	/* the strip: every region once, in program order; one PIM segment over regions 1-2 */
+	const char *gs = group(out, "<g class=\"strip\">");
+	ck_assert_uint_eq(count(gs, "data-region=\""), 4);
+	ck_assert_uint_eq(count(gs, "class=\"piece pim\""), 2);
+	/* widths ∝ T_host: 1 + 1 + 2 + 0.001 ms over 840 px: region 3 is about half */
+	ck_assert_double_eq_tol(attr_of(gs, "data-region=\"3\"", "width"), 840 * 2 / 4.001, 0.06);
+	const char *seg = group(out, "<g class=\"segments\">"); /* reuses group()'s buffer */
+	ck_assert_uint_eq(count(seg, "data-segments=\"1\""), 1);
+	ck_has(out, "movement model upper: 1 segments, 2 transitions");
+
+	/* speedup: one point per core count; 1/residual above the scale is said, not drawn */
+	ck_assert_uint_eq(count(out, "class=\"speedup\""), 2);
+	ck_has(out, "data-cores=\"256\"><title>N_core 256: speedup 2.500x");
+	ck_assert_uint_eq(count(out, "class=\"bound-move\""), 2);
+	ck_assert_uint_eq(count(out, "class=\"bound\""), 0);
+	ck_has(out, "1/residual above the scale: 100x");
+	free(out);
+}
+END_TEST
+
+START_TEST(test_placement_chart_empty)
+{
+	Pim__PlacementReply r = PIM__PLACEMENT_REPLY__INIT;
+	struct pim_error err = { 0 };
+	char *out;
+	size_t len;
+
+	r.model = "m";
+	r.granularity = "loop";
+	r.movement = "upper";
+	r.platform = "";
+	ck_assert_int_eq(chart_placement(&r, &out, &len, &err), 0);
+	ck_has(out, "The rule: no estimate in the answer");
+	ck_assert_uint_eq(count(out, "data-region"), 0);
+	free(out);
+}
+END_TEST
+
+/* 10,000 regions scattered over the plane: aggregated marks, every region counted once. */
+START_TEST(test_placement_chart_large)
+{
+	enum { N = 10000 };
+	struct fixture f;
+	static Pim__RegionDecision d[N], *dp[N];
+	static Pim__Condition c[N][4], *cp[N][4];
+	struct pim_error err = { 0 };
+	char *out;
+	size_t len;
+
+	fixture_init(&f);
+	unsigned seed = 1;
+	for (size_t i = 0; i < N; i++) {
+		d[i] = *f.dp[i % 4];
+		d[i].region_id = (uint32_t)i;
+		d[i].order = (uint32_t)(N - i);
+		d[i].pim = rand_r(&seed) % 2;
+		d[i].name = "some-long-region-name";
+		for (int k = 0; k < 4; k++) {
+			c[i][k] = *f.dp[i % 4]->conditions[k];
+			cp[i][k] = &c[i][k];
+		}
+		c[i][2].lhs = pow(10, 7 + 4.0 * rand_r(&seed) / RAND_MAX);
+		c[i][3].lhs = i % 7 ? (double)rand_r(&seed) / RAND_MAX : NAN;
+		d[i].conditions = cp[i];
+		dp[i] = &d[i];
+	}
+	f.est[0].regions = f.est[1].regions = dp;
+	f.est[0].n_regions = f.est[1].n_regions = N;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(chart_placement(&f.r, &out, &len, &err), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	ck_assert_msg(took < 1.0, "10,000 regions took %.3f s", took);
+	printf("placement chart of 10,000 regions: %.1f ms, %zu bytes\n", took * 1e3, len);
+	ck_assert_msg(len < 4u << 20, "10,000 regions: %zu bytes", len);
+	/* every region is in exactly one mark of the rule's panels */
+	size_t regions = 0;
+	for (const char *p = strstr(out, "data-region"); p; p = strstr(p + 1, "data-region")) {
+		const char *tail = strchr(p, '>');
+		if (strncmp(p, "data-regions=\"", 14) == 0)
+			regions += strtoul(p + 14, NULL, 10);
+		else
+			regions++;
+		(void)tail;
+	}
+	/* the rule's marks and the strip's pieces each count every region once */
+	ck_assert_uint_eq(regions, 2 * N);
+	ck_assert_uint_gt(count(out, "data-regions=\""), 0); /* some aggregated */
+	free(out);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("chart");
+	TCase *tc = test_case(s, "svg");
+	tcase_add_test(tc, test_escape_and_numbers);
+	tcase_add_test(tc, test_marks);
+	tcase_add_test(tc, test_size_limit);
+	tcase_add_test(tc, test_scales_and_ticks);
+	tc = test_case(s, "placement");
+	tcase_add_test(tc, test_placement_chart);
+	tcase_add_test(tc, test_placement_chart_empty);
+	tcase_add_test(tc, test_placement_chart_large);
+	return test_run_suite(s);
+}
