@@ -2,6 +2,7 @@
 #include "jitq_rpc.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "jitq.h"
@@ -83,6 +84,85 @@ static const char *act_name(enum jitq_act a)
 	default: return "activations not counted";
 	}
 }
+
+/*
+ * Recent plans, packed, by request.  A plan depends on nothing but its request and the PIM
+ * organisation (pimsim_params, and whether pim_config gave it), and computing one runs the PIM
+ * model over every quantization of a block (pimsim, a few milliseconds), while runtimes ask for
+ * the same plan at every start.  Bounded: PLAN_CACHE_SLOTS answers of at most
+ * PLAN_CACHE_REPLY_MAX bytes, for requests of at most PLAN_CACHE_REQUEST_MAX bytes; the oldest
+ * goes first.  The lock lets any thread answer plans.
+ */
+#define PLAN_CACHE_SLOTS 16
+#define PLAN_CACHE_REQUEST_MAX 4096
+#define PLAN_CACHE_REPLY_MAX (256u << 10)
+
+struct plan_cache_entry {
+	uint8_t *request, *reply; /* packed JitqPlan and JitqPlanReply; NULL: empty slot */
+	size_t request_len, reply_len;
+	struct pimsim_params pim;
+	bool pim_configured;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct plan_cache_entry e[PLAN_CACHE_SLOTS];
+	unsigned next; /* the slot replaced next */
+} plan_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The key of a request: its packed bytes in key (PLAN_CACHE_REQUEST_MAX), or 0 when too large. */
+static size_t plan_cache_key(const Pim__JitqPlan *q, uint8_t *key)
+{
+	size_t n = pim__jitq_plan__get_packed_size(q);
+
+	if (n > PLAN_CACHE_REQUEST_MAX)
+		return 0;
+	return pim__jitq_plan__pack(q, key);
+}
+
+static bool plan_cache_match(const struct plan_cache_entry *e, const uint8_t *key, size_t len,
+			     const struct rpc_context *ctx)
+{
+	return e->request && e->request_len == len && memcmp(e->request, key, len) == 0 &&
+	       e->pim_configured == ctx->pim_configured && memcmp(&e->pim, ctx->pim, sizeof e->pim) == 0;
+}
+
+/* The stored answer to the request with key, unpacked; NULL when there is none. */
+static Pim__JitqPlanReply *plan_cache_get(const struct rpc_context *ctx, const uint8_t *key, size_t len)
+{
+	Pim__JitqPlanReply *r = NULL;
+
+	pthread_mutex_lock(&plan_cache.lock);
+	for (unsigned i = 0; i < PLAN_CACHE_SLOTS && !r; i++)
+		if (plan_cache_match(&plan_cache.e[i], key, len, ctx))
+			r = pim__jitq_plan_reply__unpack(NULL, plan_cache.e[i].reply_len, plan_cache.e[i].reply);
+	pthread_mutex_unlock(&plan_cache.lock);
+	return r;
+}
+
+/* Keeps an answer for the request with key; one that cannot be kept is simply computed again. */
+static void plan_cache_put(const struct rpc_context *ctx, const uint8_t *key, size_t len,
+			   const Pim__JitqPlanReply *r)
+{
+	size_t n = pim__jitq_plan_reply__get_packed_size(r);
+	uint8_t *request = malloc(len ? len : 1), *reply = n <= PLAN_CACHE_REPLY_MAX ? malloc(n ? n : 1) : NULL;
+
+	if (!request || !reply) {
+		free(request);
+		free(reply);
+		return;
+	}
+	memcpy(request, key, len);
+	pim__jitq_plan_reply__pack(r, reply);
+	pthread_mutex_lock(&plan_cache.lock);
+	struct plan_cache_entry *e = &plan_cache.e[plan_cache.next];
+	plan_cache.next = (plan_cache.next + 1) % PLAN_CACHE_SLOTS;
+	free(e->request);
+	free(e->reply);
+	*e = (struct plan_cache_entry){ request, reply, len, n, *ctx->pim, ctx->pim_configured };
+	pthread_mutex_unlock(&plan_cache.lock);
+}
+
 
 /* What a JitqPlan asks for, in the terms of jitq.c and pimsim.c. */
 struct plan_inputs {
@@ -344,7 +424,12 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	struct pim_error err = { 0 };
 	struct plan_inputs in;
 	struct jitq_plan *plan = NULL;
+	uint8_t packed[PLAN_CACHE_REQUEST_MAX];
+	size_t packed_len = plan_cache_key(q, packed);
+	Pim__JitqPlanReply *cached = packed_len ? plan_cache_get(ctx, packed, packed_len) : NULL;
 
+	if (cached)
+		return reply_wrap(req->id, PIM__RESPONSE__BODY_JITQ_PLAN, cached);
 	if (plan_inputs(ctx, q, &in, &err) < 0 || jitq_plan(&in.cfg, &plan, &err) < 0)
 		return reply_error_from(req->id, &err);
 	if (in.cost.error) {
@@ -354,6 +439,8 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	}
 	Pim__Response *resp = plan_reply(req->id, &in, plan, q->per_block);
 	jitq_plan_free(plan);
+	if (resp && resp->body_case == PIM__RESPONSE__BODY_JITQ_PLAN && packed_len)
+		plan_cache_put(ctx, packed, packed_len, resp->jitq_plan);
 	return resp;
 }
 

@@ -309,6 +309,12 @@ expect_rc 1 'setting:1: kernel "fast" must be exact or paper' "jitq plan: a bad 
 expect_rc 1 'mem_share "2" must be a number between 0 and 1' "jitq plan: a bad scheduler setting is refused" \
 	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --set mem_share=2
 check "libpimclient: a JIT-Q plan looked up per block boundary" "$TOOL" jitq "$S"
+check "libpimclient: the same plan again, kept from the first answer" "$TOOL" jitq "$S"
+check "a repeated jitq plan answers the same; another setting, another plan" sh -c "
+	'$PIMCTL' --socket '$S' jitq plan --model bert-340M --tck 1.25 > '$T/plan1.txt' &&
+	'$PIMCTL' --socket '$S' jitq plan --model bert-340M --tck 1.25 > '$T/plan2.txt' &&
+	'$PIMCTL' --socket '$S' jitq plan --model bert-340M --tck 1.5 > '$T/plan3.txt' &&
+	cmp -s '$T/plan1.txt' '$T/plan2.txt' && ! cmp -s '$T/plan1.txt' '$T/plan3.txt'"
 head -c 8192 /dev/urandom > "$T/w.bf16"
 expect_rc 0 "Wrote 3072 bytes (256 MX blocks)" "jitq quantize a raw BF16 tensor (reference)" \
 	"$PIMCTL" --socket "$S" jitq quantize --format mx6 --from bf16 --shape 64x64 "$T/w.bf16" "$T/w.mx6"
