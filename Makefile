@@ -235,7 +235,7 @@ check-man:
 	mandoc -Tlint -Wwarning man/*
 	@echo "man: $(words $(wildcard man/*)) pages lint clean"
 
-check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext
+check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
 	sh tests/e2e/run.sh $(B)
 
 # pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium.
