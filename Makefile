@@ -222,7 +222,7 @@ check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 
 # The pure modules (README, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
-PURE_MODULES := common/util common/svg client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
+PURE_MODULES := common/util common/strbuf common/svg client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
 	daemon/pimsim daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events
 PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
 

@@ -1071,7 +1071,7 @@ static int read_dims(struct extract *x, MlirOperation g, struct extract_region *
 {
 	MlirAttribute it = mlirOperationGetAttributeByName(g, mlirx_s("iterator_types"));
 	MlirAttribute maps = mlirOperationGetAttributeByName(g, mlirx_s("indexing_maps"));
-	struct mlirx_buf b = { 0 };
+	struct strbuf b = { 0 };
 
 	if (mlirAttributeIsNull(it) || !mlirAttributeIsAArray(it) || mlirAttributeIsNull(maps) ||
 	    !mlirAttributeIsAArray(maps))
@@ -1088,7 +1088,7 @@ static int read_dims(struct extract *x, MlirOperation g, struct extract_region *
 		reg->dim_parallel[d] = b.p && strstr(b.p, "parallel") != NULL;
 		reg->dim_extent[d] = 0;
 	}
-	mlirx_buf_free(&b);
+	strbuf_free(&b);
 	intptr_t nm = mlirArrayAttrGetNumElements(maps);
 	for (intptr_t i = 0; i < nm && i < mlirOperationGetNumOperands(g); i++) {
 		MlirType t = mlirValueGetType(mlirOperationGetOperand(g, i));

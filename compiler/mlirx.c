@@ -11,43 +11,15 @@
 
 void mlirx_buf_cb(MlirStringRef s, void *userdata)
 {
-	struct mlirx_buf *b = userdata;
-
-	if (b->oom)
-		return;
-	if (b->len + s.length + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + s.length + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s.data, s.length);
-	b->len += s.length;
-	b->p[b->len] = '\0';
-}
-
-void mlirx_buf_free(struct mlirx_buf *b)
-{
-	free(b->p);
-	*b = (struct mlirx_buf){ 0 };
+	strbuf_put(userdata, s.data, s.length);
 }
 
 char *mlirx_module_text(MlirModule module)
 {
-	struct mlirx_buf b = { 0 };
+	struct strbuf b = { 0 };
 
 	mlirOperationPrint(mlirModuleGetOperation(module), mlirx_buf_cb, &b);
-	if (b.oom || !b.p) {
-		mlirx_buf_free(&b);
-		return NULL;
-	}
-	return b.p;
+	return strbuf_take(&b, NULL);
 }
 
 /* Copies at most n-1 bytes of s and terminates. */
@@ -60,7 +32,7 @@ static void copy_ref(MlirStringRef s, char *out, size_t n)
 
 void mlirx_loc_str(const struct mlirx *m, MlirLocation loc, char *out, size_t n)
 {
-	struct mlirx_buf b = { 0 };
+	struct strbuf b = { 0 };
 
 	out[0] = '\0';
 	mlirLocationPrint(loc, mlirx_buf_cb, &b);
@@ -94,7 +66,7 @@ void mlirx_loc_str(const struct mlirx *m, MlirLocation loc, char *out, size_t n)
 		snprintf(out, n, "%.*s%.*s", flen, file, (int)(q - end - 1), end + 1);
 		break;
 	}
-	mlirx_buf_free(&b);
+	strbuf_free(&b);
 }
 
 /* End of the quoted string starting at p (p points at the opening quote): the closing quote. */
@@ -107,7 +79,7 @@ static const char *quoted_end(const char *p)
 
 bool mlirx_loc_node(MlirLocation loc, char *node, size_t nn, char *type, size_t nt)
 {
-	struct mlirx_buf b = { 0 };
+	struct strbuf b = { 0 };
 	bool found = false;
 
 	node[0] = type[0] = '\0';
@@ -130,7 +102,7 @@ bool mlirx_loc_node(MlirLocation loc, char *node, size_t nn, char *type, size_t 
 		}
 		p = e1 + 1;
 	}
-	mlirx_buf_free(&b);
+	strbuf_free(&b);
 	return found;
 }
 
@@ -168,11 +140,11 @@ bool mlirx_op_in_dialect(MlirOperation op, const char *dialect)
 
 void mlirx_type_str(MlirType t, char *out, size_t n)
 {
-	struct mlirx_buf b = { 0 };
+	struct strbuf b = { 0 };
 
 	mlirTypePrint(t, mlirx_buf_cb, &b);
 	snprintf(out, n, "%s", b.p ? b.p : "?");
-	mlirx_buf_free(&b);
+	strbuf_free(&b);
 }
 
 bool mlirx_const_int(MlirValue v, int64_t *out)
@@ -220,10 +192,10 @@ static MlirLogicalResult diag_handler(MlirDiagnostic d, void *userdata)
 	struct mlirx *m = userdata;
 
 	if (mlirDiagnosticGetSeverity(d) == MlirDiagnosticError && !m->diag.have) {
-		struct mlirx_buf b = { 0 };
+		struct strbuf b = { 0 };
 		mlirDiagnosticPrint(d, mlirx_buf_cb, &b);
 		snprintf(m->diag.msg, sizeof m->diag.msg, "%s", b.p ? b.p : "(no message)");
-		mlirx_buf_free(&b);
+		strbuf_free(&b);
 		mlirx_loc_where(m, mlirDiagnosticGetLocation(d), m->diag.loc, sizeof m->diag.loc);
 		m->diag.have = true;
 	}
@@ -265,7 +237,7 @@ void mlirx_done(struct mlirx *m)
 int mlirx_run_passes(struct mlirx *m, MlirModule module, const char *stage, const char *pipeline,
 		     struct pim_error *err)
 {
-	struct mlirx_buf perr = { 0 };
+	struct strbuf perr = { 0 };
 	/* doc/mlir.md pitfall 1: a manager created with mlirPassManagerCreate() is anchored on
 	 * "any"; nesting builtin.module(...) in it never runs and still reports success. */
 	MlirPassManager pm = mlirPassManagerCreateOnOperation(m->ctx, mlirx_s("builtin.module"));
@@ -288,7 +260,7 @@ int mlirx_run_passes(struct mlirx *m, MlirModule module, const char *stage, cons
 			r = err_set(err, -EINVAL, "%s failed (MLIR gave no diagnostic)", stage);
 	}
 out:
-	mlirx_buf_free(&perr);
+	strbuf_free(&perr);
 	mlirPassManagerDestroy(pm);
 	return r;
 }

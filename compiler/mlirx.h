@@ -8,6 +8,7 @@
 #ifndef PIM_COMPILER_MLIRX_H
 #define PIM_COMPILER_MLIRX_H
 
+#include "strbuf.h"
 #include <mlir-c/IR.h>
 
 #include <stdbool.h>
@@ -41,14 +42,8 @@ int mlirx_run_passes(struct mlirx *m, MlirModule module, const char *stage, cons
 /* Writes the module's text to path (for --save-temps). */
 int mlirx_write_module(MlirModule module, const char *path, struct pim_error *err);
 
-/* Growable string used by the print callbacks. */
-struct mlirx_buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
+/* The print callback of the MLIR C API appending to the struct strbuf userdata. */
 void mlirx_buf_cb(MlirStringRef s, void *userdata);
-void mlirx_buf_free(struct mlirx_buf *b);
 /* Module text; NULL when out of memory.  Free with free(). */
 char *mlirx_module_text(MlirModule module);
 

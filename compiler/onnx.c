@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "onnx.pb-c.h"
+#include "strbuf.h"
 
 #define VALS_MAX 1000000u
 #define ELEMS_MAX (1ull << 31)   /* elements of one tensor */
@@ -44,12 +45,6 @@ struct val {
 	bool is_view;     /* its buffer is another value's (reshape/slice view, constant) */
 };
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
 struct imp {
 	const char *path;
 	struct pim_error *err;
@@ -60,7 +55,7 @@ struct imp {
 	size_t n_vals, cap_vals;
 	struct val **hash;
 	size_t hash_cap;
-	struct buf body;
+	struct strbuf body;
 	long ssa;
 	/* The node being imported (for refusals and locations). */
 	const Onnx__NodeProto *node;
@@ -71,56 +66,6 @@ struct imp {
 };
 
 /* ---------------------------------------------------------------- text */
-
-static void bputn(struct buf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void bputs(struct buf *b, const char *s) { bputn(b, s, strlen(s)); }
-
-static void bprintf(struct buf *b, const char *fmt, ...) _printf_(2, 3);
-static void bprintf(struct buf *b, const char *fmt, ...)
-{
-	char small[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	int n = vsnprintf(small, sizeof small, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof small) {
-		bputn(b, small, (size_t)n);
-		return;
-	}
-	char *big = malloc((size_t)n + 1);
-	if (!big) {
-		b->oom = true;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(big, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	bputn(b, big, (size_t)n);
-	free(big);
-}
 
 /* A string literal of MLIR (quotes and backslashes escaped, control bytes as \XX). */
 static void mlir_str(char *out, size_t n, const char *s)
@@ -721,11 +666,11 @@ static long ssa_of(struct imp *m, struct val *v)
 	if (m->zero_min && bytes >= m->zero_min) {
 		/* --weights zero: the extractor turns this splat into a zeroed global; the text
 		 * stays small whatever the weights weigh. */
-		bprintf(&m->body, "    %%v%ld = arith.constant dense<%s> : %s %s\n", v->ssa,
+		strbuf_printf(&m->body, "    %%v%ld = arith.constant dense<%s> : %s %s\n", v->ssa,
 			dt_float(v->dt) ? "0.0" : "0", ty, m->loc);
 		return v->ssa;
 	}
-	bprintf(&m->body, "    %%v%ld = arith.constant dense<\"0x", v->ssa);
+	strbuf_printf(&m->body, "    %%v%ld = arith.constant dense<\"0x", v->ssa);
 	static const char hex[] = "0123456789ABCDEF";
 	const uint8_t *p = v->data;
 	char chunk[1024];
@@ -734,12 +679,12 @@ static long ssa_of(struct imp *m, struct val *v)
 		chunk[k++] = hex[p[i] >> 4];
 		chunk[k++] = hex[p[i] & 15];
 		if (k == sizeof chunk) {
-			bputn(&m->body, chunk, k);
+			strbuf_put(&m->body, chunk, k);
 			k = 0;
 		}
 	}
-	bputn(&m->body, chunk, k);
-	bprintf(&m->body, "\"> : %s %s\n", ty, m->loc);
+	strbuf_put(&m->body, chunk, k);
+	strbuf_printf(&m->body, "\"> : %s %s\n", ty, m->loc);
 	return v->ssa;
 }
 
@@ -749,7 +694,7 @@ static long emit_empty(struct imp *m, enum dt t, size_t rank, const int64_t *dim
 	char ty[256];
 	tensor_type(ty, sizeof ty, t, rank, dims);
 	long id = new_ssa(m);
-	bprintf(&m->body, "    %%v%ld = tensor.empty() : %s %s\n", id, ty, m->loc);
+	strbuf_printf(&m->body, "    %%v%ld = tensor.empty() : %s %s\n", id, ty, m->loc);
 	return id;
 }
 
@@ -760,10 +705,10 @@ static long emit_filled(struct imp *m, enum dt t, size_t rank, const int64_t *di
 	tensor_type(ty, sizeof ty, t, rank, dims);
 	long e = emit_empty(m, t, rank, dims);
 	long c = new_ssa(m);
-	bprintf(&m->body, "    %%v%ld = arith.constant %s : %s %s\n", c, lit, DT_MLIR[t], m->loc);
+	strbuf_printf(&m->body, "    %%v%ld = arith.constant %s : %s %s\n", c, lit, DT_MLIR[t], m->loc);
 	long f = new_ssa(m);
 	count_linalg(m);
-	bprintf(&m->body, "    %%v%ld = linalg.fill ins(%%v%ld : %s) outs(%%v%ld : %s) -> %s %s\n", f, c,
+	strbuf_printf(&m->body, "    %%v%ld = linalg.fill ins(%%v%ld : %s) outs(%%v%ld : %s) -> %s %s\n", f, c,
 		DT_MLIR[t], e, ty, ty, m->loc);
 	return f;
 }
@@ -814,60 +759,60 @@ static long emit_generic(struct imp *m, size_t ndims, const bool *red, const str
 
 	for (size_t i = 0; i < ndims; i++)
 		k += (size_t)snprintf(dl + k, sizeof dl - k, "%sd%zu", i ? ", " : "", i);
-	bprintf(&m->body, "    %%v%ld = linalg.generic {indexing_maps = [", id);
+	strbuf_printf(&m->body, "    %%v%ld = linalg.generic {indexing_maps = [", id);
 	for (size_t i = 0; i <= nins; i++) {
 		const struct gop *g = i < nins ? &ins[i] : out;
-		bprintf(&m->body, "%saffine_map<(%s) -> (%s)>", i ? ", " : "", dl, g->map);
+		strbuf_printf(&m->body, "%saffine_map<(%s) -> (%s)>", i ? ", " : "", dl, g->map);
 	}
-	bputs(&m->body, "], iterator_types = [");
+	strbuf_puts(&m->body, "], iterator_types = [");
 	for (size_t i = 0; i < ndims; i++)
-		bprintf(&m->body, "%s\"%s\"", i ? ", " : "", red && red[i] ? "reduction" : "parallel");
+		strbuf_printf(&m->body, "%s\"%s\"", i ? ", " : "", red && red[i] ? "reduction" : "parallel");
 	count_linalg(m);
-	bputs(&m->body, "]}");
+	strbuf_puts(&m->body, "]}");
 	if (nins) {
-		bputs(&m->body, " ins(");
+		strbuf_puts(&m->body, " ins(");
 		for (size_t i = 0; i < nins; i++)
-			bprintf(&m->body, "%s%%v%ld", i ? ", " : "", ins[i].ssa);
-		bputs(&m->body, " : ");
+			strbuf_printf(&m->body, "%s%%v%ld", i ? ", " : "", ins[i].ssa);
+		strbuf_puts(&m->body, " : ");
 		for (size_t i = 0; i < nins; i++)
-			bprintf(&m->body, "%s%s", i ? ", " : "", ins[i].type);
-		bputs(&m->body, ")");
+			strbuf_printf(&m->body, "%s%s", i ? ", " : "", ins[i].type);
+		strbuf_puts(&m->body, ")");
 	}
-	bprintf(&m->body, " outs(%%v%ld : %s) {\n    ^bb0(", out->ssa, out->type);
+	strbuf_printf(&m->body, " outs(%%v%ld : %s) {\n    ^bb0(", out->ssa, out->type);
 	for (size_t i = 0; i < nins; i++)
-		bprintf(&m->body, "%%a%ld_%zu: %s, ", id, i, DT_MLIR[ins[i].dt]);
-	bprintf(&m->body, "%%a%ld_o: %s):\n      ", id, DT_MLIR[out->dt]);
+		strbuf_printf(&m->body, "%%a%ld_%zu: %s, ", id, i, DT_MLIR[ins[i].dt]);
+	strbuf_printf(&m->body, "%%a%ld_o: %s):\n      ", id, DT_MLIR[out->dt]);
 	const char *last = tmpl;
 	for (const char *p = tmpl; *p; p++)
 		if (*p == '\n' && p[1])
 			last = p + 1;
 	for (const char *p = tmpl; *p; p++) {
 		if (p == last) {
-			bprintf(&m->body, "linalg.yield ");
+			strbuf_printf(&m->body, "linalg.yield ");
 		}
 		if (*p == '$' && p[1] >= '0' && p[1] <= '9') {
-			bprintf(&m->body, "%%a%ld_%c", id, p[1]);
+			strbuf_printf(&m->body, "%%a%ld_%c", id, p[1]);
 			p++;
 		} else if (*p == '$' && p[1] == 'o') {
-			bprintf(&m->body, "%%a%ld_o", id);
+			strbuf_printf(&m->body, "%%a%ld_o", id);
 			p++;
 		} else if (*p == '$' && p[1] == 'T') {
-			bputs(&m->body, DT_MLIR[nins ? ins[0].dt : out->dt]);
+			strbuf_puts(&m->body, DT_MLIR[nins ? ins[0].dt : out->dt]);
 			p++;
 		} else if (*p == '$' && p[1] == 'U') {
-			bputs(&m->body, DT_MLIR[out->dt]);
+			strbuf_puts(&m->body, DT_MLIR[out->dt]);
 			p++;
 		} else if (*p == '#' && p[1] >= '0' && p[1] <= '9') {
-			bprintf(&m->body, "%%t%ld_%c", id, p[1]);
+			strbuf_printf(&m->body, "%%t%ld_%c", id, p[1]);
 			p++;
 		} else if (*p == '\n') {
 			if (p[1])
-				bputs(&m->body, "\n      ");
+				strbuf_puts(&m->body, "\n      ");
 		} else {
-			bputn(&m->body, p, 1);
+			strbuf_put(&m->body, p, 1);
 		}
 	}
-	bprintf(&m->body, " : %s\n    } -> %s %s\n", DT_MLIR[out->dt], out->type, m->loc);
+	strbuf_printf(&m->body, " : %s\n    } -> %s %s\n", DT_MLIR[out->dt], out->type, m->loc);
 	return id;
 }
 
@@ -991,29 +936,29 @@ static int emit_reshape(struct imp *m, struct val *v, size_t rank, const int64_t
 	if (v->rank != 1) {
 		long id = new_ssa(m);
 		if (v->rank == 0) {
-			bprintf(&m->body, "    %%v%ld = tensor.expand_shape %%v%ld [] output_shape [1] : %s into %s %s\n",
+			strbuf_printf(&m->body, "    %%v%ld = tensor.expand_shape %%v%ld [] output_shape [1] : %s into %s %s\n",
 				id, cur, ty, ty1, m->loc);
 		} else {
-			bprintf(&m->body, "    %%v%ld = tensor.collapse_shape %%v%ld [[", id, cur);
+			strbuf_printf(&m->body, "    %%v%ld = tensor.collapse_shape %%v%ld [[", id, cur);
 			for (size_t i = 0; i < v->rank; i++)
-				bprintf(&m->body, "%s%zu", i ? ", " : "", i);
-			bprintf(&m->body, "]] : %s into %s %s\n", ty, ty1, m->loc);
+				strbuf_printf(&m->body, "%s%zu", i ? ", " : "", i);
+			strbuf_printf(&m->body, "]] : %s into %s %s\n", ty, ty1, m->loc);
 		}
 		cur = id;
 	}
 	if (rank != 1) {
 		long id = new_ssa(m);
 		if (rank == 0) {
-			bprintf(&m->body, "    %%v%ld = tensor.collapse_shape %%v%ld [] : %s into %s %s\n", id, cur,
+			strbuf_printf(&m->body, "    %%v%ld = tensor.collapse_shape %%v%ld [] : %s into %s %s\n", id, cur,
 				ty1, tyo, m->loc);
 		} else {
-			bprintf(&m->body, "    %%v%ld = tensor.expand_shape %%v%ld [[", id, cur);
+			strbuf_printf(&m->body, "    %%v%ld = tensor.expand_shape %%v%ld [[", id, cur);
 			for (size_t i = 0; i < rank; i++)
-				bprintf(&m->body, "%s%zu", i ? ", " : "", i);
-			bputs(&m->body, "]] output_shape [");
+				strbuf_printf(&m->body, "%s%zu", i ? ", " : "", i);
+			strbuf_puts(&m->body, "]] output_shape [");
 			for (size_t i = 0; i < rank; i++)
-				bprintf(&m->body, "%s%" PRId64, i ? ", " : "", dims[i]);
-			bprintf(&m->body, "] : %s into %s %s\n", ty1, tyo, m->loc);
+				strbuf_printf(&m->body, "%s%" PRId64, i ? ", " : "", dims[i]);
+			strbuf_printf(&m->body, "] : %s into %s %s\n", ty1, tyo, m->loc);
 		}
 		cur = id;
 	}
@@ -1626,17 +1571,17 @@ static int emit_pad(struct imp *m, struct val *x, const int64_t *lo, const int64
 	vtype(ty, sizeof ty, x);
 	tensor_type(tyo, sizeof tyo, x->dt, x->rank, od);
 	long src = ssa_of(m, x), c = new_ssa(m), id = new_ssa(m);
-	bprintf(&m->body, "    %%v%ld = arith.constant %s : %s %s\n", c, lit, DT_MLIR[x->dt], m->loc);
-	bprintf(&m->body, "    %%v%ld = tensor.pad %%v%ld low[", id, src);
+	strbuf_printf(&m->body, "    %%v%ld = arith.constant %s : %s %s\n", c, lit, DT_MLIR[x->dt], m->loc);
+	strbuf_printf(&m->body, "    %%v%ld = tensor.pad %%v%ld low[", id, src);
 	for (size_t d = 0; d < x->rank; d++)
-		bprintf(&m->body, "%s%" PRId64, d ? ", " : "", lo[d]);
-	bputs(&m->body, "] high[");
+		strbuf_printf(&m->body, "%s%" PRId64, d ? ", " : "", lo[d]);
+	strbuf_puts(&m->body, "] high[");
 	for (size_t d = 0; d < x->rank; d++)
-		bprintf(&m->body, "%s%" PRId64, d ? ", " : "", hi[d]);
-	bputs(&m->body, "] {\n    ^bb0(");
+		strbuf_printf(&m->body, "%s%" PRId64, d ? ", " : "", hi[d]);
+	strbuf_puts(&m->body, "] {\n    ^bb0(");
 	for (size_t d = 0; d < x->rank; d++)
-		bprintf(&m->body, "%s%%p%ld_%zu: index", d ? ", " : "", id, d);
-	bprintf(&m->body, "):\n      tensor.yield %%v%ld : %s\n    } : %s to %s %s\n", c, DT_MLIR[x->dt], ty, tyo,
+		strbuf_printf(&m->body, "%s%%p%ld_%zu: index", d ? ", " : "", id, d);
+	strbuf_printf(&m->body, "):\n      tensor.yield %%v%ld : %s\n    } : %s to %s %s\n", c, DT_MLIR[x->dt], ty, tyo,
 		m->loc);
 	return (*out = val_ssa(x->dt, x->rank, od, id)) ? 0 : oom(m);
 }
@@ -2196,24 +2141,24 @@ static int strided_copy(struct imp *m, struct val *x, const int64_t *start, cons
 	gop_identity(&go, x->rank);
 	if (!neg) {
 		long sl = new_ssa(m);
-		bprintf(&m->body, "    %%v%ld = tensor.extract_slice %%v%ld[%s] [%s] [%s] : %s to %s %s\n", sl, src,
+		strbuf_printf(&m->body, "    %%v%ld = tensor.extract_slice %%v%ld[%s] [%s] [%s] : %s to %s %s\n", sl, src,
 			pos, sz, str, tx, ts, m->loc);
 		struct gop g;
 		gop_set(&g, sl, x->dt, x->rank, od);
 		gop_identity(&g, x->rank);
 		id = generic(m, x->rank, NULL, &g, 1, &go, "$0\n");
 	} else {
-		struct buf t = { 0 };
+		struct strbuf t = { 0 };
 		id = m->ssa; /* the id emit_generic takes */
 		for (size_t d = 0; d < x->rank; d++)
-			bprintf(&t, "%%i%ld_%zu = linalg.index %zu : index\n%%j%ld_%zu = affine.apply "
+			strbuf_printf(&t, "%%i%ld_%zu = linalg.index %zu : index\n%%j%ld_%zu = affine.apply "
 				    "affine_map<(d0) -> (d0 * %" PRId64 " + %" PRId64 ")>(%%i%ld_%zu)\n",
 				id, d, d, id, d, step[d], start[d], id, d);
-		bprintf(&t, "#0 = tensor.extract %%v%ld[", src);
+		strbuf_printf(&t, "#0 = tensor.extract %%v%ld[", src);
 		for (size_t d = 0; d < x->rank; d++)
-			bprintf(&t, "%s%%j%ld_%zu", d ? ", " : "", id, d);
-		bprintf(&t, "] : %s\n#0\n", tx);
-		if (t.oom)
+			strbuf_printf(&t, "%s%%j%ld_%zu", d ? ", " : "", id, d);
+		strbuf_printf(&t, "] : %s\n#0\n", tx);
+		if (t.error)
 			return oom(m);
 		long got = generic(m, x->rank, NULL, NULL, 0, &go, t.p);
 		free(t.p);
@@ -2398,7 +2343,7 @@ static int op_concat(struct imp *m)
 			k3 += (size_t)snprintf(one + k3, sizeof one - k3, "%s1", d ? ", " : "");
 		}
 		long sl = new_ssa(m);
-		bprintf(&m->body, "    %%v%ld = tensor.extract_slice %%v%ld[%s] [%s] [%s] : %s to %s %s\n", sl, cur,
+		strbuf_printf(&m->body, "    %%v%ld = tensor.extract_slice %%v%ld[%s] [%s] [%s] : %s to %s %s\n", sl, cur,
 			pos, sz, one, to, ti, m->loc);
 		struct gop g, go;
 		gop_set(&g, ssa_of(m, in[i]), t, rank, in[i]->dims);
@@ -2407,7 +2352,7 @@ static int op_concat(struct imp *m)
 		gop_identity(&go, rank);
 		long c = generic(m, rank, NULL, &g, 1, &go, "$0\n");
 		long ins = new_ssa(m);
-		bprintf(&m->body, "    %%v%ld = tensor.insert_slice %%v%ld into %%v%ld[%s] [%s] [%s] : %s into %s %s\n",
+		strbuf_printf(&m->body, "    %%v%ld = tensor.insert_slice %%v%ld into %%v%ld[%s] [%s] [%s] : %s into %s %s\n",
 			ins, c, cur, pos, sz, one, ti, to, m->loc);
 		cur = ins;
 		off += in[i]->dims[a];
@@ -2473,22 +2418,22 @@ static int op_gather(struct imp *m)
 	gop_set(&go, emit_empty(m, x->dt, orank, od), x->dt, orank, od);
 	gop_identity(&go, orank);
 	long id = m->ssa; /* the id emit_generic takes */
-	struct buf t = { 0 };
-	bprintf(&t, "#0 = arith.index_cast $0 : $T to index\n#1 = arith.constant 0 : index\n"
+	struct strbuf t = { 0 };
+	strbuf_printf(&t, "#0 = arith.index_cast $0 : $T to index\n#1 = arith.constant 0 : index\n"
 		    "#2 = arith.cmpi slt, #0, #1 : index\n#3 = arith.constant %" PRId64 " : index\n"
 		    "#4 = arith.addi #0, #3 : index\n#5 = arith.select #2, #4, #0 : index\n", dim);
 	for (size_t d = 0; d < x->rank; d++)
 		if (d != a)
-			bprintf(&t, "%%i%ld_%zu = linalg.index %zu : index\n", id, d, d < a ? d : d - 1 + ix->rank);
-	bprintf(&t, "#6 = tensor.extract %%v%ld[", table);
+			strbuf_printf(&t, "%%i%ld_%zu = linalg.index %zu : index\n", id, d, d < a ? d : d - 1 + ix->rank);
+	strbuf_printf(&t, "#6 = tensor.extract %%v%ld[", table);
 	for (size_t d = 0; d < x->rank; d++) {
 		if (d == a)
-			bprintf(&t, "%s#5", d ? ", " : "");
+			strbuf_printf(&t, "%s#5", d ? ", " : "");
 		else
-			bprintf(&t, "%s%%i%ld_%zu", d ? ", " : "", id, d);
+			strbuf_printf(&t, "%s%%i%ld_%zu", d ? ", " : "", id, d);
 	}
-	bprintf(&t, "] : %s\n#6\n", tx);
-	if (t.oom)
+	strbuf_printf(&t, "] : %s\n#6\n", tx);
+	if (t.error)
 		return oom(m);
 	long got = generic(m, orank, NULL, &g, 1, &go, t.p);
 	free(t.p);
@@ -2939,7 +2884,7 @@ static void set_node(struct imp *m, const Onnx__NodeProto *n, size_t index)
 }
 
 static int graph_input(struct imp *m, const Onnx__ValueInfoProto *vi, const struct onnx_options *o,
-		       bool *pinned_used, struct buf *sig, size_t k)
+		       bool *pinned_used, struct strbuf *sig, size_t k)
 {
 	const char *name = vi->name ? vi->name : "";
 	const Onnx__TypeProto *tp = vi->type;
@@ -2995,7 +2940,7 @@ static int graph_input(struct imp *m, const Onnx__ValueInfoProto *vi, const stru
 	v->is_arg = true;
 	char ty[256];
 	vtype(ty, sizeof ty, v);
-	bprintf(sig, "%s%%v%ld: %s", k ? ", " : "", v->ssa, ty);
+	strbuf_printf(sig, "%s%%v%ld: %s", k ? ", " : "", v->ssa, ty);
 	return define(m, name, v);
 }
 
@@ -3043,10 +2988,10 @@ static int const_input(struct imp *m, const Onnx__ValueInfoProto *vi, const stru
 }
 
 static int import_graph(struct imp *m, const Onnx__ModelProto *model, const struct onnx_options *o,
-			struct buf *out)
+			struct strbuf *out)
 {
 	const Onnx__GraphProto *g = model->graph;
-	struct buf sig = { 0 }, ret = { 0 }, rty = { 0 };
+	struct strbuf sig = { 0 }, ret = { 0 }, rty = { 0 };
 	bool pinned_used[ONNX_SHAPES_MAX] = { 0 };
 	int r = 0;
 
@@ -3104,7 +3049,7 @@ static int import_graph(struct imp *m, const Onnx__ModelProto *model, const stru
 		}
 		if ((r = dispatch(m)) < 0)
 			goto done;
-		if (m->body.oom) {
+		if (m->body.error) {
 			r = oom(m);
 			goto done;
 		}
@@ -3156,14 +3101,14 @@ static int import_graph(struct imp *m, const Onnx__ModelProto *model, const stru
 		seen[i] = id;
 		char ty[256];
 		vtype(ty, sizeof ty, v);
-		bprintf(&ret, "%s%%v%ld", i ? ", " : "", id);
-		bprintf(&rty, "%s%s", i ? ", " : "", ty);
+		strbuf_printf(&ret, "%s%%v%ld", i ? ", " : "", id);
+		strbuf_printf(&rty, "%s%s", i ? ", " : "", ty);
 	}
 	free(seen);
-	bprintf(out, "module {\n  func.func @forward(%s) -> (%s) {\n", sig.p ? sig.p : "", rty.p);
-	bputn(out, m->body.p ? m->body.p : "", m->body.len);
-	bprintf(out, "    return %s : %s\n  }\n}\n", ret.p, rty.p);
-	if (out->oom || sig.oom || ret.oom || rty.oom || m->body.oom)
+	strbuf_printf(out, "module {\n  func.func @forward(%s) -> (%s) {\n", sig.p ? sig.p : "", rty.p);
+	strbuf_put(out, m->body.p ? m->body.p : "", m->body.len);
+	strbuf_printf(out, "    return %s : %s\n  }\n}\n", ret.p, rty.p);
+	if (out->error || sig.error || ret.error || rty.error || m->body.error)
 		r = oom(m);
 done:
 	free(sig.p);
@@ -3251,7 +3196,7 @@ int onnx_import(const struct onnx_options *o, char **mlir, size_t *len, struct p
 	if (!model)
 		return err_set(err, -EINVAL, "%s: not a valid ONNX model (protobuf ModelProto)", o->input);
 	struct imp m = { .path = o->input, .err = err, .zero_min = o->zero_min };
-	struct buf out = { 0 };
+	struct strbuf out = { 0 };
 	r = import_graph(&m, model, o, &out);
 	for (size_t i = 0; i < m.n_vals; i++)
 		val_free(m.vals[i]);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the text rules: util.c (text_check_n, text_prefix) and the check of every
- * string of a request on the wire (decode.c, decode_request). */
+/* Unit tests of the text rules: util.c (text_check_n, text_prefix), the check of every
+ * string of a request on the wire (decode.c, decode_request), and the growing text buffer
+ * (strbuf.c). */
 #include <string.h>
 
 #include "decode.h"
+#include "strbuf.h"
 #include "test_util.h"
 
 static const char *check(const char *s, size_t len, unsigned flags)
@@ -262,6 +264,57 @@ START_TEST(key_value_lines)
 }
 END_TEST
 
+START_TEST(strbuf_grows_and_stops_at_its_limit)
+{
+	struct strbuf b = { 0 };
+	size_t len = 99;
+	char *t = strbuf_take(&b, &len); /* nothing written: "", not NULL */
+	ck_assert_str_eq(t, "");
+	ck_assert_uint_eq(len, 0);
+	free(t);
+
+	/* 1000 pieces of 7 bytes: past the first 256-byte block and several doublings */
+	for (int i = 0; i < 1000; i++)
+		strbuf_printf(&b, "%06d,", i);
+	ck_assert_int_eq(b.error, 0);
+	ck_assert_uint_eq(b.len, 7000);
+	ck_assert_uint_eq(b.cap, 8192);
+	ck_assert_mem_eq(b.p + 6993, "000999,", 8);
+	/* one piece bigger than all that is left (formatted twice: first into what is left) */
+	char big[3000];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	strbuf_printf(&b, "[%s]", big);
+	strbuf_put(&b, "a\0b", 3); /* bytes as given, NUL included */
+	ck_assert_uint_eq(b.len, 7000 + 3001 + 3);
+	ck_assert_int_eq(b.p[7000], '[');
+	ck_assert_int_eq(b.p[10000], ']');
+	ck_assert_mem_eq(b.p + 10001, "a\0b\0", 4);
+	t = strbuf_take(&b, &len);
+	ck_assert_uint_eq(len, 10004);
+	ck_assert_ptr_null(b.p);
+	free(t);
+
+	/* max counts the NUL: 8 bytes hold 7 characters; the first refusal sticks */
+	b = (struct strbuf){ .max = 8 };
+	strbuf_puts(&b, "abc");
+	strbuf_printf(&b, "%d", 1234);
+	ck_assert_int_eq(b.error, 0);
+	ck_assert_str_eq(b.p, "abc1234");
+	strbuf_puts(&b, "x");
+	ck_assert_int_eq(b.error, -E2BIG);
+	ck_assert_str_eq(b.p, "abc1234"); /* what was there is whole */
+	b.error = 0;
+	strbuf_printf(&b, "%s", "yz"); /* fits in the allocation, not in max */
+	ck_assert_int_eq(b.error, -E2BIG);
+	ck_assert_str_eq(b.p, "abc1234");
+	strbuf_puts(&b, "");
+	ck_assert_ptr_null(strbuf_take(&b, &len));
+	ck_assert_int_eq(b.error, -E2BIG);
+	ck_assert_ptr_null(b.p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("text");
@@ -271,5 +324,6 @@ int main(void)
 	tcase_add_test(tc, strings_are_checked_on_the_wire);
 	tcase_add_test(tc, trim_in_place);
 	tcase_add_test(tc, key_value_lines);
+	tcase_add_test(tc, strbuf_grows_and_stops_at_its_limit);
 	return test_run_suite(s);
 }
