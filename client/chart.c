@@ -41,6 +41,17 @@ static void fmt_seconds(char *buf, size_t len, double s)
 	snprintf(buf, len, "%.3g %s", s * units[u].scale, units[u].unit);
 }
 
+static void fmt_bytes(char *buf, size_t len, double b)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	size_t u = 0;
+	while (fabs(b) >= 1024 && u + 1 < ELEMENTSOF(unit)) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+}
+
 static int finish(struct svg *s, char **out, size_t *len, struct pim_error *err, const char *what)
 {
 	int r = svg_take(s, out, len);
@@ -591,4 +602,316 @@ int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struc
 		y += 13.0 * (double)text_wrapped(&s, 20, y, NOTE_WIDTH, "note", note);
 	}
 	return finish(&s, out, len, err, "placement");
+}
+
+/* ---------------------------------------------------------------- calibration */
+
+static const char *const palette[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
+				       "#a6761d", "#666666" };
+
+/*
+ * A series drawn as a polyline of at most about two points per pixel column: above that, each
+ * column keeps its first, lowest, highest and last point in θ order (what a line shows there).
+ */
+static void series(struct svg *s, const Pim__CalibratePoint *const *pts, size_t n, const struct svg_scale *xs,
+		   const struct svg_scale *ys, double (*value)(const Pim__CalibratePoint *), const struct svg_tag *t)
+{
+	double *px = malloc((n ? n : 1) * 2 * sizeof *px), *py = px ? px + n : NULL;
+	size_t k = 0;
+	if (!px) {
+		s->error = s->error ? s->error : -ENOMEM;
+		return;
+	}
+	bool thin = n > 2 * (size_t)fabs(xs->p1 - xs->p0);
+	for (size_t i = 0; i < n;) {
+		double x = svg_scale_at(xs, pts[i]->theta);
+		size_t j = i + 1;
+		if (thin)
+			while (j < n && lround(svg_scale_at(xs, pts[j]->theta)) == lround(x))
+				j++;
+		/* the column's first, lowest, highest and last points, in θ order */
+		size_t lo = i, hi = i;
+		for (size_t q = i; q < j; q++) {
+			if (value(pts[q]) < value(pts[lo]))
+				lo = q;
+			if (value(pts[q]) > value(pts[hi]))
+				hi = q;
+		}
+		size_t keep[4] = { i, lo < hi ? lo : hi, lo < hi ? hi : lo, j - 1 };
+		for (size_t q = 0; q < 4; q++) {
+			if (q && keep[q] == keep[q - 1])
+				continue;
+			px[k] = svg_scale_at(xs, pts[keep[q]]->theta);
+			py[k++] = svg_scale_at(ys, value(pts[keep[q]]));
+		}
+		i = j;
+	}
+	svg_polyline(s, px, py, k, t);
+	free(px);
+}
+
+static double point_accuracy(const Pim__CalibratePoint *p) { return p->accuracy; }
+static double point_fp(const Pim__CalibratePoint *p) { return p->fp; }
+static double point_fn(const Pim__CalibratePoint *p) { return p->fn; }
+
+int chart_calibrate(const Pim__CalibrateReply *r, const char *model, char **out, size_t *len,
+		    struct pim_error *err)
+{
+	struct svg s;
+	char title[512], value[64], tip[512];
+	const double y0 = 90, y1 = 330, f0 = 400, f1 = 600;
+	double lo = HUGE_VAL, hi = -HUGE_VAL, errmax = 1;
+	const Pim__CalibratePoint *best = r->best < r->n_suggestions ? r->suggestions[r->best] : NULL;
+
+	snprintf(title, sizeof title, "Calibration of %s: %u labelled regions, %u beneficial", model, r->labelled,
+		 r->beneficial);
+	svg_begin(&s, WIDTH, 700, CHART_MAX_BYTES, title, CSS);
+	svg_text(&s, 20, 26, "start", "title", "%s", title);
+	for (size_t i = 0; i < r->n_points; i++) {
+		lo = fmin(lo, r->points[i]->theta);
+		hi = fmax(hi, r->points[i]->theta);
+		if (!best || r->points[i]->sigma == best->sigma)
+			errmax = fmax(errmax, fmax(r->points[i]->fp, r->points[i]->fn));
+	}
+	if (!(hi > lo)) {
+		lo = isfinite(lo) ? lo / 2 : 0;
+		hi = isfinite(hi) && hi > 0 ? hi * 2 : 1;
+	}
+	struct svg_scale xs = { .lo = lo, .hi = hi, .p0 = PX0, .p1 = PX1 };
+	struct svg_scale ys = { .lo = 0, .hi = 1, .p0 = y1, .p1 = y0 };
+	struct svg_scale es = { .lo = 0, .hi = errmax * 1.1, .p0 = f1, .p1 = f0 };
+
+	svg_text(&s, PX0 - 60, y0 - 24, "start", "head", "Accuracy against θ (the share of labelled regions "
+		 "decided as their label says)");
+	/* the chosen θ: the midpoint of the interval with the fewest false positives at the best σ;
+	 * the interval shaded behind both plots */
+	if (best) {
+		double a = svg_scale_at(&xs, r->suggestion_lo[r->best]), b = svg_scale_at(&xs, r->suggestion_hi[r->best]);
+		snprintf(tip, sizeof tip, "θ from %.3f to %.3f GB/s: the fewest false positives at σ %.2f",
+			 r->suggestion_lo[r->best] / 1e9, r->suggestion_hi[r->best] / 1e9, best->sigma);
+		svg_rect(&s, a, y0, fmax(b - a, 1), y1 - y0, &(struct svg_tag){ .cls = "interval", .fill = "#f3e3d3",
+										 .title = tip });
+		svg_rect(&s, a, f0, fmax(b - a, 1), f1 - f0, &(struct svg_tag){ .fill = "#f3e3d3", .title = tip });
+	}
+	svg_axis(&s, &ys, true, PX0, 1, "accuracy");
+	svg_axis(&s, &xs, false, y1, 1e-9, "θ (GB/s)");
+	if (best) {
+		double x = svg_scale_at(&xs, best->theta);
+		snprintf(value, sizeof value, "%.17g", best->theta);
+		snprintf(tip, sizeof tip, "chosen θ %.3f GB/s at σ %.2f: %u selected, %u false positives, %u false "
+			 "negatives, accuracy %.3f", best->theta / 1e9, best->sigma, best->selected, best->fp, best->fn,
+			 best->accuracy);
+		svg_line(&s, x, y0 - 6, x, f1, &(struct svg_tag){ .cls = "chosen dash", .stroke = "#c00", .title = tip,
+								   .data = "theta", .value = value });
+		/* right of the line, or left of it near the plot's right edge (the legend is there) */
+		bool left = x > PX1 - 150;
+		svg_text(&s, left ? x - 4 : x + 4, y0 - 8, left ? "end" : "start", "sub", "chosen θ %.3f GB/s",
+			 best->theta / 1e9);
+	}
+	/* one accuracy curve per σ (points arrive grouped by σ, θ ascending) */
+	size_t curves = 0;
+	for (size_t i = 0; i < r->n_points;) {
+		size_t j = i;
+		while (j < r->n_points && r->points[j]->sigma == r->points[i]->sigma)
+			j++;
+		const char *colour = palette[curves % ELEMENTSOF(palette)];
+		snprintf(value, sizeof value, "%.17g", r->points[i]->sigma);
+		snprintf(tip, sizeof tip, "accuracy at σ %.2f, θ %.3f to %.3f GB/s (%zu values)", r->points[i]->sigma,
+			 r->points[i]->theta / 1e9, r->points[j - 1]->theta / 1e9, j - i);
+		series(&s, (const Pim__CalibratePoint *const *)r->points + i, j - i, &xs, &ys, point_accuracy,
+		       &(struct svg_tag){ .cls = "accuracy", .stroke = colour, .title = tip, .data = "sigma",
+					  .value = value });
+		char label[64];
+		snprintf(label, sizeof label, "accuracy at σ %.2f", r->points[i]->sigma);
+		legend_line(&s, PX1 + 60, y0 + 18.0 * (double)curves, NULL, colour, label);
+		curves++;
+		i = j;
+	}
+	for (size_t i = 0; i < r->n_suggestions; i++) {
+		const Pim__CalibratePoint *p = r->suggestions[i];
+		snprintf(value, sizeof value, "%.17g", p->sigma);
+		snprintf(tip, sizeof tip, "σ %.2f: θ %.3f GB/s suggested, accuracy %.3f%s", p->sigma, p->theta / 1e9,
+			 p->accuracy, i == r->best ? " (chosen)" : "");
+		svg_mark(&s, SVG_CIRCLE, svg_scale_at(&xs, p->theta), svg_scale_at(&ys, p->accuracy), i == r->best ? 5 : 3.5,
+			 &(struct svg_tag){ .cls = "suggestion", .fill = palette[i % ELEMENTSOF(palette)], .title = tip,
+					    .data = "sigma", .value = value });
+	}
+
+	/* false positives and false negatives at the chosen σ */
+	svg_text(&s, PX0 - 60, f0 - 24, "start", "head", "False positives (offloaded, not beneficial) and false "
+		 "negatives (beneficial, kept) at σ %.2f", best ? best->sigma : r->n_points ? r->points[0]->sigma : 0);
+	svg_axis(&s, &es, true, PX0, 1, "regions");
+	svg_axis(&s, &xs, false, f1, 1e-9, "θ (GB/s)");
+	for (size_t i = 0; i < r->n_points;) {
+		size_t j = i;
+		while (j < r->n_points && r->points[j]->sigma == r->points[i]->sigma)
+			j++;
+		if (!best || r->points[i]->sigma == best->sigma) {
+			series(&s, (const Pim__CalibratePoint *const *)r->points + i, j - i, &xs, &es, point_fp,
+			       &(struct svg_tag){ .cls = "fp", .stroke = "#c00", .title = "false positives" });
+			series(&s, (const Pim__CalibratePoint *const *)r->points + i, j - i, &xs, &es, point_fn,
+			       &(struct svg_tag){ .cls = "fn dash", .stroke = "#7570b3", .title = "false negatives" });
+			break;
+		}
+		i = j;
+	}
+	legend_line(&s, PX1 + 60, f0 + 10, NULL, "#c00", "false positives");
+	legend_line(&s, PX1 + 60, f0 + 28, "dash", "#7570b3", "false negatives");
+	if (best)
+		svg_text(&s, 20, 670, "start", "sub", "Chosen θ %.3f GB/s, the midpoint of [%.3f, %.3f] GB/s, at σ %.2f: "
+			 "%u selected, %u false positives, %u false negatives, accuracy %u/%u = %.3f", best->theta / 1e9,
+			 r->suggestion_lo[r->best] / 1e9, r->suggestion_hi[r->best] / 1e9, best->sigma, best->selected,
+			 best->fp, best->fn, best->tp + best->tn, r->labelled, best->accuracy);
+	return finish(&s, out, len, err, "calibration");
+}
+
+/* ---------------------------------------------------------------- JIT-Q */
+
+/* A block of a phase in processing order. */
+struct jblock {
+	double start, accel, stall, launch, ready, pim, slack;
+	uint32_t layer;
+};
+
+static int jblock_cmp(const void *a, const void *b)
+{
+	const struct jblock *p = a, *q = b;
+	return p->start < q->start ? -1 : p->start > q->start;
+}
+
+#define JITQ_BLOCKS_ONE 512 /* more blocks in a phase than this: consecutive ones merge */
+
+/* One phase's timeline: the accelerator's lane above the PIM's; returns the height used. */
+static double draw_phase(struct svg *s, const Pim__JitqPhase *p, double top)
+{
+	size_t n = p->n_blocks;
+	char tip[512], value[32], a[32], b[32], c[32];
+	struct jblock *v = calloc(n ? n : 1, sizeof *v);
+	if (!v) {
+		s->error = s->error ? s->error : -ENOMEM;
+		return 0;
+	}
+	/* t = 0 is the first block's start; the prologue's launches come before it (the head start) */
+	double begin = 0, end = 0;
+	for (size_t i = 0; i < n; i++) {
+		const Pim__JitqBlock *k = p->blocks[i];
+		v[i] = (struct jblock){ .start = k->start_s, .accel = k->accel_s, .stall = k->stall_s,
+					.launch = k->launch_s, .ready = k->ready_s, .pim = k->pim_s, .slack = k->slack,
+					.layer = (uint32_t)i };
+		begin = fmin(begin, fmin(k->launch_s, k->ready_s - k->pim_s));
+		end = fmax(end, fmax(k->start_s + k->accel_s, k->ready_s));
+	}
+	qsort(v, n, sizeof *v, jblock_cmp);
+	fmt_seconds(a, sizeof a, p->accel_s);
+	fmt_seconds(b, sizeof b, p->pim_s);
+	fmt_seconds(c, sizeof c, p->stall_s);
+	svg_text(s, PX0 - 60, top, "start", "head", "%s: %zu blocks, lookahead %u; accelerator %s, PIM %s, stall %s; "
+		 "slack least %.2fx, median %.2fx", p->phase, n, p->lookahead, a, b, c, p->slack_min, p->slack_median);
+	const double acc_y = top + 14, pim_y = top + 44, h = 22;
+	struct svg_scale xs = { .lo = begin, .hi = end > begin ? end : begin + 1, .p0 = PX0, .p1 = WIDTH - 40 };
+	svg_text(s, PX0 - 6, acc_y + 15, "end", "sub", "accel.");
+	svg_text(s, PX0 - 6, pim_y + 15, "end", "sub", "PIM");
+	size_t per = n > JITQ_BLOCKS_ONE ? (n + JITQ_BLOCKS_ONE - 1) / JITQ_BLOCKS_ONE : 1;
+	svg_group(s, &(struct svg_tag){ .cls = "blocks", .data = "phase", .value = p->phase });
+	for (size_t i = 0; i < n; i += per) {
+		size_t j = i + per < n ? i + per : n;
+		struct jblock m = v[i];
+		double stall = 0, pim = 0, slack = HUGE_VAL;
+		for (size_t q = i; q < j; q++) {
+			stall += v[q].stall;
+			pim += v[q].pim;
+			slack = fmin(slack, v[q].slack);
+		}
+		double acc_end = v[j - 1].start + v[j - 1].accel, ready = v[j - 1].ready;
+		fmt_seconds(a, sizeof a, acc_end - m.start);
+		fmt_seconds(b, sizeof b, pim);
+		fmt_seconds(c, sizeof c, stall);
+		if (j - i == 1)
+			snprintf(tip, sizeof tip, "block %u (%s): accelerator %s from %.4g ms; its copies quantized on PIM in "
+				 "%s, launched at %.4g ms, ready at %.4g ms; slack %.2fx; stall %s", m.layer, p->phase, a,
+				 m.start * 1e3, b, m.launch * 1e3, ready * 1e3, m.slack, c);
+		else
+			snprintf(tip, sizeof tip, "blocks %u to %u (%zu, %s): accelerator %s from %.4g ms; PIM %s; least "
+				 "slack %.2fx; stall %s", m.layer, v[j - 1].layer, j - i, p->phase, a, m.start * 1e3, b, slack, c);
+		snprintf(value, sizeof value, "%zu", j - i);
+		double x0 = svg_scale_at(&xs, m.start), x1 = svg_scale_at(&xs, acc_end);
+		svg_rect(s, x0, acc_y, fmax(x1 - x0 - 0.5, 0.5), h,
+			 &(struct svg_tag){ .cls = "accel", .fill = (i / per) % 2 ? "#6a8caf" : "#4b6f94", .title = tip,
+					    .data = "blocks", .value = value });
+		if (stall > 0) {
+			double sx = svg_scale_at(&xs, m.start - stall);
+			svg_rect(s, sx, acc_y, fmax(x0 - sx, 0.5), h,
+				 &(struct svg_tag){ .cls = "stall", .fill = "#c00", .title = tip });
+		}
+		/* the PIM quantizes a block's copies in the span that ends when they are ready */
+		double px0 = svg_scale_at(&xs, ready - pim), px1 = svg_scale_at(&xs, ready);
+		svg_rect(s, px0, pim_y, fmax(px1 - px0 - 0.5, 0.5), h,
+			 &(struct svg_tag){ .cls = "quant", .fill = (i / per) % 2 ? "#f08a3c" : CHART_PIM_COLOUR,
+					    .title = tip, .data = "blocks", .value = value });
+		double lx = svg_scale_at(&xs, m.launch);
+		svg_line(s, lx, pim_y + h, lx, pim_y + h + 5, &(struct svg_tag){ .cls = "launch", .stroke = "#333" });
+	}
+	svg_group_end(s);
+	svg_axis(s, &xs, false, pim_y + h + 8, 1e3, NULL);
+	svg_text(s, WIDTH - 40, pim_y + h + 40, "end", "tick", "time in the phase (ms)");
+	free(v);
+	return 120;
+}
+
+static void memory_bar(struct svg *s, double y, double bytes, const struct svg_scale *xs, const char *fill,
+		       const char *label)
+{
+	char b[32], tip[256], value[32];
+	fmt_bytes(b, sizeof b, bytes);
+	snprintf(tip, sizeof tip, "%s: %s", label, b);
+	snprintf(value, sizeof value, "%.0f", bytes);
+	svg_text(s, PX0 + 150, y + 13, "end", "sub", "%s", label);
+	double x = svg_scale_at(xs, bytes);
+	svg_rect(s, PX0 + 160, y, fmax(x - (PX0 + 160), 0.5), 18,
+		 &(struct svg_tag){ .cls = "mem", .fill = fill, .title = tip, .data = "bytes", .value = value });
+	svg_text(s, x + 6, y + 13, "start", "sub", "%s", b);
+}
+
+int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_error *err)
+{
+	struct svg s;
+	char title[512];
+	double height = 140 + 130.0 * (double)r->n_phases + 200;
+
+	snprintf(title, sizeof title, "JIT-Q plan of %s: %s from %s, %s mapping, %u blocks on this device", r->model,
+		 r->format, r->source, r->mapping, r->layers);
+	svg_begin(&s, WIDTH, height, CHART_MAX_BYTES, title, CSS);
+	svg_text(&s, 20, 26, "start", "title", "%s", title);
+	svg_text(&s, 20, 44, "start", "sub", "One training step: each block's accelerator compute above, below the PIM "
+		 "quantizing the copies of a later block (ticks: launches); red: the accelerator waits");
+	double y = 76;
+	bool blocks = false;
+	for (size_t i = 0; i < r->n_phases; i++)
+		blocks |= r->phases[i]->n_blocks > 0;
+	if (!blocks)
+		svg_text(&s, 20, y, "start", "head", "No per-block rows in this plan (pimctl asks for them with --svg)");
+	for (size_t i = 0; i < r->n_phases && blocks; i++)
+		y += draw_phase(&s, r->phases[i], y) + 10;
+	legend_mark(&s, PX0, y, SVG_SQUARE, "#4b6f94", "accelerator compute per block");
+	legend_mark(&s, PX0 + 230, y, SVG_SQUARE, CHART_PIM_COLOUR, "PIM quantization of a block's copies");
+	legend_mark(&s, PX0 + 500, y, SVG_SQUARE, "#c00", "stall: the copies are not ready");
+	y += 30;
+	if (r->capacity) {
+		const Pim__JitqCapacity *c = r->capacity;
+		double top = (double)c->total_both;
+		top = fmax(top, fmax((double)c->total_one, (double)c->total_jitq));
+		struct svg_scale xs = { .lo = 0, .hi = top > 0 ? top : 1, .p0 = PX0 + 160, .p1 = WIDTH - 120 };
+		svg_text(&s, PX0 - 60, y, "start", "head", "Memory per device: JIT-Q saves %.1f%% against both resident "
+			 "copies, %.1f%% against one", c->pct_vs_both, c->pct_vs_one);
+		y += 12;
+		svg_group(&s, &(struct svg_tag){ .cls = "memory" });
+		memory_bar(&s, y, (double)c->lp_both, &xs, "#999", "both copies resident");
+		memory_bar(&s, y + 22, (double)c->lp_one, &xs, "#bbb", "one copy resident");
+		memory_bar(&s, y + 44, (double)c->lp_jitq, &xs, CHART_PIM_COLOUR, "JIT-Q's copies (peak)");
+		memory_bar(&s, y + 76, (double)c->total_both, &xs, "#999", "footprint, both copies");
+		memory_bar(&s, y + 98, (double)c->total_one, &xs, "#bbb", "footprint, one copy");
+		memory_bar(&s, y + 120, (double)c->total_jitq, &xs, CHART_PIM_COLOUR, "footprint with JIT-Q");
+		svg_group_end(&s);
+	}
+	return finish(&s, out, len, err, "JIT-Q");
 }

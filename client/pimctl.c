@@ -50,15 +50,18 @@ static void usage(FILE *f)
 		"            [--b-cpu BYTES_PER_S]\n"
 		"                            store perf stat -x, counts measured elsewhere\n"
 		"  calibrate MODEL --labels FILE [--theta LO:HI:STEP] [--sigma S,...]\n"
-		"            [--param NAME=VALUE]... [--all]\n"
-		"                            sweep theta (GB/s) against labelled regions\n"
+		"            [--param NAME=VALUE]... [--all] [--svg FILE]\n"
+		"                            sweep theta (GB/s) against labelled regions;\n"
+		"                            --svg also draws accuracy against theta\n"
 		"  jitq plan --model PRESET | --layers N --hidden H [--heads A] [--seq S] [--batch B]\n"
 		"            [--tslice T] [--pipeline P] [--format mx9|mx6|mx4] [--from bf16|fp32]\n"
 		"            [--mapping tiled|strided|strided-opt] [--peak-flops F] [--efficiency E]\n"
 		"            [--times FILE] [--lookahead N] [--stacks N] [--preset default|paper]\n"
 		"            [--kernel exact|paper] [--tck NS] [--activations full|selective|\n"
 		"            recompute|none] [--layout in-out|out-in] [--set KEY=VALUE]... [--per-block]\n"
-		"                            schedule just-in-time weight quantization on PIM\n"
+		"            [--svg FILE]\n"
+		"                            schedule just-in-time weight quantization on PIM;\n"
+		"                            --svg also draws one training step's timeline\n"
 		"  jitq quantize --shape ROWSxCOLS [--format mx9|mx6|mx4|mxfp8-e4m3|mxfp8-e5m2|\n"
 		"            mxfp6-e3m2|mxfp6-e2m3|mxfp4|mxint8] [--from bf16|fp32] [--direction row|col]\n"
 		"            [--engine reference|tiled|strided|strided-opt] [--kernel exact|paper] IN OUT\n"
@@ -828,26 +831,32 @@ static void placement_print(const Pim__PlacementReply *r, bool verbose)
 		printf("note: %s\n", r->notes[i]);
 }
 
+/* A chart as chart.h draws it: its text and length, or the error. */
+struct drawn {
+	char *text;
+	size_t len;
+	struct pim_error e;
+};
+
 /*
- * Writes a chart that chart.h drew (r: what the chart function returned) to path and says so
- * unless the output is JSON: 0, or EXIT_DAEMON with the error printed.  Frees text.
+ * Writes a chart that chart.h drew into d (r: what the chart function returned) to path and says
+ * so unless the output is JSON: 0, or EXIT_DAEMON with the error printed.  Frees d's text.
  */
-static int write_svg(const struct ctl *ctl, const char *path, int r, char *text, size_t len,
-		     const struct pim_error *e)
+static int write_svg(const struct ctl *ctl, const char *path, int r, struct drawn *d)
 {
 	if (r < 0) {
-		fprintf(stderr, "pimctl: %s\n", e->msg);
+		fprintf(stderr, "pimctl: %s\n", d->e.msg);
 		return EXIT_DAEMON;
 	}
 	FILE *f = fopen(path, "we");
-	if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) {
+	if (!f || fwrite(d->text, 1, d->len, f) != d->len || fclose(f) != 0) {
 		fprintf(stderr, "pimctl: %s: %s\n", path, strerror(errno));
-		free(text);
+		free(d->text);
 		return EXIT_DAEMON;
 	}
-	free(text);
+	free(d->text);
 	if (!ctl->json)
-		printf("Chart written to %s (%zu bytes of SVG)\n", path, len);
+		printf("Chart written to %s (%zu bytes of SVG)\n", path, d->len);
 	return EXIT_OK;
 }
 
@@ -912,11 +921,8 @@ static int cmd_placement(struct ctl *ctl, int argc, char **argv)
 	else
 		placement_print(resp->placement, verbose);
 	if (svg) {
-		struct pim_error e = { 0 };
-		char *text = NULL;
-		size_t n = 0;
-		r = chart_placement(resp->placement, &text, &n, &e);
-		r = write_svg(ctl, svg, r, text, n, &e);
+		struct drawn d = { 0 };
+		r = write_svg(ctl, svg, chart_placement(resp->placement, &d.text, &d.len, &d.e), &d);
 	}
 	pim__response__free_unpacked(resp, NULL);
 	return r;
@@ -1050,6 +1056,32 @@ static int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* The sweep as a table: every point with --all, else only where a count changes; the
+ * suggested theta per sigma. */
+static void calibrate_print(const Pim__CalibrateReply *c, const char *model, bool all)
+{
+	printf("Calibration of %s: %u labelled regions, %u beneficial\n", model, c->labelled,
+	       c->beneficial);
+	printf("%11s %5s %9s %6s %6s %9s\n", "THETA", "SIGMA", "SELECTED", "FP", "FN", "ACCURACY");
+	for (size_t i = 0; i < c->n_points; i++) {
+		const Pim__CalibratePoint *p = c->points[i], *q = i ? c->points[i - 1] : NULL;
+		/* Without --all, print only where a count changes (and the ends). */
+		const Pim__CalibratePoint *nx = i + 1 < c->n_points ? c->points[i + 1] : NULL;
+		bool changed = !q || q->sigma != p->sigma || q->selected != p->selected || q->fp != p->fp ||
+			       q->fn != p->fn || !nx || nx->sigma != p->sigma;
+		if (all || changed)
+			printf("%6.2f GB/s %5.2f %9u %6u %6u %9.3f\n", p->theta / 1e9, p->sigma, p->selected,
+			       p->fp, p->fn, p->accuracy);
+	}
+	for (size_t i = 0; i < c->n_suggestions; i++) {
+		const Pim__CalibratePoint *s = c->suggestions[i];
+		printf("%s sigma %.2f: theta %.3f GB/s, the midpoint of [%.2f, %.2f] GB/s (fewest false "
+		       "positives); %u selected, accuracy %u/%u = %.3f\n", i == c->best ? "suggested" : "         ",
+		       s->sigma, s->theta / 1e9, c->suggestion_lo[i] / 1e9, c->suggestion_hi[i] / 1e9,
+		       s->selected, s->tp + s->tn, c->labelled, s->accuracy);
+	}
+}
+
 static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
@@ -1059,6 +1091,7 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 	double sig[16], th[3];
 	size_t n_sig = 0, n_th = 0;
 	bool all = false;
+	const char *svg = NULL;
 	int r;
 
 	for (int i = 0; i < argc; i++) {
@@ -1083,6 +1116,9 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 		} else if (strcmp(a, "--param") == 0 && v) {
 			if ((r = parse_param(&params, v)))
 				return r;
+			i++;
+		} else if (strcmp(a, "--svg") == 0 && v) {
+			svg = v;
 			i++;
 		} else if (strcmp(a, "--all") == 0) {
 			all = true;
@@ -1150,33 +1186,15 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 		json_object_object_add(o, "suggestions", sug);
 		json_object_object_add(o, "best", json_object_new_int64(c->best));
 		print_json(o);
-		pim__response__free_unpacked(resp, NULL);
-		return EXIT_OK;
-	}
-	printf("Calibration of %s: %u labelled regions, %u beneficial\n", body.model, c->labelled,
-	       c->beneficial);
-	printf("%11s %5s %9s %6s %6s %9s\n", "THETA", "SIGMA", "SELECTED", "FP", "FN", "ACCURACY");
-	for (size_t i = 0; i < c->n_points; i++) {
-		const Pim__CalibratePoint *p = c->points[i], *q = i ? c->points[i - 1] : NULL;
-		/* Without --all, print only where a count changes (and the ends). */
-		const Pim__CalibratePoint *nx = i + 1 < c->n_points ? c->points[i + 1] : NULL;
-		bool changed = !q || q->sigma != p->sigma || q->selected != p->selected || q->fp != p->fp ||
-			       q->fn != p->fn || !nx || nx->sigma != p->sigma;
-		if (all || changed)
-			printf("%6.2f GB/s %5.2f %9u %6u %6u %9.3f\n", p->theta / 1e9, p->sigma, p->selected,
-			       p->fp, p->fn, p->accuracy);
-	}
-	for (size_t i = 0; i < c->n_suggestions; i++) {
-		const Pim__CalibratePoint *s = c->suggestions[i];
-		printf("%s sigma %.2f: theta %.3f GB/s, the midpoint of [%.2f, %.2f] GB/s (fewest false "
-		       "positives); %u selected, accuracy %u/%u = %.3f\n", i == c->best ? "suggested" : "         ",
-		       s->sigma, s->theta / 1e9, c->suggestion_lo[i] / 1e9, c->suggestion_hi[i] / 1e9,
-		       s->selected, s->tp + s->tn, c->labelled, s->accuracy);
+	} else
+		calibrate_print(c, model, all);
+	if (svg) {
+		struct drawn d = { 0 };
+		r = write_svg(ctl, svg, chart_calibrate(c, model, &d.text, &d.len, &d.e), &d);
 	}
 	pim__response__free_unpacked(resp, NULL);
-	return EXIT_OK;
+	return r;
 }
-
 
 /* ---------------------------------------------------------------- jitq */
 
@@ -1305,6 +1323,9 @@ static json_object *jitq_json(const Pim__JitqPlanReply *r)
 			json_object_object_add(jb, "pim_s", jdouble(p->blocks[j]->pim_s));
 			json_object_object_add(jb, "slack", jdouble(p->blocks[j]->slack));
 			json_object_object_add(jb, "stall_s", jdouble(p->blocks[j]->stall_s));
+			json_object_object_add(jb, "launch_s", jdouble(p->blocks[j]->launch_s));
+			json_object_object_add(jb, "ready_s", jdouble(p->blocks[j]->ready_s));
+			json_object_object_add(jb, "start_s", jdouble(p->blocks[j]->start_s));
 			json_object_array_add(bs, jb);
 		}
 		json_object_object_add(jp, "blocks", bs);
@@ -1349,6 +1370,7 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	double *fwd = NULL, *bwd = NULL;
 	size_t n_times = 0;
 	bool have_model = false;
+	const char *svg = NULL;
 	int r = 0;
 	/* --set KEY=VALUE and the options that are shorthands for one (the daemon validates). */
 	char *settings[64];
@@ -1425,6 +1447,8 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 			free(bwd);
 			fwd = bwd = NULL;
 			r = read_times(v, &fwd, &bwd, &n_times);
+		} else if (strcmp(a, "--svg") == 0 && takes) {
+			svg = v;
 		} else if (strcmp(a, "--per-block") == 0) {
 			body.per_block = true;
 			continue;
@@ -1453,8 +1477,16 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	body.n_fwd_times = body.n_bwd_times = n_times;
 	req.body_case = PIM__REQUEST__BODY_JITQ_PLAN;
 	req.jitq_plan = &body;
-	Pim__Response *resp;
+	Pim__Response *resp, *full = NULL;
 	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
+	/* the chart needs every block's timeline: the same plan with its rows per block */
+	if (!r && svg && body.per_block)
+		full = resp;
+	else if (!r && svg) {
+		body.per_block = true;
+		if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &full)))
+			pim__response__free_unpacked(resp, NULL);
+	}
 	free(fwd);
 	free(bwd);
 	for (size_t i = 0; i < n_set; i++)
@@ -1471,8 +1503,14 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 				printf("%s\n", p->assumptions[i]);
 		fputs(p->text, stdout);
 	}
+	if (svg) {
+		struct drawn d = { 0 };
+		r = write_svg(ctl, svg, chart_jitq(full->jitq_plan, &d.text, &d.len, &d.e), &d);
+		if (full != resp)
+			pim__response__free_unpacked(full, NULL);
+	}
 	pim__response__free_unpacked(resp, NULL);
-	return EXIT_OK;
+	return r;
 }
 
 /* --shape ROWSxCOLS: 0, or the usage exit status. */

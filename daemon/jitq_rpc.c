@@ -68,6 +68,9 @@ static Pim__JitqPhase *phase_msg(struct reply *b, const struct jitq_plan *p, enu
 			k->pim_s = pp->blocks[i].pim_s;
 			k->slack = pp->blocks[i].slack;
 			k->stall_s = pp->blocks[i].stall_s;
+			k->launch_s = pp->blocks[i].launch_s;
+			k->ready_s = pp->blocks[i].ready_s;
+			k->start_s = pp->blocks[i].start_s;
 			m->blocks[m->n_blocks++] = k;
 		}
 	}

@@ -3,8 +3,9 @@
 # Starts pimd privately, draws the placement of models of 1, 100 and 10,000 regions (and the
 # example decoder block) with pimctl --svg, parses every SVG with xmllint and checks its marks
 # against pimctl --json's answer (one mark per region, colour by decision, θ and σ where the
-# answer puts them, regions left and right of θ as C3 says), then renders each chart in
-# headless Chromium and fails on any error it reports.
+# answer puts them, regions left and right of θ as C3 says); the same for calibrations (accuracy
+# against θ per σ, the chosen θ) and JIT-Q plans (a mark per block, stalls, memory); then renders
+# each chart in headless Chromium and fails on any error it reports.
 set -u
 B=$(cd "${1:-build}" && pwd)
 PIMCTL=$B/pimctl
@@ -108,6 +109,78 @@ check "--svg to a path that cannot be written: exit 1, the path named" sh -c \
 grep -q "no/such/dir.svg: No such file or directory" "$T/out" && ok "the error names the path" || bad "the error names the path"
 check "--svg without a file is a usage error" sh -c "'$PIMCTL' placement decoder-block --svg; [ \$? -eq 2 ]"
 
+# ------------------------------------------------------------ calibration
+# Labels for every region (every third beneficial); σ 0.3 and 0.5, θ 0.1 to 10 GB/s: 199 values,
+# fewer than the plot's 600 pixel columns, so every point is drawn.  The accuracy of a point is
+# at y = 330 - 240 * accuracy; the chosen θ's line sits at the answer's suggestion.
+cal_match() { # cal_match SVG JSON
+	svg=$1 json=$2
+	[ "$(xpath "$svg" 'count(//*[@class="accuracy"])')" -eq 2 ] || { echo "not one curve per σ"; return 1; }
+	best=$(jq '.suggestions[.best].theta' "$json")
+	awk -v a="$best" -v b="$(xpath "$svg" 'string(//*[@data-theta]/@data-theta)')" 'BEGIN { exit !(a == b && a > 0) }' ||
+		{ echo "chosen θ not the answer's $best"; return 1; }
+	for sg in 0.3 0.5; do
+		pts=$(xpath "$svg" "string(//*[@class=\"accuracy\"][number(@data-sigma) = $sg]/@points)")
+		echo "$pts" | tr ' ' '\n' | awk -F, '{ print 330 - $2 }' > "$T/cal.y"
+		jq -r --argjson s "$sg" '.points[] | select(.sigma == $s) | .accuracy * 240' "$json" > "$T/cal.a"
+		[ "$(wc -l < "$T/cal.y")" -eq "$(wc -l < "$T/cal.a")" ] ||
+			{ echo "σ $sg: $(wc -l < "$T/cal.y") points drawn, $(wc -l < "$T/cal.a") in the answer"; return 1; }
+		paste "$T/cal.y" "$T/cal.a" | awk '{ d = $1 - $2; if (d < -0.06 || d > 0.06) { print "line " NR ": y " $1 ", accuracy " $2 / 240; bad = 1 } } END { exit bad }' || return 1
+	done
+	[ "$(xpath "$svg" 'count(//*[@class="fp"] | //*[@class="fn dash"])')" -eq 2 ] || { echo "no FP/FN curves"; return 1; }
+	[ "$(xpath "$svg" 'count(//*[@class="suggestion"])')" -eq "$(jq '.suggestions | length' "$json")" ] ||
+		{ echo "not one mark per suggestion"; return 1; }
+}
+for n in 1 100 10000; do
+	awk -v n="$n" 'BEGIN { print "region,beneficial"; for (i = 0; i < n; i++) print i "," (i % 3 == 0) }' > "$T/labels$n.csv"
+	CAL="calibrate synth$n --labels $T/labels$n.csv --theta 0.1:10:0.05 --sigma 0.3,0.5"
+	t0=$(date +%s%N)
+	check "pimctl calibrate --svg, $n regions" "$PIMCTL" $CAL --svg "$T/cal$n.svg"
+	t1=$(date +%s%N)
+	echo "     ($n regions: calibration and chart in $(( (t1 - t0) / 1000000 )) ms, $(wc -c < "$T/cal$n.svg") bytes)"
+	check "the calibration chart of $n regions is well-formed" xmllint --noout "$T/cal$n.svg"
+	"$PIMCTL" --json $CAL > "$T/cal$n.json"
+	check "its curves match the answer: one per σ, every θ's accuracy, the chosen θ ($n regions)" \
+		cal_match "$T/cal$n.svg" "$T/cal$n.json"
+done
+check "calibrate --json --svg: stdout stays JSON" sh -c "'$PIMCTL' --json $CAL --svg '$T/c2.svg' | jq -e .best"
+check "calibrate --svg to a path that cannot be written: exit 1" sh -c \
+	"'$PIMCTL' $CAL --svg '$T/no/such/cal.svg' 2>&1; [ \$? -eq 1 ]"
+
+# ------------------------------------------------------------ JIT-Q
+# FP32 sources: the PIM falls behind the accelerator, so the plan has stalls to draw.
+JQ="jitq plan --model gpt-3-175B --format mx6 --from fp32 --mapping strided-opt"
+"$PIMCTL" --json $JQ --per-block > "$T/jitq.json"
+check "pimctl jitq plan --svg" "$PIMCTL" $JQ --svg "$T/jitq.svg"
+check "the JIT-Q chart is well-formed" xmllint --noout "$T/jitq.svg"
+"$PIMCTL" --json $JQ --per-block > "$T/jitq-again.json"
+check "the rows per block carry their timeline (launch_s, ready_s, start_s)" \
+	jq -e '[.phases[].blocks[] | select(.ready_s > .launch_s and .start_s >= 0)] | length > 0' "$T/jitq.json"
+check "... also when the plan is answered again from pimd's cache" cmp "$T/jitq.json" "$T/jitq-again.json"
+check "one accelerator mark per block and phase" [ "$(xpath "$T/jitq.svg" 'count(//*[@class="accel"])')" -eq \
+	"$(jq '[.phases[].blocks[]] | length' "$T/jitq.json")" ]
+check "one quantization on the PIM lane per block and phase" [ "$(xpath "$T/jitq.svg" 'count(//*[@class="quant"])')" -eq \
+	"$(jq '[.phases[].blocks[]] | length' "$T/jitq.json")" ]
+stalls=$(jq '[.phases[].blocks[] | select(.stall_s > 0)] | length' "$T/jitq.json")
+check "a stall mark for each of the plan's $stalls stalls (FP32 outruns the PIM)" \
+	[ "$(xpath "$T/jitq.svg" 'count(//*[@class="stall"])')" -eq "$stalls" -a "$stalls" -gt 0 ]
+check "the memory JIT-Q's copies hold, beside the resident copies" [ \
+	"$(xpath "$T/jitq.svg" 'string((//*[@class="mem"])[3]/@data-bytes)')" = "$(jq '.capacity.lp_jitq' "$T/jitq.json")" -a \
+	"$(xpath "$T/jitq.svg" 'string((//*[@class="mem"])[1]/@data-bytes)')" = "$(jq '.capacity.lp_both' "$T/jitq.json")" ]
+"$PIMCTL" $JQ > "$T/plan.txt"
+"$PIMCTL" $JQ --svg "$T/jitq2.svg" > "$T/plan-svg.txt"
+check "--svg leaves the printed plan as it was (one line more)" sh -c \
+	"head -n -1 '$T/plan-svg.txt' | cmp - '$T/plan.txt' && tail -1 '$T/plan-svg.txt' | grep -q 'Chart written to $T/jitq2.svg'"
+# a deep custom model: 2,000 blocks on one device, drawn in merged runs of consecutive blocks
+JQBIG="jitq plan --layers 2000 --hidden 1024 --format mx6 --from bf16 --mapping strided-opt"
+t0=$(date +%s%N)
+check "jitq plan --svg, 2,000 blocks" "$PIMCTL" $JQBIG --svg "$T/jitq-big.svg"
+t1=$(date +%s%N)
+echo "     (2,000 blocks: plan and chart in $(( (t1 - t0) / 1000000 )) ms, $(wc -c < "$T/jitq-big.svg") bytes)"
+check "the chart of 2,000 blocks is well-formed" xmllint --noout "$T/jitq-big.svg"
+check "... and every block of both phases is in one accelerator mark" \
+	[ "$(xpath "$T/jitq-big.svg" 'sum(//*[@class="accel"]/@data-blocks)')" -eq 4000 ]
+
 # ------------------------------------------------------------ a real browser
 # Each chart rendered by headless Chromium: a screenshot written, no error on its console
 # (Chromium reports every attribute it cannot use, e.g. "Error: <path> attribute d: ...").
@@ -121,7 +194,7 @@ render() { # render SVG
 	[ "$(wc -c < "$1.png")" -gt 10000 ] || { echo "screenshot of $(wc -c < "$1.png") bytes: blank?"; return 1; }
 }
 if command -v chromium >/dev/null 2>&1; then
-	for f in p100 p10000 decoder; do
+	for f in p100 p10000 decoder cal100 cal10000 jitq jitq-big; do
 		check "Chromium renders $f.svg without errors" render "$T/$f.svg"
 	done
 else

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the SVG writer (client/svg.c) and pimctl's charts (client/chart.c): escaping,
+ * Unit tests of the SVG writer (common/svg.c) and pimctl's charts (client/chart.c): escaping,
  * numbers, scales and ticks against hand-computed values, the size limit; the placement chart's
  * marks, θ and σ lines, Stage-1 rows, segments and speedup points against the reply they draw,
- * and a 10,000-region model drawn in bounded time and size.
+ * and a 10,000-region model drawn in bounded time and size; the calibration chart's curves and
+ * chosen θ, thinned to the pixel columns; the JIT-Q timeline's blocks, stalls and memory.
  */
 #include "chart.h"
 #include "svg.h"
@@ -42,13 +43,13 @@ static const char *group(const char *doc, const char *open)
 	return buf;
 }
 
-/* The value of attribute name in the element that carries needle. */
+/* The value of attribute name in the element that carries needle (in an attribute or its title). */
 static double attr_of(const char *doc, const char *needle, const char *name)
 {
 	const char *p = strstr(doc, needle);
 	ck_assert_msg(p != NULL, "no element with %s", needle);
 	const char *start = p;
-	while (start > doc && *start != '<')
+	while (start > doc && (*start != '<' || strncmp(start, "<title>", 7) == 0))
 		start--;
 	char key[64];
 	snprintf(key, sizeof key, " %s=\"", name);
@@ -350,13 +351,14 @@ START_TEST(test_placement_chart_large)
 	}
 	f.est[0].regions = f.est[1].regions = dp;
 	f.est[0].n_regions = f.est[1].n_regions = N;
+	/* CPU time: what the drawing costs, whatever else the machine runs */
 	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
 	ck_assert_int_eq(chart_placement(&f.r, &out, &len, &err), 0);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
 	double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-	ck_assert_msg(took < 1.0, "10,000 regions took %.3f s", took);
-	printf("placement chart of 10,000 regions: %.1f ms, %zu bytes\n", took * 1e3, len);
+	ck_assert_msg(took < 1.0, "10,000 regions took %.3f s of CPU", took);
+	printf("placement chart of 10,000 regions: %.1f ms of CPU, %zu bytes\n", took * 1e3, len);
 	ck_assert_msg(len < 4u << 20, "10,000 regions: %zu bytes", len);
 	/* every region is in exactly one mark of the rule's panels */
 	size_t regions = 0;
@@ -375,6 +377,176 @@ START_TEST(test_placement_chart_large)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the calibration chart */
+
+/* Two σ of five θ each (1 to 5 GB/s); σ 0.5 is chosen at θ 3.5 GB/s, interval [3, 4] GB/s. */
+START_TEST(test_calibrate_chart)
+{
+	Pim__CalibrateReply r = PIM__CALIBRATE_REPLY__INIT;
+	Pim__CalibratePoint pt[10], *pp[10], sug[2], *sp[2];
+	double lo[2] = { 2e9, 3e9 }, hi[2] = { 3e9, 4e9 };
+	struct pim_error err = { 0 };
+	char *out;
+	size_t len;
+
+	for (int i = 0; i < 10; i++) {
+		pim__calibrate_point__init(&pt[i]);
+		pt[i].sigma = i < 5 ? 0.3 : 0.5;
+		pt[i].theta = (1 + i % 5) * 1e9;
+		pt[i].accuracy = 0.6 + 0.05 * (i % 5);
+		pt[i].fp = (uint32_t)(5 - i % 5);
+		pt[i].fn = (uint32_t)(i % 5);
+		pp[i] = &pt[i];
+	}
+	for (int k = 0; k < 2; k++) {
+		pim__calibrate_point__init(&sug[k]);
+		sug[k].sigma = k ? 0.5 : 0.3;
+		sug[k].theta = k ? 3.5e9 : 2.5e9;
+		sug[k].accuracy = k ? 0.9 : 0.8;
+		sug[k].tp = 40;
+		sug[k].tn = 5;
+		sp[k] = &sug[k];
+	}
+	r.labelled = 50;
+	r.beneficial = 42;
+	r.points = pp;
+	r.n_points = 10;
+	r.suggestions = sp;
+	r.n_suggestions = 2;
+	r.suggestion_lo = lo;
+	r.n_suggestion_lo = 2;
+	r.suggestion_hi = hi;
+	r.n_suggestion_hi = 2;
+	r.best = 1;
+	ck_assert_int_eq(chart_calibrate(&r, "m&m", &out, &len, &err), 0);
+	ck_has(out, "<title>Calibration of m&amp;m: 50 labelled regions, 42 beneficial</title>");
+	/* one accuracy curve per σ: θ 1..5 GB/s over 80..680 px, accuracy 0..1 over 330..90 px */
+	ck_assert_uint_eq(count(out, "class=\"accuracy\""), 2);
+	ck_has(out, "points=\"80,186 230,174 380,162 530,150 680,138\" class=\"accuracy\"");
+	ck_has(out, "data-sigma=\"0.5\"");
+	/* the chosen θ and its interval */
+	ck_assert_double_eq_tol(attr_of(out, "data-theta=\"3500000000\"", "x1"), 455, 0.05);
+	ck_assert_double_eq_tol(attr_of(out, "class=\"interval\"", "x"), 380, 0.05);
+	ck_assert_double_eq_tol(attr_of(out, "class=\"interval\"", "width"), 150, 0.05);
+	/* false positives and negatives of the chosen σ only: 0..5.5 regions over 600..400 px */
+	ck_assert_uint_eq(count(out, "class=\"fp\""), 1);
+	ck_assert_uint_eq(count(out, "class=\"fn dash\""), 1);
+	ck_has(out, "points=\"80,418.2 230,454.5 380,490.9 530,527.3 680,563.6\" class=\"fp\"");
+	ck_assert_uint_eq(count(out, "class=\"suggestion\""), 2);
+	ck_has(out, "at σ 0.50: 0 selected, 0 false positives, 0 false negatives, accuracy 45/50 = 0.900");
+	free(out);
+}
+END_TEST
+
+/* 50,000 values of θ: at most four points per pixel column, and the extremes are kept. */
+START_TEST(test_calibrate_chart_thin)
+{
+	enum { N = 50000 };
+	static Pim__CalibratePoint pt[N], *pp[N];
+	Pim__CalibrateReply r = PIM__CALIBRATE_REPLY__INIT;
+	struct pim_error err = { 0 };
+	char *out;
+	size_t len;
+
+	for (int i = 0; i < N; i++) {
+		pim__calibrate_point__init(&pt[i]);
+		pt[i].sigma = 0.4;
+		pt[i].theta = 1e6 * (i + 1);
+		pt[i].accuracy = i == 31337 ? 1.0 : 0.5;
+		pp[i] = &pt[i];
+	}
+	r.points = pp;
+	r.n_points = N;
+	ck_assert_int_eq(chart_calibrate(&r, "m", &out, &len, &err), 0);
+	ck_assert_msg(len < 200000, "%zu bytes", len);
+	const char *a = strstr(out, "class=\"accuracy\"");
+	ck_assert_ptr_nonnull(a);
+	while (a > out && strncmp(a, "points=", 7) != 0)
+		a--;
+	size_t points = 0;
+	for (const char *q = a; *q != '"' || q == a + 7; q++)
+		points += *q == ',';
+	ck_assert_msg(points <= 4 * 601, "%zu points", points);
+	ck_has(a, ",90 "); /* the one point at accuracy 1 */
+	free(out);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the JIT-Q chart */
+
+START_TEST(test_jitq_chart)
+{
+	Pim__JitqPlanReply r = PIM__JITQ_PLAN_REPLY__INIT;
+	Pim__JitqPhase ph = PIM__JITQ_PHASE__INIT, *php = &ph;
+	Pim__JitqBlock b[3], *bp[3];
+	Pim__JitqCapacity cap = PIM__JITQ_CAPACITY__INIT;
+	struct pim_error err = { 0 };
+	char *out;
+	size_t len;
+
+	/* blocks of 1 ms; each block's copies take 0.4 ms on PIM from its predecessor's start; the
+	 * last waits 0.2 ms for them */
+	for (int i = 0; i < 3; i++) {
+		pim__jitq_block__init(&b[i]);
+		b[i].accel_s = 1e-3;
+		b[i].pim_s = 0.4e-3;
+		b[i].start_s = i * 1e-3 + (i == 2 ? 0.2e-3 : 0);
+		b[i].stall_s = i == 2 ? 0.2e-3 : 0;
+		b[i].launch_s = i ? (i - 1) * 1e-3 : 0;
+		b[i].ready_s = b[i].launch_s + 0.4e-3;
+		b[i].slack = 2.5;
+		bp[i] = &b[i];
+	}
+	ph.phase = "forward";
+	ph.lookahead = 1;
+	ph.blocks = bp;
+	ph.n_blocks = 3;
+	cap.lp_both = 2u << 30;
+	cap.lp_one = 1u << 30;
+	cap.lp_jitq = 256u << 20;
+	cap.total_both = 10u << 30;
+	cap.total_one = 9u << 30;
+	cap.total_jitq = (8u << 30) + (256u << 20);
+	r.model = "gpt";
+	r.format = "mx6";
+	r.source = "bf16";
+	r.mapping = "strided-opt";
+	r.layers = 3;
+	r.phases = &php;
+	r.n_phases = 1;
+	r.capacity = &cap;
+	ck_assert_int_eq(chart_jitq(&r, &out, &len, &err), 0);
+	ck_assert_uint_eq(count(out, "class=\"accel\""), 3);
+	ck_assert_uint_eq(count(out, "class=\"quant\""), 3);
+	ck_assert_uint_eq(count(out, "class=\"stall\""), 1);
+	ck_assert_uint_eq(count(out, "class=\"launch\""), 3);
+	/* time 0..3.2 ms over 80..920 px: block 1 starts at 342.5 px; block 2's stall from 2 ms */
+	ck_assert_double_eq_tol(attr_of(out, "block 1 (forward)", "x"), 342.5, 0.05);
+	ck_assert_double_eq_tol(attr_of(out, "class=\"stall\"", "x"), 605, 0.05);
+	ck_has(out, "block 2 (forward): accelerator 1 ms from 2.2 ms; its copies quantized on PIM in 400 us, "
+		    "launched at 1 ms, ready at 1.4 ms; slack 2.50x; stall 200 us");
+	/* memory: six bars, JIT-Q's copies among them */
+	ck_assert_uint_eq(count(out, "class=\"mem\""), 6);
+	ck_has(out, "data-bytes=\"268435456\"");
+	free(out);
+
+	/* a prologue launch 0.5 ms before the first block (the head start): the time axis starts
+	 * there, -0.5..3.2 ms over 80..920 px, so block 0 starts at 80 + 0.5 / 3.7 * 840 px */
+	b[0].launch_s = -0.5e-3;
+	b[0].ready_s = -0.1e-3;
+	ck_assert_int_eq(chart_jitq(&r, &out, &len, &err), 0);
+	ck_assert_double_eq_tol(attr_of(out, "class=\"launch\"", "x1"), 80, 0.05);
+	ck_assert_double_eq_tol(attr_of(out, "block 0 (forward)", "x"), 193.51, 0.05);
+	free(out);
+
+	ph.n_blocks = 0;
+	ck_assert_int_eq(chart_jitq(&r, &out, &len, &err), 0);
+	ck_has(out, "No per-block rows in this plan");
+	ck_assert_uint_eq(count(out, "class=\"accel\""), 0);
+	free(out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("chart");
@@ -387,5 +559,10 @@ int main(void)
 	tcase_add_test(tc, test_placement_chart);
 	tcase_add_test(tc, test_placement_chart_empty);
 	tcase_add_test(tc, test_placement_chart_large);
+	tc = test_case(s, "calibrate");
+	tcase_add_test(tc, test_calibrate_chart);
+	tcase_add_test(tc, test_calibrate_chart_thin);
+	tc = test_case(s, "jitq");
+	tcase_add_test(tc, test_jitq_chart);
 	return test_run_suite(s);
 }
