@@ -237,6 +237,7 @@ check-man:
 
 check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
 	sh tests/e2e/run.sh $(B)
+	sh tests/e2e/cgroup.sh $(B)
 
 # pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium.
 check-charts: all $(B)/tests/e2e-tool

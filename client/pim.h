@@ -77,6 +77,7 @@ struct pim_status {
 	double b_cpu;              /* host read bandwidth behind theta, B/s */
 	char b_cpu_source[32];     /* measured, configured or default */
 	unsigned profile_jobs;     /* queued and running */
+	char containment[640];     /* what contains a profiling job, in plain words */
 };
 
 int pim_status(pim_client *c, struct pim_status *st);

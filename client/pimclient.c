@@ -301,6 +301,7 @@ int pim_status(pim_client *c, struct pim_status *st)
 		copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
 		st->b_cpu = s->b_cpu;
 		st->profile_jobs = s->profile_jobs;
+		copy_str(st->containment, sizeof st->containment, s->containment);
 		pim__response__free_unpacked(resp, NULL);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -194,6 +194,7 @@ static int cmd_status(struct ctl *ctl)
 		json_object_object_add(o, "b_cpu", json_object_new_double(st.b_cpu));
 		json_object_object_add(o, "b_cpu_source", json_object_new_string(st.b_cpu_source));
 		json_object_object_add(o, "profile_jobs", json_object_new_int64(st.profile_jobs));
+		json_object_object_add(o, "containment", json_object_new_string(st.containment));
 		json_object_object_add(o, "socket", json_object_new_string(pim_client_socket_path(ctl->client)));
 		print_json(o);
 		return EXIT_OK;
@@ -210,6 +211,7 @@ static int cmd_status(struct ctl *ctl)
 	printf("  profiling:  %s backend; %s\n", st.backend, st.backend_reason);
 	printf("  B_cpu:      %.2f GB/s (%s)\n", st.b_cpu / 1e9, st.b_cpu_source);
 	printf("  jobs:       %u profiling jobs queued or running\n", st.profile_jobs);
+	printf("  contained:  %s\n", st.containment);
 	return EXIT_OK;
 }
 

@@ -39,6 +39,8 @@ void config_init(struct config *c)
 	c->profile_memory_bytes = 4ull << 30;
 	c->profile_max_samples = 10000000;
 	c->profile_queue_per_uid = 8;
+	c->profile_max_processes = 256;
+	c->job_cgroups = CGROUP_MODE_AUTO;
 	c->allow_root_jobs = false;
 	c->profile_group[0] = 0;
 }
@@ -69,7 +71,7 @@ static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
 }
 
 enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_PATH_FILE, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE,
-		KEY_BOOL, KEY_GROUP };
+		KEY_BOOL, KEY_GROUP, KEY_CGROUP_MODE };
 
 struct key {
 	const char *name;
@@ -105,6 +107,8 @@ static const struct key keys[] = {
 	{ "profile_memory_bytes", U64(profile_memory_bytes, 16 << 20, 1ull << 44) },
 	{ "profile_max_samples", U32(profile_max_samples, 1, 1000000000) },
 	{ "profile_queue_per_uid", U32(profile_queue_per_uid, 1, 4096) },
+	{ "profile_max_processes", U32(profile_max_processes, 8, 1u << 22) },
+	{ "job_cgroups", KEY_CGROUP_MODE, offsetof(struct config, job_cgroups), 0, 0 },
 	{ "allow_root_jobs", KEY_BOOL, offsetof(struct config, allow_root_jobs), 0, 0 },
 	{ "profile_group", KEY_GROUP, offsetof(struct config, profile_group), 0, 0 },
 	/* placement parameters: the same names as in pimctl placement --param and PlacementParams */
@@ -157,6 +161,17 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 			*(bool *)field = false;
 		else
 			return err_set(err, -EINVAL, "%s: %s \"%s\" must be yes or no", where, k->name, v);
+		return 0;
+	case KEY_CGROUP_MODE:
+		if (strcmp(v, "auto") == 0)
+			*(enum cgroup_mode *)field = CGROUP_MODE_AUTO;
+		else if (strcmp(v, "yes") == 0)
+			*(enum cgroup_mode *)field = CGROUP_MODE_YES;
+		else if (strcmp(v, "no") == 0)
+			*(enum cgroup_mode *)field = CGROUP_MODE_NO;
+		else
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be auto, yes or no", where,
+				       k->name, v);
 		return 0;
 	case KEY_GROUP: {
 		/* a name as useradd(8) takes it, or a number; resolved when a job needs it */

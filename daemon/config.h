@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <sys/un.h>
 
+#include "cgroup.h"
 #include "placement.h"
 #include "util.h"
 
@@ -44,6 +45,8 @@ struct config {
 	uint64_t profile_memory_bytes;    /* address space a worker's model may add (RLIMIT_AS) */
 	uint32_t profile_max_samples;     /* samples one job may store; the worker is stopped there */
 	uint32_t profile_queue_per_uid;   /* jobs one uid may have waiting */
+	uint32_t profile_max_processes;   /* RLIMIT_NPROC of a worker; pids.max of a job's cgroup */
+	enum cgroup_mode job_cgroups;     /* a cgroup per job: auto, yes, no (read at start) */
 	bool allow_root_jobs;             /* run jobs for uid 0 */
 	char profile_group[CONFIG_NAME_MAX + 1]; /* users jobs may run as; "": the socket's group */
 };

@@ -38,6 +38,7 @@ struct pimd {
 	struct platform platform;
 	struct pimsim_params pim;
 	struct profiler *profiler;
+	struct cgroup_tree *cgroup; /* a cgroup per profiling job; NULL: process groups */
 	struct rpc_context ctx;
 	struct watch sig, wd;
 	char status[256];
@@ -176,6 +177,8 @@ static void reload(struct pimd *d)
 	} else {
 		if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.state_dir, d->cfg.state_dir) != 0)
 			log_warning("socket and state_dir changes take effect only after a restart");
+		if (c.job_cgroups != d->cfg.job_cgroups)
+			log_warning("job_cgroups changes take effect only after a restart");
 		log_set_level(c.log_level);
 		raise_fd_limit(&c);
 		server_apply_config(d->server, &c);
@@ -390,10 +393,13 @@ static void print_config(const struct config *c)
 	       c->handshake_timeout_ms, c->idle_timeout_s, c->max_buffered_bytes, c->busy_timeout_ms,
 	       c->profile_concurrency, c->profile_queue_max, c->profile_repetitions, c->profile_warmups,
 	       c->profile_timeout_ms, c->profile_cpu_seconds, c->profile_memory_bytes);
+	static const char *const modes[] = { [CGROUP_MODE_AUTO] = "auto", [CGROUP_MODE_YES] = "yes",
+					     [CGROUP_MODE_NO] = "no" };
 	printf("profile_max_samples = %u\nprofile_queue_per_uid = %u\nallow_root_jobs = %s\n"
-	       "profile_group = %s\n", c->profile_max_samples, c->profile_queue_per_uid,
-	       c->allow_root_jobs ? "yes" : "no",
-	       c->profile_group[0] ? c->profile_group : "(the socket's group)");
+	       "profile_group = %s\nprofile_max_processes = %u\njob_cgroups = %s\n",
+	       c->profile_max_samples, c->profile_queue_per_uid, c->allow_root_jobs ? "yes" : "no",
+	       c->profile_group[0] ? c->profile_group : "(the socket's group)",
+	       c->profile_max_processes, modes[c->job_cgroups]);
 	const struct placement_params *p = &c->placement;
 	printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
 	       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"
@@ -464,10 +470,23 @@ static int start(struct pimd *d)
 		log_error("epoll: %s", strerror(-r));
 		return r;
 	}
+	/* pimd(8), Containment: a cgroup per job in a delegated subtree, else process groups */
+	char why[512], what[640];
+	if ((r = cgroup_tree_open(d->cfg.job_cgroups, &d->cgroup, why, sizeof why, &err)) < 0) {
+		log_error("job_cgroups = yes, but %s", err.msg);
+		return r;
+	}
+	if (d->cgroup)
+		cgroup_tree_describe(d->cgroup, what, sizeof what);
+	else
+		snprintf(what, sizeof what, "a process group per job (seccomp keeps the model from "
+			 "setsid and setpgid) and RLIMIT_NPROC; no cgroup: %s", why);
+	log_info("Profiling jobs are contained by %s", what);
 	if ((r = profiler_new(d->loop, d->store, &d->platform, &d->cfg, &d->profiler, &err)) < 0) {
 		log_error("Cannot set up profiling: %s", err.msg);
 		return r;
 	}
+	profiler_set_containment(d->profiler, d->cgroup, what);
 	rpc_context_init(&d->ctx, d->store, &d->platform, &d->cfg, &d->pim, d->profiler);
 	if ((r = server_new(d->loop, &d->cfg, &d->ctx, &d->server, &err)) < 0) {
 		log_error("Cannot listen: %s", err.msg);
@@ -536,6 +555,10 @@ int main(int argc, char **argv)
 	/* Connections first: closing one finishes its in-situ run through the profiler. */
 	server_free(d.server);
 	profiler_free(d.profiler);
+	unsigned left = cgroup_tree_free(d.cgroup, 2000);
+	if (left)
+		log_warning("%u job cgroups still had processes 2 s after they were killed; the next "
+			    "start removes them", left);
 	store_close(d.store);
 	if (d.wd.fd >= 0)
 		close(d.wd.fd);

@@ -76,8 +76,10 @@ struct profiler {
 	const struct platform *platform;
 	unsigned concurrency, queue_max, reps, warmups, timeout_ms, cpu_seconds;
 	uint64_t memory_bytes;
-	unsigned max_samples, queue_per_uid;
+	unsigned max_samples, queue_per_uid, max_processes;
 	bool allow_root_jobs;
+	struct cgroup_tree *cgroup;                /* a cgroup per job (cgroup.h); NULL: none */
+	char containment[640];                     /* what contains the jobs, in plain words */
 	char group[CONFIG_NAME_MAX + 1];           /* profile_group; "": the socket's group */
 	char socket_path[sizeof(((struct config *)0)->socket_path)];
 	struct profile_turns turns;
@@ -178,8 +180,10 @@ static void on_record(void *ctx, const struct worker_record *r)
 		};
 		if (store_run_update(j->pf->store, j->run, &u, &err) < 0)
 			job_store_error(j, &err);
-		log_info("Profile job %" PRId64 " (model \"%s\"): worker pid %d as uid %u, %s backend%s%s",
-			 j->run, j->model, r->hello.pid, r->hello.uid, u.backend,
+		log_info("Profile job %" PRId64 " (model \"%s\"): worker pid %d as uid %u%s%s, %s "
+			 "backend%s%s", j->run, j->model, r->hello.pid, r->hello.uid,
+			 worker_cgroup(j->w) ? " in cgroup " : "",
+			 worker_cgroup(j->w) ? worker_cgroup(j->w) : "", u.backend,
 			 r->hello.backend == WORKER_BACKEND_TIMING ? ": " : "",
 			 r->hello.backend == WORKER_BACKEND_TIMING ? j->hello.reason : "");
 		break;
@@ -458,6 +462,9 @@ static void job_start(struct job *j)
 	wj.reason = pf->platform->backend_reason;
 	wj.manifest_digest = j->digest;
 	wj.helper = pf->helper[0] ? pf->helper : NULL;
+	wj.max_processes = pf->max_processes;
+	wj.cgroup = pf->cgroup;
+	wj.job_id = (uint64_t)j->run;
 
 	j->running = true;
 	pf->n_queued--;
@@ -581,6 +588,8 @@ static void on_timer(struct watch *w, uint32_t events)
 	}
 	if (reap)
 		job_try_finish(reap); /* may free it and start others: one per tick */
+	if (pf->cgroup)
+		cgroup_tree_sweep(pf->cgroup); /* job cgroups whose last processes died since */
 }
 
 /* Workers are pinned (doc/design.md §4.2), each running job to a CPU of its own, from the last CPU
@@ -932,10 +941,23 @@ void profiler_apply_config(struct profiler *pf, const struct config *cfg)
 	pf->memory_bytes = cfg->profile_memory_bytes;
 	pf->max_samples = cfg->profile_max_samples;
 	pf->queue_per_uid = cfg->profile_queue_per_uid;
+	pf->max_processes = cfg->profile_max_processes;
 	pf->allow_root_jobs = cfg->allow_root_jobs;
 	snprintf(pf->group, sizeof pf->group, "%s", cfg->profile_group);
 	snprintf(pf->socket_path, sizeof pf->socket_path, "%s", cfg->socket_path);
 	profiler_kick(pf);
+}
+
+void profiler_set_containment(struct profiler *pf, struct cgroup_tree *cgroup,
+			      const char *containment)
+{
+	pf->cgroup = cgroup;
+	snprintf(pf->containment, sizeof pf->containment, "%s", containment);
+}
+
+const char *profiler_containment(const struct profiler *pf)
+{
+	return pf->containment;
 }
 
 unsigned profiler_active(const struct profiler *pf)

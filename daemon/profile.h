@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "config.h"
 #include "loop.h"
 #include "platform.h"
@@ -24,6 +25,11 @@ int profiler_new(struct loop *loop, struct store *store, const struct platform *
 void profiler_free(struct profiler *pf);
 void profiler_apply_config(struct profiler *pf, const struct config *cfg);
 unsigned profiler_active(const struct profiler *pf);
+/* How jobs are contained: a cgroup per job in cgroup (kept by the caller, freed after the
+ * profiler), or the process groups alone when NULL; containment says it for pimctl status. */
+void profiler_set_containment(struct profiler *pf, struct cgroup_tree *cgroup,
+			      const char *containment);
+const char *profiler_containment(const struct profiler *pf);
 
 /* Requests: Profile (takes peer->passed_fd) and ProfileStatus. */
 Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);

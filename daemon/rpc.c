@@ -78,6 +78,7 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 		s->b_cpu_source = reply_strdup(&b, "default (the paper's host)");
 	}
 	s->profile_jobs = profiler_active(ctx->profiler);
+	s->containment = reply_strdup(&b, profiler_containment(ctx->profiler));
 	return reply_finish(&b);
 }
 

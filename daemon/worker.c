@@ -28,6 +28,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
@@ -843,7 +844,7 @@ static size_t describe_plan(const struct worker_job *job, char *b, size_t len)
 /* The forked child: pimd's image, no client code. Arranges the fds, opens the counters,
  * switches credentials, drops privileges and executes the helper. */
 static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, int job_fd,
-				 int helper_fd, pid_t parent)
+				 int helper_fd, int cgroup_fd, pid_t parent)
 {
 	struct pim_error err = { 0 };
 	static struct out o; /* 16 KiB: not on the stack */
@@ -852,10 +853,14 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, int 
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (getppid() != parent)
 		_exit(EXIT_PIPE);
+	o.fd = pipe_fd;
+	/* into the job's cgroup before anything else: whatever the model starts is born there */
+	if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1)
+		child_fail(&o, -errno, -1, "worker setup: cannot enter the job's cgroup: %s",
+			   strerror(errno));
 	reset_signals();
 	setpgid(0, 0);
 
-	o.fd = pipe_fd;
 	if (setup_fds(pipe_fd, job->model_fd, job->output_fd, job_fd, helper_fd, &err) < 0)
 		child_fail(&o, err.code, -1, "worker setup: %s", err.msg);
 	o.fd = WORKER_FD_PIPE;
@@ -1152,6 +1157,9 @@ _Noreturn void worker_helper_main(void)
 struct worker {
 	pid_t pid;
 	int fd;
+	struct cgroup_job *cg;      /* the job's cgroup, NULL without */
+	uint64_t memory_max;        /* its memory.max, 0 none */
+	uint64_t pids_max;
 	int pidfd;
 	uint64_t deadline;
 	unsigned timeout_ms;
@@ -1240,10 +1248,25 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 			       strerror(-r));
 	}
 
+	if (job->cgroup) {
+		struct cgroup_limits lim = { .pids_max = job->max_processes };
+		if (job->as_bytes && !add_u64(job->as_bytes, WORKER_CGROUP_MEMORY_MARGIN, &lim.memory_max))
+			lim.memory_max = 0;
+		r = cgroup_job_new(job->cgroup, job->job_id, &lim, &w->cg, err);
+		if (r < 0) {
+			free(w->regions);
+			return err_prefix(err, "worker");
+		}
+		unsigned ctl = cgroup_tree_controllers(job->cgroup);
+		w->pids_max = ctl & CGROUP_PIDS ? lim.pids_max : 0;
+		w->memory_max = ctl & CGROUP_MEMORY ? lim.memory_max : 0;
+	}
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
+		r = -errno;
+		cgroup_job_end(w->cg);
 		free(w->regions);
-		return err_set(err, -errno, "worker: pipe2 failed: %s", strerror(errno));
+		return err_set(err, r, "worker: pipe2 failed: %s", strerror(-r));
 	}
 	fflush(NULL); /* no buffered output duplicated into the child */
 	pid_t parent = getpid();
@@ -1252,12 +1275,14 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 		int e = errno;
 		close(p[0]);
 		close(p[1]);
+		cgroup_job_end(w->cg);
 		free(w->regions);
 		return err_set(err, -e, "worker: fork failed: %s", strerror(e));
 	}
 	if (pid == 0) {
 		close(p[0]);
-		child_main(job, p[1], job_fd, helper_fd, parent);
+		child_main(job, p[1], job_fd, helper_fd, w->cg ? cgroup_job_procs_fd(w->cg) : -1,
+			   parent);
 	}
 	close(p[1]);
 	setpgid(pid, pid); /* also done by the child: whichever runs first */
@@ -1271,15 +1296,25 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 }
 
 int worker_fd(const struct worker *w) { return w->fd; }
+const char *worker_cgroup(const struct worker *w) { return w->cg ? cgroup_job_name(w->cg) : NULL; }
 int worker_pidfd(const struct worker *w) { return w->pidfd; }
 pid_t worker_pid(const struct worker *w) { return w->pid; }
 uint64_t worker_deadline(const struct worker *w) { return w->deadline; }
+
+/* Everything the job started: its cgroup, and its process group (the worker's pid is its id
+ * while the worker is unreaped); a worker not yet in its cgroup is in the group. */
+static void kill_job(struct worker *w)
+{
+	if (w->cg)
+		cgroup_job_kill(w->cg);
+	kill(-w->pid, SIGKILL);
+}
 
 static void kill_group(struct worker *w)
 {
 	if (w->ended)
 		return;
-	kill(-w->pid, SIGKILL);
+	kill_job(w);
 	kill(w->pid, SIGKILL);
 }
 
@@ -1298,7 +1333,7 @@ static void kill_leftovers(struct worker *w)
 	memset(&si, 0, sizeof si);
 	if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
 		return;
-	kill(-w->pid, SIGKILL);
+	kill_job(w);
 	w->leftovers_killed = true;
 }
 
@@ -1476,6 +1511,30 @@ static void classify(struct worker *w, int ws, const struct rusage *ru)
 	}
 }
 
+/* What the job's cgroup refused or killed, said after the status message: a fork refused at
+ * pids.max is often what made the model fail, and an OOM kill at memory.max explains the
+ * SIGKILL. */
+static void note_cgroup_events(struct worker *w)
+{
+	if (!w->cg)
+		return;
+	struct cgroup_job_events ev;
+	cgroup_job_events(w->cg, &ev);
+	struct worker_status *st = &w->status;
+	size_t n = strlen(st->message);
+	if (ev.oom_kills > 0 && st->end == WORKER_END_SIGNALED && st->signal == SIGKILL) {
+		st->end = WORKER_END_AS_LIMIT;
+		snprintf(st->message, sizeof st->message, "memory limit of the job's cgroup exceeded "
+			 "(memory.max %" PRIu64 " bytes): the kernel killed %" PRIu64 " process(es) "
+			 "of the job", w->memory_max, ev.oom_kills);
+		n = strlen(st->message);
+	}
+	if (ev.pids_max_hits > 0 && n < sizeof st->message)
+		snprintf(st->message + n, sizeof st->message - n, "; the job's cgroup refused %" PRIu64
+			 " fork(s) at its process limit (pids.max %" PRIu64 ")", ev.pids_max_hits,
+			 w->pids_max);
+}
+
 int worker_reap(struct worker *w, struct worker_status *st)
 {
 	if (!w->ended) {
@@ -1487,7 +1546,7 @@ int worker_reap(struct worker *w, struct worker_status *st)
 			return -errno;
 		if (si.si_pid == 0)
 			return 0;
-		kill(-w->pid, SIGKILL); /* descendants the model left behind */
+		kill_job(w); /* descendants the model left behind */
 		int ws;
 		struct rusage ru;
 		pid_t r;
@@ -1498,6 +1557,7 @@ int worker_reap(struct worker *w, struct worker_status *st)
 			return -errno;
 		w->ended = true;
 		classify(w, ws, &ru);
+		note_cgroup_events(w);
 	}
 	if (st)
 		*st = w->status;
@@ -1515,6 +1575,7 @@ void worker_free(struct worker *w)
 			;
 		w->ended = true;
 	}
+	cgroup_job_end(w->cg);
 	closep(&w->fd);
 	closep(&w->pidfd);
 	free(w->regions);

@@ -24,7 +24,9 @@
  *    fail with EPERM), CPU pinned, model dlopen()ed through /proc/self/fd, arguments allocated
  *    and filled, warm-up runs, then K repetitions per event group (never multiplexed).
  * When the worker has exited, worker_read() kills its whole process group: nothing the model
- * started outlives the job.
+ * started outlives the job.  With a cgroup tree (job->cgroup, cgroup.h) the forked child first
+ * moves itself into the job's own cgroup, so that every process of the job is born there and
+ * cannot leave; the job's end kills the cgroup as well as the process group, and removes it.
  *
  * The hooks pim_region_enter/exit (client/pim_hooks.h) are defined in worker_hooks.c and must be
  * exported from the executable that runs the model (pimd-worker; test programs that drive the
@@ -46,6 +48,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "counters.h"
 #include "util.h"
 
@@ -115,7 +118,15 @@ struct worker_job {
 	int helper_fd;            /* an open descriptor of pimd-worker, used instead of helper
 				   * (the caller keeps it: opened before it gives up a uid that can
 				   * reach the file); -1: open helper (default) */
+	struct cgroup_tree *cgroup; /* pimd's delegated subtree: the job runs in a cgroup of its
+				   * own, job-<job_id>, with pids.max = max_processes and
+				   * memory.max = as_bytes + WORKER_CGROUP_MEMORY_MARGIN, killed
+				   * whole at the end; NULL: the process group only (default) */
+	uint64_t job_id;
 };
+
+/* Room in memory.max for the helper itself, its counters and the page cache of the library. */
+#define WORKER_CGROUP_MEMORY_MARGIN (UINT64_C(64) << 20)
 
 /* Defaults as documented above; uid/gid are set to the caller's real ids. */
 void worker_job_init(struct worker_job *job);
@@ -252,6 +263,8 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 
 /* The read end of the result pipe (non-blocking, close-on-exec). */
 int worker_fd(const struct worker *w);
+/* The name of the job's cgroup ("job-7"), NULL without one. */
+const char *worker_cgroup(const struct worker *w);
 /* A pidfd of the worker, readable when it has exited; -1 when the kernel has none. */
 int worker_pidfd(const struct worker *w);
 pid_t worker_pid(const struct worker *w);

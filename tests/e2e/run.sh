@@ -9,8 +9,6 @@ PIMCTL=$B/pimctl
 TOOL=$B/tests/e2e-tool
 EXAMPLE=$(pwd)/tests/e2e/data/decoder-block.json
 T=$(mktemp -d /tmp/pimd-e2e.XXXXXX)
-pass=0
-fail=0
 PID=
 
 cleanup() {
@@ -20,19 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; [ -f "$T/log" ] && sed 's/^/     | /' "$T/log" | tail -20; }
-check() { # check DESCRIPTION COMMAND...
-	d=$1; shift
-	if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d"; sed 's/^/     > /' "$T/out"; fi
-}
-expect_rc() { # expect_rc RC PATTERN DESCRIPTION COMMAND...
-	want=$1 pat=$2 d=$3; shift 3
-	"$@" >"$T/out" 2>&1
-	rc=$?
-	if [ "$rc" -eq "$want" ] && grep -q -- "$pat" "$T/out"; then ok "$d"
-	else bad "$d (exit $rc, want $want, pattern '$pat')"; sed 's/^/     > /' "$T/out"; fi
-}
+. "$(dirname "$0")/lib.sh"
 wait_socket() {
 	i=0
 	while [ ! -S "$1" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done

@@ -26,7 +26,9 @@
 #     exposure bought by removing them is a regression): notify + watchdog,
 #     the four capabilities, perf_event_open in the syscall filter, no
 #     PrivateUsers=yes, no ProcSubset=pid, the socket path/mode/group, and
-#     TasksMax=/MemoryMax= set, TasksMax= with room for one profiling job;
+#     TasksMax=/MemoryMax= set, TasksMax= with room for one profiling job,
+#     Delegate= with the pids and memory controllers and the service's own
+#     cgroup writable (ReadWritePaths=, or ProtectControlGroups=no);
 #  5. the sysusers.d and tmpfiles.d snippets apply cleanly to an empty
 #     scratch root (systemd-sysusers/-tmpfiles --root=TMP; the host is not
 #     touched).
@@ -161,6 +163,16 @@ esac
 case " $(value ProcSubset "$SVC") " in
     *" pid "*) fail "ProcSubset=pid hides /proc/sys/kernel/perf_event_paranoid" ;;
     *) ok "/proc/sys stays visible" ;;
+esac
+# A cgroup per profiling job: the service's cgroup delegated with the pids and memory
+# controllers, and writable for pimd inside the read-only cgroup file system.
+case " $(value Delegate "$SVC") " in
+    *" yes "*|*" true "*) ok "Delegate=yes" ;;
+    *) need "$SVC" Delegate pids memory ;;
+esac
+case " $(value ProtectControlGroups "$SVC") " in
+    *" no "*|*" false "*) ok "ProtectControlGroups=no: the delegated cgroup is writable" ;;
+    *) need "$SVC" ReadWritePaths -/sys/fs/cgroup/system.slice/pimd.service ;;
 esac
 need "$SOCK" ListenStream /run/pimd/pimd.sock
 need "$SOCK" SocketMode 0660

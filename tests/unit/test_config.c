@@ -159,6 +159,27 @@ START_TEST(profile_policy_keys)
 }
 END_TEST
 
+START_TEST(containment_keys)
+{
+	struct config c;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	ck_assert_int_eq(c.job_cgroups, CGROUP_MODE_AUTO);
+	ck_assert_uint_eq(c.profile_max_processes, 256);
+	int r = parse(&c, "job_cgroups = yes\nprofile_max_processes = 4K\n", &err);
+	ck_assert_msg(r == 0, "%s", err.msg);
+	ck_assert_int_eq(c.job_cgroups, CGROUP_MODE_YES);
+	ck_assert_uint_eq(c.profile_max_processes, 4096);
+	ck_assert_int_eq(parse(&c, "job_cgroups = no\n", &err), 0);
+	ck_assert_int_eq(c.job_cgroups, CGROUP_MODE_NO);
+	ck_assert_int_eq(parse(&c, "job_cgroups = auto\n", &err), 0);
+	ck_assert_int_eq(c.job_cgroups, CGROUP_MODE_AUTO);
+	expect("job_cgroups = maybe\n", "test.conf:1: job_cgroups \"maybe\" must be auto, yes or no");
+	expect("profile_max_processes = 7\n", "between 8 and 4194304");
+	expect("profile_max_processes = 4194305\n", "between 8 and 4194304");
+}
+END_TEST
+
 START_TEST(files)
 {
 	struct config c;
@@ -190,6 +211,7 @@ int main(void)
 	tcase_add_test(tc, defaults);
 	tcase_add_test(tc, values_and_comments);
 	tcase_add_test(tc, connection_limits);
+	tcase_add_test(tc, containment_keys);
 	tcase_add_test(tc, errors_name_file_and_line);
 	tcase_add_test(tc, profile_policy_keys);
 	tcase_add_test(tc, files);
