@@ -169,7 +169,9 @@ static int cmp_alloc_ref(const void *a, const void *b)
 	return cmp_u32(&((const struct alloc_ref *)a)->id, &((const struct alloc_ref *)b)->id);
 }
 
-int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
+int manifest_validate_each(const Pim__Manifest *m, size_t n_regions,
+			   const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
+			   struct pim_error *err)
 {
 	_cleanup_(freep) struct alloc_ref *refs = NULL;
 	uint64_t total = 0;
@@ -188,10 +190,10 @@ int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
 	if (m->n_allocations > MANIFEST_ALLOCATIONS_MAX)
 		return err_set(err, -EINVAL, "allocations: %zu allocations, at most %u allowed",
 			       m->n_allocations, MANIFEST_ALLOCATIONS_MAX);
-	if (m->n_regions == 0)
+	if (n_regions == 0)
 		return err_set(err, -EINVAL, "regions: a manifest needs at least one region");
-	if (m->n_regions > MANIFEST_REGIONS_MAX)
-		return err_set(err, -EINVAL, "regions: %zu regions, at most %u allowed", m->n_regions,
+	if (n_regions > MANIFEST_REGIONS_MAX)
+		return err_set(err, -EINVAL, "regions: %zu regions, at most %u allowed", n_regions,
 			       MANIFEST_REGIONS_MAX);
 
 	for (size_t i = 0; i < m->n_allocations; i++) {
@@ -221,23 +223,36 @@ int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
 			return err_set(err, -EINVAL, "allocations: id %u appears more than once", refs[i].id);
 
 	{
-		_cleanup_(freep) uint32_t *rid = malloc(m->n_regions * sizeof *rid);
-		_cleanup_(freep) uint32_t *ord = malloc(m->n_regions * sizeof *ord);
+		/* one pass over the regions, each checked as it comes; ids and orders after */
+		_cleanup_(freep) uint32_t *rid = malloc(n_regions * sizeof *rid);
+		_cleanup_(freep) uint32_t *ord = malloc(n_regions * sizeof *ord);
 		if (!rid || !ord)
 			return err_set(err, -ENOMEM, "out of memory validating the manifest");
-		for (size_t i = 0; i < m->n_regions; i++) {
-			rid[i] = m->regions[i]->id;
-			ord[i] = m->regions[i]->order;
+		for (size_t i = 0; i < n_regions; i++) {
+			const Pim__Region *g = region(ctx, i, err);
+			if (!g)
+				return err->code < 0 ? err->code : err_set(err, -EIO, "regions[%zu]: unreadable", i);
+			rid[i] = g->id;
+			ord[i] = g->order;
+			if ((k = region_check(g, i, refs, m, err)) < 0)
+				return k;
 		}
-		if ((k = ids_unique(rid, m->n_regions, "regions: id", err)) < 0)
+		if ((k = ids_unique(rid, n_regions, "regions: id", err)) < 0)
 			return k;
-		if ((k = ids_unique(ord, m->n_regions, "regions: order", err)) < 0)
+		if ((k = ids_unique(ord, n_regions, "regions: order", err)) < 0)
 			return k;
 	}
-	for (size_t i = 0; i < m->n_regions; i++)
-		if ((k = region_check(m->regions[i], i, refs, m, err)) < 0)
-			return k;
 	return 0;
+}
+
+static const Pim__Region *region_of(void *ctx, size_t i, struct pim_error *err)
+{
+	return ((const Pim__Manifest *)ctx)->regions[i];
+}
+
+int manifest_validate(const Pim__Manifest *m, struct pim_error *err)
+{
+	return manifest_validate_each(m, m->n_regions, region_of, (void *)m, err);
 }
 
 uint64_t manifest_allocation_bytes(const Pim__Manifest *m)

@@ -45,6 +45,14 @@ bool manifest_name_valid(const char *name);
  * field, e.g. "regions[3].operands[1].allocation_id: 17 is not a known allocation".
  */
 int manifest_validate(const Pim__Manifest *m, struct pim_error *err);
+/*
+ * manifest_validate for a manifest whose n_regions regions are not in m but come one at a time:
+ * region(ctx, i, err) for i = 0, 1, ... in turn gives region i, valid until the next call (NULL
+ * on failure, err set).  m->regions is not read.
+ */
+int manifest_validate_each(const Pim__Manifest *m, size_t n_regions,
+			   const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
+			   struct pim_error *err);
 
 /* Parses a JSON manifest from a buffer; the result is freed with pim__manifest__free_unpacked(m, NULL). */
 int manifest_from_json(const char *buf, size_t len, Pim__Manifest **out, struct pim_error *err);

@@ -42,6 +42,50 @@ static int read_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
 	return -EBADMSG;
 }
 
+/* A field on the wire: its number and wire type, where it starts, and its value: n (a varint's
+ * value, or a length-delimited field's length) and where the value's bytes start. */
+struct wire_field {
+	uint64_t tag, n;
+	unsigned wt;
+	size_t start, vstart;
+};
+
+/* Reads the field at *pos (advanced past it): -EBADMSG for a bad tag (field 0, or above 2^32),
+ * -EPROTO for a truncated or unsupported (group) value. */
+static int next_field(const uint8_t *p, size_t len, size_t *pos, struct wire_field *f)
+{
+	int r;
+
+	f->start = *pos;
+	f->n = 0;
+	if (read_varint(p, len, pos, &f->tag) < 0 || f->tag >> 3 == 0 || f->tag >> 3 > UINT32_MAX)
+		return -EBADMSG;
+	f->wt = (unsigned)(f->tag & 7);
+	f->vstart = *pos;
+	switch (f->wt) {
+	case 0:
+		r = read_varint(p, len, pos, &f->n);
+		break;
+	case 1:
+		r = len - *pos >= 8 ? (*pos += 8, 0) : -EBADMSG;
+		break;
+	case 5:
+		r = len - *pos >= 4 ? (*pos += 4, 0) : -EBADMSG;
+		break;
+	case 2:
+		r = read_varint(p, len, pos, &f->n);
+		if (r == 0 && f->n > len - *pos)
+			r = -EBADMSG;
+		f->vstart = *pos;
+		if (r == 0)
+			*pos += (size_t)f->n;
+		break;
+	default:
+		r = -EBADMSG;
+	}
+	return r < 0 ? -EPROTO : 0;
+}
+
 /* Bytes one entry takes in a repeated field's array (protobuf-c's layout). */
 static size_t element_size(ProtobufCType t)
 {
@@ -131,36 +175,15 @@ static int walk_message(struct walk *w, const ProtobufCMessageDescriptor *d, con
 	if (depth > DECODE_DEPTH_MAX || d->n_fields > DECODE_FIELDS_MAX)
 		return err_set(w->err, -E2BIG, "%s: nested too deep", d->short_name);
 	while (pos < len) {
-		size_t start = pos;
-		uint64_t tag, n = 0;
-		if ((r = read_varint(p, len, &pos, &tag)) < 0 || tag >> 3 == 0 || tag >> 3 > UINT32_MAX)
-			return err_set(w->err, -EBADMSG, "%s: bad field tag at byte %zu", d->short_name, start);
-		unsigned wt = (unsigned)(tag & 7);
-		size_t vstart = pos;
-		switch (wt) {
-		case 0:
-			r = read_varint(p, len, &pos, &n);
-			break;
-		case 1:
-			r = len - pos >= 8 ? (pos += 8, 0) : -EBADMSG;
-			break;
-		case 5:
-			r = len - pos >= 4 ? (pos += 4, 0) : -EBADMSG;
-			break;
-		case 2:
-			r = read_varint(p, len, &pos, &n);
-			if (r == 0 && n > len - pos)
-				r = -EBADMSG;
-			vstart = pos;
-			if (r == 0)
-				pos += (size_t)n;
-			break;
-		default:
-			r = -EBADMSG;
-		}
+		struct wire_field wf;
+		if ((r = next_field(p, len, &pos, &wf)) == -EBADMSG)
+			return err_set(w->err, -EBADMSG, "%s: bad field tag at byte %zu", d->short_name, wf.start);
 		if (r < 0)
 			return err_set(w->err, -EBADMSG, "%s: truncated or invalid field at byte %zu", d->short_name,
-				       start);
+				       wf.start);
+		size_t start = wf.start, vstart = wf.vstart;
+		uint64_t tag = wf.tag, n = wf.n;
+		unsigned wt = wf.wt;
 		scanned++;
 		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
 		if (!f) {
@@ -258,13 +281,86 @@ void decode_budget_init(struct decode_budget *b, size_t limit)
 	b->alloc = (ProtobufCAllocator){ .alloc = budget_alloc, .free = budget_free, .allocator_data = b };
 }
 
-int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
-		   struct pim_error *text, struct pim_error *err)
+/* The field number of Manifest.regions, and the messages that lead to it in a Request. */
+#define MANIFEST_REGIONS_FIELD 4u
+
+static bool leads_to_regions(const ProtobufCMessageDescriptor *d)
 {
-	size_t need, allowed = (size_t)len * DECODE_RATIO + DECODE_SLACK;
+	return d == &pim__model_load__descriptor || d == &pim__manifest__descriptor;
+}
+
+/* The one field of message d at p that leads to the manifest: 1 and its value's span, or 0 when
+ * there is none or more than one (protobuf merges repeated messages: left to protobuf-c). */
+static int only_path_field(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+			   const uint8_t **at, size_t *at_len)
+{
+	struct wire_field w;
+	size_t pos = 0;
+	int found = 0;
+
+	while (pos < len && next_field(p, len, &pos, &w) == 0) {
+		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(w.tag >> 3));
+		if (w.wt != 2 || !f || f->type != PROTOBUF_C_TYPE_MESSAGE || !leads_to_regions(f->descriptor))
+			continue;
+		*at = p + w.vstart;
+		*at_len = (size_t)w.n;
+		found++;
+	}
+	return found == 1;
+}
+
+static size_t put_varint(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		if (out)
+			out[n] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		n++;
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+/* Message d at p without the entries of Manifest.regions, written to out (NULL: measured);
+ * returns its length.  The messages on the way are written again with their new lengths. */
+static size_t strip_regions(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, uint8_t *out)
+{
+	struct wire_field w;
+	size_t pos = 0, n = 0;
+
+	while (pos < len && next_field(p, len, &pos, &w) == 0) {
+		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(w.tag >> 3));
+		if (d == &pim__manifest__descriptor && w.tag >> 3 == MANIFEST_REGIONS_FIELD)
+			continue;
+		if (w.wt == 2 && f && f->type == PROTOBUF_C_TYPE_MESSAGE && leads_to_regions(f->descriptor)) {
+			size_t inner = strip_regions(f->descriptor, p + w.vstart, (size_t)w.n, NULL);
+			n += put_varint(out ? out + n : NULL, w.tag);
+			n += put_varint(out ? out + n : NULL, inner);
+			if (out)
+				strip_regions(f->descriptor, p + w.vstart, (size_t)w.n, out + n);
+			n += inner;
+		} else {
+			if (out)
+				memcpy(out + n, p + w.start, pos - w.start);
+			n += pos - w.start;
+		}
+	}
+	return n;
+}
+
+/* Decodes as decode_request says, without the manifest's regions when regions is not NULL and
+ * the request holds a model_load. */
+static int decode(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
+		  struct decode_regions *regions, struct pim_error *text, struct pim_error *err)
+{
+	size_t need, allowed = (size_t)len * DECODE_RATIO + DECODE_SLACK, ml_len, m_len;
+	const uint8_t *ml, *m;
+	uint8_t *lean = NULL;
 	int r;
 
 	decode_budget_init(budget, 0);
+	if (regions)
+		*regions = (struct decode_regions){ 0 };
 	r = measure(&pim__request__descriptor, buf, len, decode_request_limits, decode_request_limits_n,
 		    &need, text, err);
 	if (r == -EBADMSG)
@@ -274,8 +370,30 @@ int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget,
 	if (need > allowed)
 		return err_set(err, -E2BIG, "request of %zu bytes decodes to more than %zu bytes of "
 			       "structures (%zu; empty repeated entries?)", len, allowed, need);
+	size_t n_regions = 0;
+	bool lean_ok = regions && only_path_field(&pim__request__descriptor, buf, len, &ml, &ml_len) &&
+		       only_path_field(&pim__model_load__descriptor, ml, ml_len, &m, &m_len);
+	for (size_t pos = 0; lean_ok && pos < m_len;) {
+		/* regions of another wire type: protobuf-c refuses the request, so left to it */
+		struct wire_field w;
+		lean_ok = next_field(m, m_len, &pos, &w) == 0 &&
+			  (w.tag >> 3 != MANIFEST_REGIONS_FIELD || w.wt == 2);
+		n_regions += w.tag >> 3 == MANIFEST_REGIONS_FIELD;
+	}
+	if (lean_ok) {
+		size_t lean_len = strip_regions(&pim__request__descriptor, buf, len, NULL);
+		if (!(lean = malloc(lean_len ? lean_len : 1)))
+			return err_set(err, -ENOMEM, "out of memory decoding a request");
+		strip_regions(&pim__request__descriptor, buf, len, lean);
+		*regions = (struct decode_regions){ .manifest = m, .len = m_len, .n = n_regions };
+		buf = lean;
+		len = lean_len;
+	}
 	decode_budget_init(budget, need);
 	Pim__Request *req = pim__request__unpack(&budget->alloc, len, buf);
+	free(lean);
+	if (!req && regions)
+		*regions = (struct decode_regions){ 0 };
 	if (!req && budget->exceeded)
 		return err_set(err, -E2BIG, "request of %zu bytes decodes to more than %zu bytes of "
 			       "structures", len, need);
@@ -283,4 +401,53 @@ int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget,
 		return err_set(err, -EBADMSG, "request frame is not a valid Request message");
 	*out = req;
 	return 0;
+}
+
+int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
+		   struct pim_error *text, struct pim_error *err)
+{
+	return decode(buf, len, budget, out, NULL, text, err);
+}
+
+int decode_request_lean(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
+			struct decode_regions *regions, struct pim_error *text, struct pim_error *err)
+{
+	return decode(buf, len, budget, out, regions, text, err);
+}
+
+const Pim__Region *decode_regions_get(void *ctx, size_t i, struct pim_error *err)
+{
+	struct decode_regions *r = ctx;
+	struct wire_field w;
+
+	if (i == 0) {
+		r->pos = 0;
+		r->next = 0;
+	}
+	if (i != r->next) {
+		err_set(err, -EINVAL, "regions[%zu] asked for after regions[%zu]", i, r->next);
+		return NULL;
+	}
+	if (r->cur)
+		pim__region__free_unpacked(r->cur, NULL);
+	r->cur = NULL;
+	while (r->pos < r->len && next_field(r->manifest, r->len, &r->pos, &w) == 0) {
+		if (w.tag >> 3 != MANIFEST_REGIONS_FIELD)
+			continue;
+		/* measured with the whole request already: within its bound */
+		r->cur = pim__region__unpack(NULL, (size_t)w.n, r->manifest + w.vstart);
+		if (!r->cur)
+			err_set(err, -EBADMSG, "regions[%zu] does not decode", i);
+		r->next++;
+		return r->cur;
+	}
+	err_set(err, -EINVAL, "regions[%zu]: the manifest has %zu regions", i, r->n);
+	return NULL;
+}
+
+void decode_regions_free(struct decode_regions *r)
+{
+	if (r->cur)
+		pim__region__free_unpacked(r->cur, NULL);
+	r->cur = NULL;
 }

@@ -75,4 +75,32 @@ void decode_budget_init(struct decode_budget *b, size_t limit);
 int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
 		   struct pim_error *text, struct pim_error *err);
 
+/*
+ * The regions of a manifest left on the wire (decode_request_lean): a manifest of a million
+ * regions is 26 MB as a frame and hundreds of MiB decoded, so they are decoded one at a time,
+ * from the frame, which must outlive this.
+ */
+struct decode_regions {
+	const uint8_t *manifest;  /* the Manifest's bytes in the frame; NULL: none left there */
+	size_t len;
+	size_t n;                 /* regions */
+	size_t pos, next;         /* where the next one is sought, and its index */
+	Pim__Region *cur;         /* the one decoded last */
+};
+
+/*
+ * decode_request, except that the regions of a ModelLoad's manifest are not decoded: the
+ * request's manifest has none, and *regions reads them from buf.  The whole frame is measured
+ * and its strings checked as decode_request does.  For any other request (and a ModelLoad whose
+ * message or manifest appears more than once, which protobuf merges) it is decode_request, and
+ * regions->manifest is NULL.
+ */
+int decode_request_lean(const uint8_t *buf, size_t len, struct decode_budget *budget, Pim__Request **out,
+			struct decode_regions *regions, struct pim_error *text, struct pim_error *err);
+
+/* Region i of r (ctx), decoded; valid until the next call.  i must be 0 (from the start again) or
+ * the one after the last (NULL with err set otherwise, or when it is not there). */
+const Pim__Region *decode_regions_get(void *ctx, size_t i, struct pim_error *err);
+void decode_regions_free(struct decode_regions *r);
+
 #endif

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -425,6 +426,14 @@ static int open_store(struct pimd *d, char *db_path, size_t len)
 	if (!store_reserve_held(d->store))
 		log_warning("No room for the %u MiB reserve beside %s: on a full file system models "
 			    "may not be removable", STORE_RESERVE_BYTES >> 20, db_path);
+	/* What an interrupted write or removal of a large model left: never visible, deleted now. */
+	unsigned staged = 0;
+	if (store_staged_cleanup(d->store, &staged, &err) < 0)
+		log_warning("Cannot delete the rows of interrupted model writes in %s: %s (tried again at "
+			    "the next start)", db_path, err.msg);
+	else if (staged)
+		log_info("Deleted the rows of %u model%s whose writing or removal was interrupted", staged,
+			 staged == 1 ? "" : "s");
 	return 0;
 }
 
@@ -507,6 +516,9 @@ static int start(struct pimd *d)
 	return 0;
 }
 
+/* Blocks from this size on are mapped on their own (glibc's initial threshold, kept fixed). */
+#define PIMD_MMAP_THRESHOLD (128 * 1024)
+
 int main(int argc, char **argv)
 {
 	struct pimd d = { .config_path = CONFIG_DEFAULT_PATH };
@@ -515,6 +527,11 @@ int main(int argc, char **argv)
 	char db_path[PATH_MAX + 16];
 	int r;
 
+	/* Frames, replies and the arrays of a large model's work come from the kernel and go back
+	 * to it when freed: glibc would otherwise raise its mmap threshold after the first such
+	 * block and keep the next ones in the heap, so that pimd stays as large as its largest job
+	 * (the heap's small blocks are returned by malloc_trim after each large job, server.c). */
+	mallopt(M_MMAP_THRESHOLD, PIMD_MMAP_THRESHOLD);
 	if ((r = parse_args(&d, argc, argv, &check_only)) >= 0)
 		return r;
 	/* Relative paths on the command line are taken from here, as the user means them (pimd

@@ -16,11 +16,16 @@
 struct loaded {
 	int64_t model_id;
 	int64_t version;   /* of the model and metrics read (store_model_version) */
-	Pim__Manifest *manifest;
+	Pim__ModelSummary *summary;
+	size_t n_regions;
 	Pim__RegionMetrics **metrics;
 	size_t n_metrics;
 	struct placement_region *regions;  /* manifest order */
 	struct placement_operand *operands;
+	size_t n_operands, operands_cap;
+	/* the regions' strings, "name\0op\0location\0" each (name and op point here) */
+	char *text;
+	size_t text_len, text_cap;
 	size_t n_with_metrics;
 	size_t n_estimates, n_counters, n_imported;
 	size_t n_imported_unknown_b_cpu; /* imported without the measuring host's B_cpu */
@@ -28,14 +33,21 @@ struct loaded {
 
 static void loaded_free(struct loaded *l)
 {
-	if (l->manifest)
-		pim__manifest__free_unpacked(l->manifest, NULL);
+	if (l->summary)
+		pim__model_summary__free_unpacked(l->summary, NULL);
 	for (size_t i = 0; i < l->n_metrics; i++)
 		pim__region_metrics__free_unpacked(l->metrics[i], NULL);
 	free(l->metrics);
 	free(l->regions);
 	free(l->operands);
+	free(l->text);
 	memset(l, 0, sizeof *l);
+}
+
+/* The operator's name of a region read by load() (r->op is its instance, for grouping). */
+static const char *region_op_kind(const struct placement_region *r)
+{
+	return r->name + strlen(r->name) + 1;
 }
 
 static int cmp_metric_id(const void *a, const void *b)
@@ -50,26 +62,116 @@ static enum placement_role role_of(Pim__OperandRole r)
 	       : r == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT ? PL_OUT : PL_INOUT;
 }
 
+/* Room for len more bytes of l->text. */
+static int text_reserve(struct loaded *l, size_t len)
+{
+	if (l->text_len + len <= l->text_cap)
+		return 0;
+	size_t cap = l->text_cap ? l->text_cap : 4096;
+	while (cap < l->text_len + len)
+		cap *= 2;
+	char *t = realloc(l->text, cap);
+	if (!t)
+		return -ENOMEM;
+	l->text = t;
+	l->text_cap = cap;
+	return 0;
+}
+
+/*
+ * A region as the placement rule reads it: numbers, and its strings in l->text (as offsets
+ * until the walk ends, for text moves as it grows).  The model is never held as a manifest:
+ * for a million regions that would be hundreds of MiB more.
+ */
+static int loaded_region(void *ctx, size_t index, const struct store_region_row *g)
+{
+	struct loaded *l = ctx;
+	size_t ln = strlen(g->name) + 1, lo = strlen(g->op) + 1, ll = strlen(g->location) + 1;
+
+	if (index >= l->n_regions || text_reserve(l, ln + lo + ll) < 0)
+		return index >= l->n_regions ? -EIO : -ENOMEM;
+	struct placement_region *p = &l->regions[index];
+	size_t at = l->text_len;
+	memcpy(l->text + at, g->name, ln);
+	memcpy(l->text + at + ln, g->op, lo);
+	memcpy(l->text + at + ln + lo, g->location, ll);
+	l->text_len += ln + lo + ll;
+	p->id = g->id;
+	p->name = (const char *)(uintptr_t)at;
+	/* Operator instance: the source location when known (one linalg op per location),
+	 * else the op name, which groups every instance of that op kind. */
+	p->op = (const char *)(uintptr_t)(*g->location ? at + ln + lo : at + ln);
+	p->order = g->order;
+	p->n_par = g->n_par;
+	p->n_total = g->n_total;
+	p->trip = g->trip ? g->trip : 1;
+	/* Blocks per nest execution: N_total over the innermost (last reduction, else last
+	 * parallel) extent, when the extents are known. */
+	if (g->n_reduction_extents && g->reduction_extents[g->n_reduction_extents - 1])
+		p->n_outer = g->n_total / g->reduction_extents[g->n_reduction_extents - 1];
+	else if (g->n_parallel_extents && g->parallel_extents[g->n_parallel_extents - 1])
+		p->n_outer = g->n_total / g->parallel_extents[g->n_parallel_extents - 1];
+	p->operands = (const struct placement_operand *)(uintptr_t)l->n_operands;
+	return 0;
+}
+
+static int loaded_operand(void *ctx, const struct store_operand_row *o)
+{
+	struct loaded *l = ctx;
+
+	if (l->n_operands == l->operands_cap) {
+		size_t cap = l->operands_cap ? l->operands_cap * 2 : 1024;
+		struct placement_operand *v = realloc(l->operands, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		l->operands = v;
+		l->operands_cap = cap;
+	}
+	l->operands[l->n_operands++] = (struct placement_operand){
+		.alloc_id = o->allocation_id, .bytes = o->bytes, .role = role_of(o->role) };
+	l->regions[o->region].n_operands++;
+	return 0;
+}
+
 /* The model, its version and its metrics as of one state of the store: another connection may
  * change them meanwhile (pimd's work thread has its own). */
 static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
 {
+	static const struct store_model_walker walker = { .region = loaded_region, .operand = loaded_operand };
 	int r = store_read_begin(ctx->store, err);
 
 	if (r < 0)
 		return r;
 	if ((r = store_model_id(ctx->store, name, &l->model_id, err)) >= 0 &&
 	    (r = store_model_version(ctx->store, l->model_id, &l->version, err)) >= 0 &&
-	    (r = store_model_get(ctx->store, name, NULL, &l->manifest, err)) >= 0)
+	    (r = store_model_get(ctx->store, name, &l->summary, NULL, err)) >= 0) {
+		l->n_regions = l->summary->regions;
+		l->regions = calloc(l->n_regions ? l->n_regions : 1, sizeof *l->regions);
+		if (!l->regions)
+			r = err_set(err, -ENOMEM, "out of memory");
+		else if ((r = store_model_walk(ctx->store, l->model_id, &walker, l, err)) == -ENOMEM)
+			r = err_set(err, -ENOMEM, "out of memory reading model \"%s\"", name);
+		else if (r == -EIO && !err->msg[0])
+			r = err_set(err, -EIO, "model \"%s\" has more regions than its summary says", name);
+	}
+	if (r >= 0)
 		r = store_metrics_list(ctx->store, l->model_id, ctx->platform->row, &l->metrics,
 				       &l->n_metrics, err);
 	store_read_end(ctx->store);
-	return r;
+	if (r < 0)
+		return r;
+	/* the walk is over: offsets into text and operands become pointers */
+	for (size_t i = 0; i < l->n_regions; i++) {
+		struct placement_region *p = &l->regions[i];
+		p->name = l->text + (uintptr_t)p->name;
+		p->op = l->text + (uintptr_t)p->op;
+		p->operands = l->operands + (uintptr_t)p->operands;
+	}
+	return 0;
 }
 
 static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
 {
-	size_t n_ops = 0, k = 0;
 	int r;
 
 	memset(l, 0, sizeof *l);
@@ -77,40 +179,9 @@ static int load(struct rpc_context *ctx, const char *name, struct loaded *l, str
 		return err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
 	if ((r = load_read(ctx, name, l, err)) < 0)
 		return r;
-	const Pim__Manifest *m = l->manifest;
-	for (size_t i = 0; i < m->n_regions; i++)
-		n_ops += m->regions[i]->n_operands;
-	l->regions = calloc(m->n_regions ? m->n_regions : 1, sizeof *l->regions);
-	l->operands = calloc(n_ops ? n_ops : 1, sizeof *l->operands);
-	if (!l->regions || !l->operands)
-		return err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < m->n_regions; i++) {
-		const Pim__Region *g = m->regions[i];
+	for (size_t i = 0; i < l->n_regions; i++) {
 		struct placement_region *p = &l->regions[i];
-		p->id = g->id;
-		p->name = g->name;
-		/* Operator instance: the source location when known (one linalg op per location),
-		 * else the op name, which groups every instance of that op kind. */
-		p->op = g->location && *g->location ? g->location : g->op;
-		p->order = g->order;
-		p->n_par = g->n_par;
-		p->n_total = g->n_total;
-		p->trip = g->trip ? g->trip : 1;
-		/* Blocks per nest execution: N_total over the innermost (last reduction, else last
-		 * parallel) extent, when the extents are known. */
-		if (g->n_reduction_extents)
-			p->n_outer = g->n_total / g->reduction_extents[g->n_reduction_extents - 1];
-		else if (g->n_parallel_extents)
-			p->n_outer = g->n_total / g->parallel_extents[g->n_parallel_extents - 1];
-		p->operands = &l->operands[k];
-		p->n_operands = g->n_operands;
-		for (size_t j = 0; j < g->n_operands; j++) {
-			l->operands[k].alloc_id = g->operands[j]->allocation_id;
-			l->operands[k].bytes = g->operands[j]->bytes;
-			l->operands[k].role = role_of(g->operands[j]->role);
-			k++;
-		}
-		Pim__RegionMetrics *const *hit = l->n_metrics ? bsearch(&g->id, l->metrics, l->n_metrics,
+		Pim__RegionMetrics *const *hit = l->n_metrics ? bsearch(&p->id, l->metrics, l->n_metrics,
 									sizeof *l->metrics, cmp_metric_id)
 							      : NULL;
 		if (!hit)
@@ -208,7 +279,7 @@ static Pim__PlacementParams *params_msg(struct reply *b, const struct placement_
 }
 
 static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement_region *r,
-					 const Pim__Region *g, const struct placement_decision *d)
+					 const struct placement_decision *d)
 {
 	Pim__RegionDecision *m = reply_message(b, &pim__region_decision__descriptor);
 	char reason[256];
@@ -217,7 +288,7 @@ static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement
 		return NULL;
 	m->region_id = r->id;
 	m->name = reply_strdup(b, r->name);
-	m->op = reply_strdup(b, g->op); /* the operator's name; r->op is its instance (for grouping) */
+	m->op = reply_strdup(b, region_op_kind(r));
 	m->order = r->order;
 	m->n_par = r->n_par;
 	m->n_total = r->n_total;
@@ -287,13 +358,12 @@ static Pim__PlacementEstimate *estimate_msg(struct reply *b, const struct loaded
 	}
 	if (summary_only)
 		return m;
-	size_t n = l->manifest->n_regions;
+	size_t n = l->n_regions;
 	m->regions = reply_calloc(b, n, sizeof *m->regions);
 	if (!m->regions)
 		return m;
 	for (size_t i = 0; i < n && !b->oom; i++) {
-		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], l->manifest->regions[i],
-						      &e->decisions[i]);
+		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], &e->decisions[i]);
 		if (d)
 			m->regions[m->n_regions++] = d;
 	}
@@ -304,7 +374,7 @@ static Pim__PlacementEstimate *estimate_msg(struct reply *b, const struct loaded
 static void evidence_notes(struct reply *b, Pim__PlacementReply *r, const struct loaded *l,
 			   const struct rpc_context *ctx)
 {
-	size_t n = l->manifest->n_regions;
+	size_t n = l->n_regions;
 
 	if (l->n_with_metrics < n)
 		reply_append(b, &r->notes, &r->n_notes, "%zu of %zu regions have no metrics yet: they stay on the host (pimctl "
@@ -347,7 +417,7 @@ static void cache_put(struct rpc_context *ctx, const struct loaded *l, const cha
 	protobuf_c_message_pack(m, buf);
 	versioned_key(vkey, sizeof vkey, key, l->version);
 	if (store_decision_put(ctx->store, l->model_id, ctx->platform->row, vkey, buf, n, &err) < 0)
-		log_warning("Could not store an answer for \"%s\": %s", l->manifest->name, err.msg);
+		log_warning("Could not store an answer for \"%s\": %s", l->summary->name, err.msg);
 	free(buf);
 }
 
@@ -450,8 +520,8 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		return reply_error_from(req->id, &err);
 	}
 	/* A region row takes ~150 bytes of reply: refuse early what cannot be sent. */
-	if (!q->summary_only && (double)l.manifest->n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
-		size_t n = l.manifest->n_regions;
+	if (!q->summary_only && (double)l.n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
+		size_t n = l.n_regions;
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "placement: %zu regions x %zu core counts do not fit a reply of "
@@ -462,13 +532,13 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move,
 				      .core_counts = cores, .n_core_counts = n_cores };
-	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {
+	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
 	Pim__PlacementReply *pr = reply_start(&b, req->id, PIM__RESPONSE__BODY_PLACEMENT);
 	if (pr) {
-		pr->model = reply_strdup(&b, l.manifest->name);
+		pr->model = reply_strdup(&b, l.summary->name);
 		pr->granularity = reply_strdup(&b, placement_granularity_name(gran));
 		pr->movement = reply_strdup(&b, placement_movement_model_name(move));
 		pr->params = params_msg(&b, &res.params, n_cores == 1 ? cores[0] : 0);
@@ -622,7 +692,7 @@ static Pim__Response *calibrate_reply(struct calibrate_job *j);
 static void calibrate_job_run(void *data)
 {
 	struct calibrate_job *j = data;
-	j->r = calibrate_run(j->l.regions, j->l.manifest->n_regions, &j->p, &j->labels, &j->sw, &j->res,
+	j->r = calibrate_run(j->l.regions, j->l.n_regions, &j->p, &j->labels, &j->sw, &j->res,
 			     &j->err);
 	j->resp = calibrate_reply(j);
 }
@@ -731,7 +801,7 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	/* The store and the labels are read here, on the event loop; only the sweep moves. */
 	const char *csv = q->labels_csv ? q->labels_csv : "";
 	if (merge_params(ctx, q->params, &j->p, &err) < 0 || load(ctx, q->model, &j->l, &err) < 0 ||
-	    calibrate_parse_labels(csv, strlen(csv), j->l.regions, j->l.manifest->n_regions, &j->labels,
+	    calibrate_parse_labels(csv, strlen(csv), j->l.regions, j->l.n_regions, &j->labels,
 				   &err) < 0) {
 		calibrate_job_release(j);
 		return reply_error_from(req->id, &err);
@@ -750,9 +820,9 @@ static void decisions_fill(Pim__DecisionsReply *dr, const struct loaded *l,
 	uint8_t *known = dr->known_bitmap.data, *bits = dr->pim_bitmap.data;
 	Pim__Evidence weakest = PIM__EVIDENCE__EVIDENCE_COUNTERS;
 
-	for (size_t i = 0; i < l->manifest->n_regions; i++)
+	for (size_t i = 0; i < l->n_regions; i++)
 		known[l->regions[i].id / 8] |= (uint8_t)(1u << (l->regions[i].id % 8));
-	for (size_t i = 0; i < l->manifest->n_regions; i++)
+	for (size_t i = 0; i < l->n_regions; i++)
 		if (e->decisions[i].side == PL_PIM) {
 			uint32_t id = l->regions[i].id;
 			bits[id / 8] |= (uint8_t)(1u << (id % 8));
@@ -796,7 +866,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		return reply_error_from(req->id, &err);
 	}
 	uint64_t limit64 = 0;
-	for (size_t i = 0; i < l.manifest->n_regions; i++)
+	for (size_t i = 0; i < l.n_regions; i++)
 		if (l.regions[i].id >= limit64)
 			limit64 = (uint64_t)l.regions[i].id + 1;
 	if (limit64 > PLACEMENT_DECISIONS_MAX_ID) {
@@ -808,14 +878,14 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	uint32_t limit = (uint32_t)limit64;
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move };
-	if (placement_run(l.regions, l.manifest->n_regions, &p, &pq, &res, &err) < 0) {
+	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
 	struct reply b;
 	Pim__DecisionsReply *dr = reply_start(&b, req->id, PIM__RESPONSE__BODY_DECISIONS);
 	if (dr) {
-		dr->model = reply_strdup(&b, l.manifest->name);
+		dr->model = reply_strdup(&b, l.summary->name);
 		dr->id_limit = limit;
 		dr->pim_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
 		dr->pim_bitmap.len = (limit + 7) / 8;

@@ -33,6 +33,9 @@ struct rpc_context {
 	unsigned clients;       /* open connections */
 	uint32_t max_frame_bytes;
 	struct profiler *profiler;
+	/* The manifest regions of the request being answered, left in its frame (decode.h:
+	 * decode_request_lean); NULL when they are in the request. */
+	struct decode_regions *regions;
 };
 
 /* What the transport knows about the peer of a request. */

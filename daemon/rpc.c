@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "decode.h"
 #include "log.h"
 #include "manifest.h"
 #include "jitq_rpc.h"
@@ -82,6 +83,11 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	return reply_finish(&b);
 }
 
+static const Pim__Region *region_in(void *ctx, size_t i, struct pim_error *err)
+{
+	return ((const Pim__Manifest *)ctx)->regions[i];
+}
+
 static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *peer,
 				    const Pim__Request *req)
 {
@@ -94,22 +100,27 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	if (!ml->manifest)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "model_load: manifest is missing");
-	if ((k = manifest_validate(ml->manifest, &err)) < 0)
+	/* A large manifest's regions are read from the frame one at a time, twice: checked, then
+	 * stored (decode.h).  Otherwise they are in the request. */
+	const Pim__Region *(*region)(void *, size_t, struct pim_error *) = ctx->regions ? decode_regions_get
+											   : region_in;
+	void *src = ctx->regions ? (void *)ctx->regions : (void *)ml->manifest;
+	size_t n = ctx->regions ? ctx->regions->n : ml->manifest->n_regions;
+	if ((k = manifest_validate_each(ml->manifest, n, region, src, &err)) < 0)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "manifest: %s", err.msg);
 	/* Started before the model is stored: without memory for an answer, nothing changes. */
 	Pim__ModelLoadReply *lr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_LOAD);
 	if (!lr)
 		return reply_finish(&b);
-	k = store_model_put(ctx->store, ml->manifest, peer->cred.uid, ml->replace, &replaced, &lr->model,
-			    &err);
+	k = store_model_put_each(ctx->store, ml->manifest, n, region, src, peer->cred.uid, ml->replace,
+				 &replaced, &lr->model, &err);
 	if (k < 0) {
 		if (k != -EEXIST && k != -EPERM)
 			log_error("Failed to store model \"%s\": %s", ml->manifest->name, err.msg);
 		return reply_fail(&b, &err);
 	}
 	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
-		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, ml->manifest->n_regions,
-		 ml->manifest->n_allocations);
+		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, n, ml->manifest->n_allocations);
 	lr->replaced = replaced;
 	return reply_finish(&b);
 }
@@ -211,6 +222,7 @@ enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req)
 		/* a replaced model is removed in the same transaction */
 		return req->model_load->manifest &&
 		       (req->model_load->manifest->n_regions > RPC_LOOP_MAX_REGIONS ||
+			(ctx->regions && ctx->regions->n > RPC_LOOP_MAX_REGIONS) ||
 			(req->model_load->replace &&
 			 model_where(ctx, req->model_load->manifest->name) == RPC_OFF_LOOP))
 			? RPC_OFF_LOOP : RPC_ANYWHERE;

@@ -84,9 +84,13 @@ struct frame_job {
 	struct pimsim_params pim;
 	unsigned busy_timeout_ms;
 	struct decoded d;
+	struct decode_regions regions; /* of a manifest, left in payload */
 	bool answered;          /* resp and after are set; else d goes back to the loop */
 	bool model_change;
-	Pim__Response *resp;
+	Pim__Response *resp;    /* or, packed on the thread behind FRAME_HEADER_BYTES of room: */
+	uint8_t *packed;
+	size_t packed_len;
+	uint64_t resp_id;
 	enum rpc_after after;
 };
 
@@ -293,32 +297,43 @@ static int conn_flush(struct conn *c)
 	return 0;
 }
 
-static int conn_queue(struct conn *c, Pim__Response *resp)
+/* The error to send instead of a response of n bytes to c, when it cannot be queued: over
+ * max_frame_bytes, or over what max_buffered_bytes has room for now; NULL when it can (and *oom
+ * when the error could not be built). */
+static Pim__Response *queue_refusal(struct conn *c, uint64_t id, size_t n, bool *oom)
 {
-	size_t n = pim__response__get_packed_size(resp);
+	Pim__Response *resp = NULL;
 
 	if (n > c->server->max_frame) {
 		/* Never send what the peer is entitled to refuse; say so instead. */
-		uint64_t id = resp->id;
-		pim__response__free_unpacked(resp, NULL);
-		resp = reply_error(id, PIM__ERROR_CODE__ERROR_BUSY,
-				   "response of %zu bytes exceeds max_frame_bytes %u", n,
-				   c->server->max_frame);
-		if (!resp)
-			return -ENOMEM;
-		n = pim__response__get_packed_size(resp);
+		resp = reply_error(id, PIM__ERROR_CODE__ERROR_BUSY, "response of %zu bytes exceeds "
+				   "max_frame_bytes %u", n, c->server->max_frame);
+		*oom = !resp;
+		return resp;
 	}
 	size_t want = outbuf_pending(&c->out) + FRAME_HEADER_BYTES + n;
 	if (want > CONN_FREE_BYTES && over_free(want) > c->out_charge &&
 	    c->server->buffered + over_free(want) - c->out_charge > c->server->max_buffered) {
 		/* Held responses and requests of all clients fill max_buffered_bytes. */
-		uint64_t id = resp->id;
-		pim__response__free_unpacked(resp, NULL);
 		resp = reply_error(id, PIM__ERROR_CODE__ERROR_BUSY,
 				   "a response of %zu bytes does not fit in max_buffered_bytes "
 				   "(%" PRIu64 ") now; retry later", n, c->server->max_buffered);
-		if (!resp)
+		*oom = !resp;
+	}
+	return resp;
+}
+
+static int conn_queue(struct conn *c, Pim__Response *resp)
+{
+	size_t n = pim__response__get_packed_size(resp);
+	bool oom = false;
+	Pim__Response *instead = queue_refusal(c, resp->id, n, &oom);
+
+	if (instead || oom) {
+		pim__response__free_unpacked(resp, NULL);
+		if (oom)
 			return -ENOMEM;
+		resp = instead;
 		n = pim__response__get_packed_size(resp);
 	}
 	/* packed straight behind its header in the output buffer: no copy, no allocation per reply */
@@ -332,6 +347,39 @@ static int conn_queue(struct conn *c, Pim__Response *resp)
 	conn_account(c);
 	if (!at)
 		return -ENOMEM;
+	c->unanswered++;
+	return 0;
+}
+
+/* As conn_queue, for a response packed already, behind FRAME_HEADER_BYTES of room, in frame
+ * (taken over: a large one becomes the output buffer itself when nothing else is pending). */
+static int conn_queue_packed(struct conn *c, uint64_t id, uint8_t *frame, size_t n)
+{
+	struct outbuf *o = &c->out;
+	bool oom = false;
+	Pim__Response *instead = queue_refusal(c, id, n, &oom);
+
+	if (instead || oom) {
+		free(frame);
+		return oom ? -ENOMEM : conn_queue(c, instead);
+	}
+	frame_put_header(frame, (uint32_t)n);
+	if (!outbuf_pending(o)) {
+		free(o->data);
+		*o = (struct outbuf){ .data = frame, .len = FRAME_HEADER_BYTES + n, .cap = FRAME_HEADER_BYTES + n };
+	} else {
+		uint8_t *at = outbuf_reserve(o, FRAME_HEADER_BYTES + n);
+		if (at) {
+			memcpy(at, frame, FRAME_HEADER_BYTES + n);
+			o->len += FRAME_HEADER_BYTES + n;
+		}
+		free(frame);
+		if (!at) {
+			conn_account(c);
+			return -ENOMEM;
+		}
+	}
+	conn_account(c);
 	c->unanswered++;
 	return 0;
 }
@@ -377,11 +425,14 @@ static bool model_changing(const Pim__Request *req)
 }
 
 /* Decodes a frame and checks its strings: as far as pimd goes without its connection. */
-static void frame_decode(struct decoded *d, const uint8_t *payload, uint32_t len, bool hello_done)
+/* With regions not NULL, a manifest's regions are left in the frame (decode_request_lean). */
+static void frame_decode(struct decoded *d, const uint8_t *payload, uint32_t len, bool hello_done,
+			 struct decode_regions *regions)
 {
 	d->len = len;
 	/* Measured before anything is allocated for it (decode.c). */
-	d->k = decode_request(payload, len, &d->budget, &d->req, &d->text_err, &d->err);
+	d->k = regions ? decode_request_lean(payload, len, &d->budget, &d->req, regions, &d->text_err, &d->err)
+		       : decode_request(payload, len, &d->budget, &d->req, &d->text_err, &d->err);
 	/* Strings are checked in the same walk (decode.c); a first request
 	 * that is not a Hello is left to rpc_handle, which closes the connection. */
 	d->bad_text = d->k >= 0 && d->text_err.code < 0 &&
@@ -400,28 +451,55 @@ static void frame_job_run(struct worker_thread *t, struct frame_job *j)
 {
 	struct decoded *d = &j->d;
 
-	frame_decode(d, j->payload, j->len, j->peer.hello_done);
-	free(j->payload);
-	j->payload = NULL;
+	/* A manifest's regions stay in the frame, decoded one at a time as they are checked and
+	 * stored: a million of them decoded at once take hundreds of MiB. */
+	frame_decode(d, j->payload, j->len, j->peer.hello_done, &j->regions);
+	bool lean = d->k >= 0 && j->regions.manifest && d->req->body_case == PIM__REQUEST__BODY_MODEL_LOAD;
+	if (!lean) {
+		free(j->payload);
+		j->payload = NULL;
+	}
 	if (d->k < 0 || d->bad_text || !j->peer.hello_done)
-		return;
+		goto done;
 	store_set_busy_timeout(t->store, j->busy_timeout_ms);
 	j->ctx.store = t->store;
+	j->ctx.regions = lean ? &j->regions : NULL;
+	/* (a model_load is never answered on the loop only, so lean requests stay here) */
 	if (rpc_where(&j->ctx, d->req) == RPC_ON_LOOP)
-		return;
+		goto done;
 	j->resp = rpc_handle(&j->ctx, &j->peer, d->req, &j->after, NULL);
 	j->answered = true;
 	j->model_change = model_changing(d->req);
 	decoded_free(d);
+	/* Packed here, so that the answer's structures (a large model's manifest, for one) are
+	 * freed in this thread's heap before it is trimmed, and the loop only queues bytes. */
+	if (j->resp) {
+		size_t n = pim__response__get_packed_size(j->resp);
+		uint8_t *buf = malloc(FRAME_HEADER_BYTES + n);
+		if (buf) {
+			pim__response__pack(j->resp, buf + FRAME_HEADER_BYTES);
+			j->packed = buf;
+			j->packed_len = n;
+			j->resp_id = j->resp->id;
+			pim__response__free_unpacked(j->resp, NULL);
+			j->resp = NULL;
+		}
+	}
 	/* A large model took hundreds of MiB of this thread's heap: give them back now rather
 	 * than keep them until the next such request. */
 	malloc_trim(0);
+done:
+	decode_regions_free(&j->regions);
+	j->ctx.regions = NULL;
+	free(j->payload);
+	j->payload = NULL;
 }
 
 static void frame_job_free(struct server *s, struct frame_job *j)
 {
 	decoded_free(&j->d);
 	free(j->payload);
+	free(j->packed);
 	if (j->resp)
 		pim__response__free_unpacked(j->resp, NULL);
 	s->buffered -= j->charge;
@@ -475,8 +553,10 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 	}
 	s->ctx->requests++;
 	Pim__Response *resp = j->resp;
+	uint8_t *packed = j->packed;
 	j->resp = NULL;
-	if (!resp || conn_queue(c, resp) < 0) {
+	j->packed = NULL;
+	if (packed ? conn_queue_packed(c, j->resp_id, packed, j->packed_len) < 0 : !resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
 		c->closing = true;
 		return;
@@ -743,7 +823,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 	/* A large frame takes long to decode: the work thread does it (descriptors stay here). */
 	bool off_loop = len > DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done;
 	if (!off_loop) {
-		frame_decode(&d, payload, len, c->peer.hello_done);
+		frame_decode(&d, payload, len, c->peer.hello_done, NULL);
 		/* A large model read or written whole: the work thread decodes the frame again and
 		 * answers it (the bytes are few, the work is not). */
 		off_loop = d.k >= 0 && !d.bad_text && c->peer.hello_done && fd < 0 &&

@@ -5,8 +5,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "sys.h"
 
 enum stmt_id {
 	ST_BEGIN,
@@ -18,6 +22,11 @@ enum stmt_id {
 	ST_MODEL_DELETE,
 	ST_MODEL_LIST,
 	ST_MODEL_COUNT,
+	ST_MODEL_STAGE,
+	ST_MODEL_UNSTAGE,
+	ST_MODEL_STAGED,
+	ST_REGIONS_DELETE_SOME,
+	ST_ALLOCS_DELETE_SOME,
 	ST_ALLOC_INSERT,
 	ST_REGION_INSERT,
 	ST_OPERAND_INSERT,
@@ -52,13 +61,21 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_MODEL_FIND] = "SELECT id, name, source, owner_uid, loaded_at, n_regions, n_allocations, "
-			  "allocation_bytes FROM models WHERE name = ?1",
+			  "allocation_bytes FROM models WHERE name = ?1 AND staging = 0",
 	[ST_MODEL_INSERT] = "INSERT INTO models (name, source, owner_uid, loaded_at, n_regions, "
 			    "n_allocations, allocation_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_MODEL_DELETE] = "DELETE FROM models WHERE id = ?1",
 	[ST_MODEL_LIST] = "SELECT id, name, source, owner_uid, loaded_at, n_regions, n_allocations, "
-			  "allocation_bytes FROM models ORDER BY name",
-	[ST_MODEL_COUNT] = "SELECT count(*) FROM models",
+			  "allocation_bytes FROM models WHERE staging = 0 ORDER BY name",
+	[ST_MODEL_COUNT] = "SELECT count(*) FROM models WHERE staging = 0",
+	/* sql/0006-model-staging.sql */
+	[ST_MODEL_STAGE] = "UPDATE models SET staging = 1, name = ' staging ' || id WHERE id = ?1",
+	[ST_MODEL_UNSTAGE] = "UPDATE models SET staging = 0, name = ?2 WHERE id = ?1",
+	[ST_MODEL_STAGED] = "SELECT id FROM models WHERE staging = 1 LIMIT 1",
+	[ST_REGIONS_DELETE_SOME] = "DELETE FROM regions WHERE model_id = ?1 AND region_id IN "
+				   "(SELECT region_id FROM regions WHERE model_id = ?1 LIMIT ?2)",
+	[ST_ALLOCS_DELETE_SOME] = "DELETE FROM allocations WHERE model_id = ?1 AND alloc_id IN "
+				  "(SELECT alloc_id FROM allocations WHERE model_id = ?1 LIMIT ?2)",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations (model_id, alloc_id, bytes, kind, name) "
 			    "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_REGION_INSERT] = "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, "
@@ -77,7 +94,7 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, b_cpu, created_at) "
 			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_PLATFORM_UPDATE] = "UPDATE platforms SET kernel = ?2, b_cpu = coalesce(?3, b_cpu) WHERE id = ?1",
-	[ST_MODEL_ID] = "SELECT id FROM models WHERE name = ?1",
+	[ST_MODEL_ID] = "SELECT id FROM models WHERE name = ?1 AND staging = 0",
 	[ST_MODEL_VERSION] = "SELECT version FROM models WHERE id = ?1",
 	[ST_REGION_EXISTS] = "SELECT 1 FROM regions WHERE model_id = ?1 AND region_id = ?2",
 	[ST_METRICS_UPSERT] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, run_id, "
@@ -122,8 +139,25 @@ static const char *const stmt_sql[ST__MAX] = {
 			      "ORDER BY region_id, grp, rep",
 };
 
+/*
+ * What the connections of one pimd to its database share (store_open and store_open_again):
+ * when one of them last waited for the write lock, and which.  SQLite's own busy handler backs
+ * off to 100 ms sleeps, and a writer that commits a part and begins the next at once
+ * (model_put_parts) would take the lock again before such a sleeper wakes: the sleeper could wait
+ * for the whole model.  So waiters poll each millisecond (busy_wait), and a writer of parts lets
+ * a waiter in between two parts (part_yield).
+ */
+struct store_shared {
+	atomic_uint refs;
+	_Atomic uint64_t waited_ns;   /* now_ns() of the last poll of a waiting connection */
+	_Atomic(const struct store *) waiter;
+};
+
 struct store {
 	sqlite3 *db;
+	struct store_shared *shared;
+	unsigned busy_timeout_ms;
+	uint64_t busy_since_ns;
 	char *path;
 	char *reserve_path;  /* path + "-reserve" */
 	bool reserve_held;   /* it holds STORE_RESERVE_BYTES */
@@ -271,7 +305,7 @@ static int store_connect(struct store *s, const char *path, unsigned busy_timeou
 	if (r != SQLITE_OK)
 		return s->db ? db_err(s, err, "opening the database")
 			     : err_set(err, -ENOMEM, "out of memory opening %s", path);
-	sqlite3_busy_timeout(s->db, (int)busy_timeout_ms);
+	store_set_busy_timeout(s, busy_timeout_ms);
 	/* synchronous=FULL: in WAL mode every commit is fsync()ed before it returns, so what a
 	 * client is told is stored survives an OS crash or a filesystem going read-only (NORMAL
 	 * may lose the last commits there).  pimd(8), DURABILITY. */
@@ -305,8 +339,13 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 	struct store *s = calloc(1, sizeof *s);
 	int r;
 
+	if (s && !(s->shared = calloc(1, sizeof *s->shared))) {
+		free(s);
+		s = NULL;
+	}
 	if (!s)
 		return err_set(err, -ENOMEM, "out of memory");
+	atomic_init(&s->shared->refs, 1);
 	if ((r = store_connect(s, path, busy_timeout_ms, err)) < 0 ||
 	    (r = store_quick_check(s, err)) < 0 || (r = migrate(s, migs, n_migs, err)) < 0 ||
 	    (r = store_prepare(s, err)) < 0) {
@@ -327,6 +366,8 @@ int store_open_again(const struct store *first, unsigned busy_timeout_ms, struct
 
 	if (!s)
 		return err_set(err, -ENOMEM, "out of memory");
+	s->shared = first->shared;
+	atomic_fetch_add(&s->shared->refs, 1);
 	s->version = first->version;
 	s->reserve_held = first->reserve_held;
 	if ((r = store_connect(s, first->path, busy_timeout_ms, err)) < 0 ||
@@ -347,6 +388,8 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	if (s->shared && atomic_fetch_sub(&s->shared->refs, 1) == 1)
+		free(s->shared);
 	for (int i = 0; i < ST__MAX; i++)
 		sqlite3_finalize(s->stmt[i]);
 	sqlite3_close(s->db);  /* NULL when it was never opened */
@@ -355,9 +398,27 @@ void store_close(struct store *s)
 	free(s);
 }
 
+/* SQLite's busy handler: polls each millisecond for up to busy_timeout_ms, saying so to the
+ * other connections (struct store_shared). */
+static int busy_wait(void *data, int count)
+{
+	struct store *s = data;
+	uint64_t now = now_ns();
+
+	if (count == 0)
+		s->busy_since_ns = now;
+	if (now - s->busy_since_ns >= (uint64_t)s->busy_timeout_ms * 1000000)
+		return 0;
+	atomic_store(&s->shared->waiter, s);
+	atomic_store(&s->shared->waited_ns, now);
+	usleep(1000);
+	return 1;
+}
+
 void store_set_busy_timeout(struct store *s, unsigned busy_timeout_ms)
 {
-	sqlite3_busy_timeout(s->db, (int)busy_timeout_ms);
+	s->busy_timeout_ms = busy_timeout_ms;
+	sqlite3_busy_handler(s->db, busy_wait, s);
 }
 
 unsigned store_schema_version(struct store *s) { return s->version; }
@@ -438,8 +499,9 @@ static int step_done(struct store *s, sqlite3_stmt *st, const char *what, struct
 	return r == SQLITE_DONE ? 0 : db_err(s, err, what);
 }
 
-static int model_insert(struct store *s, const Pim__Manifest *m, uid_t uid, int64_t *model_id,
-			struct pim_error *err)
+/* The model's row, named name (the rest: allocations_insert, regions_insert). */
+static int model_row_insert(struct store *s, const Pim__Manifest *m, size_t n_regions, const char *name,
+			    uid_t uid, int64_t *model_id, struct pim_error *err)
 {
 	sqlite3_stmt *st = stmt_get(s, ST_MODEL_INSERT);
 	uint64_t bytes = 0;
@@ -447,21 +509,29 @@ static int model_insert(struct store *s, const Pim__Manifest *m, uid_t uid, int6
 
 	for (size_t i = 0; i < m->n_allocations; i++)
 		bytes += m->allocations[i]->bytes;
-	sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, m->source ? m->source : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, uid);
 	sqlite3_bind_int64(st, 4, (int64_t)time(NULL));
-	sqlite3_bind_int64(st, 5, (int64_t)m->n_regions);
+	sqlite3_bind_int64(st, 5, (int64_t)n_regions);
 	sqlite3_bind_int64(st, 6, (int64_t)m->n_allocations);
 	sqlite3_bind_int64(st, 7, (int64_t)bytes);
 	if ((r = step_done(s, st, "inserting the model", err)) < 0)
 		return r;
 	*model_id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
 
-	st = stmt_get(s, ST_ALLOC_INSERT);
-	for (size_t i = 0; i < m->n_allocations; i++) {
+/* Allocations [from, to) of m. */
+static int allocations_insert(struct store *s, const Pim__Manifest *m, int64_t model_id, size_t from,
+			      size_t to, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_ALLOC_INSERT);
+	int r;
+
+	for (size_t i = from; i < to; i++) {
 		const Pim__Allocation *a = m->allocations[i];
-		sqlite3_bind_int64(st, 1, *model_id);
+		sqlite3_bind_int64(st, 1, model_id);
 		sqlite3_bind_int64(st, 2, a->id);
 		sqlite3_bind_int64(st, 3, (int64_t)a->bytes);
 		sqlite3_bind_int(st, 4, a->kind);
@@ -469,89 +539,281 @@ static int model_insert(struct store *s, const Pim__Manifest *m, uid_t uid, int6
 		if ((r = step_done(s, st, "inserting an allocation", err)) < 0)
 			return r;
 	}
-	for (size_t i = 0; i < m->n_regions; i++) {
-		const Pim__Region *g = m->regions[i];
-		char pe[MANIFEST_EXTENTS_TEXT], re[MANIFEST_EXTENTS_TEXT];
-		join_extents(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
-		join_extents(re, sizeof re, g->reduction_extents, g->n_reduction_extents);
-		st = stmt_get(s, ST_REGION_INSERT);
-		sqlite3_bind_int64(st, 1, *model_id);
+	return 0;
+}
+
+/* A region with its operands. */
+static int region_insert(struct store *s, const Pim__Region *g, int64_t model_id, struct pim_error *err)
+{
+	char pe[MANIFEST_EXTENTS_TEXT], re[MANIFEST_EXTENTS_TEXT];
+	int r;
+
+	join_extents(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
+	join_extents(re, sizeof re, g->reduction_extents, g->n_reduction_extents);
+	sqlite3_stmt *st = stmt_get(s, ST_REGION_INSERT);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, g->id);
+	sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, g->op, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, g->order);
+	sqlite3_bind_int64(st, 6, (int64_t)g->n_par);
+	sqlite3_bind_int64(st, 7, (int64_t)g->n_total);
+	sqlite3_bind_int64(st, 8, (int64_t)(g->trip ? g->trip : 1));
+	sqlite3_bind_text(st, 9, pe, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, re, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 11, g->location ? g->location : "", -1, SQLITE_STATIC);
+	if ((r = step_done(s, st, "inserting a region", err)) < 0)
+		return r;
+	st = stmt_get(s, ST_OPERAND_INSERT);
+	for (size_t j = 0; j < g->n_operands; j++) {
+		const Pim__Operand *o = g->operands[j];
+		sqlite3_bind_int64(st, 1, model_id);
 		sqlite3_bind_int64(st, 2, g->id);
-		sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, g->op, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, g->order);
-		sqlite3_bind_int64(st, 6, (int64_t)g->n_par);
-		sqlite3_bind_int64(st, 7, (int64_t)g->n_total);
-		sqlite3_bind_int64(st, 8, (int64_t)(g->trip ? g->trip : 1));
-		sqlite3_bind_text(st, 9, pe, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 10, re, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 11, g->location ? g->location : "", -1, SQLITE_STATIC);
-		if ((r = step_done(s, st, "inserting a region", err)) < 0)
+		sqlite3_bind_int64(st, 3, (int64_t)j);
+		sqlite3_bind_int64(st, 4, o->allocation_id);
+		sqlite3_bind_int64(st, 5, (int64_t)o->bytes);
+		sqlite3_bind_text(st, 6, o->elem_type ? o->elem_type : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 7, o->elem_bits);
+		sqlite3_bind_int(st, 8, o->role);
+		if ((r = step_done(s, st, "inserting an operand", err)) < 0)
 			return r;
-		st = stmt_get(s, ST_OPERAND_INSERT);
-		for (size_t j = 0; j < g->n_operands; j++) {
-			const Pim__Operand *o = g->operands[j];
-			sqlite3_bind_int64(st, 1, *model_id);
-			sqlite3_bind_int64(st, 2, g->id);
-			sqlite3_bind_int64(st, 3, (int64_t)j);
-			sqlite3_bind_int64(st, 4, o->allocation_id);
-			sqlite3_bind_int64(st, 5, (int64_t)o->bytes);
-			sqlite3_bind_text(st, 6, o->elem_type ? o->elem_type : "", -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 7, o->elem_bits);
-			sqlite3_bind_int(st, 8, o->role);
-			if ((r = step_done(s, st, "inserting an operand", err)) < 0)
-				return r;
-		}
 	}
 	return 0;
 }
 
-int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
-		    Pim__ModelSummary **summary, struct pim_error *err)
+/* The regions of a manifest, as store_model_put_each takes them. */
+struct regions_src {
+	size_t n;
+	const Pim__Region *(*get)(void *ctx, size_t i, struct pim_error *err);
+	void *ctx;
+};
+
+/* Regions from *i on, until about STORE_PART_ROWS rows are written (max_rows: all); *i moves on. */
+static int regions_insert(struct store *s, const struct regions_src *src, int64_t model_id, size_t *i,
+			  size_t max_rows, struct pim_error *err)
 {
-	int64_t id, new_id;
+	int r = 0;
+
+	for (size_t rows = 0; *i < src->n && rows < max_rows && r >= 0; (*i)++) {
+		const Pim__Region *g = src->get(src->ctx, *i, err);
+		if (!g)
+			return err->code < 0 ? err->code : err_set(err, -EIO, "regions[%zu]: unreadable", *i);
+		r = region_insert(s, g, model_id, err);
+		rows += 1 + g->n_operands;
+	}
+	return r;
+}
+
+static int model_stage(struct store *s, int64_t id, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_STAGE);
+	sqlite3_bind_int64(st, 1, id);
+	return step_done(s, st, "staging a model", err);
+}
+
+/* Whether m may be stored as uid asks: 1 and the id of the model it replaces, 0 if there is none,
+ * or -EEXIST / -EPERM.  In a write transaction. */
+static int model_may_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, int64_t *old_id,
+			 struct pim_error *err)
+{
 	uint32_t owner;
+	int r = model_find(s, m->name, old_id, &owner, NULL, err);
+
+	if (r <= 0)
+		return r;
+	if (!replace)
+		return err_set(err, -EEXIST, "model \"%s\" exists; remove it first or load with replace "
+			       "(pimctl model load --replace)", m->name);
+	if (!may_modify(uid, owner))
+		return err_set(err, -EPERM, "model \"%s\" belongs to uid %u; only its owner, root or pimd's "
+			       "own user may replace it", m->name, owner);
+	return 1;
+}
+
+/* Lets another connection that waits for the write lock (busy_wait) in before the next part:
+ * while one has polled in the last 3 ms, up to a second. */
+static void part_yield(struct store *s)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (atomic_load(&s->shared->waiter) == s ||
+		    now_ns() - atomic_load(&s->shared->waited_ns) > 3000000)
+			return;
+		usleep(1000);
+	}
+}
+
+/* One part of a staged write or removal: a transaction of its own, after any other writer that
+ * waits. */
+static int part_begin(struct store *s, struct pim_error *err)
+{
+	part_yield(s);
+	return exec_simple(s, ST_BEGIN, err);
+}
+
+static int part_commit(struct store *s, int r, struct pim_error *err)
+{
+	if (r >= 0 && (r = exec_simple(s, ST_COMMIT, err)) >= 0)
+		return 0;
+	rollback(s);
+	return r;
+}
+
+/* Deletes the rows of a staged model, STORE_PART_ROWS regions (with their operands and metrics),
+ * then as many allocations, per transaction, then its row. */
+static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err)
+{
+	static const enum stmt_id some[] = { ST_REGIONS_DELETE_SOME, ST_ALLOCS_DELETE_SOME };
+	int r;
+
+	for (size_t k = 0; k < ELEMENTSOF(some); k++)
+		for (;;) {
+			if ((r = part_begin(s, err)) < 0)
+				return r;
+			sqlite3_stmt *st = stmt_get(s, some[k]);
+			sqlite3_bind_int64(st, 1, id);
+			sqlite3_bind_int64(st, 2, STORE_PART_ROWS);
+			r = step_done(s, st, "removing a model's rows", err);
+			int changed = r >= 0 ? sqlite3_changes(s->db) : 0;
+			if ((r = part_commit(s, r, err)) < 0)
+				return r;
+			if (!changed)
+				break;
+		}
+	if ((r = part_begin(s, err)) < 0)
+		return r;
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
+	sqlite3_bind_int64(st, 1, id);
+	return part_commit(s, step_done(s, st, "removing a model", err), err);
+}
+
+/*
+ * A model of more than STORE_PART_ROWS regions and allocations, written in parts
+ * (sql/0006-model-staging.sql): the checks and the model's row, staged; allocations and regions,
+ * about STORE_PART_ROWS rows per transaction; then one small transaction checks again, stages
+ * the model it replaces and names the new one.  Until then no reader finds it; after a crash,
+ * store_staged_cleanup deletes what was written.  The replaced model is deleted in parts after.
+ */
+static int model_put_parts(struct store *s, const Pim__Manifest *m, const struct regions_src *src, uid_t uid,
+			   bool replace, bool *replaced, struct pim_error *err)
+{
+	int64_t id = -1, old_id;
+	int r;
+
+	if ((r = part_begin(s, err)) < 0)
+		return r;
+	if ((r = model_may_put(s, m, uid, replace, &old_id, err)) >= 0 &&
+	    (r = model_row_insert(s, m, src->n, " staging", uid, &id, err)) >= 0)
+		r = model_stage(s, id, err);  /* named by its id: the name may be taken */
+	if ((r = part_commit(s, r, err)) < 0)
+		return r;
+	for (size_t i = 0; i < m->n_allocations && r >= 0; i += STORE_PART_ROWS) {
+		size_t to = i + STORE_PART_ROWS < m->n_allocations ? i + STORE_PART_ROWS : m->n_allocations;
+		if ((r = part_begin(s, err)) >= 0)
+			r = part_commit(s, allocations_insert(s, m, id, i, to, err), err);
+	}
+	for (size_t i = 0; i < src->n && r >= 0;)
+		if ((r = part_begin(s, err)) >= 0)
+			r = part_commit(s, regions_insert(s, src, id, &i, STORE_PART_ROWS, err), err);
+	int found = 0;
+	if (r >= 0 && (r = part_begin(s, err)) >= 0) {
+		if ((r = found = model_may_put(s, m, uid, replace, &old_id, err)) > 0)
+			r = model_stage(s, old_id, err);
+		if (r >= 0) {
+			sqlite3_stmt *st = stmt_get(s, ST_MODEL_UNSTAGE);
+			sqlite3_bind_int64(st, 1, id);
+			sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
+			r = step_done(s, st, "naming the model", err);
+		}
+		r = part_commit(s, r, err);
+	}
+	if (r < 0) {
+		/* what a failure here leaves, the next start deletes */
+		(void)model_delete_parts(s, id, NULL);
+		return r;
+	}
+	s->models = -1;
+	*replaced = found > 0;
+	/* The replaced model is no longer found: deleting its rows may fail (the next start
+	 * finishes it) without undoing the load. */
+	if (found > 0)
+		(void)model_delete_parts(s, old_id, NULL);
+	return 0;
+}
+
+int store_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
+			 const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
+			 uid_t uid, bool replace, bool *replaced, Pim__ModelSummary **summary,
+			 struct pim_error *err)
+{
+	const struct regions_src src = { n_regions, region, ctx };
+	int64_t id, new_id;
 	int r;
 
 	*replaced = false;
-	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
-		return r;
-	r = model_find(s, m->name, &id, &owner, NULL, err);
-	if (r < 0)
-		goto fail;
-	if (r > 0) {
-		if (!replace) {
-			r = err_set(err, -EEXIST, "model \"%s\" exists; remove it first or load with replace "
-				    "(pimctl model load --replace)",
-				    m->name);
-			goto fail;
+	if (n_regions + m->n_allocations > STORE_PART_ROWS) {
+		r = model_put_parts(s, m, &src, uid, replace, replaced, err);
+	} else {
+		size_t i = 0;
+		if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+			return r;
+		if ((r = model_may_put(s, m, uid, replace, &id, err)) > 0) {
+			sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
+			sqlite3_bind_int64(st, 1, id);
+			if ((r = step_done(s, st, "removing the old model", err)) >= 0)
+				*replaced = true;
 		}
-		if (!may_modify(uid, owner)) {
-			r = err_set(err, -EPERM, "model \"%s\" belongs to uid %u; only its owner, root or pimd's "
-				    "own user may replace it", m->name, owner);
-			goto fail;
+		if (r >= 0 && (r = model_row_insert(s, m, n_regions, m->name, uid, &new_id, err)) >= 0 &&
+		    (r = allocations_insert(s, m, new_id, 0, m->n_allocations, err)) >= 0)
+			r = regions_insert(s, &src, new_id, &i, SIZE_MAX, err);
+		if ((r = part_commit(s, r, err)) < 0) {
+			*replaced = false;
+			return r;
 		}
-		sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
-		sqlite3_bind_int64(st, 1, id);
-		if ((r = step_done(s, st, "removing the old model", err)) < 0)
-			goto fail;
-		*replaced = true;
+		s->models = -1;
 	}
-	if ((r = model_insert(s, m, uid, &new_id, err)) < 0)
-		goto fail;
-	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
-		goto fail;
-	s->models = -1;
+	if (r < 0)
+		return r;
 	if (summary) {
 		r = model_find(s, m->name, &id, NULL, summary, err);
 		if (r <= 0)
 			return r < 0 ? r : err_set(err, -EIO, "model vanished after commit");
 	}
 	return 0;
-fail:
-	rollback(s);
-	*replaced = false;
-	return r;
+}
+
+static const Pim__Region *region_of(void *ctx, size_t i, struct pim_error *err)
+{
+	return ((const Pim__Manifest *)ctx)->regions[i];
+}
+
+int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
+		    Pim__ModelSummary **summary, struct pim_error *err)
+{
+	return store_model_put_each(s, m, m->n_regions, region_of, (void *)m, uid, replace, replaced, summary,
+				    err);
+}
+
+int store_staged_cleanup(struct store *s, unsigned *n, struct pim_error *err)
+{
+	int r;
+
+	*n = 0;
+	for (;;) {
+		sqlite3_stmt *st = stmt_get(s, ST_MODEL_STAGED);
+		if ((r = sqlite3_step(st)) == SQLITE_DONE) {
+			sqlite3_reset(st);
+			return 0;
+		}
+		if (r != SQLITE_ROW) {
+			sqlite3_reset(st);
+			return db_err(s, err, "looking for staged models");
+		}
+		int64_t id = sqlite3_column_int64(st, 0);
+		sqlite3_reset(st);
+		if ((r = model_delete_parts(s, id, err)) < 0)
+			return r;
+		(*n)++;
+	}
 }
 
 int store_model_list(struct store *s, Pim__ModelSummary ***out, size_t *n, struct pim_error *err)
@@ -592,33 +854,176 @@ fail:
 	return r;
 }
 
-static int parse_extents(const char *t, uint64_t **out, size_t *n)
+/* "3,4,5" into e (at most MANIFEST_EXTENTS_MAX numbers, as stored by join_extents). */
+static int parse_extents(const char *t, uint64_t *e, size_t *n)
 {
-	size_t cnt = 0, cap = 0;
-	uint64_t *v = NULL;
+	size_t cnt = 0;
 
-	*out = NULL;
 	*n = 0;
 	while (t && *t) {
 		char *end;
 		uint64_t x = strtoull(t, &end, 10);
 		if (end == t)
 			break;
-		if (cnt == cap) {
-			cap = cap ? cap * 2 : 4;
-			uint64_t *nv = realloc(v, cap * sizeof *v);
-			if (!nv) {
-				free(v);
-				return -ENOMEM;
-			}
-			v = nv;
-		}
-		v[cnt++] = x;
+		if (cnt == MANIFEST_EXTENTS_MAX)
+			return -E2BIG;
+		e[cnt++] = x;
 		t = *end == ',' ? end + 1 : end;
 	}
-	*out = v;
 	*n = cnt;
 	return 0;
+}
+
+/* Fills a walker's row from a row of ST_REGION_SELECT; false if the extents do not parse. */
+static bool region_row(sqlite3_stmt *st, struct store_region_row *g)
+{
+	const unsigned char *t;
+
+	g->id = (uint32_t)sqlite3_column_int64(st, 0);
+	g->name = (t = sqlite3_column_text(st, 1)) ? (const char *)t : "";
+	g->op = (t = sqlite3_column_text(st, 2)) ? (const char *)t : "";
+	g->order = (uint32_t)sqlite3_column_int64(st, 3);
+	g->n_par = (uint64_t)sqlite3_column_int64(st, 4);
+	g->n_total = (uint64_t)sqlite3_column_int64(st, 5);
+	g->trip = (uint64_t)sqlite3_column_int64(st, 6);
+	g->location = (t = sqlite3_column_text(st, 9)) ? (const char *)t : "";
+	return parse_extents((const char *)sqlite3_column_text(st, 7), g->parallel_extents,
+			     &g->n_parallel_extents) == 0 &&
+	       parse_extents((const char *)sqlite3_column_text(st, 8), g->reduction_extents,
+			     &g->n_reduction_extents) == 0;
+}
+
+int store_model_walk(struct store *s, int64_t model_id, const struct store_model_walker *w, void *ctx,
+		     struct pim_error *err)
+{
+	/* Regions in program order, and beside them their operands (ordered by the region's
+	 * order, then index): one pass over each, nothing of the model held here. */
+	sqlite3_stmt *rs = stmt_get(s, ST_REGION_SELECT), *os = stmt_get(s, ST_OPERAND_SELECT);
+	struct store_region_row g;
+	size_t index = 0;
+	int r, ro = SQLITE_ROW, k = 0;
+	bool op_pending = false;
+
+	sqlite3_bind_int64(rs, 1, model_id);
+	sqlite3_bind_int64(os, 1, model_id);
+	while (k >= 0 && (r = sqlite3_step(rs)) == SQLITE_ROW) {
+		if (!region_row(rs, &g)) {
+			k = err_set(err, -EIO, "%s: region %u of model %" PRId64 " has unreadable extents",
+				    s->path, g.id, model_id);
+			break;
+		}
+		if ((k = w->region(ctx, index, &g)) < 0)
+			break;
+		for (;;) {
+			if (!op_pending && (ro = sqlite3_step(os)) != SQLITE_ROW)
+				break;
+			op_pending = true;
+			uint32_t ord = (uint32_t)sqlite3_column_int64(os, 0);
+			if (ord > g.order)
+				break;  /* the next region's */
+			op_pending = false;
+			if (ord < g.order)
+				continue;  /* of no region (cannot happen: a foreign key) */
+			const unsigned char *t = sqlite3_column_text(os, 3);
+			struct store_operand_row o = {
+				.region = index,
+				.allocation_id = (uint32_t)sqlite3_column_int64(os, 1),
+				.bytes = (uint64_t)sqlite3_column_int64(os, 2),
+				.elem_type = t ? (const char *)t : "",
+				.elem_bits = (uint32_t)sqlite3_column_int64(os, 4),
+				.role = (Pim__OperandRole)sqlite3_column_int(os, 5),
+			};
+			if ((k = w->operand(ctx, &o)) < 0)
+				break;
+		}
+		if (k < 0)
+			break;
+		if (ro != SQLITE_ROW && ro != SQLITE_DONE) {
+			k = db_err(s, err, "reading operands");
+			break;
+		}
+		index++;
+	}
+	if (k >= 0 && r != SQLITE_DONE && r != SQLITE_ROW)
+		k = db_err(s, err, "reading regions");
+	sqlite3_reset(rs);
+	sqlite3_reset(os);
+	return k < 0 ? k : 0;
+}
+
+/* store_model_walk building a Pim__Manifest. */
+struct manifest_build {
+	Pim__Manifest *m;
+	size_t want, cap;  /* regions announced; operands room of the last region */
+	struct pim_error *err;
+};
+
+static uint64_t *extents_dup(const uint64_t *e, size_t n, bool *oom)
+{
+	if (!n)
+		return NULL;
+	uint64_t *v = malloc(n * sizeof *v);
+	if (!v)
+		*oom = true;
+	else
+		memcpy(v, e, n * sizeof *v);
+	return v;
+}
+
+static int build_region(void *ctx, size_t index, const struct store_region_row *r)
+{
+	struct manifest_build *b = ctx;
+	Pim__Manifest *m = b->m;
+	bool oom = false;
+
+	if (m->n_regions == b->want)
+		return err_set(b->err, -EIO, "model \"%s\" has more regions than its summary says", m->name);
+	Pim__Region *g = malloc(sizeof *g);
+	if (!g)
+		return err_set(b->err, -ENOMEM, "out of memory");
+	pim__region__init(g);
+	m->regions[m->n_regions++] = g;
+	b->cap = 0;
+	g->id = r->id;
+	g->name = strdup(r->name);
+	g->op = strdup(r->op);
+	g->order = r->order;
+	g->n_par = r->n_par;
+	g->n_total = r->n_total;
+	g->trip = r->trip;
+	g->location = strdup(r->location);
+	g->parallel_extents = extents_dup(r->parallel_extents, r->n_parallel_extents, &oom);
+	g->n_parallel_extents = g->parallel_extents ? r->n_parallel_extents : 0;
+	g->reduction_extents = extents_dup(r->reduction_extents, r->n_reduction_extents, &oom);
+	g->n_reduction_extents = g->reduction_extents ? r->n_reduction_extents : 0;
+	if (!g->name || !g->op || !g->location || oom)
+		return err_set(b->err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+static int build_operand(void *ctx, const struct store_operand_row *o)
+{
+	struct manifest_build *b = ctx;
+	Pim__Region *g = b->m->regions[o->region];
+
+	if (g->n_operands == b->cap) {
+		b->cap = b->cap ? b->cap * 2 : 4;
+		Pim__Operand **nv = realloc(g->operands, b->cap * sizeof *nv);
+		if (!nv)
+			return err_set(b->err, -ENOMEM, "out of memory");
+		g->operands = nv;
+	}
+	Pim__Operand *p = malloc(sizeof *p);
+	if (!p)
+		return err_set(b->err, -ENOMEM, "out of memory");
+	pim__operand__init(p);
+	g->operands[g->n_operands++] = p;
+	p->allocation_id = o->allocation_id;
+	p->bytes = o->bytes;
+	p->elem_type = strdup(o->elem_type);
+	p->elem_bits = o->elem_bits;
+	p->role = o->role;
+	return p->elem_type ? 0 : err_set(b->err, -ENOMEM, "out of memory");
 }
 
 static int load_manifest(struct store *s, int64_t model_id, Pim__Manifest *m, struct pim_error *err)
@@ -658,86 +1063,14 @@ static int load_manifest(struct store *s, int64_t model_id, Pim__Manifest *m, st
 	if (r != SQLITE_DONE && r != SQLITE_ROW)
 		return db_err(s, err, "reading allocations");
 
-	/* regions, in program order */
-	size_t want_regions = m->n_regions;
+	/* regions, in program order, with their operands */
+	struct manifest_build b = { .m = m, .want = m->n_regions, .err = err };
 	m->n_regions = 0;
-	m->regions = calloc(want_regions ? want_regions : 1, sizeof *m->regions);
+	m->regions = calloc(b.want ? b.want : 1, sizeof *m->regions);
 	if (!m->regions)
 		return err_set(err, -ENOMEM, "out of memory");
-	st = stmt_get(s, ST_REGION_SELECT);
-	sqlite3_bind_int64(st, 1, model_id);
-	while ((r = sqlite3_step(st)) == SQLITE_ROW && m->n_regions < want_regions) {
-		Pim__Region *g = malloc(sizeof *g);
-		if (!g) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
-		pim__region__init(g);
-		m->regions[m->n_regions++] = g;
-		g->id = (uint32_t)sqlite3_column_int64(st, 0);
-		g->name = col_strdup(st, 1);
-		g->op = col_strdup(st, 2);
-		g->order = (uint32_t)sqlite3_column_int64(st, 3);
-		g->n_par = (uint64_t)sqlite3_column_int64(st, 4);
-		g->n_total = (uint64_t)sqlite3_column_int64(st, 5);
-		g->trip = (uint64_t)sqlite3_column_int64(st, 6);
-		g->location = col_strdup(st, 9);
-		if (!g->name || !g->op || !g->location ||
-		    parse_extents((const char *)sqlite3_column_text(st, 7), &g->parallel_extents,
-				  &g->n_parallel_extents) < 0 ||
-		    parse_extents((const char *)sqlite3_column_text(st, 8), &g->reduction_extents,
-				  &g->n_reduction_extents) < 0) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
-	}
-	sqlite3_reset(st);
-	if (r != SQLITE_DONE && r != SQLITE_ROW)
-		return db_err(s, err, "reading regions");
-
-	/* operands, ordered by region order then index: attach in one pass */
-	st = stmt_get(s, ST_OPERAND_SELECT);
-	sqlite3_bind_int64(st, 1, model_id);
-	size_t ri = 0, cap = 0;
-	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-		uint32_t ord = (uint32_t)sqlite3_column_int64(st, 0);
-		while (ri < m->n_regions && m->regions[ri]->order != ord) {
-			ri++;
-			cap = 0;
-		}
-		if (ri == m->n_regions)
-			break;
-		Pim__Region *g = m->regions[ri];
-		if (g->n_operands == cap) {
-			cap = cap ? cap * 2 : 4;
-			Pim__Operand **nv = realloc(g->operands, cap * sizeof *nv);
-			if (!nv) {
-				sqlite3_reset(st);
-				return err_set(err, -ENOMEM, "out of memory");
-			}
-			g->operands = nv;
-		}
-		Pim__Operand *o = malloc(sizeof *o);
-		if (!o) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
-		pim__operand__init(o);
-		g->operands[g->n_operands++] = o;
-		o->allocation_id = (uint32_t)sqlite3_column_int64(st, 1);
-		o->bytes = (uint64_t)sqlite3_column_int64(st, 2);
-		o->elem_type = col_strdup(st, 3);
-		o->elem_bits = (uint32_t)sqlite3_column_int64(st, 4);
-		o->role = (Pim__OperandRole)sqlite3_column_int(st, 5);
-		if (!o->elem_type) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
-	}
-	sqlite3_reset(st);
-	if (r != SQLITE_DONE && r != SQLITE_ROW)
-		return db_err(s, err, "reading operands");
-	return 0;
+	static const struct store_model_walker build = { .region = build_region, .operand = build_operand };
+	return store_model_walk(s, model_id, &build, &b, err);
 }
 
 int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summary,
@@ -801,6 +1134,7 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 {
 	int64_t id;
 	uint32_t owner;
+	uint64_t regions = 0;
 	int r;
 
 	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
@@ -815,13 +1149,19 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 			    "own user may remove it", name, owner);
 		goto fail;
 	}
-	sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
+	if ((r = store_model_regions(s, name, &regions, err)) < 0)
+		goto fail;
+	/* A large model is staged (no longer found) here, and its rows deleted in parts after. */
+	sqlite3_stmt *st = stmt_get(s, regions > STORE_PART_ROWS ? ST_MODEL_STAGE : ST_MODEL_DELETE);
 	sqlite3_bind_int64(st, 1, id);
 	if ((r = step_done(s, st, "removing the model", err)) < 0)
 		goto fail;
 	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
 		goto fail;
 	s->models = -1;
+	/* gone for every reader: rows left by a failure here are deleted at the next start */
+	if (regions > STORE_PART_ROWS)
+		(void)model_delete_parts(s, id, NULL);
 	return 0;
 fail:
 	rollback(s);

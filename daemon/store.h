@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include "manifest.h"
 #include "pim.pb-c.h"
 #include "util.h"
 
@@ -49,11 +50,25 @@ void store_set_busy_timeout(struct store *s, unsigned busy_timeout_ms);
 unsigned store_schema_version(struct store *s);
 const char *store_path(struct store *s);
 
+/* Rows written or deleted per transaction for a large model (sql/0006-model-staging.sql):
+ * other writers wait for one such part at most, not for the whole model. */
+#define STORE_PART_ROWS 10000u
+
 /* Stores a validated manifest as model m->name, owned by uid.  An existing model of that name
  * is an error (-EEXIST) unless replace; replacing another user's model needs the owner's uid,
- * uid 0 or the daemon's own uid (-EPERM).  All or nothing. */
+ * uid 0 or the daemon's own uid (-EPERM).  All or nothing: a manifest of more than
+ * STORE_PART_ROWS regions and allocations is written in parts, under a staged row no reader
+ * finds, and named by a last small transaction; a crash before leaves nothing visible, and
+ * store_staged_cleanup deletes the parts at the next start. */
 int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
 		    Pim__ModelSummary **summary, struct pim_error *err);
+
+/* store_model_put for a manifest whose n_regions regions are not in m but come one at a time,
+ * in order, from region(ctx, i, err) (manifest_validate_each; a failure there fails the put). */
+int store_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
+			 const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
+			 uid_t uid, bool replace, bool *replaced, Pim__ModelSummary **summary,
+			 struct pim_error *err);
 
 /* Summaries of all models, by name.  Free each with pim__model_summary__free_unpacked and the
  * array with free. */
@@ -63,7 +78,44 @@ int store_model_list(struct store *s, Pim__ModelSummary ***out, size_t *n, struc
 int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summary,
 		    Pim__Manifest **manifest, struct pim_error *err);
 
-/* Removes a model; only its owner, uid 0 or the daemon's own uid may (-EPERM).  When the file
+/* A region of a stored model as store_model_walk hands it over; the strings are valid during the
+ * call only. */
+struct store_region_row {
+	uint32_t id, order;
+	const char *name, *op, *location;
+	uint64_t n_par, n_total, trip;
+	uint64_t parallel_extents[MANIFEST_EXTENTS_MAX], reduction_extents[MANIFEST_EXTENTS_MAX];
+	size_t n_parallel_extents, n_reduction_extents;
+};
+
+/* An operand of the region of that index (program order), after the region. */
+struct store_operand_row {
+	size_t region;
+	uint32_t allocation_id;
+	uint64_t bytes;
+	const char *elem_type;
+	uint32_t elem_bits;
+	Pim__OperandRole role;
+};
+
+struct store_model_walker {
+	int (*region)(void *ctx, size_t index, const struct store_region_row *r);
+	int (*operand)(void *ctx, const struct store_operand_row *o);
+};
+
+/* Calls w's functions for every region of a model in program order, each followed by its
+ * operands, holding nothing of the model meanwhile (a model of a million regions need not be
+ * in memory as a manifest); stops at the first negative return, which it returns.  Call it
+ * inside a read transaction (store_read_begin) for one state of the model. */
+int store_model_walk(struct store *s, int64_t model_id, const struct store_model_walker *w, void *ctx,
+		     struct pim_error *err);
+
+/* Deletes the rows of models a crash left staged, in parts; *n: how many models. */
+int store_staged_cleanup(struct store *s, unsigned *n, struct pim_error *err);
+
+/* Removes a model; only its owner, uid 0 or the daemon's own uid may (-EPERM).  A model of more
+ * than STORE_PART_ROWS regions is staged (gone for every reader) in one small transaction, and
+ * its rows deleted STORE_PART_ROWS at a time after.   When the file
  * system is full (-ENOSPC), the removal is retried with the reserve's room, and returns 1 if it
  * succeeded so. */
 int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err);

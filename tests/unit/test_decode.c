@@ -161,6 +161,71 @@ START_TEST(compact_manifest_decodes)
 }
 END_TEST
 
+/* A lean decode leaves the regions in the frame: the request decodes without them, they come one
+ * at a time in order (0 starts again; another order is refused), the frame is measured and its
+ * strings checked whole; other requests decode as decode_request does. */
+START_TEST(lean_decode_leaves_regions_in_the_frame)
+{
+	struct pim_error err = { 0 }, text = { 0 };
+	struct decode_budget b;
+	struct decode_regions rs;
+	Pim__Request *req;
+	Pim__Manifest *m = compact_manifest(300);
+	m->source = strdup("model.py");
+	size_t len, full;
+	uint8_t *wire = wrap_manifest(m, &len);
+
+	ck_assert_int_eq(decode_request(wire, len, &b, &req, NULL, &err), 0);
+	full = b.peak;
+	pim__request__free_unpacked(req, &b.alloc);
+	ck_assert_int_eq(decode_request_lean(wire, len, &b, &req, &rs, &text, &err), 0);
+	ck_assert_int_eq(text.code, 0);
+	ck_assert_uint_eq(req->id, 7);
+	ck_assert_int_eq(req->body_case, PIM__REQUEST__BODY_MODEL_LOAD);
+	ck_assert_str_eq(req->model_load->manifest->name, "compact");
+	ck_assert_str_eq(req->model_load->manifest->source, "model.py");
+	ck_assert_uint_eq(req->model_load->manifest->n_allocations, 1);
+	ck_assert_uint_eq(req->model_load->manifest->n_regions, 0);
+	ck_assert_ptr_nonnull(rs.manifest);
+	ck_assert_uint_eq(rs.n, 300);
+	ck_assert_uint_lt(b.peak * 50, full);  /* the regions were not decoded */
+	for (size_t i = 0; i < 300; i++) {
+		const Pim__Region *g = decode_regions_get(&rs, i, &err);
+		ck_assert_ptr_nonnull(g);
+		ck_assert_uint_eq(g->id, i);
+		ck_assert_str_eq(g->name, "r");
+		ck_assert_uint_eq(g->operands[0]->bytes, 1);
+	}
+	ck_assert_ptr_null(decode_regions_get(&rs, 300, &err));
+	ck_assert_msg(strstr(err.msg, "the manifest has 300 regions"), "%s", err.msg);
+	ck_assert_uint_eq(decode_regions_get(&rs, 0, &err)->id, 0);
+	ck_assert_ptr_null(decode_regions_get(&rs, 5, &err));
+	ck_assert_msg(strstr(err.msg, "regions[5] asked for after regions[1]"), "%s", err.msg);
+	ck_assert_int_eq(manifest_validate_each(req->model_load->manifest, rs.n, decode_regions_get, &rs, &err), 0);
+	decode_regions_free(&rs);
+	pim__request__free_unpacked(req, &b.alloc);
+	ck_assert_uint_eq(b.used, 0);
+	free(wire);
+
+	/* a bad string in a region is found though the region is not decoded */
+	free(m->regions[250]->name);
+	m->regions[250]->name = strdup("r\xff");
+	wire = wrap_manifest(m, &len);
+	ck_assert_int_eq(decode_request_lean(wire, len, &b, &req, &rs, &text, &err), 0);
+	ck_assert_int_eq(text.code, -EINVAL);
+	ck_assert_msg(strstr(text.msg, "model_load.manifest.regions[250].name"), "%s", text.msg);
+	pim__request__free_unpacked(req, &b.alloc);
+	free(wire);
+
+	/* a status request: as decode_request */
+	const uint8_t status[] = { 0x08, 0x02, 0x1a, 0x00 };
+	ck_assert_int_eq(decode_request_lean(status, sizeof status, &b, &req, &rs, NULL, &err), 0);
+	ck_assert_ptr_null(rs.manifest);
+	pim__request__free_unpacked(req, &b.alloc);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 /* Allocations are the densest entries a valid manifest can have (6 bytes on the wire). */
 START_TEST(allocation_heavy_manifest_decodes)
 {
@@ -289,6 +354,7 @@ int main(void)
 	tcase_add_test(tc, packed_and_unknown);
 	tcase_add_test(tc, limits_and_malformed);
 	tcase_add_test(tc, compact_manifest_decodes);
+	tcase_add_test(tc, lean_decode_leaves_regions_in_the_frame);
 	tcase_add_test(tc, allocation_heavy_manifest_decodes);
 	tcase_add_test(tc, amplification_refused_before_allocating);
 	tcase_add_test(tc, corpus_within_bound);

@@ -193,6 +193,208 @@ START_TEST(models_round_trip)
 }
 END_TEST
 
+/* What a walk saw: "id:name/op/location[extents] (alloc,bytes,role)..." per region. */
+struct walk_log {
+	char text[1024];
+	size_t len;
+	int stop_at;  /* region index whose callback fails with -ECANCELED, or -1 */
+};
+
+static int walk_region(void *ctx, size_t index, const struct store_region_row *r)
+{
+	struct walk_log *w = ctx;
+	if ((int)index == w->stop_at)
+		return -ECANCELED;
+	w->len += (size_t)snprintf(w->text + w->len, sizeof w->text - w->len, "%s%zu=%u:%s/%s/%s[%zu:%llu,%zu:%llu]",
+				   index ? " " : "", index, r->id, r->name, r->op, r->location,
+				   r->n_parallel_extents, (unsigned long long)r->parallel_extents[0],
+				   r->n_reduction_extents, (unsigned long long)r->reduction_extents[0]);
+	return 0;
+}
+
+static int walk_operand(void *ctx, const struct store_operand_row *o)
+{
+	struct walk_log *w = ctx;
+	w->len += (size_t)snprintf(w->text + w->len, sizeof w->text - w->len, "(%zu:%u,%llu,%s,%d)", o->region,
+				   o->allocation_id, (unsigned long long)o->bytes, o->elem_type, (int)o->role);
+	return 0;
+}
+
+/* A walk gives the regions in program order, each followed by its operands, as stored; it stops
+ * at the first failing callback and returns its error. */
+START_TEST(model_walk_in_program_order)
+{
+	static const struct store_model_walker walker = { .region = walk_region, .operand = walk_operand };
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	int64_t id;
+	Pim__Manifest *m = manifest("gamma", 3);
+	struct walk_log w = { .stop_at = -1 };
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "gamma", &id, &err), 0);
+	ck_assert_int_eq(store_model_walk(s, id, &walker, &w, &err), 0);
+	/* manifest(): region i has id 10+i and order 3-i; operands alloc 2 (in), alloc 1 (out) */
+	ck_assert_str_eq(w.text, "0=12:r2/op/[1:4,1:2](0:2,128,,1)(0:1,64,f32,2) "
+				 "1=11:r1/op/[1:4,1:2](1:2,128,,1)(1:1,64,f32,2) "
+				 "2=10:r0/op/[1:4,1:2](2:2,128,,1)(2:1,64,f32,2)");
+	w = (struct walk_log){ .stop_at = 1 };
+	ck_assert_int_eq(store_model_walk(s, id, &walker, &w, &err), -ECANCELED);
+	ck_assert_str_eq(w.text, "0=12:r2/op/[1:4,1:2](0:2,128,,1)(0:1,64,f32,2)");
+	/* the statements were reset: the store carries on */
+	w = (struct walk_log){ .stop_at = -1 };
+	ck_assert_int_eq(store_model_walk(s, id, &walker, &w, &err), 0);
+	ck_assert_uint_eq(w.len, 140);
+	/* an unknown model has no regions */
+	w = (struct walk_log){ .stop_at = -1 };
+	ck_assert_int_eq(store_model_walk(s, id + 1, &walker, &w, &err), 0);
+	ck_assert_uint_eq(w.len, 0);
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* A manifest of n regions of one operand each over one allocation (free with large_free). */
+static Pim__Manifest *large(const char *name, size_t n)
+{
+	Pim__Manifest *m = calloc(1, sizeof *m);
+	Pim__Allocation *a = calloc(1, sizeof *a);
+	Pim__Region *g = calloc(n, sizeof *g);
+	Pim__Operand *o = calloc(1, sizeof *o);
+	ck_assert(m && a && g && o);
+	pim__manifest__init(m);
+	pim__allocation__init(a);
+	pim__operand__init(o);
+	m->name = (char *)name;
+	a->id = 1;
+	a->bytes = 64;
+	a->kind = PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT;
+	m->allocations = calloc(1, sizeof *m->allocations);
+	m->allocations[0] = a;
+	m->n_allocations = 1;
+	o->allocation_id = 1;
+	o->bytes = 64;
+	o->role = PIM__OPERAND_ROLE__OPERAND_ROLE_IN;
+	m->regions = calloc(n, sizeof *m->regions);
+	ck_assert(m->allocations && m->regions);
+	for (size_t i = 0; i < n; i++) {
+		pim__region__init(&g[i]);
+		g[i].id = (uint32_t)i;
+		g[i].order = (uint32_t)i;
+		g[i].name = "r";
+		g[i].op = "x";
+		g[i].n_par = g[i].n_total = 1;
+		g[i].operands = &o;
+		g[i].n_operands = 1;
+		m->regions[i] = &g[i];
+	}
+	m->n_regions = n;
+	return m;
+}
+
+static void large_free(Pim__Manifest *m)
+{
+	free(m->regions[0]->operands[0]);
+	free(m->regions[0]);
+	free(m->regions);
+	free(m->allocations[0]);
+	free(m->allocations);
+	free(m);
+}
+
+/* A model of more than STORE_PART_ROWS rows is written in parts and named last; replacing and
+ * removing it delete the old rows in parts; staged rows a crash left are deleted by
+ * store_staged_cleanup and never listed, counted or found meanwhile. */
+START_TEST(large_models_in_parts)
+{
+	const size_t n = STORE_PART_ROWS + 7;  /* 20,015 rows: three parts */
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	unsigned count, cleaned;
+	uint64_t regions;
+	Pim__ModelSummary *sum;
+	Pim__Manifest *m = large("big", n), *small = manifest("big", 2), *got;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_msg(store_model_put(s, m, 1000, false, &replaced, &sum, &err) == 0, "%s", err.msg);
+	ck_assert(!replaced);
+	ck_assert_str_eq(sum->name, "big");
+	ck_assert_uint_eq(sum->regions, n);
+	pim__model_summary__free_unpacked(sum, NULL);
+	ck_assert_int_eq(store_model_get(s, "big", NULL, &got, &err), 0);
+	ck_assert_uint_eq(got->n_regions, n);
+	ck_assert_uint_eq(got->regions[n - 1]->id, n - 1);
+	ck_assert_uint_eq(got->regions[n - 1]->n_operands, 1);
+	pim__manifest__free_unpacked(got, NULL);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models WHERE staging = 1"), 0);
+	/* the checks come before any part is written */
+	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
+	ck_assert_int_eq(store_model_put(s, m, 1001, true, &replaced, NULL, &err), -EPERM);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 1);
+
+	/* replaced by itself, then by a small model: the old rows are gone */
+	ck_assert_int_eq(store_model_put(s, m, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert(replaced);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), (int)n);
+	ck_assert_int_eq(store_model_put(s, small, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert(replaced);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 2);
+	/* a small model replaced by a large one */
+	ck_assert_int_eq(store_model_put(s, m, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert(replaced);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), (int)n);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM operands"), (int)n);
+
+	/* a part that fails (a duplicate region id in the second part) leaves the old model as it
+	 * was, and nothing staged */
+	m->regions[STORE_PART_ROWS / 2 + 5]->id = 3;
+	ck_assert_int_eq(store_model_put(s, m, 1000, true, &replaced, NULL, &err), -EINVAL);
+	ck_assert(!replaced);
+	m->regions[STORE_PART_ROWS / 2 + 5]->id = STORE_PART_ROWS / 2 + 5;
+	ck_assert_int_eq(store_model_regions(s, "big", &regions, &err), 0);
+	ck_assert_uint_eq(regions, n);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), (int)n);
+
+	/* removed: staged at once, deleted in parts */
+	ck_assert_int_eq(store_model_remove(s, "big", 1001, &err), -EPERM);
+	ck_assert_int_eq(store_model_remove(s, "big", 1000, &err), 0);
+	ck_assert_int_eq(store_model_regions(s, "big", &regions, &err), 0);
+	ck_assert_uint_eq(regions, 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM operands"), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM allocations"), 0);
+
+	/* what a crash between parts leaves: a staged row and its rows */
+	ck_assert_int_eq(store_model_put(s, small, 1000, false, &replaced, NULL, &err), 0);
+	raw_exec("UPDATE models SET staging = 1, name = ' staging ' || id WHERE name = 'big'");
+	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
+	store_forget_cached(s);
+	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
+	ck_assert_uint_eq(count, 0);
+	ck_assert_int_eq(store_model_get(s, " staging 1", NULL, NULL, &err), -ENOENT);
+	Pim__ModelSummary **list;
+	size_t nl;
+	ck_assert_int_eq(store_model_list(s, &list, &nl, &err), 0);
+	ck_assert_uint_eq(nl, 0);
+	free(list);
+	ck_assert_int_eq(store_staged_cleanup(s, &cleaned, &err), 0);
+	ck_assert_uint_eq(cleaned, 1);
+	ck_assert_int_eq(store_staged_cleanup(s, &cleaned, &err), 0);
+	ck_assert_uint_eq(cleaned, 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 0);
+	ck_assert_int_eq(store_check_integrity(s, &err), 0);
+	store_close(s);
+	large_free(m);
+	pim__manifest__free_unpacked(small, NULL);
+}
+END_TEST
+
 /* A failure in the middle of a load leaves nothing half-stored. */
 START_TEST(failed_put_leaves_nothing)
 {
@@ -591,7 +793,9 @@ int main(void)
 	tcase_add_test(tc, newer_database_is_refused);
 	tcase_add_test(tc, failed_migration_rolls_back);
 	tcase_add_test(tc, models_round_trip);
+	tcase_add_test(tc, model_walk_in_program_order);
 	tcase_add_test(tc, failed_put_leaves_nothing);
+	tcase_add_test(tc, large_models_in_parts);
 	tcase_add_test(tc, metrics_and_decisions);
 	tcase_add_test(tc, model_versions_and_a_second_connection);
 	tcase_add_test(tc, run_ids_stay_unique);
