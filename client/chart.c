@@ -267,7 +267,7 @@ static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim_
 	top += 18;
 	const Pim__RegionDecision **ord = malloc((n ? n : 1) * sizeof *ord);
 	if (!ord) {
-		s->error = s->error ? s->error : -ENOMEM;
+		s->text.error = s->text.error ? s->text.error : -ENOMEM;
 		return top + h + 40;
 	}
 	double total = 0;
@@ -400,7 +400,7 @@ static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double t
 							       .title = "1x: everything on the host" });
 	double *px = malloc((2 * n + 1) * sizeof *px), *py = px ? px + n : NULL;
 	if (!px) {
-		s->error = s->error ? s->error : -ENOMEM;
+		s->text.error = s->text.error ? s->text.error : -ENOMEM;
 		return y1 + 50;
 	}
 	/* the three series: speedup, movement-aware bound, 1/residual when it fits the scale */
@@ -619,7 +619,7 @@ static void series(struct svg *s, const Pim__CalibratePoint *const *pts, size_t 
 	double *px = malloc((n ? n : 1) * 2 * sizeof *px), *py = px ? px + n : NULL;
 	size_t k = 0;
 	if (!px) {
-		s->error = s->error ? s->error : -ENOMEM;
+		s->text.error = s->text.error ? s->text.error : -ENOMEM;
 		return;
 	}
 	bool thin = n > 2 * (size_t)fabs(xs->p1 - xs->p0);
@@ -788,7 +788,7 @@ static double draw_phase(struct svg *s, const Pim__JitqPhase *p, double top)
 	char tip[512], value[32], a[32], b[32], c[32];
 	struct jblock *v = calloc(n ? n : 1, sizeof *v);
 	if (!v) {
-		s->error = s->error ? s->error : -ENOMEM;
+		s->text.error = s->text.error ? s->text.error : -ENOMEM;
 		return 0;
 	}
 	/* t = 0 is the first block's start; the prologue's launches come before it (the head start) */

@@ -1,82 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * svg.c: the SVG writer of svg.h.  One growing buffer; every string escaped; numbers with one
- * decimal (a tenth of a pixel), which keeps a chart of 10,000 marks near a megabyte.
+ * svg.c: the SVG writer of svg.h.  One growing text (strbuf.h); every string escaped; numbers
+ * with one decimal (a tenth of a pixel), which keeps a chart of 10,000 marks near a megabyte.
  */
 #include <math.h>
 #include <string.h>
 
 #include "svg.h"
-
-static void grow(struct svg *s, size_t need)
-{
-	if (s->error)
-		return;
-	if (s->len + need + 1 > s->max) {
-		s->error = -E2BIG;
-		return;
-	}
-	if (s->len + need + 1 <= s->cap)
-		return;
-	size_t cap = s->cap ? s->cap : 4096;
-	while (cap < s->len + need + 1)
-		cap *= 2;
-	if (cap > s->max)
-		cap = s->max;
-	char *b = realloc(s->buf, cap);
-	if (!b) {
-		s->error = -ENOMEM;
-		return;
-	}
-	s->buf = b;
-	s->cap = cap;
-}
-
-static void put(struct svg *s, const char *str, size_t n)
-{
-	grow(s, n);
-	if (s->error)
-		return;
-	memcpy(s->buf + s->len, str, n);
-	s->len += n;
-	s->buf[s->len] = '\0';
-}
-
-static void puts_(struct svg *s, const char *str)
-{
-	put(s, str, strlen(str));
-}
-
-static void _printf_(2, 0) vputf(struct svg *s, const char *fmt, va_list ap)
-{
-	va_list aq;
-	if (s->error)
-		return;
-	va_copy(aq, ap);
-	int n = vsnprintf(s->buf ? s->buf + s->len : NULL, s->buf ? s->cap - s->len : 0, fmt, aq);
-	va_end(aq);
-	if (n < 0) {
-		s->error = -EINVAL;
-		return;
-	}
-	if (s->buf && (size_t)n < s->cap - s->len) {
-		s->len += (size_t)n;
-		return;
-	}
-	grow(s, (size_t)n);
-	if (s->error)
-		return;
-	vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
-	s->len += (size_t)n;
-}
-
-static void _printf_(2, 3) putf(struct svg *s, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vputf(s, fmt, ap);
-	va_end(ap);
-}
 
 /* A coordinate: one decimal, no "-0.0", 0 for what is not finite. */
 static void num(struct svg *s, double v)
@@ -87,17 +17,17 @@ static void num(struct svg *s, double v)
 	if (v == 0)
 		v = 0; /* -0 */
 	if (v == floor(v) && fabs(v) < 1e15)
-		putf(s, "%.0f", v);
+		strbuf_printf(&s->text, "%.0f", v);
 	else
-		putf(s, "%.1f", v);
+		strbuf_printf(&s->text, "%.1f", v);
 }
 
 /* "cmd" then "a,b": a point of a path or a polyline. */
 static void point(struct svg *s, const char *cmd, double a, double b)
 {
-	puts_(s, cmd);
+	strbuf_puts(&s->text, cmd);
 	num(s, a);
-	put(s, ",", 1);
+	strbuf_put(&s->text, ",", 1);
 	num(s, b);
 }
 
@@ -123,7 +53,7 @@ static size_t utf8_len(const unsigned char *p)
 static void esc(struct svg *s, const char *str)
 {
 	const unsigned char *p = (const unsigned char *)str;
-	while (*p && !s->error) {
+	while (*p && !s->text.error) {
 		const unsigned char *run = p;
 		size_t n = 0;
 		/* copy the longest run that needs no escaping at once */
@@ -137,21 +67,21 @@ static void esc(struct svg *s, const char *str)
 				break;
 			p += n;
 		}
-		put(s, (const char *)run, (size_t)(p - run));
+		strbuf_put(&s->text, (const char *)run, (size_t)(p - run));
 		if (!*p)
 			break;
 		switch (*p) {
-		case '&': puts_(s, "&amp;"); p++; continue;
-		case '<': puts_(s, "&lt;"); p++; continue;
-		case '>': puts_(s, "&gt;"); p++; continue;
-		case '"': puts_(s, "&quot;"); p++; continue;
-		case '\'': puts_(s, "&#39;"); p++; continue;
+		case '&': strbuf_puts(&s->text, "&amp;"); p++; continue;
+		case '<': strbuf_puts(&s->text, "&lt;"); p++; continue;
+		case '>': strbuf_puts(&s->text, "&gt;"); p++; continue;
+		case '"': strbuf_puts(&s->text, "&quot;"); p++; continue;
+		case '\'': strbuf_puts(&s->text, "&#39;"); p++; continue;
 		default: break;
 		}
 		/* a control character, C1, a non-character or a malformed sequence: one U+FFFD */
 		n = utf8_len(p);
 		p += n ? n : 1;
-		puts_(s, "\xef\xbf\xbd");
+		strbuf_puts(&s->text, "\xef\xbf\xbd");
 	}
 }
 
@@ -159,16 +89,16 @@ static void attr(struct svg *s, const char *name, const char *value)
 {
 	if (!value)
 		return;
-	putf(s, " %s=\"", name);
+	strbuf_printf(&s->text, " %s=\"", name);
 	esc(s, value);
-	put(s, "\"", 1);
+	strbuf_put(&s->text, "\"", 1);
 }
 
 static void attrn(struct svg *s, const char *name, double v)
 {
-	putf(s, " %s=\"", name);
+	strbuf_printf(&s->text, " %s=\"", name);
 	num(s, v);
-	put(s, "\"", 1);
+	strbuf_put(&s->text, "\"", 1);
 }
 
 static void tag_attrs(struct svg *s, const struct svg_tag *t)
@@ -189,18 +119,18 @@ static void tag_attrs(struct svg *s, const struct svg_tag *t)
 static void close_elem(struct svg *s, const char *name, const struct svg_tag *t)
 {
 	if (t && t->title) {
-		puts_(s, "><title>");
+		strbuf_puts(&s->text, "><title>");
 		esc(s, t->title);
-		putf(s, "</title></%s>\n", name);
+		strbuf_printf(&s->text, "</title></%s>\n", name);
 	} else
-		puts_(s, "/>\n");
+		strbuf_puts(&s->text, "/>\n");
 }
 
 /* An element of n numeric attributes and the tag's. */
 static void elem(struct svg *s, const char *name, const char *const *keys, const double *values, size_t n,
 		 const struct svg_tag *t)
 {
-	putf(s, "<%s", name);
+	strbuf_printf(&s->text, "<%s", name);
 	for (size_t i = 0; i < n; i++)
 		attrn(s, keys[i], values[i]);
 	tag_attrs(s, t);
@@ -210,61 +140,56 @@ static void elem(struct svg *s, const char *name, const char *const *keys, const
 void svg_begin(struct svg *s, double width, double height, size_t max_bytes, const char *title,
 	       const char *css)
 {
-	*s = (struct svg){ .max = max_bytes };
-	puts_(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+	*s = (struct svg){ .text = { .max = max_bytes } };
+	strbuf_puts(&s->text, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
 		 "version=\"1.1\"");
 	attrn(s, "width", width);
 	attrn(s, "height", height);
-	puts_(s, " viewBox=\"0 0 ");
+	strbuf_puts(&s->text, " viewBox=\"0 0 ");
 	num(s, width);
-	put(s, " ", 1);
+	strbuf_put(&s->text, " ", 1);
 	num(s, height);
-	puts_(s, "\" font-family=\"sans-serif\" font-size=\"11\">\n<title>");
+	strbuf_puts(&s->text, "\" font-family=\"sans-serif\" font-size=\"11\">\n<title>");
 	esc(s, title ? title : "");
-	puts_(s, "</title>\n");
+	strbuf_puts(&s->text, "</title>\n");
 	if (css) {
-		puts_(s, "<style>");
+		strbuf_puts(&s->text, "<style>");
 		esc(s, css);
-		puts_(s, "</style>\n");
+		strbuf_puts(&s->text, "</style>\n");
 	}
-	puts_(s, "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n");
+	strbuf_puts(&s->text, "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n");
 }
 
 int svg_take(struct svg *s, char **out, size_t *len)
 {
-	puts_(s, "</svg>\n");
-	int r = s->error;
-	if (r < 0) {
-		svg_free(s);
-		return r;
-	}
-	*out = s->buf;
-	*len = s->len;
+	strbuf_puts(&s->text, "</svg>\n");
+	*out = strbuf_take(&s->text, len);
+	int r = *out ? 0 : s->text.error;
 	*s = (struct svg){ 0 };
-	return 0;
+	return r;
 }
 
 void svg_free(struct svg *s)
 {
-	free(s->buf);
+	strbuf_free(&s->text);
 	*s = (struct svg){ 0 };
 }
 
 void svg_group(struct svg *s, const struct svg_tag *t)
 {
-	puts_(s, "<g");
+	strbuf_puts(&s->text, "<g");
 	tag_attrs(s, t);
-	puts_(s, ">\n");
+	strbuf_puts(&s->text, ">\n");
 	if (t && t->title) {
-		puts_(s, "<title>");
+		strbuf_puts(&s->text, "<title>");
 		esc(s, t->title);
-		puts_(s, "</title>\n");
+		strbuf_puts(&s->text, "</title>\n");
 	}
 }
 
 void svg_group_end(struct svg *s)
 {
-	puts_(s, "</g>\n");
+	strbuf_puts(&s->text, "</g>\n");
 }
 
 void svg_rect(struct svg *s, double x, double y, double w, double h, const struct svg_tag *t)
@@ -281,10 +206,10 @@ void svg_line(struct svg *s, double x1, double y1, double x2, double y2, const s
 
 void svg_polyline(struct svg *s, const double *x, const double *y, size_t n, const struct svg_tag *t)
 {
-	puts_(s, "<polyline fill=\"none\" points=\"");
+	strbuf_puts(&s->text, "<polyline fill=\"none\" points=\"");
 	for (size_t i = 0; i < n; i++)
 		point(s, i ? " " : "", x[i], y[i]);
-	put(s, "\"", 1);
+	strbuf_put(&s->text, "\"", 1);
 	tag_attrs(s, t);
 	close_elem(s, "polyline", t);
 }
@@ -305,25 +230,25 @@ void svg_mark(struct svg *s, enum svg_shape shape, double x, double y, double r,
 	}
 	/* the others as one path, relative moves after the first point */
 	double k = 1.25 * r;
-	puts_(s, "<path d=\"");
+	strbuf_puts(&s->text, "<path d=\"");
 	if (shape == SVG_TRIANGLE) {
 		point(s, "M", x, y - 1.2 * r);
 		point(s, "l", 1.1 * r, 1.9 * r);
-		puts_(s, "h");
+		strbuf_puts(&s->text, "h");
 		num(s, -2.2 * r);
-		puts_(s, "z\"");
+		strbuf_puts(&s->text, "z\"");
 	} else if (shape == SVG_DIAMOND) {
 		point(s, "M", x, y - k);
 		point(s, "l", k, k);
 		point(s, "l", -k, k);
 		point(s, "l", -k, -k);
-		puts_(s, "z\"");
+		strbuf_puts(&s->text, "z\"");
 	} else { /* SVG_CROSS: two strokes; drawn in the fill colour */
 		point(s, "M", x - r, y - r);
 		point(s, "l", 2 * r, 2 * r);
 		point(s, "m", 0, -2 * r);
 		point(s, "l", -2 * r, 2 * r);
-		puts_(s, "\" stroke-width=\"1.5\"");
+		strbuf_puts(&s->text, "\" stroke-width=\"1.5\"");
 		if (t && t->fill && !t->stroke)
 			attr(s, "stroke", t->fill);
 	}
@@ -334,23 +259,14 @@ void svg_mark(struct svg *s, enum svg_shape shape, double x, double y, double r,
 static void _printf_(7, 0) text_v(struct svg *s, double x, double y, const char *anchor, const char *cls,
 				  const char *transform, const char *fmt, va_list ap)
 {
-	char stack[512], *heap = NULL, *str = stack;
-	va_list aq;
-	va_copy(aq, ap);
-	int n = vsnprintf(stack, sizeof stack, fmt, aq);
-	va_end(aq);
-	if (n < 0)
+	struct strbuf str = { 0 }; /* the text, escaped below */
+	strbuf_vprintf(&str, fmt, ap);
+	if (str.error) {
+		s->text.error = s->text.error ? s->text.error : str.error;
+		strbuf_free(&str);
 		return;
-	if ((size_t)n >= sizeof stack) {
-		heap = malloc((size_t)n + 1);
-		if (!heap) {
-			s->error = s->error ? s->error : -ENOMEM;
-			return;
-		}
-		vsnprintf(heap, (size_t)n + 1, fmt, ap);
-		str = heap;
 	}
-	puts_(s, "<text");
+	strbuf_puts(&s->text, "<text");
 	attrn(s, "x", x);
 	attrn(s, "y", y);
 	if (anchor && strcmp(anchor, "start") != 0)
@@ -358,10 +274,10 @@ static void _printf_(7, 0) text_v(struct svg *s, double x, double y, const char 
 	attr(s, "class", cls);
 	if (transform)
 		attr(s, "transform", transform);
-	put(s, ">", 1);
-	esc(s, str);
-	puts_(s, "</text>\n");
-	free(heap);
+	strbuf_put(&s->text, ">", 1);
+	esc(s, str.p ? str.p : "");
+	strbuf_puts(&s->text, "</text>\n");
+	strbuf_free(&str);
 }
 
 void svg_text(struct svg *s, double x, double y, const char *anchor, const char *cls, const char *fmt, ...)

@@ -2,14 +2,14 @@
 /*
  * svg.h: a small SVG 1.1 writer shared by pimctl's charts (placement, calibration, JIT-Q plan).
  *
- * Pure: data in, text out.  The document grows in one heap buffer owned by struct svg; no I/O,
+ * Pure: data in, text out.  The document grows in one strbuf owned by struct svg; no I/O,
  * no global state.  Every string that reaches the document (text, titles, classes, colours,
  * data- attributes) is escaped for XML, and bytes that are not well-formed UTF-8 or are control
  * characters XML 1.0 cannot carry become U+FFFD, so any input gives a well-formed document.
  * Coordinates that are not finite are written as 0, so no NaN reaches a renderer.
  *
  * Errors are sticky: the first failure (-ENOMEM, or -E2BIG when the document would pass the
- * size given to svg_begin) is kept in s->error, later calls do nothing, and svg_take() returns
+ * size given to svg_begin) is kept in s->text.error, later calls do nothing, and svg_take() returns
  * it.  Callers draw without checking each call.
  */
 #ifndef PIMD_SVG_H
@@ -18,13 +18,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "strbuf.h"
 #include "util.h"
 
 struct svg {
-	char *buf;
-	size_t len, cap;
-	size_t max; /* the largest document allowed, bytes */
-	int error;  /* 0, or the first failure (negative errno) */
+	struct strbuf text; /* its max: the largest document allowed; its error: the first failure */
 };
 
 /* What an element carries besides its geometry.  NULL fields are left out. */

@@ -120,10 +120,10 @@ START_TEST(test_size_limit)
 	svg_begin(&s, 100, 50, 600, "", NULL);
 	for (int i = 0; i < 100; i++)
 		svg_text(&s, 1, 2, NULL, NULL, "line %d", i);
-	ck_assert_int_eq(s.error, -E2BIG);
+	ck_assert_int_eq(s.text.error, -E2BIG);
 	ck_assert_int_eq(svg_take(&s, &out, &len), -E2BIG);
 	ck_assert_ptr_null(out);
-	ck_assert_ptr_null(s.buf);
+	ck_assert_ptr_null(s.text.p);
 }
 END_TEST
 
