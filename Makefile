@@ -239,8 +239,9 @@ check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
 	sh tests/e2e/run.sh $(B)
 	sh tests/e2e/cgroup.sh $(B)
 
-# pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium.
-check-charts: all $(B)/tests/e2e-tool
+# pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium;
+# pimctl's progress lines on a pseudo-terminal.
+check-charts: all $(B)/tests/e2e-tool $(MODEL_SO)
 	sh tests/e2e/charts.sh $(B)
 
 # Availability at the sizes of the issue reports and the documented limits (minutes, GBs

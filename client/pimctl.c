@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <string.h>
@@ -18,10 +19,13 @@
 
 enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
 
+struct ticker;
+
 struct ctl {
 	const char *socket;
 	bool json;
 	pim_client *client;
+	struct ticker *ticker; /* the progress line of the request under way; call_body ends it */
 };
 
 static void usage(FILE *f)
@@ -73,6 +77,8 @@ static void usage(FILE *f)
 		"  -j, --json         print JSON instead of tables\n"
 		"  -h, --help         show this help\n"
 		"  -V, --version      show the version\n\n"
+		"On a terminal, profile, calibrate and jitq quantize/dequantize show a progress\n"
+		"line; never in a pipe or with --json.\n\n"
 		"Exit status: 0 ok, 1 the request failed (refused by pimd, or an invalid input file),\n"
 		"2 usage error, 3 pimd could not be reached or the connection broke.\n",
 		PIM_SOCKET_ENV, PIM_DEFAULT_SOCKET);
@@ -122,6 +128,112 @@ static int request_failed(struct ctl *ctl, int r)
 	default:
 		return EXIT_DAEMON;
 	}
+}
+
+/* ---------------------------------------------------------------- progress on a terminal */
+
+/*
+ * A progress line, rewritten in place with \r and erased when the work ends: only when standard
+ * output is a terminal and the output is not JSON, so pipes, files and scripts see nothing of it.
+ */
+struct progress {
+	bool on, shown;
+	struct timespec t0;
+};
+
+static void progress_init(struct progress *p, const struct ctl *ctl)
+{
+	p->on = !ctl->json && isatty(STDOUT_FILENO);
+	p->shown = false;
+	clock_gettime(CLOCK_MONOTONIC, &p->t0);
+}
+
+static double progress_elapsed(const struct progress *p)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - p->t0.tv_sec) + (double)(t.tv_nsec - p->t0.tv_nsec) * 1e-9;
+}
+
+static void _printf_(2, 3) progress_show(struct progress *p, const char *fmt, ...)
+{
+	va_list ap;
+	if (!p->on)
+		return;
+	fputs("\r", stdout);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fputs("\033[K", stdout);
+	fflush(stdout);
+	p->shown = true;
+}
+
+static void progress_end(struct progress *p)
+{
+	if (p->shown) {
+		fputs("\r\033[K", stdout);
+		fflush(stdout);
+	}
+	p->shown = false;
+}
+
+/*
+ * A request that answers once, at the end (a calibration sweep, a quantized file): a thread
+ * shows what is being done and for how long until the answer comes.
+ */
+struct ticker {
+	struct progress p;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop, running;
+	char what[256];
+};
+
+static void *ticker_main(void *arg)
+{
+	struct ticker *t = arg;
+	double wait = 0.3; /* quick answers show nothing */
+	pthread_mutex_lock(&t->mu);
+	while (!t->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)(wait * 1e9);
+		until.tv_sec += until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT && !t->stop)
+			progress_show(&t->p, "%s: %.1f s", t->what, progress_elapsed(&t->p));
+		wait = 0.25;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+/* Starts t for the next request, which call_body() ends before it prints anything. */
+static void _printf_(3, 4) ticker_start(struct ticker *t, struct ctl *ctl, const char *fmt, ...)
+{
+	va_list ap;
+	*t = (struct ticker){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	progress_init(&t->p, ctl);
+	va_start(ap, fmt);
+	vsnprintf(t->what, sizeof t->what, fmt, ap);
+	va_end(ap);
+	t->running = t->p.on && pthread_create(&t->thread, NULL, ticker_main, t) == 0;
+	ctl->ticker = t;
+}
+
+static void ticker_stop(struct ticker *t)
+{
+	if (!t->running)
+		return;
+	pthread_mutex_lock(&t->mu);
+	t->stop = true;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(t->thread, NULL);
+	progress_end(&t->p);
+	t->running = false;
 }
 
 static void print_json(json_object *o)
@@ -411,6 +523,10 @@ static int call_body(struct ctl *ctl, Pim__Request *req, Pim__Response__BodyCase
 	pim__request__pack(req, buf);
 	r = pim_call(ctl->client, buf, n, &rbuf, &rlen);
 	free(buf);
+	if (ctl->ticker) {
+		ticker_stop(ctl->ticker);
+		ctl->ticker = NULL;
+	}
 	if (r < 0)
 		return request_failed(ctl, r);
 	Pim__Response *resp = pim__response__unpack(NULL, rlen, rbuf);
@@ -1153,6 +1269,8 @@ static int cmd_calibrate(struct ctl *ctl, int argc, char **argv)
 	req.body_case = PIM__REQUEST__BODY_CALIBRATE;
 	req.calibrate = &body;
 	Pim__Response *resp;
+	struct ticker tick;
+	ticker_start(&tick, ctl, "calibrating %s against %s", model, labels);
 	r = call_body(ctl, &req, PIM__RESPONSE__BODY_CALIBRATE, &resp);
 	free(csv);
 	if (r)
@@ -1572,6 +1690,8 @@ static int call_with_file(struct ctl *ctl, const char *path, ProtobufCBinaryData
 	}
 	data->data = buf;
 	data->len = n;
+	struct ticker tick;
+	ticker_start(&tick, ctl, "%s: %.1f MiB to pimd and back", path, (double)n / (1 << 20));
 	r = call_body(ctl, req, want, resp);
 	free(buf);
 	data->data = NULL;
@@ -1751,22 +1871,52 @@ static bool job_finished(const struct pim_profile_job *j)
 	return strcmp(j->state, "done") == 0 || strcmp(j->state, "failed") == 0;
 }
 
-/* Polls until the job ends, showing progress on a terminal; the exit status says how it ended. */
+/* The progress line of a profiling job: its state, regions and repetitions done, and how long
+ * its worker has run against its timeout (or how long it has waited in the queue). */
+static void progress_job(struct progress *p, const Pim__ProfileReply *q)
+{
+	char limit[64] = "";
+	if (q->timeout_ms)
+		snprintf(limit, sizeof limit, " of its %.4g s timeout", q->timeout_ms / 1e3);
+	if (strcmp(q->state, "running") == 0)
+		progress_show(p, "job %" PRIu64 " running: regions %u/%u, repetitions %" PRIu64 "/%" PRIu64
+			      ", %.1f s%s", q->job, q->regions_done, q->regions_total, q->repetitions_done,
+			      q->repetitions_total, q->running_ms / 1e3, limit);
+	else
+		progress_show(p, "job %" PRIu64 " %s: waiting %.1f s for a worker", q->job, q->state,
+			      progress_elapsed(p));
+}
+
+/* Polls until the job ends, with a progress line on a terminal; the exit status says how it
+ * ended.  The polls ask for the reply itself (its timeout and run time are not in
+ * struct pim_profile_job); the job's last state then comes through libpimclient. */
 static int profile_wait(struct ctl *ctl, struct pim_profile_job *j)
 {
-	bool tty = isatty(STDERR_FILENO) && !ctl->json;
-	int r;
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
+	struct progress p;
+	int r = 0;
 
-	while (!job_finished(j)) {
-		if (tty)
-			fprintf(stderr, "\rjob %" PRIu64 ": %s, repetitions %" PRIu64 "/%" PRIu64 " ", j->id,
-				j->state, j->repetitions_done, j->repetitions_total);
-		usleep(100000);
-		if ((r = pim_profile_status(ctl->client, j->id, j)) < 0)
-			return request_failed(ctl, r);
+	progress_init(&p, ctl);
+	body.job = j->id;
+	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
+	req.profile_status = &body;
+	for (bool end = job_finished(j); !end;) {
+		Pim__Response *resp;
+		if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_PROFILE, &resp)))
+			break;
+		end = strcmp(resp->profile->state, "done") == 0 || strcmp(resp->profile->state, "failed") == 0;
+		if (!end)
+			progress_job(&p, resp->profile);
+		pim__response__free_unpacked(resp, NULL);
+		if (!end)
+			usleep(100000);
 	}
-	if (tty)
-		fprintf(stderr, "\r\033[K");
+	progress_end(&p);
+	if (r)
+		return r;
+	if ((r = pim_profile_status(ctl->client, j->id, j)) < 0)
+		return request_failed(ctl, r);
 	return EXIT_OK;
 }
 

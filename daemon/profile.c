@@ -808,12 +808,20 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 
 	if (store_run_get(pf->store, run, &p, &err) < 0)
 		return reply_error_from(id, &err);
-	/* the live position of a running job, between progress writes */
+	/* the live position of a queued or running job, between progress writes: its repetitions,
+	 * its timeout and how much of it the worker has used (pimctl's progress line) */
 	for (struct job *j = pf->jobs; j; j = j->next)
 		if (j->run == run) {
 			p->repetitions_done = j->reps_done;
 			if (j->reps_total)
 				p->repetitions_total = j->reps_total;
+			p->timeout_ms = j->timeout_ms;
+			uint64_t deadline = j->w ? worker_deadline(j->w) : UINT64_MAX, now = now_ns();
+			uint64_t limit_ns = (uint64_t)j->timeout_ms * 1000000u;
+			if (deadline != UINT64_MAX) {
+				uint64_t left = deadline > now ? deadline - now : 0;
+				p->running_ms = (limit_ns > left ? limit_ns - left : 0) / 1000000u;
+			}
 		}
 	return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
 }

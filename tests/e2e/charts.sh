@@ -5,7 +5,9 @@
 # against pimctl --json's answer (one mark per region, colour by decision, θ and σ where the
 # answer puts them, regions left and right of θ as C3 says); the same for calibrations (accuracy
 # against θ per σ, the chosen θ) and JIT-Q plans (a mark per block, stalls, memory); then renders
-# each chart in headless Chromium and fails on any error it reports.
+# each chart in headless Chromium and fails on any error it reports.  Last, the progress lines
+# of profile, calibrate and jitq quantize under a pseudo-terminal (script), and their absence
+# in a pipe and with --json.
 set -u
 B=$(cd "${1:-build}" && pwd)
 PIMCTL=$B/pimctl
@@ -180,6 +182,37 @@ echo "     (2,000 blocks: plan and chart in $(( (t1 - t0) / 1000000 )) ms, $(wc 
 check "the chart of 2,000 blocks is well-formed" xmllint --noout "$T/jitq-big.svg"
 check "... and every block of both phases is in one accelerator mark" \
 	[ "$(xpath "$T/jitq-big.svg" 'sum(//*[@class="accel"]/@data-blocks)')" -eq 4000 ]
+
+# ------------------------------------------------------------ progress on a terminal
+# script(1) runs pimctl on a pseudo-terminal; a pipe and --json must see no progress at all.
+"$PIMCTL" model load tests/models/fault.json >/dev/null
+HANG="profile fault --library $B/tests/models/hang.so --timeout-ms 1500"
+script -q -c "'$PIMCTL' $HANG" /dev/null < /dev/null > "$T/tty.out" 2>&1
+tr '\r' '\n' < "$T/tty.out" > "$T/tty.lines"
+check "profile on a terminal: regions, repetitions, time run and the job's timeout" \
+	grep -q 'job [0-9]* running: regions [0-9]*/[0-9]*, repetitions [0-9]*/[0-9]*, [0-9.]* s of its 1.5 s timeout' "$T/tty.lines"
+check "the progress line is erased before the result" grep -q "$(printf '\033')\[KProfile job [0-9]* of fault: failed" \
+	"$T/tty.lines"
+"$PIMCTL" $HANG > "$T/pipe.out" 2>&1
+check "profile into a pipe: no progress line" sh -c "! grep -q 'running: regions' '$T/pipe.out' && ! grep -q \"\$(printf '\r')\" '$T/pipe.out'"
+check "... but the result" grep -q "Profile job [0-9]* of fault: failed" "$T/pipe.out"
+script -q -c "'$PIMCTL' --json $HANG" /dev/null < /dev/null > "$T/json.out" 2>&1
+check "--json on a terminal: no progress line" sh -c "! grep -q 'running: regions' '$T/json.out' && grep -q '\"state\"' '$T/json.out'"
+BIGCAL="calibrate synth10000 --labels $T/labels10000.csv --theta 0.001:60:0.001"
+script -q -c "'$PIMCTL' $BIGCAL" /dev/null < /dev/null > "$T/cal-tty.out" 2>&1
+check "a long calibration on a terminal says what it waits for and how long" \
+	grep -q "calibrating synth10000 against $T/labels10000.csv: [0-9.]* s" "$T/cal-tty.out"
+"$PIMCTL" $BIGCAL > "$T/cal-pipe.out" 2>&1
+check "... and nothing of it into a pipe" sh -c "! grep -q calibrating '$T/cal-pipe.out' && grep -q suggested '$T/cal-pipe.out'"
+# 12 MiB of BF16 through the bit-exact reference quantizer: about half a second on a quiet core
+head -c $((2048 * 3072 * 2)) /dev/urandom > "$T/w.bf16"
+QUANT="jitq quantize --format mx6 --shape 2048x3072 $T/w.bf16 $T/w.mx6"
+script -q -c "'$PIMCTL' $QUANT" /dev/null < /dev/null > "$T/q-tty.out" 2>&1
+check "a large quantize on a terminal: the file, its size and the time so far" \
+	grep -q "$T/w.bf16: 12.0 MiB to pimd and back: [0-9.]* s" "$T/q-tty.out"
+check "... erased before the result" grep -q "$(printf '\033')\[KWrote 4718592 bytes" "$T/q-tty.out"
+"$PIMCTL" $QUANT > "$T/q-pipe.out" 2>&1
+check "... and nothing of it into a pipe" sh -c "! grep -q 'to pimd and back' '$T/q-pipe.out' && grep -q '^Wrote 4718592 bytes' '$T/q-pipe.out'"
 
 # ------------------------------------------------------------ a real browser
 # Each chart rendered by headless Chromium: a screenshot written, no error on its console
