@@ -343,6 +343,12 @@ demo: deps
 	$(MAKE) --no-print-directory all
 	sh examples/demo.sh $(B) $(DEMO_MANIFEST) $(DEMO_LIBRARY)
 
+# The README's pictures (doc/*.svg): the demo, its charts written into doc/.
+pictures: deps
+	$(MAKE) --no-print-directory all
+	DEMO_CHARTS=$(abspath doc) sh examples/demo.sh $(B) $(DEMO_MANIFEST) $(DEMO_LIBRARY) >/dev/null
+	@echo "pictures: doc/placement.svg doc/calibration.svg doc/jitq-plan.svg"
+
 # The exported GPT-2-style decoder at prefill and decode, profiled and placed (needs MLIR 19 and
 # python3-torch: make deps).
 demo-decoder: deps
@@ -399,7 +405,9 @@ jitq-report: $(B)/bench/bench_jitq_report
 
 help:
 	@echo "make            build pimd, pimctl, libpimclient into $(B)/"
-	@echo "make demo       build, start pimd privately, load and show the example model, stop"
+	@echo "make demo       build, start pimd privately, load and show the example model, stop;"
+	@echo "                its three charts in $(B)/demo/"
+	@echo "make pictures   the README's pictures (doc/*.svg) from the demo model"
 	@echo "make demo-decoder  the same for a decoder exported from PyTorch, at prefill and decode"
 	@echo "make check      every test: unit, end to end, units, man pages, install, purity"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
@@ -411,4 +419,4 @@ help:
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo install bench help stress stress-durable demo-decoder
+.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo pictures install bench help stress stress-durable demo-decoder

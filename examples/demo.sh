@@ -3,12 +3,17 @@
 # Starts pimd on a private socket and database, loads the decoder block that pim-extract made
 # from examples/decoder-block.mlir, profiles its model library through pimd (hardware counters
 # where the host has them, the timing backend otherwise: pimd says which), prints the placement
-# for 32, 64 and 128 PIM cores and a JIT-Q plan, and stops pimd.  Run through "make demo".
+# for 32, 64 and 128 PIM cores, a calibration against the example labels and a JIT-Q plan, and
+# stops pimd.  The three also become pictures: placement.svg, calibration.svg and jitq-plan.svg
+# in $DEMO_CHARTS (default BUILD_DIR/demo).  Run through "make demo" (or "make pictures").
 set -eu
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 MANIFEST=${2:-$B/examples/decoder-block.manifest.json}
 LIBRARY=${3:-$B/examples/decoder-block.so}
+CHARTS=${DEMO_CHARTS:-$B/demo}
+mkdir -p "$CHARTS"
+CHARTS=$(cd "$CHARTS" && pwd)
 T=$(mktemp -d /tmp/pimd-demo.XXXXXX)
 S=$T/pimd.sock
 PID=
@@ -42,10 +47,13 @@ else
 	echo "(no pim-extract output: $MANIFEST; loading the bundled copy of its manifest, without profiling)"
 	step model load "$HERE/decoder-block.json"
 fi
-step placement decoder-block --cores 32,64,128
-step jitq plan --model gpt-3-175B --format mx6 --from bf16 --mapping strided-opt
+step placement decoder-block --cores 32,64,128 --svg "$CHARTS/placement.svg"
+step calibrate decoder-block --labels "$HERE/decoder-block.labels.csv" --theta 0.1:20:0.05 \
+	--svg "$CHARTS/calibration.svg"
+step jitq plan --model gpt-3-175B --format mx6 --from bf16 --mapping strided-opt --svg "$CHARTS/jitq-plan.svg"
 kill -TERM "$PID"
 wait "$PID"
 rc=$?
 PID=
 printf '\npimd stopped (exit status %d)\n' "$rc"
+printf 'Pictures: %s/placement.svg, %s/calibration.svg, %s/jitq-plan.svg\n' "$CHARTS" "$CHARTS" "$CHARTS"

@@ -214,6 +214,16 @@ check "... erased before the result" grep -q "$(printf '\033')\[KWrote 4718592 b
 "$PIMCTL" $QUANT > "$T/q-pipe.out" 2>&1
 check "... and nothing of it into a pipe" sh -c "! grep -q 'to pimd and back' '$T/q-pipe.out' && grep -q '^Wrote 4718592 bytes' '$T/q-pipe.out'"
 
+# ------------------------------------------------------------ the demo
+# make demo's script with its own pimd: it prints the placement and leaves the three pictures.
+DEMO_CHARTS="$T/demo" sh examples/demo.sh "$B" > "$T/demo.out" 2>&1
+check "the demo prints the placement and the JIT-Q plan" sh -c \
+	"grep -q 'Placement of decoder-block' '$T/demo.out' && grep -q 'Chart written to $T/demo/jitq-plan.svg' '$T/demo.out'"
+check "... and names the three pictures it leaves" grep -q "^Pictures: $T/demo/placement.svg, $T/demo/calibration.svg, $T/demo/jitq-plan.svg" "$T/demo.out"
+for f in placement calibration jitq-plan; do
+	check "the demo's $f.svg is well-formed" xmllint --noout "$T/demo/$f.svg"
+done
+
 # ------------------------------------------------------------ a real browser
 # Each chart rendered by headless Chromium: a screenshot written, no error on its console
 # (Chromium reports every attribute it cannot use, e.g. "Error: <path> attribute d: ...").
@@ -227,7 +237,7 @@ render() { # render SVG
 	[ "$(wc -c < "$1.png")" -gt 10000 ] || { echo "screenshot of $(wc -c < "$1.png") bytes: blank?"; return 1; }
 }
 if command -v chromium >/dev/null 2>&1; then
-	for f in p100 p10000 decoder cal100 cal10000 jitq jitq-big; do
+	for f in p100 p10000 decoder cal100 cal10000 jitq jitq-big demo/calibration demo/jitq-plan; do
 		check "Chromium renders $f.svg without errors" render "$T/$f.svg"
 	done
 else
