@@ -854,7 +854,11 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, int 
 	if (getppid() != parent)
 		_exit(EXIT_PIPE);
 	o.fd = pipe_fd;
-	/* into the job's cgroup before anything else: whatever the model starts is born there */
+	/* into the job's cgroup before anything else: whatever the model starts is born there.
+	 * The child moves itself rather than being cloned into the cgroup (clone3 with
+	 * CLONE_INTO_CGROUP): a raw clone3 skips glibc's fork handlers, and the child of a
+	 * multithreaded pimd could then find malloc's locks held; no code of the model runs
+	 * before this write either way. */
 	if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1)
 		child_fail(&o, -errno, -1, "worker setup: cannot enter the job's cgroup: %s",
 			   strerror(errno));
