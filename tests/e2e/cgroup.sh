@@ -57,6 +57,9 @@ job_dirs() { ls -d "$CG"/job-* 2>/dev/null; }
 no_jobs_left() { # up to 3 s for every job directory to go
 	i=0; while [ -n "$(job_dirs)" ] && [ $i -lt 60 ]; do sleep 0.05; i=$((i + 1)); done
 }
+alive_pid() { # $1 when it is a process that is not a zombie
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | grep -qv '^[ZX]' && echo "$1"
+}
 alive_named() { # processes named $1 that are not zombies
 	for p in /proc/[0-9]*; do
 		[ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] || continue
@@ -84,6 +87,7 @@ stop_pimd() {
 mkdir "$CG/job-999999"
 sh -c "echo \$\$ > '$CG/job-999999/cgroup.procs' && exec sleep 1000" &
 SLEEPER=$!
+i=0; while ! grep -qx "$SLEEPER" "$CG/job-999999/cgroup.procs" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 conf='allow_root_jobs = yes\njob_cgroups = yes\nprofile_max_processes = 32\n'
 if ! start_pimd "$conf"; then
 	bad "pimd starts inside a cgroup it is given (job_cgroups = yes)"
@@ -93,8 +97,9 @@ expect_rc 0 "contained:  a cgroup per job under /pimd-test-$$ (" \
 	"pimctl status: a cgroup per job under the cgroup pimd started in" "$PIMCTL" --socket "$S" status
 check "pimd moved itself into $CG/main (no process left in the delegated cgroup itself)" sh -c \
 	"grep -qx '$PID' '$CG/main/cgroup.procs' && [ -z \"\$(cat '$CG/cgroup.procs')\" ]"
-check "the job directory of a previous pimd is removed at start, its process killed" sh -c \
-	"[ ! -e '$CG/job-999999' ] && ! kill -0 $SLEEPER 2>/dev/null"
+d="the job directory of a previous pimd is removed at start, its process killed"
+if wait_gone "$CG/job-999999" && [ -z "$(alive_pid "$SLEEPER")" ]; then ok "$d"
+else bad "$d (sleeper $SLEEPER: $(sed 's/.*) //' "/proc/$SLEEPER/stat" 2>/dev/null | cut -c1))"; fi
 SLEEPER=
 
 "$PIMCTL" --socket "$S" model load "$MJ/cgself.json" >/dev/null
