@@ -3,7 +3,9 @@
 #
 #   private_pimd_start BUILD_DIR DIR   starts BUILD_DIR/pimd in the foreground on DIR/pimd.sock,
 #                                      its database in DIR/state, its log in DIR/pimd.log (run
-#                                      as root, it may run models as root: allow_root_jobs);
+#                                      as root, it may run models as root: allow_root_jobs;
+#                                      the lines of $PRIVATE_PIMD_CONF, if set, are added to
+#                                      its pimd.conf);
 #                                      waits until it answers; sets PIMD_PID and exports
 #                                      PIMD_SOCKET for pimctl.  Returns 1 (the log on standard
 #                                      error) if it does not answer within 20 s.
@@ -15,6 +17,7 @@
 private_pimd_start() {
 	: > "$2/pimd.conf"
 	[ "$(id -u)" = 0 ] && echo "allow_root_jobs = yes" > "$2/pimd.conf"
+	[ -z "${PRIVATE_PIMD_CONF:-}" ] || printf '%s\n' "$PRIVATE_PIMD_CONF" >> "$2/pimd.conf"
 	"$1/pimd" --foreground --socket "$2/pimd.sock" --state-dir "$2/state" --config "$2/pimd.conf" \
 		--log-level warning > "$2/pimd.log" 2>&1 &
 	PIMD_PID=$!
