@@ -132,7 +132,7 @@ check-onnx:
 endif
 
 ifeq ($(MLIR_AVAILABLE),1)
-check-torch: $(PIM_EXTRACT) $(ONNX_RUN) $(B)/pimd $(B)/pimctl
+check-torch: $(PIM_EXTRACT) $(ONNX_RUN) $(B)/pimd $(B)/pimd-worker $(B)/pimctl
 	sh tests/compiler/torch-e2e.sh $(B)
 else
 check-torch:
@@ -140,7 +140,7 @@ check-torch:
 endif
 
 ifeq ($(MLIR_AVAILABLE),1)
-bench-extract: $(PIM_EXTRACT) $(B)/pimd $(B)/pimctl
+bench-extract: $(PIM_EXTRACT) $(B)/pimd $(B)/pimd-worker $(B)/pimctl
 	sh bench/bench_extract.sh $(B)
 else
 bench-extract:
