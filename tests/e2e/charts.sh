@@ -32,7 +32,8 @@ check() { # check DESCRIPTION COMMAND...
 xpath() { xmllint --xpath "$2" "$1" 2>/dev/null; }
 
 S=$T/pimd.sock
-printf 'allow_root_jobs = yes\n' > "$T/pimd.conf"
+# frames of 64 MiB: the large quantize file below
+printf 'allow_root_jobs = yes\nmax_frame_bytes = 64M\n' > "$T/pimd.conf"
 "$B/pimd" --foreground --socket "$S" --state-dir "$T/state" --config "$T/pimd.conf" 2>"$T/log" &
 PID=$!
 i=0
@@ -204,15 +205,16 @@ check "a long calibration on a terminal says what it waits for and how long" \
 	grep -q "calibrating synth10000 against $T/labels10000.csv: [0-9.]* s" "$T/cal-tty.out"
 "$PIMCTL" $BIGCAL > "$T/cal-pipe.out" 2>&1
 check "... and nothing of it into a pipe" sh -c "! grep -q calibrating '$T/cal-pipe.out' && grep -q suggested '$T/cal-pipe.out'"
-# 12 MiB of BF16 through the bit-exact reference quantizer: about half a second on a quiet core
-head -c $((2048 * 3072 * 2)) /dev/urandom > "$T/w.bf16"
-QUANT="jitq quantize --format mx6 --shape 2048x3072 $T/w.bf16 $T/w.mx6"
+# 48 MiB of BF16 through the bit-exact reference quantizer: about two seconds on a quiet core,
+# well past the 0.3 s before the line appears
+head -c $((4096 * 6144 * 2)) /dev/urandom > "$T/w.bf16"
+QUANT="jitq quantize --format mx6 --shape 4096x6144 $T/w.bf16 $T/w.mx6"
 script -q -c "'$PIMCTL' $QUANT" /dev/null < /dev/null > "$T/q-tty.out" 2>&1
 check "a large quantize on a terminal: the file, its size and the time so far" \
-	grep -q "$T/w.bf16: 12.0 MiB to pimd and back: [0-9.]* s" "$T/q-tty.out"
-check "... erased before the result" grep -q "$(printf '\033')\[KWrote 4718592 bytes" "$T/q-tty.out"
+	grep -q "$T/w.bf16: 48.0 MiB to pimd and back: [0-9.]* s" "$T/q-tty.out"
+check "... erased before the result" grep -q "$(printf '\033')\[KWrote 18874368 bytes" "$T/q-tty.out"
 "$PIMCTL" $QUANT > "$T/q-pipe.out" 2>&1
-check "... and nothing of it into a pipe" sh -c "! grep -q 'to pimd and back' '$T/q-pipe.out' && grep -q '^Wrote 4718592 bytes' '$T/q-pipe.out'"
+check "... and nothing of it into a pipe" sh -c "! grep -q 'to pimd and back' '$T/q-pipe.out' && grep -q '^Wrote 18874368 bytes' '$T/q-pipe.out'"
 
 # ------------------------------------------------------------ the demo
 # make demo's script with its own pimd: it prints the placement and leaves the three pictures.
