@@ -15,6 +15,18 @@ void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len)
 	hdr[3] = (uint8_t)len;
 }
 
+size_t frame_put_varint(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		if (out)
+			out[n] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		n++;
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
 uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES])
 {
 	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];

@@ -65,6 +65,8 @@ uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len, int *fd);
 int frame_reader_partial(const struct frame_reader *r);
 
 void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len);
+/* Writes v as a protobuf varint at out (NULL: only counts); returns its bytes (1 to 10). */
+size_t frame_put_varint(uint8_t *out, uint64_t v);
 uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES]);
 
 /* Blocking helpers (for clients): write/read a whole frame, retrying on EINTR and partial I/O.

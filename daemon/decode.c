@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "frame.h"
 #include "manifest.h"
 
 /* Messages nest at most this deep in pim.proto (Request > ModelLoad > Manifest > Region >
@@ -309,18 +310,6 @@ static int only_path_field(const ProtobufCMessageDescriptor *d, const uint8_t *p
 	return found == 1;
 }
 
-static size_t put_varint(uint8_t *out, uint64_t v)
-{
-	size_t n = 0;
-	do {
-		if (out)
-			out[n] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		n++;
-		v >>= 7;
-	} while (v);
-	return n;
-}
-
 /* Message d at p without the entries of Manifest.regions, written to out (NULL: measured);
  * returns its length.  The messages on the way are written again with their new lengths. */
 static size_t strip_regions(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, uint8_t *out)
@@ -334,8 +323,8 @@ static size_t strip_regions(const ProtobufCMessageDescriptor *d, const uint8_t *
 			continue;
 		if (w.wt == 2 && f && f->type == PROTOBUF_C_TYPE_MESSAGE && leads_to_regions(f->descriptor)) {
 			size_t inner = strip_regions(f->descriptor, p + w.vstart, (size_t)w.n, NULL);
-			n += put_varint(out ? out + n : NULL, w.tag);
-			n += put_varint(out ? out + n : NULL, inner);
+			n += frame_put_varint(out ? out + n : NULL, w.tag);
+			n += frame_put_varint(out ? out + n : NULL, inner);
 			if (out)
 				strip_regions(f->descriptor, p + w.vstart, (size_t)w.n, out + n);
 			n += inner;

@@ -52,6 +52,15 @@ enum rpc_where {
 };
 enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req);
 
+/*
+ * A request whose answer is packed as it is read rather than built first (model_show: a
+ * manifest of a million regions is ten times larger as protobuf-c structures than packed):
+ * 1 and the frame in *frame (FRAME_HEADER_BYTES of room, then *len bytes of Response; free()),
+ * or 0 when rpc_handle is to answer it (another request, an error to report).
+ */
+int rpc_handle_packed(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req, uint8_t **frame,
+		      size_t *len);
+
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 

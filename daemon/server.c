@@ -467,7 +467,11 @@ static void frame_job_run(struct worker_thread *t, struct frame_job *j)
 	/* (a model_load is never answered on the loop only, so lean requests stay here) */
 	if (rpc_where(&j->ctx, d->req) == RPC_ON_LOOP)
 		goto done;
-	j->resp = rpc_handle(&j->ctx, &j->peer, d->req, &j->after, NULL);
+	j->after = RPC_KEEP;
+	if (rpc_handle_packed(&j->ctx, &j->peer, d->req, &j->packed, &j->packed_len))
+		j->resp_id = d->req->id;
+	else
+		j->resp = rpc_handle(&j->ctx, &j->peer, d->req, &j->after, NULL);
 	j->answered = true;
 	j->model_change = model_changing(d->req);
 	decoded_free(d);

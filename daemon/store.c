@@ -904,6 +904,24 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 	int r, ro = SQLITE_ROW, k = 0;
 	bool op_pending = false;
 
+	if (w->allocation) {
+		sqlite3_stmt *as = stmt_get(s, ST_ALLOC_SELECT);
+		sqlite3_bind_int64(as, 1, model_id);
+		while (k >= 0 && (r = sqlite3_step(as)) == SQLITE_ROW) {
+			const unsigned char *t = sqlite3_column_text(as, 3);
+			Pim__Allocation a = PIM__ALLOCATION__INIT;
+			a.id = (uint32_t)sqlite3_column_int64(as, 0);
+			a.bytes = (uint64_t)sqlite3_column_int64(as, 1);
+			a.kind = (Pim__AllocKind)sqlite3_column_int(as, 2);
+			a.name = (char *)(t ? (const char *)t : "");
+			k = w->allocation(ctx, &a);
+		}
+		if (k >= 0 && r != SQLITE_DONE)
+			k = db_err(s, err, "reading allocations");
+		sqlite3_reset(as);
+		if (k < 0)
+			return k;
+	}
 	sqlite3_bind_int64(rs, 1, model_id);
 	sqlite3_bind_int64(os, 1, model_id);
 	while (k >= 0 && (r = sqlite3_step(rs)) == SQLITE_ROW) {
@@ -955,6 +973,7 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 struct manifest_build {
 	Pim__Manifest *m;
 	size_t want, cap;  /* regions announced; operands room of the last region */
+	size_t want_allocations;
 	struct pim_error *err;
 };
 
@@ -1026,50 +1045,35 @@ static int build_operand(void *ctx, const struct store_operand_row *o)
 	return p->elem_type ? 0 : err_set(b->err, -ENOMEM, "out of memory");
 }
 
+static int build_allocation(void *ctx, const Pim__Allocation *a)
+{
+	struct manifest_build *b = ctx;
+	Pim__Manifest *m = b->m;
+
+	if (m->n_allocations == b->want_allocations)
+		return err_set(b->err, -EIO, "model \"%s\" has more allocations than its summary says", m->name);
+	Pim__Allocation *c = malloc(sizeof *c);
+	if (!c)
+		return err_set(b->err, -ENOMEM, "out of memory");
+	*c = *a;
+	m->allocations[m->n_allocations++] = c;
+	c->name = strdup(a->name);
+	return c->name ? 0 : err_set(b->err, -ENOMEM, "out of memory");
+}
+
 static int load_manifest(struct store *s, int64_t model_id, Pim__Manifest *m, struct pim_error *err)
 {
-	sqlite3_stmt *st;
-	int r;
-	size_t n;
+	static const struct store_model_walker build = {
+		.allocation = build_allocation, .region = build_region, .operand = build_operand };
+	struct manifest_build b = { .m = m, .want = m->n_regions, .want_allocations = m->n_allocations,
+				    .err = err };
 
-	/* allocations */
-	n = 0;
-	st = stmt_get(s, ST_ALLOC_SELECT);
-	sqlite3_bind_int64(st, 1, model_id);
-	m->allocations = calloc(m->n_allocations ? m->n_allocations : 1, sizeof *m->allocations);
-	size_t want_alloc = m->n_allocations;
 	m->n_allocations = 0;
-	if (!m->allocations)
-		return err_set(err, -ENOMEM, "out of memory");
-	while ((r = sqlite3_step(st)) == SQLITE_ROW && n < want_alloc) {
-		Pim__Allocation *a = malloc(sizeof *a);
-		if (!a) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
-		pim__allocation__init(a);
-		m->allocations[m->n_allocations++] = a;
-		a->id = (uint32_t)sqlite3_column_int64(st, 0);
-		a->bytes = (uint64_t)sqlite3_column_int64(st, 1);
-		a->kind = (Pim__AllocKind)sqlite3_column_int(st, 2);
-		a->name = col_strdup(st, 3);
-		if (!a->name) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
-		n++;
-	}
-	sqlite3_reset(st);
-	if (r != SQLITE_DONE && r != SQLITE_ROW)
-		return db_err(s, err, "reading allocations");
-
-	/* regions, in program order, with their operands */
-	struct manifest_build b = { .m = m, .want = m->n_regions, .err = err };
 	m->n_regions = 0;
+	m->allocations = calloc(b.want_allocations ? b.want_allocations : 1, sizeof *m->allocations);
 	m->regions = calloc(b.want ? b.want : 1, sizeof *m->regions);
-	if (!m->regions)
+	if (!m->allocations || !m->regions)
 		return err_set(err, -ENOMEM, "out of memory");
-	static const struct store_model_walker build = { .region = build_region, .operand = build_operand };
 	return store_model_walk(s, model_id, &build, &b, err);
 }
 

@@ -99,11 +99,14 @@ struct store_operand_row {
 };
 
 struct store_model_walker {
+	/* optional: every allocation, by id, before the regions (a valid during the call) */
+	int (*allocation)(void *ctx, const Pim__Allocation *a);
 	int (*region)(void *ctx, size_t index, const struct store_region_row *r);
 	int (*operand)(void *ctx, const struct store_operand_row *o);
 };
 
-/* Calls w's functions for every region of a model in program order, each followed by its
+/* Calls w's functions for every allocation of a model (if w has that function), then for every
+ * region in program order, each followed by its
  * operands, holding nothing of the model meanwhile (a model of a million regions need not be
  * in memory as a manifest); stops at the first negative return, which it returns.  Call it
  * inside a read transaction (store_read_begin) for one state of the model. */

@@ -30,6 +30,22 @@ START_TEST(header_is_big_endian)
 END_TEST
 
 /* A frame delivered one byte at a time is assembled across many reads. */
+/* Protobuf varints: 7 bits a byte, low first, the high bit saying more follow. */
+START_TEST(varints)
+{
+	uint8_t b[10];
+	ck_assert_uint_eq(frame_put_varint(b, 0), 1);
+	ck_assert_uint_eq(b[0], 0);
+	ck_assert_uint_eq(frame_put_varint(b, 127), 1);
+	ck_assert_uint_eq(b[0], 0x7f);
+	ck_assert_uint_eq(frame_put_varint(b, 300), 2);
+	ck_assert(b[0] == 0xac && b[1] == 0x02);
+	ck_assert_uint_eq(frame_put_varint(NULL, 300), 2);
+	ck_assert_uint_eq(frame_put_varint(b, UINT64_MAX), 10);
+	ck_assert(b[0] == 0xff && b[8] == 0xff && b[9] == 0x01);
+}
+END_TEST
+
 START_TEST(reader_assembles_partial_frames)
 {
 	int sv[2];
@@ -314,6 +330,7 @@ int main(void)
 	Suite *s = suite_create("frame");
 	TCase *tc = test_case(s, "frame");
 	tcase_add_test(tc, header_is_big_endian);
+	tcase_add_test(tc, varints);
 	tcase_add_test(tc, reader_assembles_partial_frames);
 	tcase_add_test(tc, reader_refuses_oversized_before_allocating);
 	tcase_add_test(tc, reader_reports_truncation_and_clean_eof);
