@@ -195,6 +195,41 @@ static int exec_simple(struct store *s, enum stmt_id id, struct pim_error *err)
 	return 0;
 }
 
+/*
+ * After a commit returned, asks the file system once more whether the write-ahead log is on
+ * disk (fdatasync again; nothing is left to write, so it costs a device flush).  A commit whose
+ * fsync was under way when the file system failed can be told it succeeded: ext4 (Linux 6.18
+ * at least) answers an fsync whose journal transaction was closed by the abort without its
+ * commit record as done (jbd2_complete_transaction finds the transaction no longer running
+ * and does not look at the abort), so the log's last frames and the commit in them are gone
+ * after the journal is replayed.  Any later fsync sees the failed file system and fails;
+ * so a change is acknowledged only when this one succeeds.  pimd(8), DATABASE.
+ */
+static int sync_verify(struct store *s, struct pim_error *err)
+{
+	sqlite3_file *wal = NULL;
+
+	if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
+	    !wal || !wal->pMethods)
+		return 0; /* no log open: the commit wrote the database itself */
+	int rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
+	if (rc != SQLITE_OK)
+		return err_set(err, -EIO, "%s: the file system failed while the change was committed "
+			       "(fsync: %s); it may not be stored: look at the system log, then ask "
+			       "for it again", s->path, sqlite3_errstr(rc));
+	return 0;
+}
+
+/* COMMIT, acknowledged only once it is on disk (sync_verify). */
+static int commit_durable(struct store *s, struct pim_error *err)
+{
+	int r = exec_simple(s, ST_COMMIT, err);
+
+	if (r == 0 && (r = sync_verify(s, err)) < 0)
+		s->models = -1; /* committed here, whatever the disk holds */
+	return r;
+}
+
 static void rollback(struct store *s)
 {
 	if (!sqlite3_get_autocommit(s->db))
@@ -289,7 +324,7 @@ static void reserve_release(struct store *s)
 bool store_reserve_held(struct store *s) { return s->reserve_held; }
 
 /* Opens the connection of s to path with the settings every connection has (pimd(8),
- * DURABILITY); -EUCLEAN when the file is not a database or is damaged at its start. */
+ * DATABASE); -EUCLEAN when the file is not a database or is damaged at its start. */
 static int store_connect(struct store *s, const char *path, unsigned busy_timeout_ms,
 			 struct pim_error *err)
 {
@@ -308,7 +343,7 @@ static int store_connect(struct store *s, const char *path, unsigned busy_timeou
 	store_set_busy_timeout(s, busy_timeout_ms);
 	/* synchronous=FULL: in WAL mode every commit is fsync()ed before it returns, so what a
 	 * client is told is stored survives an OS crash or a filesystem going read-only (NORMAL
-	 * may lose the last commits there).  pimd(8), DURABILITY. */
+	 * may lose the last commits there).  pimd(8), DATABASE. */
 	if (sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
 			 "PRAGMA foreign_keys = ON;", NULL, NULL, &msg) != SQLITE_OK) {
 		int code = sqlite3_errcode(s->db);
@@ -652,7 +687,7 @@ static int part_begin(struct store *s, struct pim_error *err)
 
 static int part_commit(struct store *s, int r, struct pim_error *err)
 {
-	if (r >= 0 && (r = exec_simple(s, ST_COMMIT, err)) >= 0)
+	if (r >= 0 && (r = commit_durable(s, err)) >= 0)
 		return 0;
 	rollback(s);
 	return r;
@@ -1160,7 +1195,7 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 	sqlite3_bind_int64(st, 1, id);
 	if ((r = step_done(s, st, "removing the model", err)) < 0)
 		goto fail;
-	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+	if ((r = commit_durable(s, err)) < 0)
 		goto fail;
 	s->models = -1;
 	/* gone for every reader: rows left by a failure here are deleted at the next start */
@@ -1467,7 +1502,7 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 	sqlite3_bind_int64(st, 1, model_id);
 	if ((r = step_done(s, st, "dropping stored decisions", err)) < 0)
 		goto fail;
-	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+	if ((r = commit_durable(s, err)) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -1595,7 +1630,7 @@ int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, c
 	sqlite3_bind_int(st, 3, STORE_DECISIONS_PER_MODEL);
 	if ((r = step_done(s, st, "trimming stored decisions", err)) < 0)
 		goto fail;
-	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+	if ((r = commit_durable(s, err)) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -1619,7 +1654,7 @@ int store_run_create(struct store *s, int64_t model_id, int64_t platform_id, uid
 	sqlite3_bind_int64(st, 5, reps);
 	sqlite3_bind_int64(st, 6, regions_total);
 	sqlite3_bind_int64(st, 7, (int64_t)time(NULL));
-	if ((r = step_done(s, st, "recording a profile run", err)) < 0)
+	if ((r = step_done(s, st, "recording a profile run", err)) < 0 || (r = sync_verify(s, err)) < 0)
 		return r;
 	*run_id = sqlite3_last_insert_rowid(s->db);
 	return 0;
@@ -1702,7 +1737,7 @@ int store_samples_put(struct store *s, int64_t run_id, const struct store_sample
 	sqlite3_bind_int64(st, 2, (int64_t)n);
 	if ((r = step_done(s, st, "counting samples", err)) < 0)
 		goto fail;
-	if ((r = exec_simple(s, ST_COMMIT, err)) < 0)
+	if ((r = commit_durable(s, err)) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -8,7 +8,7 @@
 # be in the store, and the store must pass integrity_check.
 set -u
 B=$(cd "${1:-build}" && pwd)
-RUNS=${2:-3}
+RUNS=${2:-30}
 PIMD=$B/pimd
 PIMCTL=$B/pimctl
 SHUTDOWN=$B/tests/fs-shutdown

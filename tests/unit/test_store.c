@@ -618,10 +618,15 @@ END_TEST
 
 /* ---------------------------------------------------------------- durability */
 
-/* A VFS over the default one that counts xSync calls, to see what reaches the disk. */
+/* A VFS over the default one that counts xSync calls, to see what reaches the disk.  With
+ * fail_in_sync set to n, the file system "fails" during the n-th sync from then on as ext4
+ * does when its journal is aborted under a running fsync: that call still reports success,
+ * every later write and sync fails. */
 static sqlite3_vfs *real_vfs;
 static sqlite3_vfs counting_vfs;
 static int syncs;
+static int fail_in_sync;
+static bool fs_failed;
 
 struct counting_file {
 	sqlite3_file base;
@@ -631,9 +636,20 @@ struct counting_file {
 #define REAL(f) (((struct counting_file *)(f))->real)
 static int cf_close(sqlite3_file *f) { return REAL(f)->pMethods->xClose(REAL(f)); }
 static int cf_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xRead(REAL(f), b, n, o); }
-static int cf_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xWrite(REAL(f), b, n, o); }
+static int cf_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+	return fs_failed ? SQLITE_IOERR_WRITE : REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+}
 static int cf_truncate(sqlite3_file *f, sqlite3_int64 n) { return REAL(f)->pMethods->xTruncate(REAL(f), n); }
-static int cf_sync(sqlite3_file *f, int flags) { syncs++; return REAL(f)->pMethods->xSync(REAL(f), flags); }
+static int cf_sync(sqlite3_file *f, int flags)
+{
+	syncs++;
+	if (fs_failed)
+		return SQLITE_IOERR_FSYNC;
+	if (fail_in_sync > 0 && --fail_in_sync == 0)
+		fs_failed = true;
+	return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
 static int cf_size(sqlite3_file *f, sqlite3_int64 *n) { return REAL(f)->pMethods->xFileSize(REAL(f), n); }
 static int cf_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
 static int cf_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
@@ -708,6 +724,35 @@ START_TEST(acknowledged_writes_are_synced)
 	ck_assert_int_eq(syncs, 0);
 	store_close(s);
 	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* A commit whose fsync reports success while the file system fails under it is not
+ * acknowledged: the store asks the file system again after the commit, and that fails. */
+START_TEST(commit_during_a_file_system_failure_is_not_acknowledged)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("first", 2), *m2 = manifest("second", 2);
+
+	counting_vfs_install();
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	/* a healthy file system: the check after the commit passes */
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	fs_failed = false;
+	fail_in_sync = 1; /* the commit's own fsync */
+	ck_assert_int_eq(store_model_put(s, m2, 0, false, &replaced, NULL, &err), -EIO);
+	ck_assert_ptr_nonnull(strstr(err.msg, "the file system failed while the change was committed"));
+	ck_assert_ptr_nonnull(strstr(err.msg, "it may not be stored"));
+	/* the failure stays: the next change fails at once */
+	err = (struct pim_error){ 0 };
+	ck_assert_int_lt(store_model_remove(s, "first", 0, &err), 0);
+	store_close(s);
+	fs_failed = false;
+	fail_in_sync = 0;
+	pim__manifest__free_unpacked(m, NULL);
+	pim__manifest__free_unpacked(m2, NULL);
 }
 END_TEST
 
@@ -800,6 +845,7 @@ int main(void)
 	tcase_add_test(tc, model_versions_and_a_second_connection);
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
+	tcase_add_test(tc, commit_during_a_file_system_failure_is_not_acknowledged);
 	tcase_add_test(tc, damaged_database_is_refused);
 	tcase_add_test(tc, reserve_beside_the_database);
 	return test_run_suite(s);
