@@ -5,7 +5,7 @@
  * same framing (frame.h) and the same single-threaded epoll loop shape as pimd, and answers
  * with frames of exactly the sizes of a real Status request and response.
  *
- *   bench_query [PIMD_PATH (default build/pimd)] [--quick]
+ *   bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed]
  *
  * In one run it:
  *   1. starts a private pimd (temporary socket, state dir and empty configuration);
@@ -26,7 +26,8 @@
  *   6. stops everything and removes the temporary directory.
  *
  * Exit status: 0 on success (whether or not the goal is met), 1 if something failed, 2 on a
- * usage error.  --quick runs far fewer iterations (a smoke test of well under 3 s).
+ * usage error.  --quick runs far fewer iterations (a smoke test of well under 3 s); --mixed
+ * runs only the mixed workload (5).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1175,7 +1176,7 @@ static int measure_mix(uint64_t dur_ns, bool writes)
 
 static double us(uint64_t ns) { return (double)ns / 1000.0; }
 
-static int run(const char *pimd_path, const struct params *pp, bool quick)
+static int run(const char *pimd_path, const struct params *pp, bool quick, bool mixed_only)
 {
 	struct lat_result lr;
 	double load[3] = { 0, 0, 0 };
@@ -1187,6 +1188,8 @@ static int run(const char *pimd_path, const struct params *pp, bool quick)
 
 	if (start_pimd(pimd_path) < 0)
 		return -1;
+	if (mixed_only)
+		goto mixed;
 	if (probe_sizes((uint64_t)pp->warmup + (uint64_t)pp->rounds * pp->batch / 2 + 2) < 0)
 		return -1;
 	printf("frames: Status request %u B, Status response %u B (payload, + %u B header); "
@@ -1229,6 +1232,7 @@ static int run(const char *pimd_path, const struct params *pp, bool quick)
 	double tr = sum[K_PIMD] / sum[K_ECHO];
 	printf("  %-18s %10.2fx (goal >= 0.9x: %s)\n", "ratio pimd/echo", tr, tr >= 0.9 ? "met" : "missed");
 
+mixed:
 	printf("mixed workload: %d client processes x %.2f s (status, list, show, placement and decisions of "
 	       "a %d-region model, JIT-Q plan, load/remove)\n", MIX_CLIENTS, (double)pp->mix_ns / 1e9,
 	       MIX_REGIONS);
@@ -1242,20 +1246,22 @@ static int run(const char *pimd_path, const struct params *pp, bool quick)
 int main(int argc, char **argv)
 {
 	const char *pimd_path = "build/pimd";
-	bool quick = false, path_given = false;
+	bool quick = false, mixed_only = false, path_given = false;
 	struct sigaction sa = { .sa_handler = on_signal };
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--mixed"))
+			mixed_only = true;
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: bench_query [PIMD_PATH (default build/pimd)] [--quick]\n");
+			printf("usage: bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed]\n");
 			return 0;
 		} else if (argv[i][0] != '-' && !path_given) {
 			pimd_path = argv[i];
 			path_given = true;
 		} else {
-			fprintf(stderr, "usage: bench_query [PIMD_PATH (default build/pimd)] [--quick]\n");
+			fprintf(stderr, "usage: bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed]\n");
 			return 2;
 		}
 	}
@@ -1278,7 +1284,7 @@ int main(int argc, char **argv)
 	snprintf(conf_path, sizeof conf_path, "%s/pimd.conf", tmp_dir);
 
 	uint64_t t0 = now_ns();
-	int r = run(pimd_path, quick ? &quick_params : &normal_params, quick);
+	int r = run(pimd_path, quick ? &quick_params : &normal_params, quick, mixed_only);
 	if (cleanup() < 0)
 		r = -1;
 	free(req_payload);

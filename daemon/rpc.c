@@ -487,6 +487,13 @@ enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req)
 	}
 }
 
+bool rpc_stores(const Pim__Request *req)
+{
+	return req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
+	       req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE ||
+	       req->body_case == PIM__REQUEST__BODY_IMPORT_PERF;
+}
+
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			  enum rpc_after *after, struct rpc_deferred *defer)
 {

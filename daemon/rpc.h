@@ -51,6 +51,10 @@ enum rpc_where {
 	RPC_OFF_LOOP,
 };
 enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req);
+/* True for a request (RPC_ANYWHERE) whose success answer says something is stored, so it is
+ * answered after an fsync: a model load or removal, imported metrics.  The transport answers
+ * it on its writer thread, beside other clients' changes in one transaction (group commit). */
+bool rpc_stores(const Pim__Request *req);
 
 /*
  * A request whose answer is packed as it is read rather than built first (model_show: a

@@ -103,11 +103,20 @@ struct work {
 	struct frame_job *frame;
 };
 
+/* Changes written together by the writer thread (group commit), at most. */
+#define WRITE_GROUP_MAX 64
+
 /*
- * One thread for requests too long for the event loop, so that other clients and the
- * watchdog keep being served: jobs run one at a time, in the order they came.
+ * A thread beside the event loop, so that other clients and the watchdog keep being served:
+ * the work thread runs requests too long for the loop one at a time, in the order they came;
+ * the writer runs the requests that store something (rpc_stores), every change queued
+ * meanwhile in one transaction with one fsync (group commit), so that no fsync is waited for
+ * on the loop.
  */
 struct worker_thread {
+	struct server *server;
+	const char *name;     /* for the log */
+	bool group;           /* the writer: what is queued runs as one group of changes */
 	pthread_t thread;
 	bool started, stopping;
 	pthread_mutex_t mu;
@@ -138,7 +147,7 @@ struct server {
 	bool accept_paused;   /* out of descriptors: listener off until a close or ACCEPT_PAUSE_MS */
 	uint64_t accept_paused_ns, accept_logged_ns;
 	unsigned accept_failures; /* since the last line logged */
-	struct worker_thread wt;
+	struct worker_thread wt, writer;
 	void (*change_fn)(struct server *, void *);
 	void *change_data;
 };
@@ -446,35 +455,56 @@ static void decoded_free(struct decoded *d)
 	d->req = NULL;
 }
 
-/* On the work thread. */
-static void frame_job_run(struct worker_thread *t, struct frame_job *j)
+/* On a thread: j's frame no longer needed. */
+static void frame_job_release_frame(struct frame_job *j)
+{
+	decode_regions_free(&j->regions);
+	j->ctx.regions = NULL;
+	free(j->payload);
+	j->payload = NULL;
+}
+
+/* On a thread: decodes j's frame; false if it goes back to the loop to be answered there. */
+static bool frame_job_decode(struct worker_thread *t, struct frame_job *j)
 {
 	struct decoded *d = &j->d;
 
 	/* A manifest's regions stay in the frame, decoded one at a time as they are checked and
-	 * stored: a million of them decoded at once take hundreds of MiB. */
-	frame_decode(d, j->payload, j->len, j->peer.hello_done, &j->regions);
+	 * stored: a million of them decoded at once take hundreds of MiB.  (The writer's frames
+	 * are small: decoded whole, so that a change can be made again.) */
+	frame_decode(d, j->payload, j->len, j->peer.hello_done, t->group ? NULL : &j->regions);
 	bool lean = d->k >= 0 && j->regions.manifest && d->req->body_case == PIM__REQUEST__BODY_MODEL_LOAD;
 	if (!lean) {
 		free(j->payload);
 		j->payload = NULL;
 	}
-	if (d->k < 0 || d->bad_text || !j->peer.hello_done)
-		goto done;
 	store_set_busy_timeout(t->store, j->busy_timeout_ms);
 	j->ctx.store = t->store;
 	j->ctx.regions = lean ? &j->regions : NULL;
 	/* (a model_load is never answered on the loop only, so lean requests stay here) */
-	if (rpc_where(&j->ctx, d->req) == RPC_ON_LOOP)
-		goto done;
+	if (d->k < 0 || d->bad_text || !j->peer.hello_done || rpc_where(&j->ctx, d->req) == RPC_ON_LOOP) {
+		frame_job_release_frame(j);
+		return false;
+	}
+	return true;
+}
+
+/* On a thread: answers j's decoded request. */
+static void frame_job_answer(struct worker_thread *t, struct frame_job *j)
+{
 	j->after = RPC_KEEP;
-	if (rpc_handle_packed(&j->ctx, &j->peer, d->req, &j->packed, &j->packed_len))
-		j->resp_id = d->req->id;
+	if (rpc_handle_packed(&j->ctx, &j->peer, j->d.req, &j->packed, &j->packed_len))
+		j->resp_id = j->d.req->id;
 	else
-		j->resp = rpc_handle(&j->ctx, &j->peer, d->req, &j->after, NULL);
+		j->resp = rpc_handle(&j->ctx, &j->peer, j->d.req, &j->after, NULL);
 	j->answered = true;
-	j->model_change = model_changing(d->req);
-	decoded_free(d);
+	j->model_change = model_changing(j->d.req);
+}
+
+/* On a thread: j answered; what it held is freed. */
+static void frame_job_settle(struct worker_thread *t, struct frame_job *j)
+{
+	decoded_free(&j->d);
 	/* Packed here, so that the answer's structures (a large model's manifest, for one) are
 	 * freed in this thread's heap before it is trimmed, and the loop only queues bytes. */
 	if (j->resp) {
@@ -489,14 +519,20 @@ static void frame_job_run(struct worker_thread *t, struct frame_job *j)
 			j->resp = NULL;
 		}
 	}
+	frame_job_release_frame(j);
 	/* A large model took hundreds of MiB of this thread's heap: give them back now rather
 	 * than keep them until the next such request. */
-	malloc_trim(0);
-done:
-	decode_regions_free(&j->regions);
-	j->ctx.regions = NULL;
-	free(j->payload);
-	j->payload = NULL;
+	if (!t->group)
+		malloc_trim(0);
+}
+
+/* On a thread: j as a whole. */
+static void frame_job_run(struct worker_thread *t, struct frame_job *j)
+{
+	if (!frame_job_decode(t, j))
+		return;
+	frame_job_answer(t, j);
+	frame_job_settle(t, j);
 }
 
 static void frame_job_free(struct server *s, struct frame_job *j)
@@ -511,6 +547,40 @@ static void frame_job_free(struct server *s, struct frame_job *j)
 	server_wake_starved(s);
 }
 
+/* On the writer thread: the n jobs of list (whole frames of different clients, each storing
+ * something) as one group of changes.  An answer that says something was stored stands only
+ * once the group is on disk; if the group's commit fails, each change is made again alone (it
+ * may be the one that failed, or a removal that needs the reserve). */
+static void write_group_run(struct worker_thread *t, struct work *list, unsigned n)
+{
+	struct pim_error err = { 0 };
+	bool committed;
+	struct work *w;
+
+	if (n == 1 || store_group_begin(t->store, &err) < 0) {
+		for (w = list; w; w = w->next)
+			frame_job_run(t, w->frame);
+		return;
+	}
+	for (w = list; w; w = w->next)
+		if (frame_job_decode(t, w->frame))
+			frame_job_answer(t, w->frame);
+	int r = store_group_commit(t->store, &committed, &err);
+	for (w = list; w; w = w->next) {
+		struct frame_job *j = w->frame;
+		if (r < 0 && j->answered && j->resp && j->resp->body_case != PIM__RESPONSE__BODY_ERROR) {
+			/* it said stored: it is not, or may not be */
+			uint64_t id = j->resp->id;
+			pim__response__free_unpacked(j->resp, NULL);
+			j->resp = committed ? reply_error_from(id, &err) : NULL;
+			if (!committed)
+				frame_job_answer(t, j);
+		}
+		if (j->answered)
+			frame_job_settle(t, j); /* else the loop answers it */
+	}
+}
+
 static void *work_main(void *data)
 {
 	struct worker_thread *t = data;
@@ -522,18 +592,31 @@ static void *work_main(void *data)
 			pthread_cond_wait(&t->cv, &t->mu);
 		if (t->stopping)
 			break;
-		struct work *w = t->queued;
-		t->queued = w->next;
+		/* the work thread takes one job; the writer all that are queued, up to a bound */
+		struct work *w = t->queued, *last = w;
+		unsigned n = 1;
+		while (t->group && last->next && n < WRITE_GROUP_MAX) {
+			last = last->next;
+			n++;
+		}
+		t->queued = last->next;
+		last->next = NULL;
 		if (!t->queued)
 			t->queued_tail = &t->queued;
 		pthread_mutex_unlock(&t->mu);
-		if (w->frame)
+		if (t->group)
+			write_group_run(t, w, n);
+		else if (w->frame)
 			frame_job_run(t, w->frame);
 		else
 			w->job.run(w->job.data);
 		pthread_mutex_lock(&t->mu);
-		w->next = t->done;
-		t->done = w;
+		while (w) {
+			struct work *next = w->next;
+			w->next = t->done;
+			t->done = w;
+			w = next;
+		}
 		if (write(t->ev.fd, &one, sizeof one) < 0) {
 			/* the counter cannot overflow in practice; the loop drains it */
 		}
@@ -577,8 +660,8 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 /* The work thread finished jobs: answer their connections, in the order they were asked. */
 static void work_event(struct watch *wch, uint32_t events)
 {
-	struct server *s = wch->data;
-	struct worker_thread *t = &s->wt;
+	struct worker_thread *t = wch->data;
+	struct server *s = t->server;
 	uint64_t n;
 	struct work *done, *rev = NULL;
 
@@ -627,15 +710,14 @@ static void work_release(struct server *s, struct work *w)
 	free(w);
 }
 
-static int work_start(struct server *s)
+static int work_start(struct server *s, struct worker_thread *t)
 {
-	struct worker_thread *t = &s->wt;
 	struct pim_error err = { 0 };
 	int fd, r;
 
 	/* SQLite connections are not shared between threads: the thread gets its own. */
 	if ((r = store_open_again(s->ctx->store, s->busy_timeout_ms, &t->store, &err)) < 0) {
-		log_error("Cannot open the store for the work thread: %s", err.msg);
+		log_error("Cannot open the store for the %s: %s", t->name, err.msg);
 		return r;
 	}
 	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -643,7 +725,7 @@ static int work_start(struct server *s)
 		r = -errno;
 		goto fail;
 	}
-	t->ev = (struct watch){ .fd = fd, .fn = work_event, .data = s };
+	t->ev = (struct watch){ .fd = fd, .fn = work_event, .data = t };
 	if ((r = loop_add(s->loop, &t->ev, EPOLLIN)) < 0) {
 		close(fd);
 		t->ev.fd = -1;
@@ -670,15 +752,14 @@ fail:
 	return r;
 }
 
-/* Queues w (a deferred part, or a whole frame) for the work thread; c waits for its answer. */
-static int work_queue(struct conn *c, struct work *w)
+/* Queues w (a deferred part, or a whole frame) for thread t; c waits for its answer. */
+static int work_queue(struct conn *c, struct worker_thread *t, struct work *w)
 {
 	struct server *s = c->server;
-	struct worker_thread *t = &s->wt;
 	int r;
 
-	if (!t->started && (r = work_start(s)) < 0) {
-		log_error("Cannot start the work thread: %s", strerror(-r));
+	if (!t->started && (r = work_start(s, t)) < 0) {
+		log_error("Cannot start the %s: %s", t->name, strerror(-r));
 		work_release(s, w);
 		return r;
 	}
@@ -701,12 +782,12 @@ static int work_submit(struct conn *c, const struct rpc_deferred *job)
 		return -ENOMEM;
 	}
 	w->job = *job;
-	return work_queue(c, w);
+	return work_queue(c, &c->server->wt, w);
 }
 
-/* Hands c's request of len bytes at payload (taken over, also on failure) to the work thread
- * as a whole. */
-static int work_submit_frame(struct conn *c, uint8_t *payload, uint32_t len)
+/* Hands c's request of len bytes at payload (taken over, also on failure) to thread t as a
+ * whole. */
+static int work_submit_frame(struct conn *c, struct worker_thread *t, uint8_t *payload, uint32_t len)
 {
 	struct server *s = c->server;
 	struct work *w = calloc(1, sizeof *w);
@@ -735,13 +816,12 @@ static int work_submit_frame(struct conn *c, uint8_t *payload, uint32_t len)
 	j->ctx.pim = &j->pim;
 	j->busy_timeout_ms = s->busy_timeout_ms;
 	w->frame = j;
-	return work_queue(c, w);
+	return work_queue(c, t, w);
 }
 
-/* Stops the work thread after the job it runs (if any); drops what was not done. */
-static void work_stop(struct server *s)
+/* Stops thread t after the job it runs (if any); drops what was not done. */
+static void work_stop(struct server *s, struct worker_thread *t)
 {
-	struct worker_thread *t = &s->wt;
 
 	if (!t->started)
 		return;
@@ -825,21 +905,24 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 
 	c->active_ns = now_ns();
 	/* A large frame takes long to decode: the work thread does it (descriptors stay here). */
-	bool off_loop = len > DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done;
-	if (!off_loop) {
+	struct worker_thread *t = len > DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done ? &s->wt : NULL;
+	if (!t) {
 		frame_decode(&d, payload, len, c->peer.hello_done, NULL);
 		/* A large model read or written whole: the work thread decodes the frame again and
-		 * answers it (the bytes are few, the work is not). */
-		off_loop = d.k >= 0 && !d.bad_text && c->peer.hello_done && fd < 0 &&
-			   rpc_where(s->ctx, d.req) == RPC_OFF_LOOP;
-		if (off_loop)
+		 * answers it (the bytes are few, the work is not); a change to store: the writer
+		 * does, so that its fsync is not waited for here. */
+		if (d.k >= 0 && !d.bad_text && c->peer.hello_done && fd < 0)
+			t = rpc_where(s->ctx, d.req) == RPC_OFF_LOOP ? &s->wt
+			    : rpc_stores(d.req)			     ? &s->writer
+								     : NULL;
+		if (t)
 			decoded_free(&d);
 	}
-	if (off_loop) {
-		if (work_submit_frame(c, payload, len) == 0)
+	if (t) {
+		if (work_submit_frame(c, t, payload, len) == 0)
 			return;
 		Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_INTERNAL,
-						      "cannot hand the request to pimd's work thread; retry later");
+					       "cannot hand the request to pimd's %s; retry later", t->name);
 		if (!r || conn_queue(c, r) < 0)
 			c->closing = true;
 		return;
@@ -1231,9 +1314,13 @@ int server_new(struct loop *loop, const struct config *cfg, struct rpc_context *
 	s->loop = loop;
 	s->listener = (struct watch){ .fd = -1, .fn = listener_event, .data = s };
 	s->timer = (struct watch){ .fd = -1, .fn = timer_event, .data = s };
-	s->wt.ev.fd = -1;
-	pthread_mutex_init(&s->wt.mu, NULL);
-	pthread_cond_init(&s->wt.cv, NULL);
+	s->wt = (struct worker_thread){ .server = s, .name = "work thread", .ev.fd = -1 };
+	s->writer = (struct worker_thread){ .server = s, .name = "writer thread", .group = true,
+					    .ev.fd = -1 };
+	for (struct worker_thread *t = &s->wt; t; t = t == &s->wt ? &s->writer : NULL) {
+		pthread_mutex_init(&t->mu, NULL);
+		pthread_cond_init(&t->cv, NULL);
+	}
 	s->ctx = ctx;
 	server_apply_config(s, cfg);
 
@@ -1291,7 +1378,8 @@ void server_free(struct server *s)
 	if (!s)
 		return;
 	s->change_fn = NULL;
-	work_stop(s);
+	work_stop(s, &s->wt);
+	work_stop(s, &s->writer);
 	while (s->conns)
 		conn_free(s->conns);
 	if (s->listener.fd >= 0) {
@@ -1306,8 +1394,10 @@ void server_free(struct server *s)
 		unlink(s->bound_path);
 		free(s->bound_path);
 	}
-	pthread_mutex_destroy(&s->wt.mu);
-	pthread_cond_destroy(&s->wt.cv);
+	for (struct worker_thread *t = &s->wt; t; t = t == &s->wt ? &s->writer : NULL) {
+		pthread_mutex_destroy(&t->mu);
+		pthread_cond_destroy(&t->cv);
+	}
 	free(s);
 }
 

@@ -17,6 +17,9 @@ enum stmt_id {
 	ST_BEGIN_READ,
 	ST_COMMIT,
 	ST_ROLLBACK,
+	ST_SAVEPOINT,
+	ST_RELEASE,
+	ST_ROLLBACK_TO,
 	ST_MODEL_FIND,
 	ST_MODEL_INSERT,
 	ST_MODEL_DELETE,
@@ -60,6 +63,10 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_BEGIN_READ] = "BEGIN",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
+	/* one change of a group (store_group_begin) */
+	[ST_SAVEPOINT] = "SAVEPOINT change",
+	[ST_RELEASE] = "RELEASE change",
+	[ST_ROLLBACK_TO] = "ROLLBACK TO change",
 	[ST_MODEL_FIND] = "SELECT id, name, source, owner_uid, loaded_at, n_regions, n_allocations, "
 			  "allocation_bytes FROM models WHERE name = ?1 AND staging = 0",
 	[ST_MODEL_INSERT] = "INSERT INTO models (name, source, owner_uid, loaded_at, n_regions, "
@@ -163,6 +170,7 @@ struct store {
 	bool reserve_held;   /* it holds STORE_RESERVE_BYTES */
 	unsigned version;
 	int models;  /* cached model count (-1: unknown); pimd is the only writer of its store */
+	bool grouped; /* in a group of changes: each one is a savepoint (store_group_begin) */
 	sqlite3_stmt *stmt[ST__MAX];
 };
 
@@ -220,9 +228,28 @@ static int sync_verify(struct store *s, struct pim_error *err)
 	return 0;
 }
 
-/* COMMIT, acknowledged only once it is on disk (sync_verify). */
+/* SQLite ended a group's transaction (an I/O error or a full disk in one of its changes). */
+static int group_rolled_back(struct store *s, struct pim_error *err)
+{
+	return err_set(err, -EIO, "%s: a change written together with this one failed, and the "
+		       "transaction of both was rolled back", s->path);
+}
+
+/* Begins a change: a transaction of its own, or a savepoint in a group. */
+static int change_begin(struct store *s, struct pim_error *err)
+{
+	/* a savepoint outside a transaction would commit on its own at its release */
+	if (s->grouped && sqlite3_get_autocommit(s->db))
+		return group_rolled_back(s, err);
+	return exec_simple(s, s->grouped ? ST_SAVEPOINT : ST_BEGIN, err);
+}
+
+/* COMMIT, acknowledged only once it is on disk (sync_verify); in a group, the change is kept
+ * for the group's commit. */
 static int commit_durable(struct store *s, struct pim_error *err)
 {
+	if (s->grouped)
+		return exec_simple(s, ST_RELEASE, err);
 	int r = exec_simple(s, ST_COMMIT, err);
 
 	if (r == 0 && (r = sync_verify(s, err)) < 0)
@@ -232,7 +259,11 @@ static int commit_durable(struct store *s, struct pim_error *err)
 
 static void rollback(struct store *s)
 {
-	if (!sqlite3_get_autocommit(s->db))
+	if (s->grouped) {
+		/* the group goes on without this change (unless SQLite ended the transaction) */
+		if (!sqlite3_get_autocommit(s->db) && exec_simple(s, ST_ROLLBACK_TO, NULL) == 0)
+			exec_simple(s, ST_RELEASE, NULL);
+	} else if (!sqlite3_get_autocommit(s->db))
 		exec_simple(s, ST_ROLLBACK, NULL);
 }
 
@@ -785,11 +816,12 @@ int store_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regio
 	int r;
 
 	*replaced = false;
-	if (n_regions + m->n_allocations > STORE_PART_ROWS) {
+	/* (a group's change is a savepoint: the writer takes no model written in parts) */
+	if (n_regions + m->n_allocations > STORE_PART_ROWS && !s->grouped) {
 		r = model_put_parts(s, m, &src, uid, replace, replaced, err);
 	} else {
 		size_t i = 0;
-		if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+		if ((r = change_begin(s, err)) < 0)
 			return r;
 		if ((r = model_may_put(s, m, uid, replace, &id, err)) > 0) {
 			sqlite3_stmt *st = stmt_get(s, ST_MODEL_DELETE);
@@ -1176,7 +1208,7 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 	uint64_t regions = 0;
 	int r;
 
-	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+	if ((r = change_begin(s, err)) < 0)
 		return r;
 	r = model_find(s, name, &id, &owner, NULL, err);
 	if (r == 0)
@@ -1190,8 +1222,10 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 	}
 	if ((r = store_model_regions(s, name, &regions, err)) < 0)
 		goto fail;
-	/* A large model is staged (no longer found) here, and its rows deleted in parts after. */
-	sqlite3_stmt *st = stmt_get(s, regions > STORE_PART_ROWS ? ST_MODEL_STAGE : ST_MODEL_DELETE);
+	/* A large model is staged (no longer found) here, and its rows deleted in parts after
+	 * (not in a group, whose changes are savepoints of one transaction). */
+	bool parts = regions > STORE_PART_ROWS && !s->grouped;
+	sqlite3_stmt *st = stmt_get(s, parts ? ST_MODEL_STAGE : ST_MODEL_DELETE);
 	sqlite3_bind_int64(st, 1, id);
 	if ((r = step_done(s, st, "removing the model", err)) < 0)
 		goto fail;
@@ -1199,7 +1233,7 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 		goto fail;
 	s->models = -1;
 	/* gone for every reader: rows left by a failure here are deleted at the next start */
-	if (regions > STORE_PART_ROWS)
+	if (parts)
 		(void)model_delete_parts(s, id, NULL);
 	return 0;
 fail:
@@ -1213,8 +1247,8 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 
 	if (r == 0 && !s->reserve_held)
 		(void)reserve_fill(s); /* room may have come back */
-	if (r != -ENOSPC)
-		return r;
+	if (r != -ENOSPC || s->grouped)
+		return r; /* a group's failure is retried change by change (store_group_commit) */
 	if (!s->reserve_held)
 		return err_prefix(err, "the file system is full and pimd holds no reserve (it could not "
 				  "allocate it, or spent it); free some space");
@@ -1235,6 +1269,37 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 }
 
 void store_forget_cached(struct store *s) { s->models = -1; }
+
+/* ---------------------------------------------------------------- groups of changes
+ *
+ * Group commit: changes asked for by several clients at once are written in one transaction
+ * and synced once.  Inside a group each change is a savepoint of its own, so that one that
+ * fails leaves the others; none is on disk before the group's commit. */
+
+int store_group_begin(struct store *s, struct pim_error *err)
+{
+	int r = exec_simple(s, ST_BEGIN, err);
+
+	if (r == 0)
+		s->grouped = true;
+	return r;
+}
+
+int store_group_commit(struct store *s, bool *committed, struct pim_error *err)
+{
+	s->grouped = false;
+	s->models = -1;
+	*committed = false;
+	if (sqlite3_get_autocommit(s->db))
+		return group_rolled_back(s, err);
+	int r = exec_simple(s, ST_COMMIT, err);
+	if (r < 0) {
+		rollback(s);
+		return r;
+	}
+	*committed = true;
+	return sync_verify(s, err);
+}
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
 {
@@ -1462,7 +1527,7 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 	if (!isfinite(m->source_b_cpu) || m->source_b_cpu < 0)
 		return err_set(err, -EINVAL, "metrics of region %u: the measuring host's B_cpu must be a "
 			       "finite number >= 0 B/s", m->region_id);
-	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+	if ((r = change_begin(s, err)) < 0)
 		return r;
 	st = stmt_get(s, ST_REGION_EXISTS);
 	sqlite3_bind_int64(st, 1, model_id);
@@ -1613,7 +1678,7 @@ int store_decision_put(struct store *s, int64_t model_id, int64_t platform_id, c
 
 	if (len > INT32_MAX)
 		return err_set(err, -EFBIG, "a stored decision of %zu bytes is too large", len);
-	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+	if ((r = change_begin(s, err)) < 0)
 		return r;
 	st = stmt_get(s, ST_DECISION_UPSERT);
 	sqlite3_bind_int64(st, 1, model_id);
@@ -1703,7 +1768,7 @@ int store_samples_put(struct store *s, int64_t run_id, const struct store_sample
 
 	if (n == 0)
 		return 0;
-	if ((r = exec_simple(s, ST_BEGIN, err)) < 0)
+	if ((r = change_begin(s, err)) < 0)
 		return r;
 	st = stmt_get(s, ST_SAMPLE_INSERT);
 	for (size_t i = 0; i < n; i++) {

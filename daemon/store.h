@@ -131,6 +131,14 @@ bool store_reserve_held(struct store *s);
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err);
 /* Another connection changed the models: forget what s keeps of them in memory (the count). */
 void store_forget_cached(struct store *s);
+/* A group of changes in one transaction and one fsync (group commit): after
+ * store_group_begin, each change (store_model_put, store_model_remove, store_metrics_put, ...)
+ * is kept or dropped on its own, and none is stored before store_group_commit returns 0.
+ * On failure, *committed says whether the group was committed (and may not be on disk) or
+ * rolled back (nothing of it is stored); the removal's retry with the reserve on a full
+ * file system is for a change made alone. */
+int store_group_begin(struct store *s, struct pim_error *err);
+int store_group_commit(struct store *s, bool *committed, struct pim_error *err);
 /* The number of regions of a model, 0 if there is none of that name. */
 int store_model_regions(struct store *s, const char *name, uint64_t *n, struct pim_error *err);
 

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,16 @@ static void send_request(int fd, Pim__Request *req)
 	pim__request__pack(req, b);
 	frame_send(fd, b, (uint32_t)n);
 	free(b);
+}
+
+static void send_status(int fd, uint64_t id)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__StatusRequest st = PIM__STATUS_REQUEST__INIT;
+	req.id = id;
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &st;
+	send_request(fd, &req);
 }
 
 static void send_hello(int fd, uint32_t version)
@@ -175,12 +186,7 @@ static void hostile_one(const char *path, int kind)
 		      "unknown oneof: body %d", r->body_case);
 		pim__response__free_unpacked(r, NULL);
 		/* and the connection still serves */
-		Pim__Request req = PIM__REQUEST__INIT;
-		Pim__StatusRequest st = PIM__STATUS_REQUEST__INIT;
-		req.id = 6;
-		req.body_case = PIM__REQUEST__BODY_STATUS;
-		req.status = &st;
-		send_request(fd, &req);
+		send_status(fd, 6);
 		r = recv_response(fd);
 		CHECK(r->body_case == PIM__RESPONSE__BODY_STATUS && r->id == 6, "status after unknown");
 		pim__response__free_unpacked(r, NULL);
@@ -1422,6 +1428,83 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 	return 0;
 }
 
+/* The database's write lock, held by this process until `ms` have passed. */
+struct lock_hold {
+	sqlite3 *db;
+	int ms;
+};
+
+static void *lock_release(void *arg)
+{
+	struct lock_hold *h = arg;
+	usleep((useconds_t)h->ms * 1000);
+	CHECK(sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK, "releasing the lock");
+	return NULL;
+}
+
+/*
+ * A change that waits to be written does not hold up anybody else's status: this process
+ * holds the write lock of pimd's database (dbpath) for hold_ms, as a slow disk would hold a
+ * commit, while a model of 30 regions is loaded; status round trips on another connection keep
+ * a p99 under p99_ms meanwhile.  A status and a model list sent behind the load on its
+ * connection are answered after it, in order, and see the model.
+ */
+static int cmd_write_wait(const char *path, const char *dbpath, int hold_ms, double p99_ms)
+{
+	struct lock_hold h = { .ms = hold_ms };
+	CHECK(sqlite3_open(dbpath, &h.db) == SQLITE_OK &&
+	      sqlite3_exec(h.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK,
+	      "locking %s: %s", dbpath, sqlite3_errmsg(h.db));
+	pim_client *c = pim_client_new();
+	CHECK(pim_client_connect(c, path, "status-probe") == 0, "%s", pim_client_error(c));
+	(void)pim_model_remove(c, "compact");
+	struct pim_status st;
+	CHECK(pim_status(c, &st) == 0, "status: %s", pim_client_error(c));
+	unsigned models = st.models;
+	size_t len;
+	uint8_t *buf = compact_request(30, &len);
+	int fd = slow_connect(path, 60);
+	pthread_t th;
+	double t0 = mono_s();
+	CHECK(pthread_create(&th, NULL, lock_release, &h) == 0, "pthread_create");
+	frame_send(fd, buf, (uint32_t)len); /* id 3 */
+	send_status(fd, 4);
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ModelList ml = PIM__MODEL_LIST__INIT;
+	req.id = 5;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LIST;
+	req.model_list = &ml;
+	send_request(fd, &req);
+	double *lat;
+	size_t nlat = status_until_answer(c, fd, &lat);
+	double took = mono_s() - t0;
+	compact_loaded(fd, 30, len);
+	Pim__Response *r = recv_response(fd);
+	CHECK(r->body_case == PIM__RESPONSE__BODY_STATUS && r->id == 4 && r->status->models == models + 1,
+	      "the status sent behind the load: id %llu, %u models (want id 4, %u models)",
+	      (unsigned long long)r->id, r->body_case == PIM__RESPONSE__BODY_STATUS ? r->status->models : 0,
+	      models + 1);
+	pim__response__free_unpacked(r, NULL);
+	r = recv_response(fd);
+	bool listed = false;
+	for (size_t i = 0; r->body_case == PIM__RESPONSE__BODY_MODEL_LIST && i < r->model_list->n_models; i++)
+		listed |= strcmp(r->model_list->models[i]->name, "compact") == 0;
+	CHECK(r->id == 5 && listed, "the model list sent behind the load (id %llu) lacks the model",
+	      (unsigned long long)r->id);
+	pim__response__free_unpacked(r, NULL);
+	pthread_join(th, NULL);
+	CHECK(took >= hold_ms * 0.9e-3, "the load was answered after %.2f s, before the lock was released",
+	      took);
+	status_report("a model load waiting for the database's write lock", took, lat, nlat, p99_ms);
+	CHECK(pim_model_remove(c, "compact") == 0, "removing the model: %s", pim_client_error(c));
+	free(lat);
+	free(buf);
+	close(fd);
+	pim_client_free(c);
+	sqlite3_close(h.db);
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -1673,6 +1756,8 @@ int main(int argc, char **argv)
 	if (argc == 7 && strcmp(argv[1], "load-p99") == 0)
 		return cmd_load_p99(argv[2], (pid_t)atoi(argv[3]), (size_t)strtoul(argv[4], NULL, 10),
 				    atof(argv[5]), atol(argv[6]));
+	if (argc == 6 && strcmp(argv[1], "write-wait") == 0)
+		return cmd_write_wait(argv[2], argv[3], atoi(argv[4]), atof(argv[5]));
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)

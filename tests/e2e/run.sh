@@ -102,6 +102,8 @@ check "status is served while a calibration of 2000 regions x 200000 thetas runs
 # (the manifest decoded whole, or read back whole for placement, took 56 MiB)
 check "status is served while a 50,000-region model is loaded, replaced, shown, placed, calibrated and removed (p99 < 50 ms), pimd's peak RSS in each step < 48 MiB" \
 	"$TOOL" load-p99 "$S" "$PID" 50000 50 48
+check "status is served while a model load waits 2 s for the database (p99 < 500 ms); requests behind it answered in order" \
+	"$TOOL" write-wait "$S" "$T/state/pimd.db" 2000 500
 check "text rules (raw frames): invalid UTF-8, NUL, DEL, C1, cut names, absurd time_ns refused by field" \
 	"$B/tests/e2e-rawtext" "$S"
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list

@@ -756,6 +756,51 @@ START_TEST(commit_during_a_file_system_failure_is_not_acknowledged)
 }
 END_TEST
 
+/* Group commit: changes of several clients in one transaction and one sync; one that fails
+ * on its own leaves the others; a failure of the file system at the group's commit is
+ * reported with committed set, a group SQLite rolled back with it clear. */
+START_TEST(group_of_changes_commits_once)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced, committed;
+	Pim__Manifest *a = manifest("a", 2), *b = manifest("b", 2), *c = manifest("c", 2);
+	unsigned n;
+
+	counting_vfs_install();
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, a, 0, false, &replaced, NULL, &err), 0);
+	syncs = 0;
+	ck_assert_int_eq(store_group_begin(s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, b, 0, false, &replaced, NULL, &err), 0);
+	/* taken: this change fails, the group goes on */
+	ck_assert_int_eq(store_model_put(s, a, 0, false, &replaced, NULL, &err), -EEXIST);
+	ck_assert_int_eq(store_model_remove(s, "a", 0, &err), 0);
+	ck_assert_int_eq(store_model_put(s, c, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(syncs, 0); /* nothing on disk before the group's commit */
+	ck_assert_int_eq(store_group_commit(s, &committed, &err), 0);
+	ck_assert(committed);
+	ck_assert_int_eq(syncs, 2); /* the commit's and the check's, for the three changes */
+	ck_assert_int_eq(store_model_count(s, &n, &err), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models WHERE name IN ('b', 'c')"), 2);
+
+	/* the file system fails under the group's commit: every change of it may be lost */
+	ck_assert_int_eq(store_group_begin(s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, a, 0, false, &replaced, NULL, &err), 0);
+	fail_in_sync = 1;
+	ck_assert_int_eq(store_group_commit(s, &committed, &err), -EIO);
+	ck_assert(committed);
+	ck_assert_ptr_nonnull(strstr(err.msg, "it may not be stored"));
+	store_close(s);
+	fs_failed = false;
+	fail_in_sync = 0;
+	pim__manifest__free_unpacked(a, NULL);
+	pim__manifest__free_unpacked(b, NULL);
+	pim__manifest__free_unpacked(c, NULL);
+}
+END_TEST
+
 /* A database whose last pages are damaged is refused with a message that names the file and
  * says what to do, instead of being served in part. */
 START_TEST(damaged_database_is_refused)
@@ -846,6 +891,7 @@ int main(void)
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
 	tcase_add_test(tc, commit_during_a_file_system_failure_is_not_acknowledged);
+	tcase_add_test(tc, group_of_changes_commits_once);
 	tcase_add_test(tc, damaged_database_is_refused);
 	tcase_add_test(tc, reserve_beside_the_database);
 	return test_run_suite(s);
