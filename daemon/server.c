@@ -568,10 +568,13 @@ static void write_group_run(struct worker_thread *t, struct work *list, unsigned
 	int r = store_group_commit(t->store, &committed, &err);
 	for (w = list; w; w = w->next) {
 		struct frame_job *j = w->frame;
-		if (r < 0 && j->answered && j->resp && j->resp->body_case != PIM__RESPONSE__BODY_ERROR) {
-			/* it said stored: it is not, or may not be */
-			uint64_t id = j->resp->id;
-			pim__response__free_unpacked(j->resp, NULL);
+		bool said_stored = j->resp && j->resp->body_case != PIM__RESPONSE__BODY_ERROR;
+		if (r < 0 && j->answered && (said_stored || !committed)) {
+			/* rolled back: made again alone (a failure may have come from another change);
+			 * committed but perhaps not on disk: what said stored is an error */
+			uint64_t id = j->resp ? j->resp->id : 0;
+			if (j->resp)
+				pim__response__free_unpacked(j->resp, NULL);
 			j->resp = committed ? reply_error_from(id, &err) : NULL;
 			if (!committed)
 				frame_job_answer(t, j);
