@@ -19,15 +19,16 @@ cleanup() {
 trap cleanup EXIT
 
 . "$(dirname "$0")/lib.sh"
+# Up to 30 s: a first start measures B_cpu, which takes seconds on loaded cores.
 wait_socket() {
 	i=0
-	while [ ! -S "$1" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+	while [ ! -S "$1" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 	[ -S "$1" ]
 }
 wait_ready() { # the daemon answers at $1
 	i=0
-	while ! "$PIMCTL" --socket "$1" status >/dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-	[ $i -lt 100 ]
+	while ! "$PIMCTL" --socket "$1" status >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+	[ $i -lt 600 ]
 }
 wait_exit() { # wait_exit PID → sets RC
 	i=0
