@@ -35,7 +35,8 @@ void strbuf_put(struct strbuf *b, const char *s, size_t n)
 {
 	if (!reserve(b, n))
 		return;
-	memcpy(b->p + b->len, s, n);
+	if (n) /* s may be NULL when n is 0 (an empty MLIR string reference) */
+		memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = '\0';
 }
