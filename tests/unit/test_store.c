@@ -263,7 +263,9 @@ static Pim__Manifest *large(const char *name, size_t n)
 	Pim__Allocation *a = calloc(1, sizeof *a);
 	Pim__Region *g = calloc(n, sizeof *g);
 	Pim__Operand *o = calloc(1, sizeof *o);
-	ck_assert(m && a && g && o);
+	Pim__Operand **ops = calloc(1, sizeof *ops); /* every region's one operand */
+	ck_assert(m && a && g && o && ops);
+	ops[0] = o;
 	pim__manifest__init(m);
 	pim__allocation__init(a);
 	pim__operand__init(o);
@@ -286,7 +288,7 @@ static Pim__Manifest *large(const char *name, size_t n)
 		g[i].name = "r";
 		g[i].op = "x";
 		g[i].n_par = g[i].n_total = 1;
-		g[i].operands = &o;
+		g[i].operands = ops;
 		g[i].n_operands = 1;
 		m->regions[i] = &g[i];
 	}
@@ -297,6 +299,7 @@ static Pim__Manifest *large(const char *name, size_t n)
 static void large_free(Pim__Manifest *m)
 {
 	free(m->regions[0]->operands[0]);
+	free(m->regions[0]->operands);
 	free(m->regions[0]);
 	free(m->regions);
 	free(m->allocations[0]);
