@@ -497,51 +497,52 @@ struct alloc_map {
 
 /* ------------------------------------------------------------------ working state */
 
+/*
+ * A run's state.  It lives in the result's block, where placement_decision_get() reads it after
+ * the run.  A model may have a million regions, so indices are 32-bit and nothing is kept per
+ * region that the region itself gives back in a few operations: at loop and block granularity
+ * its unit metrics, and at every granularity its decision, executions and byte sums.
+ */
 struct placement_work {
 	const struct placement_region *regions;
 	size_t n;
-	const struct placement_params *p;
+	struct placement_params p; /* as given: a derived θ is derived per region (b_cpu_source) */
 	enum placement_granularity gran;
 	enum placement_movement_model model;
 
-	size_t *order; /* region indices in program order */
+	uint32_t *order; /* region indices in program order; NULL: the array is in program order */
 
 	/* distinct allocations per region: refs[ref_off[i] .. ref_off[i+1]) */
 	struct alloc_ref *refs;
-	size_t *ref_off;
+	uint32_t *ref_off;
+	size_t n_ops;    /* operands of all regions: bounds the refs and the distinct allocations */
 	size_t n_allocs; /* dense allocation indices 0..n_allocs-1 */
-	uint64_t *touched_bytes; /* per region: Σ distinct allocation bytes (read ∪ write) */
-	uint64_t *read_bytes;    /* per region: Σ distinct read allocation bytes */
-
-	/* decision units */
-	size_t n_units;
-	size_t *unit_of;            /* region → unit */
-	size_t *unit_first;         /* unit → first member (array order) */
-	size_t *unit_size;
-	uint64_t *unit_outer;       /* block: blocks per nest execution */
-	struct unit_metrics *unit_m;
-
-	/* per-allocation movement state */
-	uint32_t *a_seg;        /* upper: 1 + segment in which a PIM region last wrote it */
-	uint8_t *a_state;       /* resident: where the valid copy is */
-	bool *a_written;        /* resident: some region writes it (not loop-invariant) */
-	bool *a_read_since;     /* resident: read after its last write */
-	uint64_t *a_wtrip;      /* resident: trip of the last writer (0: none) */
-	size_t *a_wregion;      /* resident: last PIM writer (for attributing flush bytes) */
-
-	/* indexing: allocation id → dense index, and per dense allocation its region stamp */
-	struct alloc_map map;
-	size_t *stamp;   /* region + 1 that last listed it */
-	size_t *slot_of; /* its ref in that region */
-	size_t n_ops;    /* operands of all regions: bounds the distinct allocations */
 	uint32_t max_id;
 
-	/* operator granularity: name table, smallest member trip, weighted sums, mixed B_cpu */
+	/* operator granularity: region → unit; per unit its first member, size and metrics */
+	size_t n_units;
+	uint32_t *unit_of, *unit_first, *unit_size;
+	struct unit_metrics *unit_m;
+	/* operator granularity, while the units are formed: name table, smallest member trip,
+	 * partial sums (4 per unit), members measured on hosts of different B_cpu */
 	size_t op_cap;
-	size_t *op_slots;
+	uint32_t *op_slots;
 	uint64_t *op_trip;
 	double *op_sum;
-	bool *op_mixed;
+	uint8_t *op_mixed;
+
+	/*
+	 * Per distinct allocation, each array serving one phase after another.  a_x: while indexing,
+	 * 1 + the last region listing it; then "upper": 1 + the segment in which a PIM region last
+	 * wrote it; "resident": its last PIM writer (UINT32_MAX: none).  a_y: while indexing, its
+	 * ref in that region.  a_wtrip: resident, the trip of its last writer (0: none).  a_flags:
+	 * resident, A_STATE (where the valid copy is), A_READ (read after its last write), and
+	 * A_WRITTEN (some region writes it: not loop-invariant), set once after indexing.
+	 */
+	struct alloc_map map;
+	uint32_t *a_x, *a_y;
+	uint64_t *a_wtrip;
+	uint8_t *a_flags;
 };
 
 static int region_label(char *b, size_t n, const struct placement_region *r, size_t i)
@@ -602,7 +603,7 @@ int placement_region_validate(const struct placement_region *r, size_t i, struct
 static int cmp_order(const void *a, const void *b, void *arg)
 {
 	const struct placement_region *R = arg;
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	if (R[x].order != R[y].order)
 		return R[x].order < R[y].order ? -1 : 1;
@@ -632,29 +633,30 @@ static uint32_t *alloc_map_slot(struct alloc_map *m, uint32_t id)
 /*
  * Distinct allocations of every region, with dense allocation indices: one pass over all
  * operands, with a per-allocation stamp so that repeated allocations within a region merge.
+ * Checks here, once, that no region's byte sums overflow (region_bytes relies on it).
  */
 static int work_index_allocations(struct placement_work *w, struct pim_error *err)
 {
-	size_t n_allocs = 0, nref = 0;
-	size_t *stamp = w->stamp, *slot_of = w->slot_of;
+	uint32_t n_allocs = 0, nref = 0;
+	uint32_t *stamp = w->a_x, *slot_of = w->a_y;
 
 	memset(w->map.vals, 0xff, w->map.cap * sizeof *w->map.vals);
 	for (size_t i = 0; i < w->n; i++) {
 		const struct placement_region *r = &w->regions[i];
+		uint64_t touched = 0;
 
 		w->ref_off[i] = nref;
-		w->touched_bytes[i] = w->read_bytes[i] = 0;
 		for (size_t k = 0; k < r->n_operands; k++) {
 			const struct placement_operand *o = &r->operands[k];
 			uint32_t *slot = alloc_map_slot(&w->map, o->alloc_id), a;
 
 			if (*slot == UINT32_MAX) {
-				*slot = (uint32_t)n_allocs;
+				*slot = n_allocs;
 				stamp[n_allocs++] = 0;
 			}
 			a = *slot;
 			if (stamp[a] != i + 1) {
-				stamp[a] = i + 1;
+				stamp[a] = (uint32_t)(i + 1);
 				slot_of[a] = nref;
 				w->refs[nref++] = (struct alloc_ref){ .alloc = a };
 			}
@@ -664,19 +666,37 @@ static int work_index_allocations(struct placement_work *w, struct pim_error *er
 			if (o->bytes > ref->bytes)
 				ref->bytes = o->bytes;
 		}
-		for (size_t k = w->ref_off[i]; k < nref; k++) {
-			const struct alloc_ref *ref = &w->refs[k];
-			if (!add_u64(w->touched_bytes[i], ref->bytes, &w->touched_bytes[i]) ||
-			    (ref->rd && !add_u64(w->read_bytes[i], ref->bytes, &w->read_bytes[i]))) {
+		/* the read bytes are a part of the touched ones: their sum cannot overflow either */
+		for (uint32_t k = w->ref_off[i]; k < nref; k++)
+			if (!add_u64(touched, w->refs[k].bytes, &touched)) {
 				char label[160];
 				region_label(label, sizeof label, r, i);
 				return err_set(err, -EOVERFLOW, "%s: operand bytes overflow 64 bits", label);
 			}
-		}
 	}
 	w->ref_off[w->n] = nref;
 	w->n_allocs = n_allocs;
 	return 0;
+}
+
+/* Σ bytes of the distinct allocations region i reads (reads_only) or touches. */
+static uint64_t region_bytes(const struct placement_work *w, size_t i, bool reads_only)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t k = w->ref_off[i]; k < w->ref_off[i + 1]; k++)
+		if (!reads_only || w->refs[k].rd)
+			sum += w->refs[k].bytes;
+	return sum;
+}
+
+/* The metrics of region i alone; its read bytes are summed only when BW_read rests on them. */
+static void region_metrics_of(const struct placement_work *w, size_t i, struct unit_metrics *m)
+{
+	const struct placement_region *r = &w->regions[i];
+	bool by_bytes = !r->have_n_rd && !r->have_bw_read_estimate && r->evidence == PL_EVIDENCE_ESTIMATE;
+
+	region_metrics(r, &w->p, by_bytes ? region_bytes(w, i, true) : 0, m);
 }
 
 /* ------------------------------------------------------------------ units */
@@ -694,30 +714,25 @@ static uint64_t div_ceil(uint64_t a, uint64_t b)
 }
 
 /*
- * Loop granularity: one unit per region.
+ * Loop granularity: one unit per region, decided on the region's metrics.
  * Block granularity (doc/design.md §3): each innermost loop body judged alone; per execution its time and
  * counts are the nest's divided by the outer trip count n_outer (so BW_read and f_store, being
  * ratios, are the nest's; T_host, N_total and N_par shrink by n_outer, N_par at least 1).
+ * Neither is stored: the metrics are taken again from the region whenever it is decided.
+ * Returns the blocks per nest execution (1 at loop granularity).
  */
-static void units_per_region(struct placement_work *w)
+static uint64_t region_unit_metrics(const struct placement_work *w, size_t i, struct unit_metrics *m)
 {
-	w->n_units = w->n;
-	for (size_t i = 0; i < w->n; i++) {
-		const struct placement_region *r = &w->regions[i];
-		struct unit_metrics *m = &w->unit_m[i];
-		uint64_t outer = w->gran == PL_GRAN_BLOCK ? block_outer(r) : 1;
+	const struct placement_region *r = &w->regions[i];
+	uint64_t outer = w->gran == PL_GRAN_BLOCK ? block_outer(r) : 1;
 
-		region_metrics(r, w->p, w->read_bytes[i], m);
-		if (outer > 1) {
-			m->t_host /= (double)outer;
-			m->n_total = (double)div_ceil(r->n_total, outer);
-			m->n_par = (double)div_ceil(r->n_par, outer);
-		}
-		w->unit_of[i] = i;
-		w->unit_first[i] = i;
-		w->unit_size[i] = 1;
-		w->unit_outer[i] = outer;
+	region_metrics_of(w, i, m);
+	if (outer > 1) {
+		m->t_host /= (double)outer;
+		m->n_total = (double)div_ceil(r->n_total, outer);
+		m->n_par = (double)div_ceil(r->n_par, outer);
 	}
+	return outer;
 }
 
 /*
@@ -731,38 +746,37 @@ static void units_per_region(struct placement_work *w)
  */
 static void units_per_operator(struct placement_work *w)
 {
-	size_t cap = w->op_cap, *slots = w->op_slots;
+	size_t cap = w->op_cap;
+	uint32_t *slots = w->op_slots;
 	uint64_t *trip_g = w->op_trip;
 	double *sum = w->op_sum;
-	bool *mixed = w->op_mixed;
+	uint8_t *mixed = w->op_mixed;
 
 	for (size_t k = 0; k < cap; k++)
-		slots[k] = SIZE_MAX;
+		slots[k] = UINT32_MAX;
 
 	/* pass 1: group membership, smallest trip, weakest evidence */
 	w->n_units = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		const struct placement_region *r = &w->regions[i];
-		size_t u = SIZE_MAX;
+		uint32_t u = (uint32_t)w->n_units;
 
 		if (r->op) {
 			size_t h = hash_str(r->op) & (cap - 1);
-			while (slots[h] != SIZE_MAX && strcmp(w->regions[w->unit_first[slots[h]]].op, r->op) != 0)
+			while (slots[h] != UINT32_MAX && strcmp(w->regions[w->unit_first[slots[h]]].op, r->op) != 0)
 				h = (h + 1) & (cap - 1);
-			if (slots[h] == SIZE_MAX)
-				slots[h] = w->n_units;
+			if (slots[h] == UINT32_MAX)
+				slots[h] = u;
 			u = slots[h];
-		} else {
-			u = w->n_units;
 		}
 		if (u == w->n_units) {
 			w->n_units++;
 			mixed[u] = false;
-			memset(&sum[8 * u], 0, 8 * sizeof *sum);
-			w->unit_first[u] = i;
+			memset(&sum[4 * u], 0, 4 * sizeof *sum);
+			w->unit_first[u] = (uint32_t)i;
 			w->unit_size[u] = 0;
-			w->unit_outer[u] = 1;
 			trip_g[u] = r->trip;
+			/* t_host, n_total, bw and f_store start as the sums of pass 2 */
 			w->unit_m[u] = (struct unit_metrics){ .n_par = (double)r->n_par,
 							      .evidence = r->evidence,
 							      .b_cpu_source = r->b_cpu_source };
@@ -777,49 +791,48 @@ static void units_per_operator(struct placement_work *w)
 			w->unit_m[u].n_par = (double)r->n_par;
 	}
 
-	/* pass 2: weighted sums; sum[8u + k]: 0 T_host, 1 N_total, 2 read bytes, 3 T_host with BW,
-	   4 c_store, 5 backend total, 6 members with BW, 7 members with stores */
+	/* pass 2: weighted sums, in the unit's metrics: t_host Σ T_host, n_total Σ N_total, bw Σ read
+	   bytes, f_store Σ c_store; and sum[4u + k]: 0 T_host with BW, 1 backend total, 2 members with
+	   BW, 3 members with stores */
 	for (size_t i = 0; i < w->n; i++) {
 		const struct placement_region *r = &w->regions[i];
-		size_t u = w->unit_of[i];
+		uint32_t u = w->unit_of[i];
 		struct unit_metrics rm, *m = &w->unit_m[u];
-		double wt = (double)r->trip / (double)trip_g[u], *s = &sum[8 * u];
+		double wt = (double)r->trip / (double)trip_g[u], *s = &sum[4 * u];
 
-		region_metrics(r, w->p, w->read_bytes[i], &rm);
+		region_metrics_of(w, i, &rm);
 		/* members measured on hosts of different B_cpu: with a derived θ, each member's read
 		 * bandwidth is rescaled to this host (BW·B_cpu/B_cpu_source), and θ is this host's */
-		double scale = mixed[u] && w->p->theta <= 0 && r->b_cpu_source > 0
-				       ? w->p->b_cpu / r->b_cpu_source : 1;
-		s[0] += wt * r->t_host;
-		s[1] += wt * (double)r->n_total;
+		double scale = mixed[u] && w->p.theta <= 0 && r->b_cpu_source > 0
+				       ? w->p.b_cpu / r->b_cpu_source : 1;
+		m->t_host += wt * r->t_host;
+		m->n_total += wt * (double)r->n_total;
 		if (!isnan(rm.bw)) {
-			s[2] += wt * rm.bw * scale * r->t_host;
-			s[3] += wt * r->t_host;
-			s[6] += 1;
+			m->bw += wt * rm.bw * scale * r->t_host;
+			s[0] += wt * r->t_host;
+			s[2] += 1;
 			m->bw_estimated |= rm.bw_estimated;
 		}
 		if (!isnan(rm.f_store)) {
-			s[4] += wt * r->c_store;
-			s[5] += wt * (r->c_be1 + r->c_be2 + r->c_be3 + r->c_store);
-			s[7] += 1;
+			m->f_store += wt * r->c_store;
+			s[1] += wt * (r->c_be1 + r->c_be2 + r->c_be3 + r->c_store);
+			s[3] += 1;
 		}
 		if (evidence_strength(rm.evidence) < evidence_strength(m->evidence))
 			m->evidence = rm.evidence;
 	}
 	for (size_t u = 0; u < w->n_units; u++) {
 		struct unit_metrics *m = &w->unit_m[u];
-		const double *s = &sum[8 * u];
+		const double *s = &sum[4 * u];
 		double members = (double)w->unit_size[u];
 
-		m->t_host = s[0];
-		m->n_total = s[1];
 		if (mixed[u])
 			m->b_cpu_source = 0;
 		/* a member without the metric makes the group's metric not evaluable */
-		m->bw = s[6] == members && s[3] > 0 ? s[2] / s[3] : NAN;
+		m->bw = s[2] == members && s[0] > 0 ? m->bw / s[0] : NAN;
 		if (isnan(m->bw))
 			m->bw_estimated = false;
-		m->f_store = s[7] == members && s[5] > 0 ? s[4] / s[5] : NAN;
+		m->f_store = s[3] == members && s[1] > 0 ? m->f_store / s[1] : NAN;
 	}
 }
 
@@ -878,7 +891,13 @@ static void units_per_operator(struct placement_work *w)
  * not read after r2 wrote it (flush 50), A was not read after r4 (flush 100).
  *   fetch = 100, flush = 150, N_region = 4.
  */
-enum { A_HOST, A_PIM, A_BOTH };
+enum { A_HOST, A_PIM, A_BOTH, A_STATE = 3, A_READ = 4, A_WRITTEN = 8 };
+
+/* Region at position k of program order. */
+static size_t in_order(const struct placement_work *w, size_t k)
+{
+	return w->order ? w->order[k] : k;
+}
 
 static int move_charge(uint64_t *acc, uint64_t *region_acc, uint64_t bytes, uint64_t mult)
 {
@@ -892,16 +911,15 @@ static int move_charge(uint64_t *acc, uint64_t *region_acc, uint64_t bytes, uint
 static int movement_upper(struct placement_work *w, struct placement_estimate *e)
 {
 	struct placement_movement *mv = &e->move;
-	uint32_t seg = 0;
+	uint32_t seg = 0, *a_seg = w->a_x;
 	bool in_seg = false;
 
-	memset(w->a_seg, 0, w->n_allocs * sizeof *w->a_seg);
+	memset(a_seg, 0, w->n_allocs * sizeof *a_seg);
 	for (size_t k = 0; k < w->n; k++) {
-		size_t i = w->order[k];
+		size_t i = in_order(w, k);
 		const struct placement_region *r = &w->regions[i];
-		struct placement_decision *d = &e->decisions[i];
 
-		if (d->side != PL_PIM) {
+		if (e->side[i] != PL_PIM) {
 			in_seg = false;
 			continue;
 		}
@@ -915,20 +933,20 @@ static int movement_upper(struct placement_work *w, struct placement_estimate *e
 			mv->segments++;
 			mv->transitions += 2;
 		}
-		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
+		for (uint32_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
 			const struct alloc_ref *a = &w->refs[j];
 			int rc = 0;
 
 			if (a->wr)
-				rc = move_charge(&mv->flush_bytes, &d->flush_bytes, a->bytes, r->trip);
-			else if (a->rd && w->a_seg[a->alloc] != seg)
-				rc = move_charge(&mv->fetch_bytes, &d->fetch_bytes, a->bytes, r->trip);
+				rc = move_charge(&mv->flush_bytes, &e->flush_bytes[i], a->bytes, r->trip);
+			else if (a->rd && a_seg[a->alloc] != seg)
+				rc = move_charge(&mv->fetch_bytes, &e->fetch_bytes[i], a->bytes, r->trip);
 			if (rc < 0)
 				return rc;
 		}
-		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++)
+		for (uint32_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++)
 			if (w->refs[j].wr)
-				w->a_seg[w->refs[j].alloc] = seg;
+				a_seg[w->refs[j].alloc] = seg;
 	}
 	return 0;
 }
@@ -941,20 +959,21 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 static int movement_resident(struct placement_work *w, struct placement_estimate *e)
 {
 	struct placement_movement *mv = &e->move;
+	uint32_t *a_wregion = w->a_x;
+	uint8_t *f = w->a_flags;
 	bool in_seg = false;
 	int rc;
 
-	memset(w->a_state, A_HOST, w->n_allocs * sizeof *w->a_state);
-	memset(w->a_read_since, 0, w->n_allocs * sizeof *w->a_read_since);
-	memset(w->a_wtrip, 0, w->n_allocs * sizeof *w->a_wtrip);
-	for (size_t a = 0; a < w->n_allocs; a++)
-		w->a_wregion[a] = SIZE_MAX;
+	for (size_t a = 0; a < w->n_allocs; a++) {
+		f[a] &= A_WRITTEN; /* A_HOST, not read since */
+		w->a_wtrip[a] = 0;
+		a_wregion[a] = UINT32_MAX;
+	}
 
 	for (size_t k = 0; k < w->n; k++) {
-		size_t i = w->order[k];
+		size_t i = in_order(w, k);
 		const struct placement_region *r = &w->regions[i];
-		struct placement_decision *d = &e->decisions[i];
-		bool pim = d->side == PL_PIM;
+		bool pim = e->side[i] == PL_PIM;
 
 		if (!pim)
 			in_seg = false;
@@ -963,52 +982,49 @@ static int movement_resident(struct placement_work *w, struct placement_estimate
 			mv->segments++;
 			mv->transitions += 2;
 		}
-		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
+		for (uint32_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
 			const struct alloc_ref *ref = &w->refs[j];
 			uint32_t a = ref->alloc;
+			unsigned state = f[a] & A_STATE;
 
 			if (ref->rd) {
-				if (pim && !ref->wr && w->a_state[a] == A_HOST) {
-					uint64_t mult = !w->a_written[a] ? 1
+				if (pim && !ref->wr && state == A_HOST) {
+					uint64_t mult = !(f[a] & A_WRITTEN) ? 1
 							: w->a_wtrip[a] ? min_u64(r->trip, w->a_wtrip[a])
 									: r->trip;
-					rc = move_charge(&mv->fetch_bytes, &d->fetch_bytes, ref->bytes, mult);
+					rc = move_charge(&mv->fetch_bytes, &e->fetch_bytes[i], ref->bytes, mult);
 					if (rc < 0)
 						return rc;
-					w->a_state[a] = A_BOTH;
-				} else if (!pim && w->a_state[a] == A_PIM) {
-					struct placement_decision *wd = &e->decisions[w->a_wregion[a]];
-					rc = move_charge(&mv->flush_bytes, &wd->flush_bytes, ref->bytes,
+					state = A_BOTH;
+				} else if (!pim && state == A_PIM) {
+					rc = move_charge(&mv->flush_bytes, &e->flush_bytes[a_wregion[a]], ref->bytes,
 							 min_u64(r->trip, w->a_wtrip[a]));
 					if (rc < 0)
 						return rc;
-					w->a_state[a] = A_BOTH;
+					state = A_BOTH;
 				}
-				w->a_read_since[a] = true;
+				f[a] = (uint8_t)((f[a] & A_WRITTEN) | A_READ | state);
 			}
 			if (ref->wr) {
-				w->a_state[a] = pim ? A_PIM : A_HOST;
+				f[a] = (uint8_t)((f[a] & A_WRITTEN) | (pim ? A_PIM : A_HOST));
 				w->a_wtrip[a] = r->trip;
-				w->a_wregion[a] = pim ? i : SIZE_MAX;
-				w->a_read_since[a] = false;
+				a_wregion[a] = pim ? (uint32_t)i : UINT32_MAX;
 			}
 		}
 	}
 	/* model outputs left on PIM come back once; the flush is sized by the last writer's operand */
 	for (size_t i = 0; i < w->n; i++) {
-		struct placement_decision *d = &e->decisions[i];
-
-		if (d->side != PL_PIM)
+		if (e->side[i] != PL_PIM)
 			continue;
-		for (size_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
+		for (uint32_t j = w->ref_off[i]; j < w->ref_off[i + 1]; j++) {
 			const struct alloc_ref *ref = &w->refs[j];
 			uint32_t a = ref->alloc;
 
-			if (ref->wr && w->a_wregion[a] == i && w->a_state[a] == A_PIM && !w->a_read_since[a]) {
-				rc = move_charge(&mv->flush_bytes, &d->flush_bytes, ref->bytes, 1);
+			if (ref->wr && a_wregion[a] == i && (f[a] & (A_STATE | A_READ)) == A_PIM) {
+				rc = move_charge(&mv->flush_bytes, &e->flush_bytes[i], ref->bytes, 1);
 				if (rc < 0)
 					return rc;
-				w->a_state[a] = A_BOTH; /* once */
+				f[a] = (uint8_t)((f[a] & A_WRITTEN) | A_BOTH); /* once */
 			}
 		}
 	}
@@ -1018,18 +1034,18 @@ static int movement_resident(struct placement_work *w, struct placement_estimate
 static int movement_run(struct placement_work *w, struct placement_estimate *e, struct pim_error *err)
 {
 	struct placement_movement *mv = &e->move;
-	const struct placement_params *p = w->p;
+	const struct placement_params *p = &w->p;
 	int rc;
 
 	memset(mv, 0, sizeof *mv);
 	mv->model = w->model;
 	if (w->gran == PL_GRAN_BLOCK) {
 		for (size_t i = 0; i < w->n; i++) {
-			const struct placement_decision *d = &e->decisions[i];
-			if (d->side != PL_PIM)
+			if (e->side[i] != PL_PIM)
 				continue;
-			uint64_t t2;
-			if (!mul_u64(d->executions, 2, &t2) || !add_u64(mv->segments, d->executions, &mv->segments) ||
+			/* executions = trip·n_outer, which estimate_one found to fit 64 bits */
+			uint64_t x = w->regions[i].trip * block_outer(&w->regions[i]), t2;
+			if (!mul_u64(x, 2, &t2) || !add_u64(mv->segments, x, &mv->segments) ||
 			    !add_u64(mv->transitions, t2, &mv->transitions))
 				return err_set(err, -EOVERFLOW, "placement: transition count overflows 64 bits");
 		}
@@ -1053,10 +1069,9 @@ static int movement_run(struct placement_work *w, struct placement_estimate *e, 
  * touches.  Per nest execution; block granularity splits it n_outer ways and runs n_outer times
  * as often, which is the same total.
  */
-static double region_t_pim(const struct placement_work *w, const struct placement_params *p, size_t i,
-			   enum placement_t_pim_term *term)
+static double region_t_pim(const struct placement_region *r, const struct placement_params *p,
+			   uint64_t touched_bytes, enum placement_t_pim_term *term)
 {
-	const struct placement_region *r = &w->regions[i];
 	double tc, tm;
 
 	if (r->have_t_pim) {
@@ -1064,74 +1079,91 @@ static double region_t_pim(const struct placement_work *w, const struct placemen
 		return r->t_pim_measured;
 	}
 	tc = (double)r->n_total * p->i_min / (p->n_core * p->f_pim);
-	tm = (double)w->touched_bytes[i] / (p->n_core * p->b_pim_core);
+	tm = (double)touched_bytes / (p->n_core * p->b_pim_core);
 	/* a tie is charged to the lower bound: the assumed bandwidth did not raise it */
 	*term = tm > tc ? PL_TPIM_BANDWIDTH : PL_TPIM_COMPUTE;
 	return tc >= tm ? tc : tm;
 }
 
-/* e->decisions holds w->n entries (any content); units, at operator granularity, w->n_units */
-static int estimate_one(struct placement_work *w, double n_core, struct placement_estimate *e,
-			struct placement_decision *units, struct pim_error *err)
+/*
+ * What deciding region i takes whatever the core count: the metrics of its unit (*own holds
+ * them at loop and block granularity, which recompute them from the region; operator
+ * granularity keeps them per unit), and in d its unit, unit size and blocks per execution.
+ */
+static const struct unit_metrics *region_unit(const struct placement_work *w, size_t i, struct unit_metrics *own,
+					      struct placement_decision *d)
 {
-	struct placement_params pc = *w->p;
-	double t_pim_side_host = 0;
-	int rc;
-
-	pc.n_core = n_core;
-	e->n_core = n_core;
-	/* operator groups are decided once, then copied to their members; other units are regions */
 	if (w->gran == PL_GRAN_OPERATOR) {
-		for (size_t u = 0; u < w->n_units; u++)
-			placement_decide_unit(&w->unit_m[u], &pc, &units[u]);
-	} else {
-		units = NULL;
-	}
-
-	for (size_t i = 0; i < w->n; i++) {
-		const struct placement_region *r = &w->regions[i];
-		struct placement_decision *d = &e->decisions[i];
-		size_t u = w->unit_of[i];
-
-		if (units)
-			*d = units[u];
-		else
-			placement_decide_unit(&w->unit_m[u], &pc, d);
-		/* every field set here or by the rule: the array is reused, and zeroing whole structs
-		 * (rep stos per 200 bytes) cost more than the rule itself */
-		d->t_pim = 0;
-		d->t_pim_is_measured = false;
-		d->t_pim_term = PL_TPIM_NONE;
-		d->fetch_bytes = d->flush_bytes = 0;
-		d->region = i;
-		d->region_id = r->id;
+		uint32_t u = w->unit_of[i];
 		d->unit = w->unit_first[u];
 		d->unit_size = w->unit_size[u];
-		d->n_outer = w->unit_outer[u];
-		if (!mul_u64(r->trip, d->n_outer, &d->executions))
-			return err_set(err, -EOVERFLOW, "placement: executions of region %u overflow 64 bits", r->id);
-		d->t_host = r->t_host * (double)r->trip;
-		e->t_cpu += d->t_host;
-		if (d->side == PL_PIM) {
-			d->t_pim = region_t_pim(w, &pc, i, &d->t_pim_term) * (double)r->trip;
-			d->t_pim_is_measured = d->t_pim_term == PL_TPIM_MEASURED;
-			e->t_pim += d->t_pim;
-			e->t_pim_by[d->t_pim_term] += d->t_pim;
-			e->n_pim_by[d->t_pim_term]++;
-			t_pim_side_host += d->t_host;
-			e->n_offloaded++;
-		} else {
-			e->t_host += d->t_host;
-			if (d->cond[PL_C1].state != PL_COND_TRUE || d->cond[PL_C2].state != PL_COND_TRUE)
-				e->n_rejected_stage1++;
-			else
-				e->n_rejected_stage2++;
-		}
+		d->n_outer = 1;
+		return &w->unit_m[u];
 	}
-	rc = movement_run(w, e, err);
+	d->unit = i;
+	d->unit_size = 1;
+	d->n_outer = region_unit_metrics(w, i, own);
+	return own;
+}
+
+/*
+ * Region i's decision at the core count of pc, on its unit's metrics m (region_unit), with its
+ * costs but no movement bytes: the one place a decision is made, for the estimate and for
+ * placement_decision_get() alike.  *touched: the region's touched bytes, summed at the first
+ * need (UINT64_MAX until then).  -EOVERFLOW when its executions overflow 64 bits.
+ */
+static int decision_fill(const struct placement_work *w, const struct placement_params *pc, size_t i,
+			 const struct unit_metrics *m, uint64_t *touched, struct placement_decision *d)
+{
+	const struct placement_region *r = &w->regions[i];
+
+	placement_decide_unit(m, pc, d);
+	d->region = i;
+	d->region_id = r->id;
+	d->t_pim = 0;
+	d->t_pim_is_measured = false;
+	d->t_pim_term = PL_TPIM_NONE;
+	d->fetch_bytes = d->flush_bytes = 0;
+	d->t_host = r->t_host * (double)r->trip;
+	if (d->side == PL_PIM) {
+		if (*touched == UINT64_MAX && !r->have_t_pim)
+			*touched = region_bytes(w, i, false);
+		d->t_pim = region_t_pim(r, pc, *touched, &d->t_pim_term) * (double)r->trip;
+		d->t_pim_is_measured = d->t_pim_term == PL_TPIM_MEASURED;
+	}
+	return mul_u64(r->trip, d->n_outer, &d->executions) ? 0 : -EOVERFLOW;
+}
+
+/* Adds decision d of region i to estimate e. */
+static void estimate_add(struct placement_estimate *e, size_t i, const struct placement_decision *d,
+			 double *t_pim_side_host)
+{
+	e->side[i] = (uint8_t)d->side;
+	e->fetch_bytes[i] = e->flush_bytes[i] = 0;
+	e->t_cpu += d->t_host;
+	if (d->side == PL_PIM) {
+		e->t_pim += d->t_pim;
+		e->t_pim_by[d->t_pim_term] += d->t_pim;
+		e->n_pim_by[d->t_pim_term]++;
+		*t_pim_side_host += d->t_host;
+		e->n_offloaded++;
+	} else {
+		e->t_host += d->t_host;
+		if (d->cond[PL_C1].state != PL_COND_TRUE || d->cond[PL_C2].state != PL_COND_TRUE)
+			e->n_rejected_stage1++;
+		else
+			e->n_rejected_stage2++;
+	}
+}
+
+/* Movement and the end-to-end figures of estimate e, once every region is added to it. */
+static int estimate_finish(struct placement_work *w, struct placement_estimate *e, double t_pim_side_host,
+			   struct pim_error *err)
+{
+	int rc = movement_run(w, e, err);
+
 	if (rc < 0)
 		return rc;
-
 	e->t_hybrid = e->t_host + e->t_pim + e->move.t_move;
 	e->speedup = e->t_hybrid > 0 ? e->t_cpu / e->t_hybrid : 1.0;
 	e->captured_share = e->t_cpu > 0 ? t_pim_side_host / e->t_cpu : 0;
@@ -1144,13 +1176,72 @@ static int estimate_one(struct placement_work *w, double n_core, struct placemen
 	return 0;
 }
 
+/*
+ * Every estimate of the run, at the core counts cores[0..n_estimates) (res->n_estimates set):
+ * each region's unit metrics are taken once and decided at every core count (up to CHUNK at a
+ * time), then each estimate's movement is walked.
+ */
+static int estimate_all(struct placement_work *w, struct placement_result *res, const double *cores,
+			struct pim_error *err)
+{
+	enum { CHUNK = 16 };
+	struct placement_params pc[CHUNK];
+	double side_host[CHUNK];
+	size_t n_counts = res->n_estimates;
+
+	for (size_t k0 = 0; k0 < n_counts; k0 += CHUNK) {
+		size_t nk = n_counts - k0 < CHUNK ? n_counts - k0 : CHUNK;
+
+		for (size_t k = 0; k < nk; k++) {
+			pc[k] = w->p;
+			pc[k].n_core = res->estimates[k0 + k].n_core = cores[k0 + k];
+			side_host[k] = 0;
+		}
+		for (size_t i = 0; i < w->n; i++) {
+			struct placement_decision d;
+			struct unit_metrics own;
+			const struct unit_metrics *m = region_unit(w, i, &own, &d);
+			uint64_t touched = UINT64_MAX;
+
+			for (size_t k = 0; k < nk; k++) {
+				if (decision_fill(w, &pc[k], i, m, &touched, &d) < 0)
+					return err_set(err, -EOVERFLOW, "placement: executions of region %u "
+						       "overflow 64 bits", w->regions[i].id);
+				estimate_add(&res->estimates[k0 + k], i, &d, &side_host[k]);
+			}
+		}
+		for (size_t k = 0; k < nk; k++) {
+			int rc = estimate_finish(w, &res->estimates[k0 + k], side_host[k], err);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+void placement_decision_get(const struct placement_result *r, size_t estimate, size_t region,
+			    struct placement_decision *d)
+{
+	const struct placement_estimate *e = &r->estimates[estimate];
+	struct placement_params pc = r->work->p;
+	struct unit_metrics own;
+	uint64_t touched = UINT64_MAX;
+
+	pc.n_core = e->n_core;
+	memset(d, 0, sizeof *d);
+	const struct unit_metrics *m = region_unit(r->work, region, &own, d);
+	(void)decision_fill(r->work, &pc, region, m, &touched, d); /* its executions fitted in the run */
+	d->fetch_bytes = e->fetch_bytes[region];
+	d->flush_bytes = e->flush_bytes[region];
+}
+
 /* ------------------------------------------------------------------ entry point */
 
 /*
- * One block holds a run's result (estimates, decisions) and its working arrays, so that a caller
- * placing models repeatedly reuses it (placement_run_reuse) instead of first-touching fresh pages:
- * a 100,000-region run needs ~90 MB, and faulting them in costs about as much as the placement.
- * The block is laid out twice: with no base to size it, then over the allocated block.
+ * One block holds a run's result (estimates, the state placement_decision_get reads) and its
+ * working arrays, so that a caller placing models repeatedly reuses it (placement_run_reuse)
+ * instead of first-touching fresh pages.  The block is laid out twice: with no base to size it,
+ * then over the allocated block.
  */
 struct layout {
 	char *base;
@@ -1173,54 +1264,50 @@ static void *layout_take(struct layout *l, size_t count, size_t size)
 
 #define LAYOUT_TAKE(l, ptr, count) ((ptr) = layout_take((l), (count), sizeof *(ptr)))
 
-/* Every array of a run over l; units (operator granularity) receives the unit decisions. */
+/* Every array of a run over l, w->order only when the regions are not in program order. */
 static void work_layout(struct placement_work *w, struct layout *l, struct placement_result *res,
-			size_t n_counts, struct placement_decision **units)
+			size_t n_counts, bool sorted)
 {
 	size_t n = w->n, na = w->n_ops; /* distinct allocations <= operands */
 
+	LAYOUT_TAKE(l, res->work, 1);
 	LAYOUT_TAKE(l, res->estimates, n_counts);
 	for (size_t k = 0; k < n_counts; k++) {
 		struct placement_estimate sizing, *e = l->base ? &res->estimates[k] : &sizing;
 
 		*e = (struct placement_estimate){ 0 };
-		LAYOUT_TAKE(l, e->decisions, n);
+		LAYOUT_TAKE(l, e->side, n);
+		LAYOUT_TAKE(l, e->fetch_bytes, n);
+		LAYOUT_TAKE(l, e->flush_bytes, n);
 	}
-	*units = NULL;
 	if (w->gran == PL_GRAN_OPERATOR) {
 		w->op_cap = table_capacity(n);
-		LAYOUT_TAKE(l, *units, n);
+		LAYOUT_TAKE(l, w->unit_of, n);
+		LAYOUT_TAKE(l, w->unit_first, n);
+		LAYOUT_TAKE(l, w->unit_size, n);
+		LAYOUT_TAKE(l, w->unit_m, n);
 		LAYOUT_TAKE(l, w->op_slots, w->op_cap);
 		LAYOUT_TAKE(l, w->op_trip, n);
-		LAYOUT_TAKE(l, w->op_sum, 8 * n);
+		LAYOUT_TAKE(l, w->op_sum, 4 * n);
 		LAYOUT_TAKE(l, w->op_mixed, n);
 	}
-	LAYOUT_TAKE(l, w->order, n);
-	LAYOUT_TAKE(l, w->unit_of, n);
-	LAYOUT_TAKE(l, w->unit_first, n);
-	LAYOUT_TAKE(l, w->unit_size, n);
-	LAYOUT_TAKE(l, w->unit_outer, n);
-	LAYOUT_TAKE(l, w->unit_m, n);
+	w->order = NULL;
+	if (!sorted)
+		LAYOUT_TAKE(l, w->order, n);
 	LAYOUT_TAKE(l, w->refs, w->n_ops);
 	LAYOUT_TAKE(l, w->ref_off, n + 1);
-	LAYOUT_TAKE(l, w->touched_bytes, n);
-	LAYOUT_TAKE(l, w->read_bytes, n);
-	LAYOUT_TAKE(l, w->stamp, na);
-	LAYOUT_TAKE(l, w->slot_of, na);
 	alloc_map_size(&w->map, w->n_ops, w->max_id);
 	LAYOUT_TAKE(l, w->map.vals, w->map.cap);
 	w->map.keys = w->map.direct ? NULL : layout_take(l, w->map.cap, sizeof *w->map.keys);
-	LAYOUT_TAKE(l, w->a_seg, na);
-	LAYOUT_TAKE(l, w->a_state, na);
-	LAYOUT_TAKE(l, w->a_written, na);
-	LAYOUT_TAKE(l, w->a_read_since, na);
+	LAYOUT_TAKE(l, w->a_x, na);
+	LAYOUT_TAKE(l, w->a_y, na);
 	LAYOUT_TAKE(l, w->a_wtrip, na);
-	LAYOUT_TAKE(l, w->a_wregion, na);
+	LAYOUT_TAKE(l, w->a_flags, na);
 }
 
 /*
  * A large block on 2 MiB boundaries, marked for transparent huge pages: a 100,000-region run
- * walks ~90 MB, which 4 KiB pages spread over more TLB entries than a core has.
+ * walks ~10 MB, which 4 KiB pages spread over more TLB entries than a core has.
  */
 static void *block_alloc(size_t size)
 {
@@ -1265,14 +1352,17 @@ int placement_run_reuse(const struct placement_region *regions, size_t n, const 
 	struct placement_work w = { 0 };
 	struct placement_query dq = { PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0 };
 	struct placement_result res = { 0 };
-	struct placement_decision *units;
 	size_t n_counts;
+	bool sorted = true;
 	int rc;
 
 	if (!out)
 		return err_set(err, -EINVAL, "placement: no result given");
 	if (n > 0 && !regions)
 		return run_fail(out, err_set(err, -EINVAL, "placement: %zu regions but no region array", n));
+	/* region indices, and 1 + a region index, are 32-bit */
+	if (n >= UINT32_MAX)
+		return run_fail(out, err_set(err, -E2BIG, "placement: %zu regions; at most %u", n, UINT32_MAX - 1));
 	rc = placement_params_validate(p, err);
 	if (rc < 0)
 		return run_fail(out, rc);
@@ -1300,17 +1390,19 @@ int placement_run_reuse(const struct placement_region *regions, size_t n, const 
 		for (size_t k = 0; k < r->n_operands; k++)
 			if (r->operands[k].alloc_id > w.max_id)
 				w.max_id = r->operands[k].alloc_id;
+		/* manifests list regions in program order already; sort only when they do not */
+		sorted &= i == 0 || regions[i - 1].order <= r->order;
 	}
 
 	w.regions = regions;
 	w.n = n;
-	w.p = p;
+	w.p = *p;
 	w.gran = q->granularity;
 	w.model = q->movement;
 
 	/* size the block; take over the earlier result's when it is large enough */
 	struct layout l = { 0 };
-	work_layout(&w, &l, &res, n_counts, &units);
+	work_layout(&w, &l, &res, n_counts, sorted);
 	if (l.overflow)
 		return run_fail(out, err_set(err, -ENOMEM, "placement: %zu regions need more memory than "
 					     "can be addressed", n));
@@ -1328,7 +1420,7 @@ int placement_run_reuse(const struct placement_region *regions, size_t n, const 
 		res.mem_size = l.used;
 	}
 	l = (struct layout){ .base = res.mem };
-	work_layout(&w, &l, &res, n_counts, &units);
+	work_layout(&w, &l, &res, n_counts, sorted);
 
 	res.params = *p;
 	res.params.theta = placement_theta(p);
@@ -1338,36 +1430,28 @@ int placement_run_reuse(const struct placement_region *regions, size_t n, const 
 	res.movement = q->movement;
 	res.n_regions = n;
 
-	bool sorted = true;
-	for (size_t i = 0; i < n; i++) {
-		w.order[i] = i;
-		sorted &= i == 0 || regions[i - 1].order <= regions[i].order;
-	}
-	/* manifests list regions in program order already; sort only when they do not */
-	if (!sorted)
+	if (w.order) {
+		for (size_t i = 0; i < n; i++)
+			w.order[i] = (uint32_t)i;
 		qsort_r(w.order, n, sizeof *w.order, cmp_order, (void *)regions);
+	}
 
 	rc = work_index_allocations(&w, err);
 	if (rc < 0)
 		return run_fail(&res, rc);
-	memset(w.a_written, 0, w.n_allocs * sizeof *w.a_written);
+	memset(w.a_flags, 0, w.n_allocs * sizeof *w.a_flags);
 	for (size_t j = 0; j < w.ref_off[n]; j++)
 		if (w.refs[j].wr)
-			w.a_written[w.refs[j].alloc] = true;
+			w.a_flags[w.refs[j].alloc] = A_WRITTEN;
 
 	if (w.gran == PL_GRAN_OPERATOR)
 		units_per_operator(&w);
-	else
-		units_per_region(&w);
 
-	for (size_t k = 0; k < n_counts; k++) {
-		double nc = q->core_counts && q->n_core_counts ? q->core_counts[k] : p->n_core;
-
-		res.n_estimates = k + 1;
-		rc = estimate_one(&w, nc, &res.estimates[k], units, err);
-		if (rc < 0)
-			return run_fail(&res, rc);
-	}
+	res.n_estimates = n_counts;
+	rc = estimate_all(&w, &res, q->core_counts && q->n_core_counts ? q->core_counts : &p->n_core, err);
+	if (rc < 0)
+		return run_fail(&res, rc);
+	*res.work = w;
 	*out = res;
 	return 0;
 }

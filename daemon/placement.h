@@ -9,9 +9,12 @@
  *     model), always labelled with the model that produced it;
  *   - the end-to-end estimate: T_hybrid, speedup, captured and residual share, attainable bound.
  *
- * No I/O, no logging, no global state (reentrant); memory is the result plus work arrays freed
- * before returning.  Errors are a negative errno plus a message in struct pim_error naming the
- * region or parameter at fault.
+ * No I/O, no logging, no global state (reentrant); memory is one block per result, holding the
+ * run's working arrays too.  A result keeps per region only what cannot be recomputed from the
+ * region in a few operations (its side and movement bytes per core count, its distinct
+ * allocations); placement_decision_get() rebuilds a region's whole decision from them.  Errors
+ * are a negative errno plus a message in struct pim_error naming the region or parameter at
+ * fault.
  */
 #ifndef PIMD_PLACEMENT_H
 #define PIMD_PLACEMENT_H
@@ -191,7 +194,9 @@ struct placement_movement {
 /* Everything decided and estimated for one PIM core count. */
 struct placement_estimate {
 	double n_core;
-	struct placement_decision *decisions; /* n_regions, in the caller's order */
+	/* per region, in the caller's order (placement_decision_get() gives the whole decision) */
+	uint8_t *side;                       /* enum placement_side */
+	uint64_t *fetch_bytes, *flush_bytes; /* movement charged to the region */
 	size_t n_offloaded;                   /* regions on PIM */
 	size_t n_rejected_stage1, n_rejected_stage2;
 	struct placement_movement move;
@@ -221,6 +226,8 @@ struct placement_query {
 	size_t n_core_counts;
 };
 
+struct placement_work;
+
 struct placement_result {
 	enum placement_granularity granularity;
 	enum placement_movement_model movement;
@@ -228,7 +235,8 @@ struct placement_result {
 	size_t n_regions;
 	struct placement_estimate *estimates; /* one per core count, in query order */
 	size_t n_estimates;
-	void *mem;       /* the one block holding estimates, decisions and the run's working arrays */
+	struct placement_work *work; /* what placement_decision_get() reads besides the regions */
+	void *mem;       /* the one block holding all of the above and the run's working arrays */
 	size_t mem_size;
 };
 
@@ -241,13 +249,24 @@ int placement_run(const struct placement_region *regions, size_t n, const struct
 		  const struct placement_query *q, struct placement_result *out, struct pim_error *err);
 /*
  * placement_run() for a caller that places repeatedly: *out is empty (zeroed) or an earlier
- * result, which this call replaces, keeping its memory when that is large enough.  A result of
- * n regions holds about 300 bytes per region besides its decisions; reusing it spares the page
- * faults of touching that much fresh memory on every call.
+ * result, which this call replaces, keeping its memory when that is large enough.  A result
+ * takes about 8 + 33·o + 17·c bytes a region (o operands per region, c core counts) at loop and
+ * block granularity, 4 more when the regions are out of program order, about 130 more at
+ * operator granularity; reusing it spares the page faults of touching that memory afresh on
+ * every call.
  */
 int placement_run_reuse(const struct placement_region *regions, size_t n, const struct placement_params *p,
 			const struct placement_query *q, struct placement_result *out, struct pim_error *err);
 void placement_result_free(struct placement_result *r);
+
+/*
+ * The whole decision for regions[region] in estimates[estimate] of r: conditions, side,
+ * evidence, unit, executions, T_host, T_pim and its term, movement bytes.  Reads the region
+ * array r was computed from, which must still be there, unchanged.  Both indices must be in
+ * range.
+ */
+void placement_decision_get(const struct placement_result *r, size_t estimate, size_t region,
+			    struct placement_decision *d);
 
 /* 0, or -EINVAL naming regions[index] and the bad field (placement_run checks every region). */
 int placement_region_validate(const struct placement_region *r, size_t index, struct pim_error *err);

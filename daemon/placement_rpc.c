@@ -18,8 +18,6 @@ struct loaded {
 	int64_t version;   /* of the model and metrics read (store_model_version) */
 	Pim__ModelSummary *summary;
 	size_t n_regions;
-	Pim__RegionMetrics **metrics;
-	size_t n_metrics;
 	struct placement_region *regions;  /* manifest order */
 	struct placement_operand *operands;
 	size_t n_operands, operands_cap;
@@ -35,9 +33,6 @@ static void loaded_free(struct loaded *l)
 {
 	if (l->summary)
 		pim__model_summary__free_unpacked(l->summary, NULL);
-	for (size_t i = 0; i < l->n_metrics; i++)
-		pim__region_metrics__free_unpacked(l->metrics[i], NULL);
-	free(l->metrics);
 	free(l->regions);
 	free(l->operands);
 	free(l->text);
@@ -50,9 +45,10 @@ static const char *region_op_kind(const struct placement_region *r)
 	return r->name + strlen(r->name) + 1;
 }
 
-static int cmp_metric_id(const void *a, const void *b)
+static int cmp_region_id(const void *a, const void *b, void *regions)
 {
-	uint32_t x = *(const uint32_t *)a, y = (*(Pim__RegionMetrics *const *)b)->region_id;
+	const struct placement_region *r = regions;
+	uint32_t x = r[*(const uint32_t *)a].id, y = r[*(const uint32_t *)b].id;
 	return (x > y) - (x < y);
 }
 
@@ -133,6 +129,84 @@ static int loaded_operand(void *ctx, const struct store_operand_row *o)
 	return 0;
 }
 
+/* The stored metrics of a region, as the placement rule reads them. */
+static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim__RegionMetrics *mt)
+{
+	l->n_with_metrics++;
+	p->evidence = (enum placement_evidence)mt->evidence;
+	p->t_host = mt->t_host;
+	p->have_n_rd = mt->have_n_rd;
+	p->n_rd = mt->n_rd;
+	p->have_store = mt->have_store;
+	p->c_store = mt->c_store;
+	p->c_be1 = mt->c_be1;
+	p->c_be2 = mt->c_be2;
+	p->c_be3 = mt->c_be3;
+	if (mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED) {
+		/* θ of imported counts comes from the B_cpu of the host that measured them */
+		if (mt->source_b_cpu > 0 && isfinite(mt->source_b_cpu))
+			p->b_cpu_source = mt->source_b_cpu;
+		else
+			l->n_imported_unknown_b_cpu++;
+	}
+	if (mt->bw_read_estimate > 0) {
+		p->have_bw_read_estimate = true;
+		p->bw_read_estimate = mt->bw_read_estimate;
+	}
+	l->n_estimates += mt->evidence == PIM__EVIDENCE__EVIDENCE_ESTIMATE;
+	l->n_counters += mt->evidence == PIM__EVIDENCE__EVIDENCE_COUNTERS;
+	l->n_imported += mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED;
+}
+
+/* Metrics rows come by region id; so do the regions, through by_id (NULL: in array order). */
+struct metrics_merge {
+	struct loaded *l;
+	const uint32_t *by_id;
+	size_t next;
+};
+
+static int loaded_metric(void *ctx, const Pim__RegionMetrics *mt)
+{
+	struct metrics_merge *mm = ctx;
+	struct loaded *l = mm->l;
+	struct placement_region *p = NULL;
+
+	for (; mm->next < l->n_regions; mm->next++) {
+		p = &l->regions[mm->by_id ? mm->by_id[mm->next] : mm->next];
+		if (p->id >= mt->region_id)
+			break;
+	}
+	if (mm->next < l->n_regions && p->id == mt->region_id)
+		loaded_apply(l, p, mt);
+	return 0;
+}
+
+/*
+ * Each region's metrics, read row by row into the region (never held as a list: a million
+ * metrics rows as protobuf-c structures would take ~200 MB).
+ */
+static int load_metrics(struct rpc_context *ctx, struct loaded *l, struct pim_error *err)
+{
+	struct metrics_merge mm = { .l = l };
+	uint32_t *by_id = NULL;
+	bool sorted = true;
+	int r;
+
+	for (size_t i = 1; i < l->n_regions && sorted; i++)
+		sorted = l->regions[i - 1].id < l->regions[i].id;
+	if (!sorted) {
+		if (!(by_id = malloc(l->n_regions * sizeof *by_id)))
+			return err_set(err, -ENOMEM, "out of memory");
+		for (size_t i = 0; i < l->n_regions; i++)
+			by_id[i] = (uint32_t)i;
+		qsort_r(by_id, l->n_regions, sizeof *by_id, cmp_region_id, l->regions);
+		mm.by_id = by_id;
+	}
+	r = store_metrics_each(ctx->store, l->model_id, ctx->platform->row, loaded_metric, &mm, err);
+	free(by_id);
+	return r;
+}
+
 /* The model, its version and its metrics as of one state of the store: another connection may
  * change them meanwhile (pimd's work thread has its own). */
 static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
@@ -155,8 +229,7 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 			r = err_set(err, -EIO, "model \"%s\" has more regions than its summary says", name);
 	}
 	if (r >= 0)
-		r = store_metrics_list(ctx->store, l->model_id, ctx->platform->row, &l->metrics,
-				       &l->n_metrics, err);
+		r = load_metrics(ctx, l, err);
 	store_read_end(ctx->store);
 	if (r < 0)
 		return r;
@@ -172,47 +245,10 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 
 static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
 {
-	int r;
-
 	memset(l, 0, sizeof *l);
 	if (!manifest_name_valid(name))
 		return err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
-	if ((r = load_read(ctx, name, l, err)) < 0)
-		return r;
-	for (size_t i = 0; i < l->n_regions; i++) {
-		struct placement_region *p = &l->regions[i];
-		Pim__RegionMetrics *const *hit = l->n_metrics ? bsearch(&p->id, l->metrics, l->n_metrics,
-									sizeof *l->metrics, cmp_metric_id)
-							      : NULL;
-		if (!hit)
-			continue;
-		const Pim__RegionMetrics *mt = *hit;
-		l->n_with_metrics++;
-		p->evidence = (enum placement_evidence)mt->evidence;
-		p->t_host = mt->t_host;
-		p->have_n_rd = mt->have_n_rd;
-		p->n_rd = mt->n_rd;
-		p->have_store = mt->have_store;
-		p->c_store = mt->c_store;
-		p->c_be1 = mt->c_be1;
-		p->c_be2 = mt->c_be2;
-		p->c_be3 = mt->c_be3;
-		if (mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED) {
-			/* θ of imported counts comes from the B_cpu of the host that measured them */
-			if (mt->source_b_cpu > 0 && isfinite(mt->source_b_cpu))
-				p->b_cpu_source = mt->source_b_cpu;
-			else
-				l->n_imported_unknown_b_cpu++;
-		}
-		if (mt->bw_read_estimate > 0) {
-			p->have_bw_read_estimate = true;
-			p->bw_read_estimate = mt->bw_read_estimate;
-		}
-		l->n_estimates += mt->evidence == PIM__EVIDENCE__EVIDENCE_ESTIMATE;
-		l->n_counters += mt->evidence == PIM__EVIDENCE__EVIDENCE_COUNTERS;
-		l->n_imported += mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED;
-	}
-	return 0;
+	return load_read(ctx, name, l, err);
 }
 
 /* This host's B_cpu as queries use it: configured, else measured, else the paper's. */
@@ -320,8 +356,9 @@ static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement
 }
 
 static Pim__PlacementEstimate *estimate_msg(struct reply *b, const struct loaded *l,
-					    const struct placement_estimate *e, bool summary_only)
+					    const struct placement_result *res, size_t k, bool summary_only)
 {
+	const struct placement_estimate *e = &res->estimates[k];
 	Pim__PlacementEstimate *m = reply_message(b, &pim__placement_estimate__descriptor);
 	if (!m)
 		return NULL;
@@ -363,7 +400,9 @@ static Pim__PlacementEstimate *estimate_msg(struct reply *b, const struct loaded
 	if (!m->regions)
 		return m;
 	for (size_t i = 0; i < n && !b->oom; i++) {
-		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], &e->decisions[i]);
+		struct placement_decision pd;
+		placement_decision_get(res, k, i, &pd);
+		Pim__RegionDecision *d = decision_msg(b, &l->regions[i], &pd);
 		if (d)
 			m->regions[m->n_regions++] = d;
 	}
@@ -546,7 +585,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		pr->regions_with_metrics = (uint32_t)l.n_with_metrics;
 		pr->estimates = reply_calloc(&b, res.n_estimates, sizeof *pr->estimates);
 		for (size_t i = 0; pr->estimates && i < res.n_estimates && !b.oom; i++) {
-			Pim__PlacementEstimate *e = estimate_msg(&b, &l, &res.estimates[i], q->summary_only);
+			Pim__PlacementEstimate *e = estimate_msg(&b, &l, &res, i, q->summary_only);
 			if (e)
 				pr->estimates[pr->n_estimates++] = e;
 		}
@@ -815,7 +854,7 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 
 /* The bitmaps of known and offloaded regions, and the weakest evidence an offload rests on. */
 static void decisions_fill(Pim__DecisionsReply *dr, const struct loaded *l,
-			   const struct placement_estimate *e)
+			   const struct placement_result *res)
 {
 	uint8_t *known = dr->known_bitmap.data, *bits = dr->pim_bitmap.data;
 	Pim__Evidence weakest = PIM__EVIDENCE__EVIDENCE_COUNTERS;
@@ -823,12 +862,14 @@ static void decisions_fill(Pim__DecisionsReply *dr, const struct loaded *l,
 	for (size_t i = 0; i < l->n_regions; i++)
 		known[l->regions[i].id / 8] |= (uint8_t)(1u << (l->regions[i].id % 8));
 	for (size_t i = 0; i < l->n_regions; i++)
-		if (e->decisions[i].side == PL_PIM) {
+		if (res->estimates[0].side[i] == PL_PIM) {
 			uint32_t id = l->regions[i].id;
+			struct placement_decision d;
 			bits[id / 8] |= (uint8_t)(1u << (id % 8));
 			dr->offloaded++;
 			/* estimate < imported < counters, as evidence goes */
-			Pim__Evidence ev = (Pim__Evidence)e->decisions[i].evidence;
+			placement_decision_get(res, 0, i, &d);
+			Pim__Evidence ev = (Pim__Evidence)d.evidence;
 			if (ev == PIM__EVIDENCE__EVIDENCE_ESTIMATE ||
 			    (ev == PIM__EVIDENCE__EVIDENCE_IMPORTED && weakest == PIM__EVIDENCE__EVIDENCE_COUNTERS))
 				weakest = ev;
@@ -893,7 +934,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		dr->known_bitmap.len = (limit + 7) / 8;
 	}
 	if (!b.oom) {
-		decisions_fill(dr, &l, &res.estimates[0]);
+		decisions_fill(dr, &l, &res);
 		cache_put(ctx, &l, key, &dr->base);
 	}
 	placement_result_free(&res);

@@ -294,6 +294,14 @@ static int show_operand(void *ctx, const struct store_operand_row *o)
 	return 0;
 }
 
+/* A metrics row, packed as read (ModelShowReply.metrics). */
+static int show_metrics(void *ctx, const Pim__RegionMetrics *m)
+{
+	struct wbuf *b = ctx;
+	wbuf_message(b, 3, &m->base);
+	return b->oom ? -ENOMEM : 0;
+}
+
 /*
  * The ModelShowReply of a model, packed as its rows are read, rather than built as protobuf-c
  * structures first (ten times the 26 MB that a million regions take packed): fields in the
@@ -308,8 +316,6 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 		.allocation = show_allocation, .region = show_region, .operand = show_operand };
 	const char *name = req->model_show->name;
 	Pim__ModelSummary *sum = NULL;
-	Pim__RegionMetrics **metrics = NULL;
-	size_t n_metrics = 0;
 	struct wbuf b = { 0 };
 	struct show_pack *sp = calloc(1, sizeof *sp);
 	int64_t model_id;
@@ -323,8 +329,7 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 		return r;
 	}
 	if ((r = store_model_get(ctx->store, name, &sum, NULL, err)) >= 0 &&
-	    (r = store_model_id(ctx->store, name, &model_id, err)) >= 0 &&
-	    (r = store_metrics_list(ctx->store, model_id, ctx->platform->row, &metrics, &n_metrics, err)) >= 0) {
+	    (r = store_model_id(ctx->store, name, &model_id, err)) >= 0) {
 		/* room: frame header, id, body tag and length, summary, manifest tag and length */
 		size_t room = FRAME_HEADER_BYTES + 11 + 11 + 11 + pim__model_summary__get_packed_size(sum) + 11;
 		if (wbuf_room(&b, room))
@@ -341,8 +346,8 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 			r = err_set(err, -EIO, "model \"%s\" has a region of more than %u operands", name,
 				    MANIFEST_OPERANDS_MAX);
 		size_t manifest_len = b.len - room;
-		for (size_t i = 0; r >= 0 && i < n_metrics; i++)
-			wbuf_message(&b, 3, &metrics[i]->base);  /* ModelShowReply.metrics */
+		if (r >= 0)
+			r = store_metrics_each(ctx->store, model_id, ctx->platform->row, show_metrics, &b, err);
 		if (r >= 0 && b.oom)
 			r = err_set(err, -ENOMEM, "out of memory packing model \"%s\"", name);
 		if (r >= 0) {
@@ -377,9 +382,6 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 	free(sp);
 	if (sum)
 		pim__model_summary__free_unpacked(sum, NULL);
-	for (size_t i = 0; i < n_metrics; i++)
-		pim__region_metrics__free_unpacked(metrics[i], NULL);
-	free(metrics);
 	return r < 0 ? r : 0;
 }
 

@@ -1575,67 +1575,92 @@ fail:
 	return r;
 }
 
-int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
-		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err)
+int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, store_metrics_fn fn, void *ctx,
+		       struct pim_error *err)
 {
 	sqlite3_stmt *st = stmt_get(s, ST_METRICS_SELECT);
-	Pim__RegionMetrics **v = NULL;
-	size_t len = 0, cap = 0;
 	int r;
 
 	sqlite3_bind_int64(st, 1, model_id);
 	sqlite3_bind_int64(st, 2, platform_id);
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 64;
-			Pim__RegionMetrics **nv = realloc(v, cap * sizeof *v);
-			if (!nv)
-				goto oom;
-			v = nv;
-		}
-		Pim__RegionMetrics *m = malloc(sizeof *m);
-		if (!m)
-			goto oom;
-		pim__region_metrics__init(m);
-		v[len++] = m;
-		m->region_id = (uint32_t)sqlite3_column_int64(st, 0);
-		m->evidence = evidence_from_text((const char *)sqlite3_column_text(st, 1));
-		m->t_host = sqlite3_column_double(st, 2);
-		m->t_host_spread = sqlite3_column_double(st, 3);
+		Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
+		const unsigned char *source = sqlite3_column_text(st, 10);
+
+		m.region_id = (uint32_t)sqlite3_column_int64(st, 0);
+		m.evidence = evidence_from_text((const char *)sqlite3_column_text(st, 1));
+		m.t_host = sqlite3_column_double(st, 2);
+		m.t_host_spread = sqlite3_column_double(st, 3);
 		if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
-			m->have_n_rd = true;
-			m->n_rd = sqlite3_column_double(st, 4);
+			m.have_n_rd = true;
+			m.n_rd = sqlite3_column_double(st, 4);
 		}
 		if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-			m->have_store = true;
-			m->c_store = sqlite3_column_double(st, 5);
-			m->c_be1 = sqlite3_column_double(st, 6);
-			m->c_be2 = sqlite3_column_double(st, 7);
-			m->c_be3 = sqlite3_column_double(st, 8);
+			m.have_store = true;
+			m.c_store = sqlite3_column_double(st, 5);
+			m.c_be1 = sqlite3_column_double(st, 6);
+			m.c_be2 = sqlite3_column_double(st, 7);
+			m.c_be3 = sqlite3_column_double(st, 8);
 		}
-		m->bw_read_estimate = sqlite3_column_double(st, 9);
-		m->source = col_strdup(st, 10);
-		m->updated_at = sqlite3_column_int64(st, 11);
-		m->source_b_cpu = sqlite3_column_double(st, 12); /* NULL reads as 0: unknown */
-		if (!m->source)
-			goto oom;
+		m.bw_read_estimate = sqlite3_column_double(st, 9);
+		m.source = (char *)(source ? (const char *)source : "");
+		m.updated_at = sqlite3_column_int64(st, 11);
+		m.source_b_cpu = sqlite3_column_double(st, 12); /* NULL reads as 0: unknown */
+		if ((r = fn(ctx, &m)) < 0) {
+			sqlite3_reset(st);
+			return r == -ENOMEM ? err_set(err, -ENOMEM, "out of memory reading metrics") : r;
+		}
 	}
 	sqlite3_reset(st);
-	if (r != SQLITE_DONE) {
-		r = db_err(s, err, "reading metrics");
-		goto fail;
-	}
-	*out = v;
-	*n = len;
+	if (r != SQLITE_DONE)
+		return db_err(s, err, "reading metrics");
 	return 0;
-oom:
-	sqlite3_reset(st);
-	r = err_set(err, -ENOMEM, "out of memory");
-fail:
-	for (size_t i = 0; i < len; i++)
-		pim__region_metrics__free_unpacked(v[i], NULL);
-	free(v);
-	return r;
+}
+
+struct metrics_vec {
+	Pim__RegionMetrics **v;
+	size_t len, cap;
+};
+
+static int metrics_keep(void *ctx, const Pim__RegionMetrics *m)
+{
+	struct metrics_vec *mv = ctx;
+
+	if (mv->len == mv->cap) {
+		size_t cap = mv->cap ? mv->cap * 2 : 64;
+		Pim__RegionMetrics **nv = realloc(mv->v, cap * sizeof *nv);
+		if (!nv)
+			return -ENOMEM;
+		mv->v = nv;
+		mv->cap = cap;
+	}
+	Pim__RegionMetrics *c = malloc(sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	*c = *m;
+	if (!(c->source = strdup(m->source))) {
+		free(c);
+		return -ENOMEM;
+	}
+	mv->v[mv->len++] = c;
+	return 0;
+}
+
+int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
+		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err)
+{
+	struct metrics_vec mv = { 0 };
+	int r = store_metrics_each(s, model_id, platform_id, metrics_keep, &mv, err);
+
+	if (r < 0) {
+		for (size_t i = 0; i < mv.len; i++)
+			pim__region_metrics__free_unpacked(mv.v[i], NULL);
+		free(mv.v);
+		return r;
+	}
+	*out = mv.v;
+	*n = mv.len;
+	return 0;
 }
 
 int store_decision_get(struct store *s, int64_t model_id, int64_t platform_id, const char *key,

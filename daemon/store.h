@@ -176,6 +176,15 @@ int store_model_id_for(struct store *s, const char *name, uid_t uid, const char 
 int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, int64_t run_id,
 		      const Pim__RegionMetrics *m, struct pim_error *err);
 
+/*
+ * Calls fn for each metrics row of a model on a platform, by region id; m and its strings are
+ * valid during the call only.  A negative return of fn ends the walk and is returned (-ENOMEM
+ * with a message in err).  Memory stays constant however many regions the model has.
+ */
+typedef int (*store_metrics_fn)(void *ctx, const Pim__RegionMetrics *m);
+int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, store_metrics_fn fn, void *ctx,
+		       struct pim_error *err);
+
 /* All metrics of a model on a platform, by region id; free each with
  * pim__region_metrics__free_unpacked and the array with free(). */
 int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,

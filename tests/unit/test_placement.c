@@ -82,6 +82,27 @@ static const char *reason(const struct placement_decision *d)
 	return buf;
 }
 
+/*
+ * Every decision of estimate e of res, expanded by placement_decision_get(); the arrays of the
+ * last eight calls stay valid.
+ */
+static const struct placement_decision *edecs(const struct placement_result *res,
+					      const struct placement_estimate *e)
+{
+	static struct placement_decision *ring[8];
+	static unsigned next;
+	struct placement_decision **all = &ring[next++ % 8];
+	size_t k = (size_t)(e - res->estimates);
+
+	ck_assert(k < res->n_estimates);
+	free(*all);
+	*all = calloc(res->n_regions ? res->n_regions : 1, sizeof **all);
+	ck_assert_ptr_nonnull(*all);
+	for (size_t i = 0; i < res->n_regions; i++)
+		placement_decision_get(res, k, i, &(*all)[i]);
+	return *all;
+}
+
 /* ------------------------------------------------------------------ parameters */
 
 START_TEST(test_params_default)
@@ -376,7 +397,7 @@ START_TEST(test_matmul_rejected_stage2)
 	set_nrd(&r, 6.25e6);
 	set_store(&r, 5, 30, 30, 35);
 	run(&r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	const struct placement_decision *d = &res.estimates[0].decisions[0];
+	const struct placement_decision *d = &edecs(&res, &res.estimates[0])[0];
 	ck_assert_int_eq(d->cond[PL_C1].state, PL_COND_TRUE);
 	ck_rel(d->cond[PL_C1].rhs, 0.33555432);
 	ck_assert_int_eq(d->cond[PL_C2].state, PL_COND_TRUE);
@@ -407,7 +428,7 @@ START_TEST(test_gemv_passes_c3)
 	set_nrd(&r, 1048832);
 	set_store(&r, 5, 30, 30, 35);
 	run(&r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	const struct placement_decision *d = &res.estimates[0].decisions[0];
+	const struct placement_decision *d = &edecs(&res, &res.estimates[0])[0];
 	ck_rel(d->cond[PL_C1].rhs, 0.66536e-3);
 	ck_assert_int_eq(d->cond[PL_C3].state, PL_COND_TRUE);
 	ck_rel(d->cond[PL_C3].lhs, 1048832.0 * 64 / 6.7e-3);
@@ -432,7 +453,7 @@ START_TEST(test_fill_passes_c4_alone)
 	set_nrd(&r, 100);
 	set_store(&r, 600, 100, 200, 100);
 	run(&r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	const struct placement_decision *d = &res.estimates[0].decisions[0];
+	const struct placement_decision *d = &edecs(&res, &res.estimates[0])[0];
 	ck_assert_int_eq(d->cond[PL_C3].state, PL_COND_FALSE);
 	ck_rel(d->cond[PL_C3].lhs, 3.2e6);
 	ck_assert_int_eq(d->cond[PL_C4].state, PL_COND_TRUE);
@@ -457,7 +478,7 @@ START_TEST(test_transcendental_stage1_only)
 	set_nrd(&r, 262144);
 	set_store(&r, 2, 48, 25, 25);
 	run(&r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	const struct placement_decision *d = &res.estimates[0].decisions[0];
+	const struct placement_decision *d = &edecs(&res, &res.estimates[0])[0];
 	ck_assert_int_eq(d->cond[PL_C1].state, PL_COND_TRUE);
 	ck_rel(d->cond[PL_C1].rhs, 0.17384e-3);
 	ck_assert_int_eq(d->cond[PL_C2].state, PL_COND_TRUE);
@@ -521,12 +542,12 @@ START_TEST(test_softmax_one_nest)
 	run(r, 8, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
 	const struct placement_estimate *e = &res.estimates[0];
 	for (size_t i = 0; i < 8; i++)
-		ck_assert_msg(e->decisions[i].side == (i == 2 ? PL_PIM : PL_HOST), "nest %zu: %s", i,
-			      reason(&e->decisions[i]));
+		ck_assert_msg(edecs(&res, e)[i].side == (i == 2 ? PL_PIM : PL_HOST), "nest %zu: %s", i,
+			      reason(&edecs(&res, e)[i]));
 	ck_assert_uint_eq(e->n_offloaded, 1);
 	ck_assert_uint_eq(e->n_rejected_stage1, 5);
 	ck_assert_uint_eq(e->n_rejected_stage2, 2);
-	ck_rel(e->decisions[2].cond[PL_C3].lhs, 131073.0 * 64 / 3e-3);
+	ck_rel(edecs(&res, e)[2].cond[PL_C3].lhs, 131073.0 * 64 / 3e-3);
 	ck_rel(e->t_cpu, 100e-3);
 	ck_rel(e->captured_share, 0.03);
 	ck_rel(e->residual_share, 0.97);
@@ -583,9 +604,9 @@ START_TEST(test_rmsnorm_cores)
 	ck_rel(e128->n_core, 128);
 	for (int k = 0; k < 2; k++) {
 		const struct placement_estimate *e = &res.estimates[k];
-		ck_assert_int_eq(e->decisions[0].side, PL_HOST);
-		ck_assert_int_eq(e->decisions[0].cond[PL_C2].state, PL_COND_FALSE);
-		ck_assert_int_eq(e->decisions[1].side, PL_PIM);
+		ck_assert_int_eq(edecs(&res, e)[0].side, PL_HOST);
+		ck_assert_int_eq(edecs(&res, e)[0].cond[PL_C2].state, PL_COND_FALSE);
+		ck_assert_int_eq(edecs(&res, e)[1].side, PL_PIM);
 		ck_assert_int_eq(e->move.model, PL_MOVE_UPPER);
 		ck_assert_uint_eq(e->move.fetch_bytes, 71303232);
 		ck_assert_uint_eq(e->move.flush_bytes, 67108864);
@@ -593,14 +614,14 @@ START_TEST(test_rmsnorm_cores)
 		ck_rel(e->captured_share, 0.625);
 		ck_rel(e->bound, 1 / 0.375);
 		/* T_pim set by the bandwidth term at both counts (17.30 / 4.33 ms against 1.31 / 0.33 ms) */
-		ck_assert_int_eq(e->decisions[1].t_pim_term, PL_TPIM_BANDWIDTH);
+		ck_assert_int_eq(edecs(&res, e)[1].t_pim_term, PL_TPIM_BANDWIDTH);
 		ck_rel(e->t_pim_by[PL_TPIM_BANDWIDTH], e->t_pim);
 		ck_assert_uint_eq(e->n_pim_by[PL_TPIM_BANDWIDTH], 1);
 		ck_assert_uint_eq(e->n_pim_by[PL_TPIM_COMPUTE], 0);
 		/* movement-aware bound: 40 / (15 + 13.8612096) = 1.38594×, far below 1/0.375 = 2.667× */
 		ck_rel(e->bound_movement, 40 / 28.8612096);
 	}
-	ck_rel(e32->decisions[1].cond[PL_C1].rhs, 1.32072e-3);
+	ck_rel(edecs(&res, e32)[1].cond[PL_C1].rhs, 1.32072e-3);
 	ck_rel(e32->t_pim, 17.301512e-3);
 	ck_rel(e32->t_hybrid, 46.1627216e-3);
 	ck_rel(e32->speedup, 40 / 46.1627216);
@@ -660,7 +681,7 @@ START_TEST(test_move_upper_dedup)
 	example(r);
 	run(r, 5, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
 	const struct placement_estimate *e = &res.estimates[0];
-	const struct placement_decision *d = e->decisions;
+	const struct placement_decision *d = edecs(&res, e);
 	/*
 	 * Segment 1 = ids 0,1,2: id0 fetch A 100, flush B 200; id1 B in place → counted once, as a
 	 * flush 200, its read of B produced in the segment not fetched; id2 B produced in the segment
@@ -715,7 +736,7 @@ START_TEST(test_move_resident_dedup)
 	example(r);
 	run(r, 5, &p, PL_GRAN_LOOP, PL_MOVE_RESIDENT, NULL, 0, &res);
 	const struct placement_estimate *e = &res.estimates[0];
-	const struct placement_decision *d = e->decisions;
+	const struct placement_decision *d = edecs(&res, e);
 	/*
 	 * id0 fetches A 100 (host copy).  B stays on PIM: produced and consumed on PIM, never moved,
 	 * across the host region too.  C in place: no fetch; not read after id2 wrote it → a model
@@ -768,8 +789,8 @@ START_TEST(test_move_loop_invariant)
 	run(r, 3, &p, PL_GRAN_LOOP, PL_MOVE_RESIDENT, NULL, 0, &res);
 	ck_assert_uint_eq(res.estimates[0].move.fetch_bytes, 5000);
 	ck_assert_uint_eq(res.estimates[0].move.flush_bytes, 3000);
-	ck_assert_uint_eq(res.estimates[0].decisions[1].flush_bytes, 3000);
-	ck_assert_uint_eq(res.estimates[0].decisions[2].flush_bytes, 0);
+	ck_assert_uint_eq(edecs(&res, &res.estimates[0])[1].flush_bytes, 3000);
+	ck_assert_uint_eq(edecs(&res, &res.estimates[0])[2].flush_bytes, 0);
 	placement_result_free(&res);
 
 	/* the host consumer outside the loop (trip 1): Y comes back once, 300 */
@@ -810,7 +831,7 @@ START_TEST(test_operator_granularity)
 	set_store(&r[1], 30, 50, 10, 10);
 
 	run(r, 4, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	const struct placement_decision *d = res.estimates[0].decisions;
+	const struct placement_decision *d = edecs(&res, &res.estimates[0]);
 	ck_assert_int_eq(d[0].side, PL_HOST);
 	ck_rel(d[0].cond[PL_C1].rhs, 12.56e-6);
 	ck_assert_int_eq(d[1].side, PL_HOST);
@@ -819,7 +840,7 @@ START_TEST(test_operator_granularity)
 	placement_result_free(&res);
 
 	run(r, 4, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
-	d = res.estimates[0].decisions;
+	d = edecs(&res, &res.estimates[0]);
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(d[i].side, PL_PIM);
 		ck_assert_uint_eq(d[i].unit, 0);
@@ -846,7 +867,7 @@ START_TEST(test_operator_granularity)
 	/* a member without counts makes the group's C3 not evaluable (C4 remains: 0.2 < 0.4) */
 	r[1].have_n_rd = false;
 	run(r, 4, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
-	d = res.estimates[0].decisions;
+	d = edecs(&res, &res.estimates[0]);
 	ck_assert_int_eq(d[0].cond[PL_C3].state, PL_COND_NO_DATA);
 	ck_assert_int_eq(d[0].side, PL_HOST);
 	placement_result_free(&res);
@@ -889,7 +910,7 @@ START_TEST(test_block_granularity)
 	run(r, 3, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
 	const struct placement_estimate *e = &res.estimates[0];
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(e->decisions[i].side, PL_PIM);
+		ck_assert_int_eq(edecs(&res, e)[i].side, PL_PIM);
 	ck_assert_uint_eq(e->move.transitions, 2);
 	ck_assert_uint_eq(e->move.fetch_bytes, 4500);
 	ck_assert_uint_eq(e->move.flush_bytes, 2100);
@@ -897,29 +918,29 @@ START_TEST(test_block_granularity)
 
 	run(r, 3, &p, PL_GRAN_BLOCK, PL_MOVE_UPPER, NULL, 0, &res);
 	e = &res.estimates[0];
-	ck_assert_int_eq(e->decisions[0].side, PL_PIM);
-	ck_assert_uint_eq(e->decisions[0].n_outer, 1);
-	ck_assert_uint_eq(e->decisions[0].executions, 1);
-	ck_assert_int_eq(e->decisions[1].side, PL_HOST);
-	ck_assert_uint_eq(e->decisions[1].n_outer, 4096);
-	ck_rel(e->decisions[1].cond[PL_C1].lhs, 6.7e-3 / 4096);
-	ck_rel(e->decisions[1].cond[PL_C1].rhs, 10.16e-6);
-	ck_rel(e->decisions[1].cond[PL_C2].lhs, 1);
-	ck_assert_int_eq(e->decisions[2].side, PL_PIM);
-	ck_assert_uint_eq(e->decisions[2].executions, 64);
-	ck_rel(e->decisions[2].cond[PL_C1].lhs, 104.6875e-6);
-	ck_rel(e->decisions[2].cond[PL_C1].rhs, 20.24e-6);
-	ck_rel(e->decisions[2].cond[PL_C2].lhs, 64);
+	ck_assert_int_eq(edecs(&res, e)[0].side, PL_PIM);
+	ck_assert_uint_eq(edecs(&res, e)[0].n_outer, 1);
+	ck_assert_uint_eq(edecs(&res, e)[0].executions, 1);
+	ck_assert_int_eq(edecs(&res, e)[1].side, PL_HOST);
+	ck_assert_uint_eq(edecs(&res, e)[1].n_outer, 4096);
+	ck_rel(edecs(&res, e)[1].cond[PL_C1].lhs, 6.7e-3 / 4096);
+	ck_rel(edecs(&res, e)[1].cond[PL_C1].rhs, 10.16e-6);
+	ck_rel(edecs(&res, e)[1].cond[PL_C2].lhs, 1);
+	ck_assert_int_eq(edecs(&res, e)[2].side, PL_PIM);
+	ck_assert_uint_eq(edecs(&res, e)[2].executions, 64);
+	ck_rel(edecs(&res, e)[2].cond[PL_C1].lhs, 104.6875e-6);
+	ck_rel(edecs(&res, e)[2].cond[PL_C1].rhs, 20.24e-6);
+	ck_rel(edecs(&res, e)[2].cond[PL_C2].lhs, 64);
 	/* ratios are the nest's: BW_read unchanged by the split */
-	ck_rel(e->decisions[2].cond[PL_C3].lhs, 1048832.0 * 64 / 6.7e-3);
-	ck_has(reason(&e->decisions[2]), "[block: 1/64 of the nest per execution]");
+	ck_rel(edecs(&res, e)[2].cond[PL_C3].lhs, 1048832.0 * 64 / 6.7e-3);
+	ck_has(reason(&edecs(&res, e)[2]), "[block: 1/64 of the nest per execution]");
 	ck_assert_uint_eq(e->move.transitions, 130);
 	ck_assert_uint_eq(e->move.segments, 65);
 	ck_assert_uint_eq(e->move.fetch_bytes, 3500);
 	ck_assert_uint_eq(e->move.flush_bytes, 2060);
 	ck_rel(e->move.t_move, 130 * 10e-6 + 3500 / 10e9 + 2060 / 10e9);
 	/* T_pim totals do not depend on the split: b2 = max(16,777,216/25.6e9, 2560/16e9) = 0.65536 ms */
-	ck_rel(e->decisions[2].t_pim, 0.65536e-3);
+	ck_rel(edecs(&res, e)[2].t_pim, 0.65536e-3);
 	placement_result_free(&res);
 }
 END_TEST
@@ -935,7 +956,7 @@ START_TEST(test_measured_t_pim_and_empty)
 	r.have_t_pim = true;
 	r.t_pim_measured = 1e-3;
 	run(&r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	ck_assert(res.estimates[0].decisions[0].t_pim_is_measured);
+	ck_assert(edecs(&res, &res.estimates[0])[0].t_pim_is_measured);
 	ck_rel(res.estimates[0].t_pim, 2e-3);
 	ck_rel(res.estimates[0].t_cpu, 2.0);
 	/* nothing left on the host: the residual bound is unbounded */
@@ -991,11 +1012,11 @@ START_TEST(test_t_pim_terms_and_movement_bound)
 	const struct placement_estimate *e = &res.estimates[0], *big = &res.estimates[1];
 	for (int k = 0; k < 2; k++) {
 		const struct placement_estimate *x = &res.estimates[k];
-		ck_assert_int_eq(x->decisions[0].side, PL_PIM);
-		ck_assert_int_eq(x->decisions[1].side, PL_HOST);
-		ck_assert_int_eq(x->decisions[1].t_pim_term, PL_TPIM_NONE);
-		ck_assert_int_eq(x->decisions[2].side, PL_PIM);
-		ck_assert_int_eq(x->decisions[2].t_pim_term, PL_TPIM_MEASURED);
+		ck_assert_int_eq(edecs(&res, x)[0].side, PL_PIM);
+		ck_assert_int_eq(edecs(&res, x)[1].side, PL_HOST);
+		ck_assert_int_eq(edecs(&res, x)[1].t_pim_term, PL_TPIM_NONE);
+		ck_assert_int_eq(edecs(&res, x)[2].side, PL_PIM);
+		ck_assert_int_eq(edecs(&res, x)[2].t_pim_term, PL_TPIM_MEASURED);
 		ck_rel(x->t_pim_by[PL_TPIM_MEASURED], 5e-3);
 		ck_assert_uint_eq(x->move.transitions, 4);
 		ck_rel(x->move.t_move, 1.64e-3);
@@ -1003,7 +1024,7 @@ START_TEST(test_t_pim_terms_and_movement_bound)
 		ck_rel(x->bound_movement, 100 / 36.64);
 		ck_assert(x->speedup < x->bound_movement && x->bound_movement < x->bound);
 	}
-	ck_assert_int_eq(e->decisions[0].t_pim_term, PL_TPIM_COMPUTE);
+	ck_assert_int_eq(edecs(&res, e)[0].t_pim_term, PL_TPIM_COMPUTE);
 	ck_rel(e->t_pim_by[PL_TPIM_COMPUTE], 10e-3);
 	ck_rel(e->t_pim_by[PL_TPIM_BANDWIDTH], 0);
 	ck_assert_uint_eq(e->n_pim_by[PL_TPIM_COMPUTE], 1);
@@ -1011,7 +1032,7 @@ START_TEST(test_t_pim_terms_and_movement_bound)
 	ck_rel(e->t_pim, 15e-3);
 	ck_rel(e->t_hybrid, 46.64e-3);
 	ck_rel(e->speedup, 100 / 46.64);
-	ck_assert_int_eq(big->decisions[0].t_pim_term, PL_TPIM_COMPUTE);
+	ck_assert_int_eq(edecs(&res, big)[0].t_pim_term, PL_TPIM_COMPUTE);
 	ck_rel(big->t_pim_by[PL_TPIM_COMPUTE], 0.64e-6);
 	ck_rel(big->t_pim_by[PL_TPIM_BANDWIDTH], 0);
 	ck_rel(big->t_hybrid, 36.64064e-3);
@@ -1050,14 +1071,14 @@ START_TEST(test_theta_from_measuring_host)
 		set_nrd(&r[i], 23437.5);
 	}
 	run(r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	ck_assert_int_eq(res.estimates[0].decisions[0].side, PL_PIM);
-	ck_rel(res.estimates[0].decisions[0].cond[PL_C3].rhs, 1.2e9);
-	ck_assert(!res.estimates[0].decisions[0].theta_from_source);
+	ck_assert_int_eq(edecs(&res, &res.estimates[0])[0].side, PL_PIM);
+	ck_rel(edecs(&res, &res.estimates[0])[0].cond[PL_C3].rhs, 1.2e9);
+	ck_assert(!edecs(&res, &res.estimates[0])[0].theta_from_source);
 	placement_result_free(&res);
 
 	r[0].b_cpu_source = 20e9;
 	run(r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	const struct placement_decision *d = &res.estimates[0].decisions[0];
+	const struct placement_decision *d = &edecs(&res, &res.estimates[0])[0];
 	ck_assert_int_eq(d->side, PL_HOST);
 	ck_assert_int_eq(d->cond[PL_C3].state, PL_COND_FALSE);
 	ck_rel(d->cond[PL_C3].lhs, 1.5e9);
@@ -1068,14 +1089,14 @@ START_TEST(test_theta_from_measuring_host)
 
 	p.theta = 2e9;
 	run(r, 1, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
-	d = &res.estimates[0].decisions[0];
+	d = &edecs(&res, &res.estimates[0])[0];
 	ck_rel(d->cond[PL_C3].rhs, 2e9);
 	ck_assert(!d->theta_from_source);
 	placement_result_free(&res);
 
 	p.theta = 0;
 	run(r, 2, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
-	d = &res.estimates[0].decisions[0];
+	d = &edecs(&res, &res.estimates[0])[0];
 	ck_assert_uint_eq(d->unit_size, 2);
 	ck_rel(d->cond[PL_C3].lhs, 1.125e9);
 	ck_rel(d->cond[PL_C3].rhs, 1.2e9);
@@ -1085,7 +1106,7 @@ START_TEST(test_theta_from_measuring_host)
 	/* both members from the 20 GB/s host: no rescaling, θ 2.4 GB/s */
 	r[1].b_cpu_source = 20e9;
 	run(r, 2, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
-	d = &res.estimates[0].decisions[0];
+	d = &edecs(&res, &res.estimates[0])[0];
 	ck_rel(d->cond[PL_C3].lhs, 1.5e9);
 	ck_rel(d->cond[PL_C3].rhs, 2.4e9);
 	placement_result_free(&res);
@@ -1134,8 +1155,12 @@ static void chain_make(struct chain *c, size_t n, uint32_t salt)
 	}
 }
 
-static void expect_same_estimate(const struct placement_estimate *a, const struct placement_estimate *b, size_t n)
+static void expect_same_estimate(const struct placement_result *ra, const struct placement_result *rb, size_t k,
+				 size_t n)
 {
+	const struct placement_estimate *a = &ra->estimates[k], *b = &rb->estimates[k];
+	const struct placement_decision *da = edecs(ra, a), *db = edecs(rb, b);
+
 	ck_assert(a->n_core == b->n_core);
 	ck_assert_uint_eq(a->n_offloaded, b->n_offloaded);
 	ck_assert_uint_eq(a->n_rejected_stage1, b->n_rejected_stage1);
@@ -1146,7 +1171,7 @@ static void expect_same_estimate(const struct placement_estimate *a, const struc
 	ck_assert_uint_eq(a->move.segments, b->move.segments);
 	ck_assert(a->t_hybrid == b->t_hybrid && a->t_pim == b->t_pim && a->t_host == b->t_host);
 	for (size_t i = 0; i < n; i++) {
-		const struct placement_decision *x = &a->decisions[i], *y = &b->decisions[i];
+		const struct placement_decision *x = &da[i], *y = &db[i];
 
 		ck_assert_msg(x->side == y->side && x->unit == y->unit && x->unit_size == y->unit_size &&
 				      x->n_outer == y->n_outer && x->executions == y->executions &&
@@ -1157,9 +1182,9 @@ static void expect_same_estimate(const struct placement_estimate *a, const struc
 				      x->theta_from_source == y->theta_from_source && x->region == y->region &&
 				      x->region_id == y->region_id,
 			      "region %zu differs", i);
-		for (int k = 0; k < PL_N_COND; k++)
-			ck_assert(x->cond[k].state == y->cond[k].state && x->cond[k].lhs == y->cond[k].lhs &&
-				  x->cond[k].rhs == y->cond[k].rhs);
+		for (int c = 0; c < PL_N_COND; c++)
+			ck_assert(x->cond[c].state == y->cond[c].state && x->cond[c].lhs == y->cond[c].lhs &&
+				  x->cond[c].rhs == y->cond[c].rhs);
 	}
 }
 
@@ -1191,7 +1216,7 @@ START_TEST(test_reuse_same_as_fresh)
 			ck_assert_uint_eq(reused.n_regions, 400);
 			ck_assert_int_eq(reused.granularity, g);
 			for (size_t k = 0; k < 3; k++) {
-				expect_same_estimate(&reused.estimates[k], &fresh.estimates[k], 400);
+				expect_same_estimate(&reused, &fresh, k, 400);
 				offloaded += fresh.estimates[k].n_offloaded;
 				hosted += 400 - fresh.estimates[k].n_offloaded;
 			}
@@ -1208,6 +1233,102 @@ START_TEST(test_reuse_same_as_fresh)
 	ck_assert_ptr_null(reused.estimates);
 	ck_assert_uint_eq(reused.n_estimates, 0);
 	placement_result_free(&reused);
+}
+END_TEST
+
+
+/*
+ * What a result keeps per region, counted by hand from its layout (daemon/placement.c,
+ * work_layout): at loop granularity with one core count, 17 bytes per region for the estimate
+ * (side 1, fetch 8, flush 8), 8 for the allocation index (ref_off 4, one direct map slot 4 per
+ * allocation id), and per operand its distinct allocation (ref 16) and that allocation's state
+ * (a_x 4, a_y 4, a_wtrip 8, a_flags 1): 58 bytes a region with one operand, plus the fixed part
+ * (the run's state, the estimates, 64-byte alignment of 12 arrays) under 4 KiB.  Each further
+ * core count adds 17 bytes a region; regions out of program order add 4 (the order).
+ */
+START_TEST(test_result_memory)
+{
+	enum { N = 100000 };
+	static struct placement_region r[N];
+	static struct placement_operand o[N];
+	static const double cores[] = { 32, 64, 128 };
+	struct placement_params p = tparams();
+	struct placement_result res;
+	struct pim_error err = { 0 };
+
+	for (size_t i = 0; i < N; i++) {
+		o[i] = (struct placement_operand){ (uint32_t)i, 4096, i % 2 ? PL_IN : PL_OUT };
+		r[i] = reg((uint32_t)i, NULL, (uint32_t)i, 4096, 4096, 1e-3);
+		r[i].operands = &o[i];
+		r[i].n_operands = 1;
+		set_nrd(&r[i], (double)(i % 7) * 1000);
+	}
+	run(r, N, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
+	ck_assert_uint_ge(res.mem_size, (size_t)58 * N);
+	ck_assert_uint_le(res.mem_size, (size_t)58 * N + 4096);
+	placement_result_free(&res);
+
+	run(r, N, &p, PL_GRAN_LOOP, PL_MOVE_RESIDENT, cores, 3, &res);
+	ck_assert_uint_ge(res.mem_size, (size_t)(58 + 2 * 17) * N);
+	ck_assert_uint_le(res.mem_size, (size_t)(58 + 2 * 17) * N + 4096);
+	placement_result_free(&res);
+
+	r[0].order = N; /* the first region runs last: the order is kept */
+	run(r, N, &p, PL_GRAN_BLOCK, PL_MOVE_UPPER, NULL, 0, &res);
+	ck_assert_uint_ge(res.mem_size, (size_t)(58 + 4) * N);
+	ck_assert_uint_le(res.mem_size, (size_t)(58 + 4) * N + 4096);
+	placement_result_free(&res);
+	r[0].order = 0;
+
+	/* more than 32-bit region indices allow: refused before any region is read */
+	ck_assert_int_eq(placement_run(r, (size_t)UINT32_MAX, &p, NULL, &res, &err), -E2BIG);
+	ck_has(err.msg, "at most 4294967294");
+	ck_assert_ptr_null(res.mem);
+}
+END_TEST
+
+/* A decision read back (placement_decision_get) agrees with every total of its estimate. */
+START_TEST(test_decisions_match_totals)
+{
+	static struct chain c;
+	static const double cores[] = { 16, 64, 256 };
+	struct placement_params p = tparams();
+	struct placement_result res;
+	size_t offloaded = 0, hosted = 0;
+
+	chain_make(&c, 400, 3);
+	for (int g = PL_GRAN_LOOP; g <= PL_GRAN_BLOCK; g++) {
+		run(c.r, 400, &p, (enum placement_granularity)g, PL_MOVE_RESIDENT, cores, 3, &res);
+		for (size_t k = 0; k < 3; k++) {
+			const struct placement_estimate *e = &res.estimates[k];
+			const struct placement_decision *d = edecs(&res, e);
+			double t_cpu = 0, t_pim = 0;
+			uint64_t fetch = 0, flush = 0;
+			size_t pim = 0;
+
+			for (size_t i = 0; i < 400; i++) {
+				ck_assert_int_eq(d[i].side, e->side[i]);
+				ck_assert_uint_eq(d[i].region, i);
+				ck_assert_uint_eq(d[i].region_id, c.r[i].id);
+				ck_assert(d[i].side == PL_PIM || (d[i].fetch_bytes == 0 && d[i].t_pim == 0));
+				t_cpu += d[i].t_host;
+				t_pim += d[i].t_pim;
+				fetch += d[i].fetch_bytes;
+				flush += d[i].flush_bytes;
+				pim += d[i].side == PL_PIM;
+			}
+			ck_assert(t_cpu == e->t_cpu && t_pim == e->t_pim);
+			ck_assert_uint_eq(fetch, e->move.fetch_bytes);
+			ck_assert_uint_eq(flush, e->move.flush_bytes);
+			ck_assert_uint_eq(pim, e->n_offloaded);
+			offloaded += pim;
+			hosted += 400 - pim;
+		}
+		placement_result_free(&res);
+	}
+	/* the chain exercises both sides */
+	ck_assert_uint_gt(offloaded, 100);
+	ck_assert_uint_gt(hosted, 100);
 }
 END_TEST
 
@@ -1241,6 +1362,8 @@ static Suite *placement_suite(void)
 		{ "t_pim_terms_and_movement_bound", test_t_pim_terms_and_movement_bound },
 		{ "theta_from_measuring_host", test_theta_from_measuring_host },
 		{ "reuse_same_as_fresh", test_reuse_same_as_fresh },
+		{ "result_memory", test_result_memory },
+		{ "decisions_match_totals", test_decisions_match_totals },
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(tests); i++) {

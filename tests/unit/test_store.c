@@ -421,6 +421,22 @@ START_TEST(failed_put_leaves_nothing)
 END_TEST
 
 /* Metrics replace earlier ones, drop stored decisions, and refuse unknown regions. */
+struct seen_metrics {
+	size_t n;
+	uint32_t last_id;
+	char source[32];
+	int fail;
+};
+
+static int see_metrics(void *ctx, const Pim__RegionMetrics *m)
+{
+	struct seen_metrics *sm = ctx;
+	sm->n++;
+	sm->last_id = m->region_id;
+	snprintf(sm->source, sizeof sm->source, "%s", m->source);
+	return sm->fail;
+}
+
 START_TEST(metrics_and_decisions)
 {
 	struct store *s;
@@ -481,6 +497,23 @@ START_TEST(metrics_and_decisions)
 	ck_assert(v[0]->source_b_cpu == 13.6e9);
 	pim__region_metrics__free_unpacked(v[0], NULL);
 	free(v);
+	/* row by row: what the callback sees, and a callback's error ends the walk */
+	struct seen_metrics seen = { 0 };
+	ck_assert_int_eq(store_metrics_each(s, mid, pid, see_metrics, &seen, &err), 0);
+	ck_assert_uint_eq(seen.n, 1);
+	ck_assert_uint_eq(seen.last_id, 10);
+	ck_assert_str_eq(seen.source, "test");
+	seen.fail = -ECANCELED;
+	ck_assert_int_eq(store_metrics_each(s, mid, pid, see_metrics, &seen, &err), -ECANCELED);
+	ck_assert_uint_eq(seen.n, 2);
+	seen.fail = -ENOMEM;
+	ck_assert_int_eq(store_metrics_each(s, mid, pid, see_metrics, &seen, &err), -ENOMEM);
+	ck_assert_msg(strstr(err.msg, "out of memory reading metrics"), "%s", err.msg);
+	seen.fail = 0;
+	ck_assert_int_eq(store_metrics_each(s, mid, pid, see_metrics, &seen, &err), 0); /* reset after a stop */
+	ck_assert_uint_eq(seen.n, 4);
+	ck_assert_int_eq(store_metrics_each(s, mid, pid2 + 1, see_metrics, &seen, &err), 0); /* other platform */
+	ck_assert_uint_eq(seen.n, 4);
 	rm.source_b_cpu = -1;
 	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -EINVAL);
 	ck_assert_msg(strstr(err.msg, "measuring host's B_cpu"), "%s", err.msg);
