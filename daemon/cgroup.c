@@ -20,42 +20,71 @@
 
 #define MAIN_NAME "main"
 #define JOB_PREFIX "job-"
+#define OWNER_PREFIX "pimd-"
 #define NAME_MAX_LEN 32
 #define KILL_ROUNDS 200           /* cgroup.procs re-read at most this often by the fallback */
 #define PROCFILE_MAX (4u << 20)   /* /proc/self/mountinfo can be long on container hosts */
 
+/* The cgroup v1 hierarchies a job may be put in (a hybrid or legacy host), in this order. */
+enum { V1_PIDS, V1_MEMORY, V1_FREEZER, V1_N };
+static const char *const v1_controller[V1_N] = { "pids", "memory", "freezer" };
+static const unsigned v1_bit[V1_N] = { CGROUP_PIDS, CGROUP_MEMORY, CGROUP_FREEZER };
+
+struct v1_hierarchy {
+	int parent_fd;              /* pimd's own cgroup in it; -1: hierarchy not used */
+	int dirfd;                  /* parent/pimd-<pid>-<start>: where pimd's jobs go */
+	char path[CGROUP_PATH_MAX]; /* pimd's cgroup as /proc/self/cgroup says */
+};
+
 struct cgroup_tree {
-	int dirfd;
+	int dirfd;                  /* D in cgroup v2; -1: none (cgroup v1 only) */
 	char dir[CGROUP_PATH_MAX];
 	char path[CGROUP_PATH_MAX];
-	unsigned controllers;
+	unsigned controllers;       /* of D */
 	bool has_kill;
+	struct v1_hierarchy v1[V1_N];
+	unsigned v1_controllers;
+	char owner[NAME_MAX_LEN];   /* pimd-<pid>-<start> */
+	char no_v2[512];            /* why cgroup v2 is not used (dirfd -1) */
 	char pending[CGROUP_PENDING_MAX][NAME_MAX_LEN];
 	unsigned n_pending;
 };
 
 struct cgroup_job {
 	struct cgroup_tree *tree;
-	int dirfd;
+	int dirfd;                  /* in cgroup v2; -1: none */
 	int procs_fd;
+	int v1_dirfd[V1_N];         /* -1 where the hierarchy is not used */
+	int v1_procs_fd[V1_N];
 	char name[NAME_MAX_LEN];
 };
 
+/* closep, and the descriptor marked closed: a tree's and a job's descriptors say by -1 which
+ * hierarchies are in use. */
+static void fd_close(int *fd)
+{
+	closep(fd);
+	*fd = -1;
+}
+
 /* ------------------------------------------------------------------ parsing */
+
+/* The path that ends a /proc/self/cgroup line (p, up to the newline) into path. */
+static int take_path(const char *p, char *path, size_t len)
+{
+	size_t n = strcspn(p, "\n");
+	if (n == 0 || p[0] != '/' || n >= len)
+		return -EINVAL;
+	memcpy(path, p, n);
+	path[n] = 0;
+	return 0;
+}
 
 int cgroup_parse_self(const char *text, char *path, size_t len)
 {
-	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		if (strncmp(line, "0::", 3) != 0)
-			continue;
-		const char *p = line + 3;
-		size_t n = strcspn(p, "\n");
-		if (n == 0 || p[0] != '/' || n >= len)
-			return -EINVAL;
-		memcpy(path, p, n);
-		path[n] = 0;
-		return 0;
-	}
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (strncmp(line, "0::", 3) == 0)
+			return take_path(line + 3, path, len);
 	return -ENOENT;
 }
 
@@ -88,7 +117,39 @@ static bool path_under(const char *path, const char *root)
 	return strncmp(path, root, n) == 0 && (path[n] == 0 || path[n] == '/');
 }
 
-int cgroup_parse_mountinfo(const char *text, const char *path, char *dir, size_t len)
+/* Whether a comma-separated list ("rw,pids", "cpu,cpuacct") names word. */
+static bool comma_list_has(const char *list, size_t n, const char *word)
+{
+	size_t wl = strlen(word);
+	for (const char *p = list, *end = list + n; p < end;) {
+		const char *c = memchr(p, ',', (size_t)(end - p));
+		size_t fl = c ? (size_t)(c - p) : (size_t)(end - p);
+		if (fl == wl && memcmp(p, word, wl) == 0)
+			return true;
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	return false;
+}
+
+int cgroup_parse_self_v1(const char *text, const char *controller, char *path, size_t len)
+{
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		/* hierarchy-id:controller-list:path */
+		const char *c1 = strchr(line, ':');
+		const char *eol = line + strcspn(line, "\n");
+		const char *c2 = c1 && c1 < eol ? memchr(c1 + 1, ':', (size_t)(eol - c1 - 1)) : NULL;
+		if (c2 && comma_list_has(c1 + 1, (size_t)(c2 - c1 - 1), controller))
+			return take_path(c2 + 1, path, len);
+	}
+	return -ENOENT;
+}
+
+/* The directory of path in the mount of type fstype (with controller among its super options
+ * for "cgroup") whose root is the longest prefix of path. */
+static int parse_mountinfo(const char *text, const char *fstype, const char *controller,
+			   const char *path, char *dir, size_t len)
 {
 	char root[CGROUP_PATH_MAX], mnt[CGROUP_PATH_MAX], field[CGROUP_PATH_MAX];
 	size_t best = 0;
@@ -105,10 +166,17 @@ int cgroup_parse_mountinfo(const char *text, const char *path, char *dir, size_t
 		const char *sep = strstr(p, " - ");
 		if (!sep || (eol && sep > eol))
 			continue;
-		mi_field(sep + 3, field, sizeof field);
-		if (strcmp(field, "cgroup2") != 0 || root[0] != '/' || mnt[0] != '/' ||
+		const char *q = mi_field(sep + 3, field, sizeof field);
+		if (strcmp(field, fstype) != 0 || root[0] != '/' || mnt[0] != '/' ||
 		    !path_under(path, root))
 			continue;
+		if (controller) { /* fstype source super-options */
+			char opts[512];
+			q = mi_field(q, opts, sizeof opts);
+			mi_field(q, opts, sizeof opts);
+			if (!comma_list_has(opts, strlen(opts), controller))
+				continue;
+		}
 		size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
 		if (found && rl < best)
 			continue;
@@ -120,6 +188,69 @@ int cgroup_parse_mountinfo(const char *text, const char *path, char *dir, size_t
 		found = true;
 	}
 	return found ? 0 : -ENOENT;
+}
+
+int cgroup_parse_mountinfo(const char *text, const char *path, char *dir, size_t len)
+{
+	return parse_mountinfo(text, "cgroup2", NULL, path, dir, len);
+}
+
+int cgroup_parse_mountinfo_v1(const char *text, const char *controller, const char *path,
+			      char *dir, size_t len)
+{
+	return parse_mountinfo(text, "cgroup", controller, path, dir, len);
+}
+
+int cgroup_parse_starttime(const char *stat, uint64_t *start)
+{
+	/* pid (comm) state ppid ...: comm may hold spaces and parentheses, the last ')' ends it;
+	 * starttime is field 22, the 20th after it */
+	const char *p = strrchr(stat, ')');
+	if (!p)
+		return -EINVAL;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EINVAL;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(p + 1, &end, 10);
+	if (end == p + 1 || errno || (*end && *end != ' ' && *end != '\n'))
+		return -EINVAL;
+	*start = v;
+	return 0;
+}
+
+int cgroup_parse_owner(const char *name, pid_t *pid, uint64_t *start)
+{
+	size_t pl = strlen(OWNER_PREFIX);
+	if (strncmp(name, OWNER_PREFIX, pl) != 0 || name[pl] < '1' || name[pl] > '9')
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long p = strtoul(name + pl, &end, 10);
+	if (errno || *end != '-' || p > INT32_MAX || end[1] < '0' || end[1] > '9')
+		return -EINVAL;
+	const char *s = end + 1;
+	unsigned long long st = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*pid = (pid_t)p;
+	*start = st;
+	return 0;
+}
+
+unsigned cgroup_v1_choose(bool v2_used, unsigned v2_controllers, unsigned v1_available)
+{
+	unsigned want = v1_available & (CGROUP_PIDS | CGROUP_MEMORY);
+	if (v2_used)
+		want &= ~v2_controllers;
+	/* without cgroup.kill nothing else holds the job still while it is killed */
+	if (want && !v2_used && (v1_available & CGROUP_FREEZER))
+		want |= CGROUP_FREEZER;
+	return want;
 }
 
 /* ------------------------------------------------------------------ files of a cgroup */
@@ -235,6 +366,16 @@ static int read_proc(const char *path, char **out)
 	return 0;
 }
 
+/* The entries of the directory dirfd (which stays open); NULL when it cannot be read. */
+static DIR *dir_at(int dirfd)
+{
+	int fd = dirfd >= 0 ? openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d)
+		fd_close(&fd);
+	return d;
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
@@ -269,21 +410,215 @@ static int kill_at(int dirfd, bool has_kill)
 	return kill_each_at(dirfd);
 }
 
-/* Kills a job directory's processes and removes it: 0, or -EBUSY while they are still dying. */
+/* ------------------------------------------------------------------ cgroup v1 */
+
+/* cgroup v1 (Documentation/admin-guide/cgroup-v1/): no cgroup.kill, and a frozen task
+ * (freezer.state FROZEN) keeps a SIGKILL pending until it is thawed.  So: frozen, every
+ * process listed signalled, thawed (they die, and a task with SIGKILL pending cannot fork),
+ * then signalled again until cgroup.procs lists nobody in any hierarchy. */
+static void v1_freeze(int fd, const char *state)
+{
+	if (write_at(fd, "freezer.state", state) < 0 || strcmp(state, "FROZEN") != 0)
+		return;
+	char now[32];
+	for (int i = 0; i < 100; i++) { /* FREEZING until every task has stopped */
+		if (read_at(fd, "freezer.state", now, sizeof now) < 0 ||
+		    strncmp(now, "FROZEN", 6) == 0)
+			return;
+		sleep_ms(1);
+	}
+}
+
+static int v1_kill(const int fds[V1_N])
+{
+	bool frozen = fds[V1_FREEZER] >= 0;
+	if (frozen)
+		v1_freeze(fds[V1_FREEZER], "FROZEN");
+	int r = 0;
+	for (int round = 0; round < KILL_ROUNDS; round++) {
+		int n = 0;
+		for (int h = 0; h < V1_N; h++) {
+			int k = fds[h] >= 0 ? signal_procs(fds[h], SIGKILL) : 0;
+			if (k < 0 && k != -ENOENT)
+				r = k;
+			n += k > 0 ? k : 0;
+		}
+		if (frozen) {
+			v1_freeze(fds[V1_FREEZER], "THAWED");
+			frozen = false;
+		} else if (n == 0) {
+			break;
+		}
+		sleep_ms(1);
+	}
+	if (frozen)
+		v1_freeze(fds[V1_FREEZER], "THAWED");
+	return r;
+}
+
+/* Kills what is left in the directories name below parents[] and removes them: 0, or -EBUSY
+ * while processes are still dying. */
+static int v1_remove_job(const int parents[V1_N], const char *name)
+{
+	int fds[V1_N], r = 0;
+	bool any = false;
+	for (int h = 0; h < V1_N; h++) {
+		fds[h] = parents[h] >= 0 ? openat(parents[h], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+					 : -1;
+		any |= fds[h] >= 0;
+	}
+	if (any)
+		v1_kill(fds);
+	for (int h = 0; h < V1_N; h++) {
+		fd_close(&fds[h]);
+		if (parents[h] >= 0 && unlinkat(parents[h], name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+			r = -errno;
+	}
+	return r;
+}
+
+/* Whether the pimd named by an owner directory ("pimd-<pid>-<start>") still runs. */
+static bool owner_alive(const char *name)
+{
+	pid_t pid;
+	uint64_t start, now;
+	char p[64], stat[1024];
+	if (cgroup_parse_owner(name, &pid, &start) < 0)
+		return true; /* not one of ours: left alone */
+	snprintf(p, sizeof p, "/proc/%d", (int)pid);
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool alive = read_at(fd, "stat", stat, sizeof stat) > 0 &&
+		     cgroup_parse_starttime(stat, &now) == 0 && now == start;
+	close(fd);
+	return alive;
+}
+
+/* The job directories of a pimd that ended without removing them (its owner directory in any
+ * hierarchy of pimd's own cgroup): killed and removed, then the owner directory. */
+static void v1_remove_stale_owner(struct cgroup_tree *t, const char *owner)
+{
+	int parents[V1_N];
+	for (int h = 0; h < V1_N; h++)
+		parents[h] = t->v1[h].parent_fd >= 0 ? openat(t->v1[h].parent_fd, owner,
+							      O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+						     : -1;
+	for (int h = 0; h < V1_N; h++) {
+		DIR *d = dir_at(parents[h]);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (e->d_type == DT_DIR && strncmp(e->d_name, JOB_PREFIX, strlen(JOB_PREFIX)) == 0)
+				for (int i = 0; i < 100 && v1_remove_job(parents, e->d_name) == -EBUSY; i++)
+					sleep_ms(10); /* while its processes die */
+		closedir(d);
+	}
+	for (int h = 0; h < V1_N; h++) {
+		fd_close(&parents[h]);
+		if (t->v1[h].parent_fd >= 0)
+			unlinkat(t->v1[h].parent_fd, owner, AT_REMOVEDIR);
+	}
+}
+
+static void v1_remove_stale(struct cgroup_tree *t)
+{
+	for (int h = 0; h < V1_N; h++) {
+		DIR *d = dir_at(t->v1[h].parent_fd);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (e->d_type == DT_DIR && strlen(e->d_name) < NAME_MAX_LEN &&
+			    strcmp(e->d_name, t->owner) != 0 && !owner_alive(e->d_name))
+				v1_remove_stale_owner(t, e->d_name);
+		closedir(d);
+	}
+}
+
+/* pimd's cgroup in the v1 hierarchy of controller h, and its owner directory made there;
+ * -errno when the hierarchy is absent or pimd may not write to it. */
+static int v1_open(struct cgroup_tree *t, int h, const char *self, const char *mounts)
+{
+	char dir[CGROUP_PATH_MAX];
+	struct v1_hierarchy *v = &t->v1[h];
+	int r = cgroup_parse_self_v1(self, v1_controller[h], v->path, sizeof v->path);
+	if (r >= 0)
+		r = cgroup_parse_mountinfo_v1(mounts, v1_controller[h], v->path, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	v->parent_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (v->parent_fd < 0)
+		return -errno;
+	if (mkdirat(v->parent_fd, t->owner, 0755) < 0 && errno != EEXIST)
+		r = -errno; /* read-only (ProtectControlGroups=), or not pimd's */
+	else if ((v->dirfd = openat(v->parent_fd, t->owner, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(v->parent_fd, t->owner, AT_REMOVEDIR);
+		fd_close(&v->parent_fd);
+	}
+	return r;
+}
+
+static void v1_close(struct cgroup_tree *t, int h)
+{
+	struct v1_hierarchy *v = &t->v1[h];
+	fd_close(&v->dirfd);
+	if (v->parent_fd >= 0)
+		unlinkat(v->parent_fd, t->owner, AT_REMOVEDIR);
+	fd_close(&v->parent_fd);
+	t->v1_controllers &= ~v1_bit[h];
+}
+
+/* The v1 hierarchies that cgroup_v1_choose picks, as far as pimd can write to them. */
+static void v1_open_all(struct cgroup_tree *t)
+{
+	_cleanup_(freep) char *stat = NULL, *self = NULL, *mounts = NULL;
+	uint64_t start;
+	if (read_proc("/proc/self/stat", &stat) < 0 || cgroup_parse_starttime(stat, &start) < 0 ||
+	    read_proc("/proc/self/cgroup", &self) < 0 || read_proc("/proc/self/mountinfo", &mounts) < 0)
+		return;
+	snprintf(t->owner, sizeof t->owner, OWNER_PREFIX "%d-%" PRIu64, (int)getpid(), start);
+	unsigned got = 0;
+	for (int h = 0; h < V1_N; h++)
+		if (v1_open(t, h, self, mounts) == 0)
+			got |= v1_bit[h];
+	t->v1_controllers = cgroup_v1_choose(t->dirfd >= 0, t->controllers, got);
+	for (int h = 0; h < V1_N; h++)
+		if ((got & v1_bit[h]) && !(t->v1_controllers & v1_bit[h]))
+			v1_close(t, h);
+	if (t->v1_controllers)
+		v1_remove_stale(t);
+}
+
+static void v1_parents(const struct cgroup_tree *t, int parents[V1_N])
+{
+	for (int h = 0; h < V1_N; h++)
+		parents[h] = t->v1[h].dirfd;
+}
+
+/* Kills a job's processes and removes its directories (cgroup v2 and v1): 0, or -EBUSY while
+ * they are still dying. */
 static int remove_job_dir(struct cgroup_tree *t, const char *name)
 {
-	if (unlinkat(t->dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EBUSY)
-		return -errno;
-	int fd = openat(t->dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		kill_at(fd, t->has_kill);
-		close(fd);
+	int r = 0;
+	if (t->dirfd >= 0 && unlinkat(t->dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+		r = -errno;
+		if (r == -EBUSY) {
+			int fd = openat(t->dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd >= 0) {
+				kill_at(fd, t->has_kill);
+				close(fd);
+			}
+			r = unlinkat(t->dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -errno;
+		}
 	}
-	if (unlinkat(t->dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-		return 0;
-	return -errno;
+	int parents[V1_N];
+	v1_parents(t, parents);
+	int r1 = t->v1_controllers ? v1_remove_job(parents, name) : 0;
+	return r < 0 ? r : r1;
 }
 
 static void pending_add(struct cgroup_tree *t, const char *name)
@@ -368,12 +703,9 @@ static void enable_controllers(struct cgroup_tree *t)
 /* Job directories of a pimd that ended without removing them. */
 static void remove_stale_jobs(struct cgroup_tree *t)
 {
-	int fd = openat(t->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		closep(&fd);
+	DIR *d = dir_at(t->dirfd);
+	if (!d)
 		return;
-	}
 	struct dirent *e;
 	while ((e = readdir(d)))
 		if (e->d_type == DT_DIR && strncmp(e->d_name, JOB_PREFIX, strlen(JOB_PREFIX)) == 0 &&
@@ -382,11 +714,22 @@ static void remove_stale_jobs(struct cgroup_tree *t)
 	closedir(d);
 }
 
+static struct cgroup_tree *tree_alloc(void)
+{
+	struct cgroup_tree *t = calloc(1, sizeof *t);
+	if (t) {
+		t->dirfd = -1;
+		for (int h = 0; h < V1_N; h++)
+			t->v1[h].parent_fd = t->v1[h].dirfd = -1;
+	}
+	return t;
+}
+
 static int tree_open(const char *dir, const char *path, bool check_delegation,
 		     struct cgroup_tree **out, char *why, size_t why_len, struct pim_error *err)
 {
 	*out = NULL;
-	_cleanup_(freep) struct cgroup_tree *t = calloc(1, sizeof *t);
+	_cleanup_(freep) struct cgroup_tree *t = tree_alloc();
 	if (!t)
 		return err_set(err, -ENOMEM, "out of memory");
 	snprintf(t->dir, sizeof t->dir, "%s", dir);
@@ -458,9 +801,24 @@ int cgroup_tree_open(enum cgroup_mode mode, struct cgroup_tree **out, char *why,
 		r = tree_open(dir, path, mode == CGROUP_MODE_AUTO, out, why, why_len, err);
 	else
 		err_set(err, r, "no cgroup for the jobs: %s", why);
-	if (r < 0 && mode == CGROUP_MODE_AUTO)
+	if (r < 0 && mode == CGROUP_MODE_YES)
+		return r;
+	/* pids and memory that cgroup v2 does not give, from cgroup v1 (a hybrid or legacy host) */
+	struct cgroup_tree *t = *out ? *out : tree_alloc();
+	if (!t)
 		return 0;
-	return r;
+	if (!*out)
+		snprintf(t->no_v2, sizeof t->no_v2, "%s", why);
+	v1_open_all(t);
+	if (!*out && !t->v1_controllers) {
+		size_t n = strlen(why);
+		snprintf(why + n, why_len - n, "; no writable cgroup v1 pids or memory hierarchy "
+			 "either");
+		free(t);
+		return 0;
+	}
+	*out = t;
+	return 0;
 }
 
 unsigned cgroup_tree_sweep(struct cgroup_tree *t)
@@ -482,33 +840,143 @@ unsigned cgroup_tree_free(struct cgroup_tree *t, unsigned wait_ms)
 		sleep_ms(10);
 		left = cgroup_tree_sweep(t);
 	}
-	close(t->dirfd);
+	for (int h = 0; h < V1_N; h++)
+		v1_close(t, h);
+	fd_close(&t->dirfd);
 	free(t);
 	return left;
 }
 
 const char *cgroup_tree_dir(const struct cgroup_tree *t) { return t->dir; }
 const char *cgroup_tree_path(const struct cgroup_tree *t) { return t->path; }
-unsigned cgroup_tree_controllers(const struct cgroup_tree *t) { return t->controllers; }
+unsigned cgroup_tree_controllers(const struct cgroup_tree *t)
+{
+	return (t->controllers | t->v1_controllers) & (CGROUP_PIDS | CGROUP_MEMORY);
+}
+unsigned cgroup_tree_v1_controllers(const struct cgroup_tree *t) { return t->v1_controllers; }
 bool cgroup_tree_has_kill(const struct cgroup_tree *t) { return t->has_kill; }
 
 void cgroup_tree_describe(const struct cgroup_tree *t, char *buf, size_t len)
 {
-	const char *ctl = t->controllers == (CGROUP_PIDS | CGROUP_MEMORY) ? "pids.max, memory.max"
-			  : t->controllers == CGROUP_PIDS		   ? "pids.max; no memory controller"
-			  : t->controllers == CGROUP_MEMORY		   ? "memory.max; no pids controller"
-			  : "no pids or memory controller delegated: no limits of the cgroup";
-	snprintf(buf, len, "a cgroup per job under %s (%s; %s)", t->path, ctl,
-		 t->has_kill ? "cgroup.kill" : "no cgroup.kill: frozen and killed process by process");
+	size_t n = 0;
+	buf[0] = 0;
+	if (t->dirfd >= 0) {
+		const char *ctl = t->controllers == (CGROUP_PIDS | CGROUP_MEMORY) ? "pids.max, memory.max"
+				  : t->controllers == CGROUP_PIDS ? "pids.max; no memory controller"
+				  : t->controllers == CGROUP_MEMORY ? "memory.max; no pids controller"
+				  : "no pids or memory controller delegated: no limits of the cgroup";
+		snprintf(buf, len, "a cgroup per job under %s (%s; %s)", t->path, ctl,
+			 t->has_kill ? "cgroup.kill" : "no cgroup.kill: frozen and killed process by process");
+		n = strlen(buf);
+	}
+	if (!t->v1_controllers)
+		return;
+	unsigned v = t->v1_controllers;
+	snprintf(buf + n, len - n, "%scgroup v1 %s per job under ", n ? "; and " : "",
+		 (v & CGROUP_PIDS) && (v & CGROUP_MEMORY) ? "pids+memory"
+		 : v & CGROUP_PIDS ? "pids" : "memory");
+	for (int h = 0; h < V1_N; h++) {
+		n = strlen(buf);
+		if (h != V1_FREEZER && (v & v1_bit[h]))
+			snprintf(buf + n, len - n, "%s%s:%s/%s", h && (v & CGROUP_PIDS) ? ", " : "",
+				 v1_controller[h], strcmp(t->v1[h].path, "/") ? t->v1[h].path : "",
+				 t->owner);
+	}
+	n = strlen(buf);
+	snprintf(buf + n, len - n, " (%s%s%s; %s)", v & CGROUP_PIDS ? "pids.max" : "",
+		 (v & CGROUP_PIDS) && (v & CGROUP_MEMORY) ? ", " : "",
+		 v & CGROUP_MEMORY ? "memory.limit_in_bytes" : "",
+		 v & CGROUP_FREEZER ? "frozen by the v1 freezer and killed process by process"
+		 : t->dirfd >= 0 ? "killed with the cgroup v2 one" : "killed process by process");
+	if (t->dirfd < 0) {
+		n = strlen(buf);
+		snprintf(buf + n, len - n, ", and a process group per job; no cgroup v2: %s", t->no_v2);
+	}
 }
 
 /* ------------------------------------------------------------------ jobs */
 
 static void job_close(struct cgroup_job *j)
 {
-	closep(&j->dirfd);
-	closep(&j->procs_fd);
+	fd_close(&j->dirfd);
+	fd_close(&j->procs_fd);
+	for (int h = 0; h < V1_N; h++) {
+		fd_close(&j->v1_dirfd[h]);
+		fd_close(&j->v1_procs_fd[h]);
+	}
 	free(j);
+}
+
+/* Makes the directory name below parent_fd (emptying one of a previous pimd with the same id
+ * first) and opens it and its cgroup.procs: 0 or -errno. */
+static int job_dir_make(struct cgroup_tree *t, int parent_fd, const char *name, int *dirfd,
+			int *procs_fd)
+{
+	if (mkdirat(parent_fd, name, 0755) < 0) {
+		int r = errno == EEXIST ? remove_job_dir(t, name) : -errno;
+		if (r == 0 && mkdirat(parent_fd, name, 0755) < 0)
+			r = -errno;
+		if (r < 0)
+			return r;
+	}
+	*dirfd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*dirfd >= 0)
+		*procs_fd = openat(*dirfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	if (*procs_fd < 0) {
+		int e = errno;
+		unlinkat(parent_fd, name, AT_REMOVEDIR);
+		return -e;
+	}
+	return 0;
+}
+
+/* The limits in cgroup v2: what failed, or NULL. */
+static const char *limit_v2(int fd, const struct cgroup_limits *lim, unsigned ctl, int *r)
+{
+	char v[24];
+	if (lim->pids_max && (ctl & CGROUP_PIDS)) {
+		snprintf(v, sizeof v, "%" PRIu64, lim->pids_max);
+		if ((*r = write_at(fd, "pids.max", v)) < 0)
+			return "pids.max";
+	}
+	if (lim->memory_max && (ctl & CGROUP_MEMORY)) {
+		snprintf(v, sizeof v, "%" PRIu64, lim->memory_max);
+		if ((*r = write_at(fd, "memory.max", v)) < 0)
+			return "memory.max";
+		/* no swap beside it (the file is absent without swap accounting); one OOM kill
+		 * ends the whole job */
+		if ((*r = write_at(fd, "memory.swap.max", "0")) < 0 && *r != -ENOENT)
+			return "memory.swap.max";
+		*r = 0;
+		write_at(fd, "memory.oom.group", "1");
+	}
+	return NULL;
+}
+
+/* The limits in cgroup v1 (cgroup-v1/pids.rst, memory.rst): what failed, or NULL. */
+static const char *limit_v1(const int fds[V1_N], const struct cgroup_limits *lim, int *r)
+{
+	char v[24];
+	if (lim->pids_max && fds[V1_PIDS] >= 0) {
+		snprintf(v, sizeof v, "%" PRIu64, lim->pids_max);
+		if ((*r = write_at(fds[V1_PIDS], "pids.max", v)) < 0)
+			return "pids.max";
+	}
+	if (lim->memory_max && fds[V1_MEMORY] >= 0) {
+		snprintf(v, sizeof v, "%" PRIu64, lim->memory_max);
+		if ((*r = write_at(fds[V1_MEMORY], "memory.limit_in_bytes", v)) < 0)
+			return "memory.limit_in_bytes";
+		/* memory+swap at the same limit: swap does not extend it (the file is absent
+		 * without swap accounting) */
+		if ((*r = write_at(fds[V1_MEMORY], "memory.memsw.limit_in_bytes", v)) < 0 &&
+		    *r != -ENOENT)
+			return "memory.memsw.limit_in_bytes";
+		/* the OOM killer on: a job at its limit is killed, not paused in the fault */
+		if ((*r = write_at(fds[V1_MEMORY], "memory.oom_control", "0")) < 0)
+			return "memory.oom_control";
+	}
+	*r = 0;
+	return NULL;
 }
 
 int cgroup_job_new(struct cgroup_tree *t, uint64_t id, const struct cgroup_limits *lim,
@@ -520,51 +988,32 @@ int cgroup_job_new(struct cgroup_tree *t, uint64_t id, const struct cgroup_limit
 		return err_set(err, -ENOMEM, "out of memory");
 	j->tree = t;
 	j->dirfd = j->procs_fd = -1;
+	for (int h = 0; h < V1_N; h++)
+		j->v1_dirfd[h] = j->v1_procs_fd[h] = -1;
 	snprintf(j->name, sizeof j->name, JOB_PREFIX "%" PRIu64, id);
-	if (mkdirat(t->dirfd, j->name, 0755) < 0) {
-		/* a job of a previous pimd with the same id: empty it first */
-		if (errno != EEXIST || remove_job_dir(t, j->name) < 0 ||
-		    mkdirat(t->dirfd, j->name, 0755) < 0) {
-			int e = errno;
-			err_set(err, -e, "cannot create the job's cgroup %s/%s: %s", t->dir, j->name,
-				strerror(e));
-			job_close(j);
-			return -e;
-		}
-	}
-	j->dirfd = openat(t->dirfd, j->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (j->dirfd >= 0)
-		j->procs_fd = openat(j->dirfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-	if (j->procs_fd < 0) {
-		int e = errno;
-		unlinkat(t->dirfd, j->name, AT_REMOVEDIR);
-		err_set(err, -e, "cannot open the job's cgroup %s/%s: %s", t->dir, j->name, strerror(e));
-		job_close(j);
-		return -e;
-	}
-	char v[24];
 	int r = 0;
-	const char *what = NULL;
-	if (lim->pids_max && (t->controllers & CGROUP_PIDS)) {
-		snprintf(v, sizeof v, "%" PRIu64, lim->pids_max);
-		if ((r = write_at(j->dirfd, "pids.max", v)) < 0)
-			what = "pids.max";
-	}
-	if (r == 0 && lim->memory_max && (t->controllers & CGROUP_MEMORY)) {
-		snprintf(v, sizeof v, "%" PRIu64, lim->memory_max);
-		if ((r = write_at(j->dirfd, "memory.max", v)) < 0)
-			what = "memory.max";
-		/* no swap beside it (the file is absent without swap accounting); one OOM kill
-		 * ends the whole job */
-		else if ((r = write_at(j->dirfd, "memory.swap.max", "0")) == -ENOENT)
-			r = 0;
-		else if (r < 0)
-			what = "memory.swap.max";
-		if (r == 0)
-			write_at(j->dirfd, "memory.oom.group", "1");
-	}
+	char where[CGROUP_PATH_MAX + NAME_MAX_LEN + 16];
+	snprintf(where, sizeof where, "%s", t->dir);
+	if (t->dirfd >= 0)
+		r = job_dir_make(t, t->dirfd, j->name, &j->dirfd, &j->procs_fd);
+	for (int h = 0; h < V1_N && r == 0; h++)
+		if (t->v1[h].dirfd >= 0) {
+			snprintf(where, sizeof where, "%s:%s/%s", v1_controller[h],
+				 strcmp(t->v1[h].path, "/") ? t->v1[h].path : "", t->owner);
+			r = job_dir_make(t, t->v1[h].dirfd, j->name, &j->v1_dirfd[h],
+					 &j->v1_procs_fd[h]);
+		}
 	if (r < 0) {
-		err_set(err, r, "cannot set %s of the job's cgroup %s/%s: %s", what, t->dir, j->name,
+		err_set(err, r, "cannot create the job's cgroup %s/%s: %s", where, j->name,
+			strerror(-r));
+		cgroup_job_end(j);
+		return r;
+	}
+	const char *what = j->dirfd >= 0 ? limit_v2(j->dirfd, lim, t->controllers, &r) : NULL;
+	if (!what)
+		what = limit_v1(j->v1_dirfd, lim, &r);
+	if (what) {
+		err_set(err, r, "cannot set %s of the job's cgroup %s: %s", what, j->name,
 			strerror(-r));
 		cgroup_job_end(j);
 		return r;
@@ -573,33 +1022,72 @@ int cgroup_job_new(struct cgroup_tree *t, uint64_t id, const struct cgroup_limit
 	return 0;
 }
 
-int cgroup_job_procs_fd(const struct cgroup_job *j) { return j->procs_fd; }
+int cgroup_job_enter(const struct cgroup_job *j)
+{
+	if (j->procs_fd >= 0 && write(j->procs_fd, "0", 1) != 1)
+		return -errno;
+	for (int h = 0; h < V1_N; h++)
+		if (j->v1_procs_fd[h] >= 0 && write(j->v1_procs_fd[h], "0", 1) != 1)
+			return -errno;
+	return 0;
+}
+
 const char *cgroup_job_name(const struct cgroup_job *j) { return j->name; }
 
 int cgroup_job_kill(struct cgroup_job *j)
 {
-	return kill_at(j->dirfd, j->tree->has_kill);
+	int r = j->dirfd >= 0 ? kill_at(j->dirfd, j->tree->has_kill) : 0;
+	int r1 = j->tree->v1_controllers ? v1_kill(j->v1_dirfd) : 0;
+	return r < 0 ? r : r1;
 }
 
 int cgroup_job_kill_each(struct cgroup_job *j)
 {
-	return kill_each_at(j->dirfd);
+	int r = j->dirfd >= 0 ? kill_each_at(j->dirfd) : 0;
+	int r1 = j->tree->v1_controllers ? v1_kill(j->v1_dirfd) : 0;
+	return r < 0 ? r : r1;
 }
 
 int cgroup_job_populated(const struct cgroup_job *j)
 {
 	char buf[256];
-	ssize_t n = read_at(j->dirfd, "cgroup.events", buf, sizeof buf);
-	if (n < 0)
-		return (int)n;
-	const char *p = strstr(buf, "populated ");
-	return p && (p == buf || p[-1] == '\n') && p[10] != '0';
+	if (j->dirfd >= 0) {
+		ssize_t n = read_at(j->dirfd, "cgroup.events", buf, sizeof buf);
+		if (n < 0)
+			return (int)n;
+		const char *p = strstr(buf, "populated ");
+		return p && (p == buf || p[-1] == '\n') && p[10] != '0';
+	}
+	/* cgroup v1 has no cgroup.events: anyone listed in a hierarchy */
+	int r = -ENOENT;
+	for (int h = 0; h < V1_N; h++) {
+		if (j->v1_dirfd[h] < 0)
+			continue;
+		ssize_t n = read_at(j->v1_dirfd[h], "cgroup.procs", buf, sizeof buf);
+		if (n < 0)
+			return (int)n;
+		if (n > 0)
+			return 1;
+		r = 0;
+	}
+	return r;
 }
 
 void cgroup_job_events(const struct cgroup_job *j, struct cgroup_job_events *ev)
 {
-	ev->pids_max_hits = keyed_value(j->dirfd, "pids.events", "max");
-	ev->oom_kills = keyed_value(j->dirfd, "memory.events", "oom_kill");
+	const struct cgroup_tree *t = j->tree;
+	ev->pids_max_hits = t->controllers & CGROUP_PIDS ? keyed_value(j->dirfd, "pids.events", "max")
+			    : j->v1_dirfd[V1_PIDS] >= 0 ? keyed_value(j->v1_dirfd[V1_PIDS], "pids.events", "max")
+			    : 0;
+	ev->memory_file = "memory.max";
+	if (t->controllers & CGROUP_MEMORY) {
+		ev->oom_kills = keyed_value(j->dirfd, "memory.events", "oom_kill");
+	} else if (j->v1_dirfd[V1_MEMORY] >= 0) {
+		ev->oom_kills = keyed_value(j->v1_dirfd[V1_MEMORY], "memory.oom_control", "oom_kill");
+		ev->memory_file = "memory.limit_in_bytes";
+	} else {
+		ev->oom_kills = 0;
+	}
 }
 
 void cgroup_job_end(struct cgroup_job *j)

@@ -370,6 +370,10 @@ static void job_finish(struct job *j, const struct worker_status *st)
 		size_t n = strlen(msg);
 		snprintf(msg + n, sizeof msg - n, "; %s", j->note);
 	}
+	if (st->refused[0] && !strstr(msg, st->refused)) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, sizeof msg - n, "; %s", st->refused);
+	}
 	struct store_run_update u = { .state = ok ? "done" : "failed", .message = msg, .worker_uid = -1,
 				      .regions_done = d.stored, .repetitions_done = (int64_t)j->reps_done,
 				      .repetitions_total = (int64_t)j->reps_total, .finished = true };

@@ -844,7 +844,7 @@ static size_t describe_plan(const struct worker_job *job, char *b, size_t len)
 /* The forked child: pimd's image, no client code. Arranges the fds, opens the counters,
  * switches credentials, drops privileges and executes the helper. */
 static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, int job_fd,
-				 int helper_fd, int cgroup_fd, pid_t parent)
+				 int helper_fd, const struct cgroup_job *cg, pid_t parent)
 {
 	struct pim_error err = { 0 };
 	static struct out o; /* 16 KiB: not on the stack */
@@ -859,9 +859,10 @@ static _Noreturn void child_main(const struct worker_job *job, int pipe_fd, int 
 	 * CLONE_INTO_CGROUP): a raw clone3 skips glibc's fork handlers, and the child of a
 	 * multithreaded pimd could then find malloc's locks held; no code of the model runs
 	 * before this write either way. */
-	if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1)
-		child_fail(&o, -errno, -1, "worker setup: cannot enter the job's cgroup: %s",
-			   strerror(errno));
+	int r = cg ? cgroup_job_enter(cg) : 0;
+	if (r < 0)
+		child_fail(&o, r, -1, "worker setup: cannot enter the job's cgroup: %s",
+			   strerror(-r));
 	reset_signals();
 	setpgid(0, 0);
 
@@ -1285,8 +1286,7 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 	}
 	if (pid == 0) {
 		close(p[0]);
-		child_main(job, p[1], job_fd, helper_fd, w->cg ? cgroup_job_procs_fd(w->cg) : -1,
-			   parent);
+		child_main(job, p[1], job_fd, helper_fd, w->cg, parent);
 	}
 	close(p[1]);
 	setpgid(pid, pid); /* also done by the child: whichever runs first */
@@ -1529,14 +1529,17 @@ static void note_cgroup_events(struct worker *w)
 	if (ev.oom_kills > 0 && st->end == WORKER_END_SIGNALED && st->signal == SIGKILL) {
 		st->end = WORKER_END_AS_LIMIT;
 		snprintf(st->message, sizeof st->message, "memory limit of the job's cgroup exceeded "
-			 "(memory.max %" PRIu64 " bytes): the kernel killed %" PRIu64 " process(es) "
-			 "of the job", w->memory_max, ev.oom_kills);
+			 "(%s %" PRIu64 " bytes): the kernel killed %" PRIu64 " process(es) of the job",
+			 ev.memory_file, w->memory_max, ev.oom_kills);
 		n = strlen(st->message);
 	}
-	if (ev.pids_max_hits > 0 && n < sizeof st->message)
-		snprintf(st->message + n, sizeof st->message - n, "; the job's cgroup refused %" PRIu64
+	if (ev.pids_max_hits > 0) {
+		snprintf(st->refused, sizeof st->refused, "the job's cgroup refused %" PRIu64
 			 " fork(s) at its process limit (pids.max %" PRIu64 ")", ev.pids_max_hits,
 			 w->pids_max);
+		if (n < sizeof st->message)
+			snprintf(st->message + n, sizeof st->message - n, "; %s", st->refused);
+	}
 }
 
 int worker_reap(struct worker *w, struct worker_status *st)

@@ -256,6 +256,8 @@ struct worker_status {
 	int signal;           /* when it was killed */
 	double cpu_s;         /* user + system CPU of the worker */
 	char message[512];    /* "killed by SIGSEGV", "wall-clock timeout of 500 ms exceeded", ... */
+	char refused[160];    /* forks the job's cgroup refused at pids.max, said however the job
+			       * ended; "" none */
 };
 
 /* Validates the job, forks the worker; 0 or a negative errno with a message. */
