@@ -17,7 +17,7 @@
 struct region_index {
 	const struct placement_region *regions;
 	size_t cap;
-	size_t *by_id, *by_name; /* region index, SIZE_MAX: empty */
+	uint32_t *by_id, *by_name; /* region index, UINT32_MAX: empty */
 	bool *id_dup, *name_dup;
 };
 
@@ -58,6 +58,8 @@ static int region_index_build(struct region_index *x, const struct placement_reg
 {
 	size_t cap = 16;
 
+	if (n >= UINT32_MAX)
+		return err_set(err, -E2BIG, "labels: %zu regions; at most %u", n, UINT32_MAX - 1);
 	while (cap < 2 * n)
 		cap <<= 1;
 	x->regions = regions;
@@ -69,16 +71,16 @@ static int region_index_build(struct region_index *x, const struct placement_reg
 	if (!x->by_id || !x->by_name || !x->id_dup || !x->name_dup)
 		return err_set(err, -ENOMEM, "labels: out of memory indexing %zu regions", n);
 	for (size_t k = 0; k < cap; k++)
-		x->by_id[k] = x->by_name[k] = SIZE_MAX;
+		x->by_id[k] = x->by_name[k] = UINT32_MAX;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct placement_region *r = &regions[i];
 		size_t h = hash_u32(r->id) & (cap - 1);
 
-		while (x->by_id[h] != SIZE_MAX && regions[x->by_id[h]].id != r->id)
+		while (x->by_id[h] != UINT32_MAX && regions[x->by_id[h]].id != r->id)
 			h = (h + 1) & (cap - 1);
-		if (x->by_id[h] == SIZE_MAX)
-			x->by_id[h] = i;
+		if (x->by_id[h] == UINT32_MAX)
+			x->by_id[h] = (uint32_t)i;
 		else
 			x->id_dup[h] = true;
 
@@ -86,10 +88,10 @@ static int region_index_build(struct region_index *x, const struct placement_reg
 			continue;
 		size_t len = strlen(r->name);
 		h = hash_bytes(r->name, len) & (cap - 1);
-		while (x->by_name[h] != SIZE_MAX && !name_eq(regions[x->by_name[h]].name, r->name, len))
+		while (x->by_name[h] != UINT32_MAX && !name_eq(regions[x->by_name[h]].name, r->name, len))
 			h = (h + 1) & (cap - 1);
-		if (x->by_name[h] == SIZE_MAX)
-			x->by_name[h] = i;
+		if (x->by_name[h] == UINT32_MAX)
+			x->by_name[h] = (uint32_t)i;
 		else
 			x->name_dup[h] = true;
 	}
@@ -101,7 +103,7 @@ static size_t lookup_id(const struct region_index *x, uint32_t id)
 {
 	size_t h = hash_u32(id) & (x->cap - 1);
 
-	for (; x->by_id[h] != SIZE_MAX; h = (h + 1) & (x->cap - 1))
+	for (; x->by_id[h] != UINT32_MAX; h = (h + 1) & (x->cap - 1))
 		if (x->regions[x->by_id[h]].id == id)
 			return h;
 	return SIZE_MAX;
@@ -111,7 +113,7 @@ static size_t lookup_name(const struct region_index *x, const char *s, size_t n)
 {
 	size_t h = hash_bytes(s, n) & (x->cap - 1);
 
-	for (; x->by_name[h] != SIZE_MAX; h = (h + 1) & (x->cap - 1))
+	for (; x->by_name[h] != UINT32_MAX; h = (h + 1) & (x->cap - 1))
 		if (name_eq(x->regions[x->by_name[h]].name, s, n))
 			return h;
 	return SIZE_MAX;
