@@ -287,7 +287,29 @@ static int cmp_region_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static uint64_t digest_region(uint64_t h, const Pim__Region *r)
+uint64_t manifest_digest_begin(size_t n_allocations)
+{
+	return fnv_u64(fnv_u64(FNV64_OFFSET, MANIFEST_DIGEST_VERSION), n_allocations);
+}
+
+uint64_t manifest_digest_allocation(uint64_t h, const Pim__Allocation *a)
+{
+	h = fnv_u64(h, a->id);
+	h = fnv_u64(h, a->bytes);
+	return fnv_u64(h, (uint64_t)a->kind);
+}
+
+uint64_t manifest_digest_regions(uint64_t h, size_t n_regions)
+{
+	return fnv_u64(h, n_regions);
+}
+
+uint64_t manifest_digest_end(uint64_t h)
+{
+	return h ? h : 1; /* 0 means "no digest" to the worker */
+}
+
+uint64_t manifest_digest_region(uint64_t h, const Pim__Region *r)
 {
 	h = fnv_u64(h, r->id);
 	h = fnv_u64(h, r->order);
@@ -313,7 +335,7 @@ static uint64_t digest_region(uint64_t h, const Pim__Region *r)
 
 uint64_t manifest_digest(const Pim__Manifest *m)
 {
-	uint64_t h = fnv_u64(FNV64_OFFSET, MANIFEST_DIGEST_VERSION);
+	uint64_t h = manifest_digest_begin(m->n_allocations);
 	Pim__Allocation **a = malloc((m->n_allocations ? m->n_allocations : 1) * sizeof *a);
 	Pim__Region **r = malloc((m->n_regions ? m->n_regions : 1) * sizeof *r);
 	if (!a || !r) {
@@ -325,18 +347,14 @@ uint64_t manifest_digest(const Pim__Manifest *m)
 	memcpy(r, m->regions, m->n_regions * sizeof *r);
 	qsort(a, m->n_allocations, sizeof *a, cmp_alloc_id);
 	qsort(r, m->n_regions, sizeof *r, cmp_region_id);
-	h = fnv_u64(h, m->n_allocations);
-	for (size_t i = 0; i < m->n_allocations; i++) {
-		h = fnv_u64(h, a[i]->id);
-		h = fnv_u64(h, a[i]->bytes);
-		h = fnv_u64(h, (uint64_t)a[i]->kind);
-	}
-	h = fnv_u64(h, m->n_regions);
+	for (size_t i = 0; i < m->n_allocations; i++)
+		h = manifest_digest_allocation(h, a[i]);
+	h = manifest_digest_regions(h, m->n_regions);
 	for (size_t i = 0; i < m->n_regions; i++)
-		h = digest_region(h, r[i]);
+		h = manifest_digest_region(h, r[i]);
 	free(a);
 	free(r);
-	return h ? h : 1; /* 0 means "no digest" to the worker */
+	return manifest_digest_end(h);
 }
 
 /* ---------------------------------------------------------------- JSON in */

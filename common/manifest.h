@@ -76,6 +76,16 @@ uint64_t manifest_allocation_bytes(const Pim__Manifest *m);
  */
 #define MANIFEST_DIGEST_VERSION 1u
 uint64_t manifest_digest(const Pim__Manifest *m);
+/*
+ * The same digest of a manifest read piece by piece (never whole in memory): begin with the
+ * number of allocations, add each allocation in id order, then the number of regions and each
+ * region in id order, and end.
+ */
+uint64_t manifest_digest_begin(size_t n_allocations);
+uint64_t manifest_digest_allocation(uint64_t h, const Pim__Allocation *a);
+uint64_t manifest_digest_regions(uint64_t h, size_t n_regions);
+uint64_t manifest_digest_region(uint64_t h, const Pim__Region *r);
+uint64_t manifest_digest_end(uint64_t h);
 
 const char *manifest_alloc_kind_name(Pim__AllocKind k);
 const char *manifest_role_name(Pim__OperandRole r);

@@ -644,64 +644,179 @@ static void plan_events(struct job *j, const struct platform *p)
 	j->n_groups = plan.n_groups;
 }
 
-static int cmp_fact(const void *a, const void *b)
-{
-	int32_t x = ((const struct region_fact *)a)->id, y = ((const struct region_fact *)b)->id;
-	return (x > y) - (x < y);
-}
+/*
+ * Reading a job's model from the store a region at a time, regions by id (a manifest of a
+ * million regions would take hundreds of MiB as protobuf-c structures): the arguments' sizes,
+ * every region id with its unique read bytes, and the manifest's digest (manifest_digest()).
+ * The region read last is kept until the next comes, or the walk ends (job_read_flush).
+ */
+struct job_reader {
+	struct job *j;
+	size_t n_allocations, n_regions; /* the model's, from its summary */
+	size_t allocations_seen, regions_seen, args_cap;
+	uint64_t h;
+	Pim__Region g;
+	uint64_t pe[MANIFEST_EXTENTS_MAX], re[MANIFEST_EXTENTS_MAX];
+	Pim__Operand ops[MANIFEST_OPERANDS_MAX], *opp[MANIFEST_OPERANDS_MAX];
+	bool pending;
+	struct pim_error *err;
+};
 
-static int cmp_alloc_id(const void *a, const void *b)
+/* Unique read bytes of a region: its distinct allocations read (in, inout). */
+static uint64_t read_bytes(Pim__Operand *const *ops, size_t n)
 {
-	const Pim__Allocation *x = *(Pim__Allocation *const *)a, *y = *(Pim__Allocation *const *)b;
-	return (x->id > y->id) - (x->id < y->id);
-}
+	uint64_t bytes = 0;
 
-/* Builds the job's arguments, regions and facts from the stored manifest. */
-static int job_from_manifest(struct job *j, const Pim__Manifest *m, const Pim__Profile *q,
-			     struct pim_error *err)
-{
-	_cleanup_(freep) const Pim__Allocation **args = calloc(m->n_allocations, sizeof *args);
-	if (!args)
-		return err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < m->n_allocations; i++)
-		if (m->allocations[i]->kind == PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT)
-			args[j->n_args++] = m->allocations[i];
-	if (j->n_args > WORKER_ARGS_MAX)
-		return err_set(err, -EINVAL, "the model has %zu arguments; a worker takes at most %u",
-			       j->n_args, WORKER_ARGS_MAX);
-	qsort(args, j->n_args, sizeof *args, cmp_alloc_id);
-	j->arg_bytes = calloc(j->n_args ? j->n_args : 1, sizeof *j->arg_bytes);
-	j->regions = calloc(m->n_regions, sizeof *j->regions);
-	j->facts = calloc(m->n_regions, sizeof *j->facts);
-	if (!j->arg_bytes || !j->regions || !j->facts)
-		return err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < j->n_args; i++)
-		j->arg_bytes[i] = args[i]->bytes;
-	j->digest = manifest_digest(m);
-	for (size_t i = 0; i < m->n_regions; i++) {
-		const Pim__Region *g = m->regions[i];
-		if (g->id > WORKER_REGION_ID_MAX)
-			return err_set(err, -EINVAL, "region id %u exceeds %d, the largest a worker tracks",
-				       g->id, WORKER_REGION_ID_MAX);
-		j->regions[i] = (int32_t)g->id;
-		/* unique read bytes: distinct allocations read (in, inout) */
-		uint64_t bytes = 0;
-		for (size_t a = 0; a < g->n_operands; a++) {
-			const Pim__Operand *o = g->operands[a];
-			if (o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT)
-				continue;
-			bool seen = false;
-			for (size_t b = 0; b < a; b++)
-				if (g->operands[b]->allocation_id == o->allocation_id &&
-				    g->operands[b]->role != PIM__OPERAND_ROLE__OPERAND_ROLE_OUT)
-					seen = true;
-			if (!seen)
-				bytes += o->bytes;
-		}
-		j->facts[i] = (struct region_fact){ (int32_t)g->id, bytes };
+	for (size_t a = 0; a < n; a++) {
+		const Pim__Operand *o = ops[a];
+		if (o->role == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT)
+			continue;
+		bool seen = false;
+		for (size_t b = 0; b < a && !seen; b++)
+			seen = ops[b]->allocation_id == o->allocation_id &&
+			       ops[b]->role != PIM__OPERAND_ROLE__OPERAND_ROLE_OUT;
+		if (!seen)
+			bytes += o->bytes;
 	}
-	j->n_regions = j->n_facts = m->n_regions;
-	qsort(j->facts, j->n_facts, sizeof *j->facts, cmp_fact);
+	return bytes;
+}
+
+static void job_read_flush(struct job_reader *jr)
+{
+	if (!jr->pending)
+		return;
+	jr->h = manifest_digest_region(jr->h, &jr->g);
+	jr->j->facts[jr->regions_seen - 1].read_bytes = read_bytes(jr->g.operands, jr->g.n_operands);
+	jr->pending = false;
+}
+
+static int job_read_allocation(void *ctx, const Pim__Allocation *a)
+{
+	struct job_reader *jr = ctx;
+	struct job *j = jr->j;
+
+	if (++jr->allocations_seen > jr->n_allocations)
+		return err_set(jr->err, -EIO, "the model has more allocations than its summary says");
+	jr->h = manifest_digest_allocation(jr->h, a);
+	if (a->kind != PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT)
+		return 0;
+	if (j->n_args == WORKER_ARGS_MAX)
+		return err_set(jr->err, -EINVAL, "the model has more than %u arguments; a worker takes at most %u",
+			       WORKER_ARGS_MAX, WORKER_ARGS_MAX);
+	if (j->n_args == jr->args_cap) {
+		size_t cap = jr->args_cap ? 2 * jr->args_cap : 16;
+		uint64_t *v = realloc(j->arg_bytes, cap * sizeof *v);
+		if (!v)
+			return err_set(jr->err, -ENOMEM, "out of memory");
+		j->arg_bytes = v;
+		jr->args_cap = cap;
+	}
+	j->arg_bytes[j->n_args++] = a->bytes; /* allocations come by id: the arguments' order */
+	return 0;
+}
+
+static int job_read_region(void *ctx, size_t index, const struct store_region_row *r)
+{
+	struct job_reader *jr = ctx;
+
+	job_read_flush(jr);
+	if (jr->regions_seen == 0)
+		jr->h = manifest_digest_regions(jr->h, jr->n_regions);
+	if (index >= jr->n_regions)
+		return err_set(jr->err, -EIO, "the model has more regions than its summary says");
+	if (r->id > WORKER_REGION_ID_MAX)
+		return err_set(jr->err, -EINVAL, "region id %u exceeds %d, the largest a worker tracks", r->id,
+			       WORKER_REGION_ID_MAX);
+	jr->regions_seen = index + 1;
+	jr->j->regions[index] = (int32_t)r->id;
+	jr->j->facts[index] = (struct region_fact){ (int32_t)r->id, 0 };
+	/* the fields manifest_digest_region reads */
+	pim__region__init(&jr->g);
+	jr->g.id = r->id;
+	jr->g.order = r->order;
+	jr->g.n_par = r->n_par;
+	jr->g.n_total = r->n_total;
+	jr->g.trip = r->trip;
+	memcpy(jr->pe, r->parallel_extents, sizeof jr->pe);
+	memcpy(jr->re, r->reduction_extents, sizeof jr->re);
+	jr->g.parallel_extents = jr->pe;
+	jr->g.n_parallel_extents = r->n_parallel_extents;
+	jr->g.reduction_extents = jr->re;
+	jr->g.n_reduction_extents = r->n_reduction_extents;
+	jr->g.operands = jr->opp;
+	jr->pending = true;
+	return 0;
+}
+
+static int job_read_operand(void *ctx, const struct store_operand_row *o)
+{
+	struct job_reader *jr = ctx;
+	size_t i = jr->g.n_operands;
+
+	if (i == MANIFEST_OPERANDS_MAX)
+		return err_set(jr->err, -EIO, "region %u has more than %u operands", jr->g.id, MANIFEST_OPERANDS_MAX);
+	Pim__Operand *p = &jr->ops[i];
+	pim__operand__init(p);
+	p->allocation_id = o->allocation_id;
+	p->bytes = o->bytes;
+	p->elem_bits = o->elem_bits;
+	p->role = o->role;
+	jr->opp[i] = p;
+	jr->g.n_operands++;
+	return 0;
+}
+
+/* The job's arguments, regions and facts from the stored model (inside a read transaction). */
+static int job_read_model(struct job *j, struct store *st, const char *name, struct pim_error *err)
+{
+	static const struct store_model_walker walker = { .allocation = job_read_allocation,
+							  .region = job_read_region,
+							  .operand = job_read_operand,
+							  .by_id = true };
+	Pim__ModelSummary *sum = NULL;
+	struct job_reader *jr;
+	int k = store_model_get(st, name, &sum, NULL, err);
+
+	if (k < 0)
+		return k;
+	jr = calloc(1, sizeof *jr);
+	j->regions = calloc(sum->regions ? sum->regions : 1, sizeof *j->regions);
+	j->facts = calloc(sum->regions ? sum->regions : 1, sizeof *j->facts);
+	if (!jr || !j->regions || !j->facts) {
+		k = err_set(err, -ENOMEM, "out of memory");
+	} else {
+		*jr = (struct job_reader){ .j = j, .n_allocations = sum->allocations, .n_regions = sum->regions,
+					   .h = manifest_digest_begin(sum->allocations), .err = err };
+		k = store_model_walk(st, j->model_id, &walker, jr, err);
+		job_read_flush(jr);
+		if (k >= 0 && (jr->regions_seen != jr->n_regions || jr->allocations_seen != jr->n_allocations))
+			k = err_set(err, -EIO, "model \"%s\": %zu regions and %zu allocations stored, its summary "
+				    "says %zu and %zu", name, jr->regions_seen, jr->allocations_seen,
+				    jr->n_regions, jr->n_allocations);
+		if (k >= 0 && jr->regions_seen == 0)
+			jr->h = manifest_digest_regions(jr->h, 0);
+		j->digest = manifest_digest_end(jr->h);
+		j->n_regions = j->n_facts = jr->regions_seen; /* by id: facts are sorted */
+	}
+	if (k == -ENOMEM && !err->msg[0])
+		err_set(err, -ENOMEM, "out of memory");
+	free(jr);
+	pim__model_summary__free_unpacked(sum, NULL);
+	return k;
+}
+
+/* Builds the job's arguments, regions and facts from the stored model, and what to measure. */
+static int job_from_store(struct job *j, struct store *st, const char *name, const Pim__Profile *q,
+			  struct pim_error *err)
+{
+	int k = store_read_begin(st, err);
+
+	if (k < 0)
+		return k;
+	k = job_read_model(j, st, name, err);
+	store_read_end(st);
+	if (k < 0)
+		return k;
 	if (q->n_regions) {
 		j->measure = calloc(q->n_regions, sizeof *j->measure);
 		if (!j->measure)
@@ -834,7 +949,6 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 {
 	const Pim__Profile *q = req->profile;
 	struct pim_error err = { 0 };
-	Pim__Manifest *m = NULL;
 	struct stat st;
 	int k;
 
@@ -898,14 +1012,10 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	}
 	if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "profile it", &j->model_id,
 				    &err)) < 0 ||
-	    (k = store_model_get(pf->store, q->model, NULL, &m, &err)) < 0 ||
-	    (k = job_from_manifest(j, m, q, &err)) < 0) {
-		if (m)
-			pim__manifest__free_unpacked(m, NULL);
+	    (k = job_from_store(j, pf->store, q->model, q, &err)) < 0) {
 		job_free(j);
 		return reply_error_from(req->id, &err);
 	}
-	pim__manifest__free_unpacked(m, NULL);
 	plan_events(j, pf->platform);
 	unsigned total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions);
 	if ((k = store_run_create(pf->store, j->model_id, pf->platform->row, j->uid, j->warmups, j->reps,
@@ -1114,7 +1224,6 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 				   "per model", in->j->model);
 	if (!in) {
 		/* The first batch opens the run: the model's facts, the owner rule, a run row. */
-		Pim__Manifest *m = NULL;
 		Pim__Profile none = PIM__PROFILE__INIT;
 		struct job *j = calloc(1, sizeof *j);
 		in = calloc(1, sizeof *in);
@@ -1129,12 +1238,9 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 			k = err_set(&err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 		else if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "sample it", &j->model_id,
 						 &err)) >= 0 &&
-			 (k = store_model_get(pf->store, q->model, NULL, &m, &err)) >= 0 &&
-			 (k = job_from_manifest(j, m, &none, &err)) >= 0)
+			 (k = job_from_store(j, pf->store, q->model, &none, &err)) >= 0)
 			k = store_run_create(pf->store, j->model_id, pf->platform->row, peer->cred.uid, 0, 0,
 					     (unsigned)j->n_regions, &j->run, &err);
-		if (m)
-			pim__manifest__free_unpacked(m, NULL);
 		if (k < 0) {
 			job_free(j);
 			free(in);

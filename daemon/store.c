@@ -36,6 +36,8 @@ enum stmt_id {
 	ST_ALLOC_SELECT,
 	ST_REGION_SELECT,
 	ST_OPERAND_SELECT,
+	ST_REGION_SELECT_BY_ID,
+	ST_OPERAND_SELECT_BY_ID,
 	ST_PLATFORM_FIND,
 	ST_PLATFORM_INSERT,
 	ST_PLATFORM_UPDATE,
@@ -97,6 +99,11 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_OPERAND_SELECT] = "SELECT r.ord, o.alloc_id, o.bytes, o.elem_type, o.elem_bits, o.role "
 			      "FROM operands o JOIN regions r ON r.model_id = o.model_id AND "
 			      "r.region_id = o.region_id WHERE o.model_id = ?1 ORDER BY r.ord, o.idx",
+	[ST_REGION_SELECT_BY_ID] = "SELECT region_id, name, op, ord, n_par, n_total, trip, parallel_extents, "
+				   "reduction_extents, location FROM regions WHERE model_id = ?1 "
+				   "ORDER BY region_id",
+	[ST_OPERAND_SELECT_BY_ID] = "SELECT region_id, alloc_id, bytes, elem_type, elem_bits, role FROM operands "
+				    "WHERE model_id = ?1 ORDER BY region_id, idx",
 	[ST_PLATFORM_FIND] = "SELECT id, b_cpu FROM platforms WHERE name = ?1",
 	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, b_cpu, created_at) "
 			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -963,9 +970,10 @@ static bool region_row(sqlite3_stmt *st, struct store_region_row *g)
 int store_model_walk(struct store *s, int64_t model_id, const struct store_model_walker *w, void *ctx,
 		     struct pim_error *err)
 {
-	/* Regions in program order, and beside them their operands (ordered by the region's
-	 * order, then index): one pass over each, nothing of the model held here. */
-	sqlite3_stmt *rs = stmt_get(s, ST_REGION_SELECT), *os = stmt_get(s, ST_OPERAND_SELECT);
+	/* Regions in program order (or by id), and beside them their operands (ordered by the
+	 * region's order or id, then index): one pass over each, nothing of the model held here. */
+	sqlite3_stmt *rs = stmt_get(s, w->by_id ? ST_REGION_SELECT_BY_ID : ST_REGION_SELECT),
+		     *os = stmt_get(s, w->by_id ? ST_OPERAND_SELECT_BY_ID : ST_OPERAND_SELECT);
 	struct store_region_row g;
 	size_t index = 0;
 	int r, ro = SQLITE_ROW, k = 0;
@@ -1003,11 +1011,11 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 			if (!op_pending && (ro = sqlite3_step(os)) != SQLITE_ROW)
 				break;
 			op_pending = true;
-			uint32_t ord = (uint32_t)sqlite3_column_int64(os, 0);
-			if (ord > g.order)
+			uint32_t key = (uint32_t)sqlite3_column_int64(os, 0), want = w->by_id ? g.id : g.order;
+			if (key > want)
 				break;  /* the next region's */
 			op_pending = false;
-			if (ord < g.order)
+			if (key < want)
 				continue;  /* of no region (cannot happen: a foreign key) */
 			const unsigned char *t = sqlite3_column_text(os, 3);
 			struct store_operand_row o = {

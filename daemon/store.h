@@ -103,6 +103,7 @@ struct store_model_walker {
 	int (*allocation)(void *ctx, const Pim__Allocation *a);
 	int (*region)(void *ctx, size_t index, const struct store_region_row *r);
 	int (*operand)(void *ctx, const struct store_operand_row *o);
+	bool by_id; /* the regions by id rather than in program order (index counts them so) */
 };
 
 /* Calls w's functions for every allocation of a model (if w has that function), then for every
