@@ -501,6 +501,9 @@ static int start(struct pimd *d)
 		log_error("Cannot listen: %s", err.msg);
 		return r;
 	}
+	/* What the profiler and the handlers store on their own goes to the writer thread. */
+	d->ctx.writer = server_writer(d->server);
+	profiler_set_writer(d->profiler, &d->ctx.writer);
 	if (!d->foreground && (r = detach()) < 0) {
 		log_error("Cannot detach: %s", strerror(-r));
 		return r;
@@ -569,8 +572,11 @@ int main(int argc, char **argv)
 
 	r = loop_run(d.loop);
 
-	/* Connections first: closing one finishes its in-situ run through the profiler. */
+	/* Connections first: closing one finishes its in-situ run through the profiler.  The
+	 * writer writes what it was given before it stops; the profiler writes the rest itself. */
+	profiler_stop(d.profiler);
 	server_free(d.server);
+	profiler_set_writer(d.profiler, NULL);
 	profiler_free(d.profiler);
 	unsigned left = cgroup_tree_free(d.cgroup, 2000);
 	if (left)

@@ -446,7 +446,6 @@ static void versioned_key(char *out, size_t len, const char *key, int64_t versio
 static void cache_put(struct rpc_context *ctx, const struct loaded *l, const char *key,
 		      const ProtobufCMessage *m)
 {
-	struct pim_error err = { 0 };
 	char vkey[1100];
 	size_t n = protobuf_c_message_get_packed_size(m);
 	uint8_t *buf = n <= ctx->max_frame_bytes ? malloc(n ? n : 1) : NULL;
@@ -455,9 +454,8 @@ static void cache_put(struct rpc_context *ctx, const struct loaded *l, const cha
 		return;
 	protobuf_c_message_pack(m, buf);
 	versioned_key(vkey, sizeof vkey, key, l->version);
-	if (store_decision_put(ctx->store, l->model_id, ctx->platform->row, vkey, buf, n, &err) < 0)
-		log_warning("Could not store an answer for \"%s\": %s", l->summary->name, err.msg);
-	free(buf);
+	/* by the writer thread: the event loop does not wait for the disk */
+	reply_store_decision(ctx, l->model_id, vkey, buf, n, l->summary->name);
 }
 
 /*

@@ -17,6 +17,13 @@
 #include "worker.h"
 
 #define SAMPLE_BATCH 4096          /* samples per transaction */
+/* A job's buffer holds a batch and what one worker_read() call may hand over beyond it (its
+ * budget of 1024 records and the 64 of its buffer), so that reading stops between calls only. */
+#define SAMPLE_ROOM (SAMPLE_BATCH + 2048)
+/* A job's changes handed to the writer thread and not yet on disk, at most: beyond, its
+ * worker's pipe is not read (the worker waits to write) until one is stored, so that what
+ * waits for the disk stays bounded. */
+#define BATCHES_WAITING 2
 #define PROGRESS_STORE_NS 250000000ull /* progress written to the store at most 4 times a second */
 #define TIMEOUT_TICK_MS 100
 
@@ -67,6 +74,38 @@ struct job {
 	uint64_t samples_seen;
 	bool cut;                  /* profile_max_samples reached: the worker was stopped */
 	char note[128];            /* what pimd changed in the request, said in the final message */
+	/* its changes are made by the writer thread (struct job_write) */
+	unsigned writes;           /* handed over, not yet done */
+	bool paused;               /* the worker's pipe is not read: a full batch waits */
+	bool ending;               /* the worker ended (end); the run ends once writes is 0 */
+	struct worker_status end;
+	struct job_write *last;    /* the run's end, allocated with the job */
+	bool insitu;               /* an in-situ run: samples_seen counts what its client sent */
+	bool creating;             /* queued, its run's row with the writer: it cannot start yet */
+};
+
+/*
+ * A change of a job's run, made by the writer thread (store_write): its creation (an in-situ
+ * run's first batch), a batch of samples, an update of its row; or its end: the rest of its
+ * samples, the metrics derived from all of them, and its final row.  The writer reads only
+ * what the event loop no longer changes: the job's facts, and at its end (nothing of it is
+ * with the writer any more) its outcome.
+ */
+struct job_write {
+	struct job *j;
+	int64_t run;               /* j's run (the loop's j->run is not read on the writer) */
+	struct store_sample *buf;  /* n samples (values in vals) */
+	uint64_t (*vals)[COUNTERS_MAX_GROUP];
+	size_t n;
+	bool open;                 /* create the run first (sets run) */
+	unsigned regions_total;    /* open: the regions it measures */
+	bool update;
+	struct store_run_update u;
+	bool final;
+	struct worker_status st;   /* final, of a profiling job: how its worker ended */
+	bool ok;                   /* final: the run is done, not failed */
+	unsigned stored;           /* final: regions with metrics */
+	char msg[1024];            /* final: the run's message */
 };
 
 
@@ -83,6 +122,9 @@ struct profiler {
 	char group[CONFIG_NAME_MAX + 1];           /* profile_group; "": the socket's group */
 	char socket_path[sizeof(((struct config *)0)->socket_path)];
 	struct profile_turns turns;
+	struct store_writer writer;                /* who makes the jobs' changes (store_write_via) */
+	bool stopping;                             /* no job starts any more */
+	uint64_t insitu_waiting;                   /* in-situ samples with the writer, not yet stored */
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -108,6 +150,7 @@ static void job_free(struct job *j)
 	free(j->facts);
 	free(j->buf);
 	free(j->vals);
+	free(j->last);
 	free(j);
 }
 
@@ -132,32 +175,124 @@ static void job_store_error(struct job *j, const struct pim_error *err)
 	j->store_failed = true;
 }
 
-static void flush_samples(struct job *j)
+static void job_write_free(struct job_write *jw)
 {
-	struct pim_error err = { 0 };
-
-	if (!j->nbuf)
-		return;
-	if (store_samples_put(j->pf->store, j->run, j->buf, j->nbuf, &err) < 0) {
-		log_error("Profile job %" PRId64 ": storing samples failed: %s", j->run, err.msg);
-		job_store_error(j, &err);
-	}
-	j->nbuf = 0;
+	free(jw->buf);
+	free(jw->vals);
+	free(jw);
 }
 
-static void store_progress(struct job *j, bool force)
+static int job_end_run(struct store *s, struct job_write *jw, const char *failure, struct pim_error *err);
+
+/* On the writer thread: jw (store_write). */
+static int job_write_run(struct store *s, void *data, struct pim_error *err)
+{
+	struct job_write *jw = data;
+	struct job *j = jw->j;
+	char failure[256] = "";
+	int r;
+
+	if (jw->open && (r = store_run_create(s, j->model_id, j->pf->platform->row, j->uid, j->warmups,
+					       j->reps, jw->regions_total, &jw->run, err)) < 0)
+		return r;
+	/* (one change, in one group: a reader sees the progress with its samples) */
+	if ((jw->n && (r = store_samples_put(s, jw->run, jw->buf, jw->n, err)) < 0) ||
+	    (jw->update && (r = store_run_update(s, jw->run, &jw->u, err)) < 0)) {
+		if (!jw->final)
+			return r;
+		snprintf(failure, sizeof failure, "%s", err->msg); /* the run still ends, failed */
+	}
+	return jw->final ? job_end_run(s, jw, failure, err) : 0;
+}
+
+static void job_write_done(void *data, int r, const struct pim_error *err);
+
+/* Hands jw to the writer (j->writes counts it until job_write_done); j may be freed when it
+ * returns (a final change written at once). */
+static void job_submit(struct job *j, struct job_write *jw)
 {
 	struct pim_error err = { 0 };
-	uint64_t now = now_ns();
 
-	if (!force && now - j->progress_stored_ns < PROGRESS_STORE_NS)
-		return;
-	j->progress_stored_ns = now;
-	struct store_run_update u = { .worker_uid = -1, .regions_done = -1,
-				      .repetitions_done = (int64_t)j->reps_done,
-				      .repetitions_total = (int64_t)j->reps_total };
-	if (store_run_update(j->pf->store, j->run, &u, &err) < 0)
+	jw->j = j;
+	jw->run = j->run;
+	j->writes++;
+	int r = store_write_via(&j->pf->writer, j->pf->store,
+				&(struct store_write){ job_write_run, job_write_done, jw });
+	if (r < 0) {
+		err_set(&err, r, "cannot hand the job's samples to pimd's writer thread: %s", strerror(-r));
+		job_write_done(jw, r, &err);
+	}
+}
+
+/* Hands j's buffered samples, and progress when not NULL, to the writer; false when
+ * BATCHES_WAITING of its changes wait for the disk already (nothing was handed over). */
+static bool job_flush(struct job *j, const struct store_run_update *progress)
+{
+	if (j->writes >= BATCHES_WAITING)
+		return false;
+	if (j->store_failed) {
+		j->nbuf = 0; /* nothing more is stored: the job's end says why */
+		return true;
+	}
+	if (!j->nbuf && !progress)
+		return true;
+	struct job_write *jw = calloc(1, sizeof *jw);
+	struct store_sample *buf = calloc(SAMPLE_ROOM, sizeof *buf);
+	uint64_t(*vals)[COUNTERS_MAX_GROUP] = calloc(SAMPLE_ROOM, sizeof *vals);
+	if (!jw || !buf || !vals) {
+		free(jw);
+		free(buf);
+		free(vals);
+		struct pim_error err = { 0 };
+		err_set(&err, -ENOMEM, "out of memory for %zu samples", j->nbuf);
 		job_store_error(j, &err);
+		j->nbuf = 0;
+		return true;
+	}
+	*jw = (struct job_write){ .buf = j->buf, .vals = j->vals, .n = j->nbuf };
+	if (progress) {
+		jw->update = true;
+		jw->u = *progress;
+	}
+	j->buf = buf;
+	j->vals = vals;
+	j->nbuf = 0;
+	job_submit(j, jw);
+	return true;
+}
+
+/* Stops or resumes reading j's worker pipe. */
+static void job_pause(struct job *j, bool pause)
+{
+	if (j->eof || j->paused == pause)
+		return;
+	j->paused = pause;
+	loop_mod(j->pf->loop, &j->wfd, pause ? 0 : EPOLLIN);
+}
+
+static void job_end(struct job *j);
+static void job_ended(struct job *j, struct job_write *jw, int r, const struct pim_error *err);
+
+/* On the event loop: a change of j was made (r 0) or not. */
+static void job_write_done(void *data, int r, const struct pim_error *err)
+{
+	struct job_write *jw = data;
+	struct job *j = jw->j;
+
+	j->writes--;
+	if (jw->final) {
+		job_ended(j, jw, r, err);
+		return;
+	}
+	if (r < 0) {
+		log_error("Profile job %" PRId64 ": storing samples failed: %s", j->run, err->msg);
+		job_store_error(j, err);
+	}
+	job_write_free(jw);
+	if (j->paused && (j->nbuf < SAMPLE_BATCH || job_flush(j, NULL)))
+		job_pause(j, false);
+	if (j->ending)
+		job_end(j); /* may free j */
 }
 
 static void on_record(void *ctx, const struct worker_record *r)
@@ -178,8 +313,15 @@ static void on_record(void *ctx, const struct worker_record *r)
 			.worker_uid = r->hello.uid, .regions_done = -1, .repetitions_done = 0,
 			.repetitions_total = (int64_t)j->reps_total,
 		};
-		if (store_run_update(j->pf->store, j->run, &u, &err) < 0)
+		struct job_write *jw = calloc(1, sizeof *jw);
+		if (jw) {
+			jw->update = true;
+			jw->u = u;
+			job_submit(j, jw);
+		} else {
+			err_set(&err, -ENOMEM, "out of memory");
 			job_store_error(j, &err);
+		}
 		log_info("Profile job %" PRId64 " (model \"%s\"): worker pid %d as uid %u%s%s, %s "
 			 "backend%s%s", j->run, j->model, r->hello.pid, r->hello.uid,
 			 worker_cgroup(j->w) ? " in cgroup " : "",
@@ -201,6 +343,12 @@ static void on_record(void *ctx, const struct worker_record *r)
 				worker_kill(j->w);
 			break;
 		}
+		if (j->nbuf == SAMPLE_ROOM) {
+			/* (job_read stops reading before; never reached) */
+			err_set(&err, -ENOBUFS, "samples came faster than the store took them");
+			job_store_error(j, &err);
+			break;
+		}
 		j->samples_seen++;
 		struct store_sample *d = &j->buf[j->nbuf];
 		unsigned nv = s->n_values < COUNTERS_MAX_GROUP ? s->n_values : COUNTERS_MAX_GROUP;
@@ -209,20 +357,25 @@ static void on_record(void *ctx, const struct worker_record *r)
 					    .executions = s->executions, .time_ns = s->time_ns,
 					    .time_enabled = s->time_enabled, .time_running = s->time_running,
 					    .n_values = nv, .values = j->vals[j->nbuf] };
-		if (++j->nbuf == SAMPLE_BATCH)
-			flush_samples(j);
+		if (++j->nbuf >= SAMPLE_BATCH)
+			job_flush(j, NULL); /* else job_read stops reading until it can */
 		break;
 	}
-	case WORKER_REC_PROGRESS:
+	case WORKER_REC_PROGRESS: {
 		j->reps_done = r->progress.done;
 		j->reps_total = r->progress.total;
-		/* Commit what has arrived at least as often as progress is recorded, so a crash
-		 * loses at most the last quarter second and a reader never sees progress ahead of
-		 * the stored samples. */
-		if (now_ns() - j->progress_stored_ns >= PROGRESS_STORE_NS)
-			flush_samples(j);
-		store_progress(j, false);
+		/* What has arrived is stored with the progress, in one change, at most 4 times a
+		 * second: a crash loses at most the last quarter second (and what waits for the
+		 * disk), and a reader never sees progress ahead of the stored samples.  Skipped
+		 * while the writer is behind. */
+		uint64_t now = now_ns();
+		struct store_run_update u = { .worker_uid = -1, .regions_done = -1,
+					      .repetitions_done = (int64_t)j->reps_done,
+					      .repetitions_total = (int64_t)j->reps_total };
+		if (now - j->progress_stored_ns >= PROGRESS_STORE_NS && job_flush(j, &u))
+			j->progress_stored_ns = now;
 		break;
+	}
 	case WORKER_REC_ERROR:
 		j->have_error = true;
 		j->error = r->error;
@@ -253,6 +406,8 @@ static const struct region_fact *fact_of(const struct job *j, int32_t id)
  * per-execution time and counts, BW_read estimated for the timing backend). */
 struct derive {
 	struct job *j;
+	int64_t run;
+	struct store *store;    /* the writer's connection */
 	int32_t region;
 	struct metrics_region acc;
 	unsigned stored;
@@ -292,11 +447,11 @@ static void derive_flush(struct derive *d)
 		if (f)
 			m.bw_read_estimate = metrics_bw_read_estimate(f->read_bytes, m.t_host);
 	}
-	snprintf(source, sizeof source, "profile job %" PRId64 ", %zu repetitions%s", j->run,
+	snprintf(source, sizeof source, "profile job %" PRId64 ", %zu repetitions%s", d->run,
 		 res.reps, res.scaled ? ", scaled counts" : "");
 	m.source = source;
 	if (m.t_host > 0) {
-		if (store_metrics_put(j->pf->store, j->model_id, j->pf->platform->row, j->run, &m, &d->err) < 0)
+		if (store_metrics_put(d->store, j->model_id, j->pf->platform->row, d->run, &m, &d->err) < 0)
 			d->error = d->err.code ? d->err.code : -EIO;
 		else
 			d->stored++;
@@ -325,75 +480,116 @@ static int derive_sample(void *ctx, const struct store_sample *s)
 	return 0;
 }
 
-/* Metrics of every region of j's run from its stored samples; d->stored counts them. */
-static void derive_run(struct job *j, struct derive *d)
+/* Metrics of every region of j's run from its stored samples; d->stored counts them; on failure
+ * d->err says why. */
+static int derive_run(struct derive *d)
 {
-	struct pim_error err = { 0 };
+	int r = store_samples_each(d->store, d->run, derive_sample, d, &d->err);
 
-	if (store_samples_each(j->pf->store, j->run, derive_sample, d, &err) < 0)
-		job_store_error(j, &err);
-	else
+	if (r >= 0)
 		derive_flush(d);
-	if (d->error)
-		job_store_error(j, &d->err);
 	metrics_region_free(&d->acc);
+	return r < 0 ? r : d->error;
 }
 
-static void job_finish(struct job *j, const struct worker_status *st)
+/* On the writer thread: the end of jw's run (its samples stored, or failure says why not):
+ * the metrics when it went well, then its final row. */
+static int job_end_run(struct store *s, struct job_write *jw, const char *failure, struct pim_error *err)
 {
-	struct profiler *pf = j->pf;
-	struct pim_error err = { 0 };
-	char msg[1024];
+	struct job *j = jw->j;
+	const struct worker_status *st = &jw->st;
+	char *msg = jw->msg;
+	size_t len = sizeof jw->msg;
 	/* cut short at profile_max_samples: done, with the samples stored before the cut */
-	bool ok = (st->end == WORKER_END_OK && j->done) || (j->cut && j->samples_seen > 0);
+	bool ok = j->insitu || (st->end == WORKER_END_OK && j->done) || (j->cut && j->samples_seen > 0);
+	struct derive d = { .j = j, .run = jw->run, .store = s, .region = -1 };
 
-	flush_samples(j);
-	struct derive d = { .j = j, .region = -1 };
-	if (ok && !j->store_failed)
-		derive_run(j, &d);
-	if (j->store_failed) {
-		ok = false;
-		snprintf(msg, sizeof msg, "the store failed: %s", j->store_error);
-	} else if (ok)
-		snprintf(msg, sizeof msg, "%u regions measured with the %s backend in %.2f s of CPU time",
+	if (j->store_failed)
+		failure = j->store_error;
+	else if (!failure[0] && ok && derive_run(&d) < 0)
+		failure = d.err.msg;
+	if (failure[0])
+		snprintf(msg, len, "the store failed: %s", failure);
+	else if (j->insitu)
+		snprintf(msg, len, "in-situ sampling: %" PRIu64 " samples, %u regions measured",
+			 j->samples_seen, d.stored);
+	else if (ok)
+		snprintf(msg, len, "%u regions measured with the %s backend in %.2f s of CPU time",
 			 d.stored, j->n_groups ? "counters" : "timing", st->cpu_s);
 	else if (j->have_error && st->end == WORKER_END_FAILED)
-		snprintf(msg, sizeof msg, "%s", j->error.message);
+		snprintf(msg, len, "%s", j->error.message);
 	else
-		snprintf(msg, sizeof msg, "%s", st->message[0] ? st->message : "the worker failed");
+		snprintf(msg, len, "%s", st->message[0] ? st->message : "the worker failed");
 	if (j->cut) {
 		size_t n = strlen(msg);
-		snprintf(msg + n, sizeof msg - n, "; cut at %" PRIu64 " samples (profile_max_samples): "
+		snprintf(msg + n, len - n, "; cut at %" PRIu64 " samples (profile_max_samples): "
 			 "the worker was stopped before it finished", j->samples_seen);
 	}
 	if (j->note[0]) {
 		size_t n = strlen(msg);
-		snprintf(msg + n, sizeof msg - n, "; %s", j->note);
+		snprintf(msg + n, len - n, "; %s", j->note);
 	}
 	if (st->refused[0] && !strstr(msg, st->refused)) {
 		size_t n = strlen(msg);
-		snprintf(msg + n, sizeof msg - n, "; %s", st->refused);
+		snprintf(msg + n, len - n, "; %s", st->refused);
 	}
-	struct store_run_update u = { .state = ok ? "done" : "failed", .message = msg, .worker_uid = -1,
-				      .regions_done = d.stored, .repetitions_done = (int64_t)j->reps_done,
-				      .repetitions_total = (int64_t)j->reps_total, .finished = true };
-	if (store_run_update(pf->store, j->run, &u, &err) < 0)
-		log_error("Profile job %" PRId64 ": recording the end failed: %s", j->run, err.msg);
-	if (ok)
-		log_info("Profile job %" PRId64 " (model \"%s\") done: %s", j->run, j->model, msg);
-	else
-		log_warning("Profile job %" PRId64 " (model \"%s\") failed: %s", j->run, j->model, msg);
-	job_unlink(j);
-	job_free(j);
+	jw->ok = ok && !failure[0];
+	jw->stored = d.stored;
+	struct store_run_update u = { .state = jw->ok ? "done" : "failed", .message = msg, .worker_uid = -1,
+				      .regions_done = d.stored, .finished = true,
+				      .repetitions_done = j->insitu ? -1 : (int64_t)j->reps_done,
+				      .repetitions_total = j->insitu ? -1 : (int64_t)j->reps_total };
+	return store_run_update(s, jw->run, &u, err);
+}
+
+/* The worker of j ended: once nothing of j is with the writer, the rest of its samples and
+ * its end go there (job_ended). */
+static void job_end(struct job *j)
+{
+	if (j->writes)
+		return; /* job_write_done comes back here */
+	struct job_write *jw = j->last;
+	j->last = NULL;
+	*jw = (struct job_write){ .buf = j->buf, .vals = j->vals, .n = j->nbuf, .final = true, .st = j->end };
+	j->buf = NULL;
+	j->vals = NULL;
+	j->nbuf = 0;
+	job_submit(j, jw); /* may free j */
 }
 
 static void profiler_kick(struct profiler *pf);
+
+/* On the event loop: j's end is stored (r 0) or not; j goes, and the next job may start. */
+static void job_ended(struct job *j, struct job_write *jw, int r, const struct pim_error *err)
+{
+	struct profiler *pf = j->pf;
+
+	if (r < 0)
+		log_error("Profile job %" PRId64 ": recording the end failed: %s", j->run, err->msg);
+	if (jw->ok)
+		log_info("Profile job %" PRId64 " (model \"%s\") done: %s", j->run, j->model, jw->msg);
+	else
+		log_warning("Profile job %" PRId64 " (model \"%s\") failed: %s", j->run, j->model,
+			    r < 0 ? err->msg : jw->msg);
+	job_write_free(jw);
+	job_unlink(j);
+	job_free(j);
+	profiler_kick(pf);
+}
+
+/* The worker of j ended (st): the job ends once its samples are stored. */
+static void job_finish(struct job *j, const struct worker_status *st)
+{
+	j->ending = true;
+	j->end = *st;
+	job_end(j);
+}
 
 static void job_try_finish(struct job *j)
 {
 	struct worker_status st;
 
-	if (!j->eof)
+	if (!j->eof || j->ending)
 		return;
 	int r = worker_reap(j->w, &st);
 	if (r == 0)
@@ -403,18 +599,23 @@ static void job_try_finish(struct job *j)
 		st.end = WORKER_END_EXITED;
 		snprintf(st.message, sizeof st.message, "could not reap the worker: %s", strerror(-r));
 	}
-	struct profiler *pf = j->pf;
-	job_finish(j, &st);
-	profiler_kick(pf);
+	job_finish(j, &st); /* may free j */
 }
 
 static void job_read(struct job *j)
 {
+	/* A full batch waits for the writer: the worker waits for its pipe meanwhile. */
+	if (j->nbuf >= SAMPLE_BATCH && !job_flush(j, NULL)) {
+		job_pause(j, true);
+		return;
+	}
 	int r = worker_read(j->w, on_record, j);
 	if (r != 0 && !j->eof) {
 		/* EOF, or malformed records (the worker was killed; reap names it) */
 		j->eof = true;
 		loop_del(j->pf->loop, &j->wfd);
+	} else if (j->nbuf >= SAMPLE_BATCH) {
+		job_pause(j, true);
 	}
 }
 
@@ -540,28 +741,34 @@ void profile_turns_take(struct profile_turns *t, uid_t uid)
 	t->slot[slot].last = ++t->clock;
 }
 
+/* A queued job that may start: its run is stored. */
+static bool job_waiting(const struct job *j)
+{
+	return !j->running && !j->creating;
+}
+
 /* The waiting job to start next (profile_turns_pick), NULL when none waits. */
 static struct job *next_job(struct profiler *pf)
 {
 	size_t n = 0;
 	for (struct job *j = pf->jobs; j; j = j->next)
-		n += !j->running;
+		n += job_waiting(j);
 	if (n == 0)
 		return NULL;
 	_cleanup_(freep) uid_t *uids = malloc(n * sizeof *uids);
 	if (!uids) {
 		/* no memory for the turns: arrival order */
 		for (struct job *j = pf->jobs; j; j = j->next)
-			if (!j->running)
+			if (job_waiting(j))
 				return j;
 	}
 	size_t k = 0;
 	for (struct job *j = pf->jobs; j; j = j->next)
-		if (!j->running)
+		if (job_waiting(j))
 			uids[k++] = j->uid;
 	size_t pick = profile_turns_pick(&pf->turns, uids, n);
 	for (struct job *j = pf->jobs; j; j = j->next)
-		if (!j->running && pick-- == 0)
+		if (job_waiting(j) && pick-- == 0)
 			return j;
 	return NULL;
 }
@@ -569,7 +776,7 @@ static struct job *next_job(struct profiler *pf)
 static void profiler_kick(struct profiler *pf)
 {
 	struct job *j;
-	while (pf->n_running < pf->concurrency && (j = next_job(pf))) {
+	while (!pf->stopping && pf->n_running < pf->concurrency && (j = next_job(pf))) {
 		profile_turns_take(&pf->turns, j->uid);
 		job_start(j); /* may finish (and free) the job at once */
 	}
@@ -587,7 +794,7 @@ static void on_timer(struct watch *w, uint32_t events)
 		if (j->running && j->w)
 			worker_check_timeout(j->w, now);
 		/* Without a pidfd (or before it fires) a job whose pipe has ended is reaped here. */
-		if (j->running && j->w && j->eof && !reap)
+		if (j->running && j->w && j->eof && !j->ending && !reap)
 			reap = j;
 	}
 	if (reap)
@@ -945,7 +1152,63 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 	return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
 }
 
-Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+/* A Profile request whose run's row is being stored by the writer; its job waits in the queue
+ * meanwhile (creating), and the answer is sent once the row is stored. */
+struct profile_start {
+	struct job_write jw;
+	struct profiler *pf;
+	uint64_t id;
+	bool written;
+	int r;
+	struct pim_error err;
+};
+
+static int profile_start_write(struct store *s, void *data, struct pim_error *err)
+{
+	return job_write_run(s, &((struct profile_start *)data)->jw, err);
+}
+
+/* On the event loop: the run is stored (or not); the job may start. */
+static void profile_start_done(void *data, int r, const struct pim_error *err)
+{
+	struct profile_start *ps = data;
+	struct job *j = ps->jw.j;
+
+	ps->written = true;
+	ps->r = r;
+	if (r < 0) {
+		ps->err = *err;
+		return; /* the job goes in profile_start_release */
+	}
+	j->run = ps->jw.run;
+	j->creating = false;
+	log_info("Profile job %" PRId64 " queued: model \"%s\" for uid %u, %u repetitions, %u regions",
+		 j->run, j->model, (unsigned)j->uid, j->reps, ps->jw.regions_total);
+	profiler_kick(ps->pf); /* may finish (and free) the job at once */
+}
+
+static Pim__Response *profile_start_reply(void *data)
+{
+	struct profile_start *ps = data;
+
+	if (ps->r < 0)
+		return reply_error_from(ps->id, &ps->err);
+	return status_response(ps->pf, ps->id, ps->jw.run);
+}
+
+static void profile_start_release(void *data)
+{
+	struct profile_start *ps = data;
+
+	if (!ps->written || ps->r < 0) {
+		job_unlink(ps->jw.j);
+		job_free(ps->jw.j);
+	}
+	free(ps);
+}
+
+Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				  struct rpc_deferred *defer)
 {
 	const Pim__Profile *q = req->profile;
 	struct pim_error err = { 0 };
@@ -1004,9 +1267,10 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 			 j->timeout_ms, pf->timeout_ms);
 		j->timeout_ms = pf->timeout_ms;
 	}
-	j->buf = calloc(SAMPLE_BATCH, sizeof *j->buf);
-	j->vals = calloc(SAMPLE_BATCH, sizeof *j->vals);
-	if (!j->buf || !j->vals) {
+	j->buf = calloc(SAMPLE_ROOM, sizeof *j->buf);
+	j->vals = calloc(SAMPLE_ROOM, sizeof *j->vals);
+	j->last = calloc(1, sizeof *j->last);
+	if (!j->buf || !j->vals || !j->last) {
 		job_free(j);
 		return NULL;
 	}
@@ -1017,31 +1281,33 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 		return reply_error_from(req->id, &err);
 	}
 	plan_events(j, pf->platform);
-	unsigned total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions);
-	if ((k = store_run_create(pf->store, j->model_id, pf->platform->row, j->uid, j->warmups, j->reps,
-				  total, &j->run, &err)) < 0) {
+	struct profile_start *ps = calloc(1, sizeof *ps);
+	if (!ps) {
 		job_free(j);
-		return reply_error_from(req->id, &err);
+		return NULL;
 	}
+	ps->pf = pf;
+	ps->id = req->id;
+	ps->jw = (struct job_write){ .j = j, .open = true,
+				     .regions_total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions) };
 	if (j->note[0]) {
 		/* the reply says at once what pimd changed; the final message repeats it */
-		struct store_run_update u = { .message = j->note, .worker_uid = -1, .regions_done = -1,
-					      .repetitions_done = -1, .repetitions_total = -1 };
-		if (store_run_update(pf->store, j->run, &u, &err) < 0)
-			log_warning("Profile job %" PRId64 ": %s", j->run, err.msg);
+		ps->jw.update = true;
+		ps->jw.u = (struct store_run_update){ .message = j->note, .worker_uid = -1, .regions_done = -1,
+						      .repetitions_done = -1, .repetitions_total = -1 };
 	}
 	j->model_fd = TAKE_FD(peer->passed_fd);
-	/* queued at the end; profiler_kick() picks in turns between uids */
+	/* queued at the end, but it starts once its run is stored (profile_start_done);
+	 * profiler_kick() picks in turns between uids */
+	j->creating = true;
 	struct job **tail = &pf->jobs;
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = j;
 	pf->n_queued++;
-	log_info("Profile job %" PRId64 " queued: model \"%s\" for uid %u, %u repetitions, %u regions",
-		 j->run, j->model, (unsigned)j->uid, j->reps, total);
-	int64_t run = j->run;
-	profiler_kick(pf);
-	return status_response(pf, req->id, run);
+	return reply_defer(defer, &(struct rpc_deferred){
+		.write = { profile_start_write, profile_start_done, ps }, .store = pf->store,
+		.finish = profile_start_reply, .release = profile_start_release, .data = ps });
 }
 
 Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)
@@ -1128,6 +1394,16 @@ int profiler_new(struct loop *loop, struct store *store, const struct platform *
 	return 0;
 }
 
+void profiler_set_writer(struct profiler *pf, const struct store_writer *writer)
+{
+	pf->writer = writer ? *writer : (struct store_writer){ 0 };
+}
+
+void profiler_stop(struct profiler *pf)
+{
+	pf->stopping = true;
+}
+
 void profiler_free(struct profiler *pf)
 {
 	if (!pf)
@@ -1142,7 +1418,10 @@ void profiler_free(struct profiler *pf)
 		log_notice("Profile job %" PRId64 " of model %s (uid %u) was %s when pimd stopped; "
 			   "recorded as interrupted", j->run, j->model, (unsigned)j->uid,
 			   j->running ? "running" : "queued");
-		flush_samples(j);
+		/* (nothing is with the writer: it wrote all it was given before it stopped) */
+		if (j->nbuf && !j->store_failed &&
+		    store_samples_put(pf->store, j->run, j->buf, j->nbuf, &err) < 0)
+			log_error("Profile job %" PRId64 ": storing samples failed: %s", j->run, err.msg);
 		if (store_run_update(pf->store, j->run, &u, &err) < 0)
 			log_error("Profile job %" PRId64 ": recording its end failed: %s", j->run, err.msg);
 		job_unlink(j);
@@ -1161,32 +1440,78 @@ void profiler_free(struct profiler *pf)
  * (2^64-1 ns would read as 1.8e10 s of T_host, and not fit the store's signed column). */
 #define INSITU_TIME_NS_MAX (UINT64_C(3600) * 1000000000u)
 
+/* In-situ samples of all connections with the writer and not yet stored, at most: beyond, a
+ * batch is refused (ERROR_BUSY) until the disk catches up. */
+#define INSITU_WAITING_MAX (8u * INSITU_BATCH_MAX)
+
+/* The in-situ run of a connection; it is stored (opened) by its first batch. */
 struct insitu {
 	struct job *j;   /* not queued: holds the run, the model's facts and the store errors */
 	uint64_t seq;    /* repetition numbers: unique per run */
+	bool opened;     /* its run is stored */
+	bool busy;       /* a batch of it is with the writer (its connection waits) */
+	bool orphan;     /* its connection closed meanwhile: the batch's end ends the run */
+	struct job_write end;
 };
 
-static void insitu_finish(struct profiler *pf, struct insitu *in, unsigned *done)
-{
-	struct job *j = in->j;
-	struct pim_error err = { 0 };
-	struct derive d = { .j = j, .region = -1 };
-	char msg[256];
+/* A SampleBatch with the writer; its connection waits for the answer. */
+struct insitu_batch {
+	struct job_write jw;
+	struct profiler *pf;
+	struct insitu *in;
+	struct rpc_peer *peer;   /* while the connection is open (!in->orphan) */
+	uint64_t id;             /* of the request */
+	pid_t pid;               /* of the client */
+	unsigned accepted, rejected;
+	bool written;            /* its done() came */
+	int r;
+	struct pim_error err;
+};
 
-	derive_run(j, &d);
-	if (j->store_failed)
-		snprintf(msg, sizeof msg, "the store failed: %s", j->store_error);
+static void insitu_free(struct insitu *in)
+{
+	job_free(in->j);
+	free(in);
+}
+
+/* On the writer thread. */
+static int insitu_batch_write(struct store *s, void *data, struct pim_error *err)
+{
+	return job_write_run(s, &((struct insitu_batch *)data)->jw, err);
+}
+
+static int insitu_end_write(struct store *s, void *data, struct pim_error *err)
+{
+	return job_write_run(s, &((struct insitu *)data)->end, err);
+}
+
+/* On the event loop: the end of an in-situ run whose connection closed is stored (or not). */
+static void insitu_ended(void *data, int r, const struct pim_error *err)
+{
+	struct insitu *in = data;
+
+	if (r < 0)
+		log_error("In-situ run %" PRId64 ": recording the end failed: %s", in->j->run, err->msg);
 	else
-		snprintf(msg, sizeof msg, "in-situ sampling: %" PRIu64 " samples, %u regions measured", in->seq,
-			 d.stored);
-	struct store_run_update u = { .state = j->store_failed ? "failed" : "done", .message = msg,
-				      .worker_uid = -1, .regions_done = d.stored, .repetitions_done = -1,
-				      .repetitions_total = -1, .finished = true };
-	if (store_run_update(pf->store, j->run, &u, &err) < 0)
-		log_error("In-situ run %" PRId64 ": recording the end failed: %s", j->run, err.msg);
-	log_info("In-situ run %" PRId64 " (model \"%s\"): %s", j->run, j->model, msg);
-	if (done)
-		*done = d.stored;
+		log_info("In-situ run %" PRId64 " (model \"%s\"): %s", in->j->run, in->j->model, in->end.msg);
+	insitu_free(in);
+}
+
+/* The connection of in closed: its run ends (metrics from its samples, its final row). */
+static void insitu_end(struct profiler *pf, struct insitu *in)
+{
+	if (!in->opened) {
+		insitu_free(in);
+		return;
+	}
+	in->j->samples_seen = in->seq;
+	in->end = (struct job_write){ .j = in->j, .run = in->j->run, .final = true };
+	int r = store_write_via(&pf->writer, pf->store, &(struct store_write){ insitu_end_write, insitu_ended, in });
+	if (r < 0) {
+		struct pim_error err = { 0 };
+		err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
+		insitu_ended(in, r, &err);
+	}
 }
 
 void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer)
@@ -1195,19 +1520,114 @@ void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer)
 
 	if (!in)
 		return;
-	insitu_finish(pf, in, NULL);
-	job_free(in->j);
-	free(in);
 	peer->insitu = NULL;
+	if (in->busy)
+		in->orphan = true; /* insitu_batch_release ends it */
+	else
+		insitu_end(pf, in);
 }
 
-Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+static void insitu_batch_done(void *data, int r, const struct pim_error *err)
+{
+	struct insitu_batch *b = data;
+
+	b->written = true;
+	b->r = r;
+	if (r < 0)
+		b->err = *err;
+}
+
+static Pim__Response *insitu_batch_reply(void *data)
+{
+	struct insitu_batch *b = data;
+	struct reply rb;
+
+	if (b->r < 0)
+		return reply_error_from(b->id, &b->err);
+	Pim__SampleBatchReply *sr = reply_start(&rb, b->id, PIM__RESPONSE__BODY_SAMPLE_BATCH);
+	if (sr) {
+		sr->job = (uint64_t)b->jw.run;
+		sr->accepted = b->accepted;
+		sr->rejected = b->rejected;
+		sr->regions_done = b->jw.final ? b->jw.stored : 0;
+	}
+	return reply_finish(&rb);
+}
+
+/* After the answer (or the connection's end): what the batch stored changes the run. */
+static void insitu_batch_release(void *data)
+{
+	struct insitu_batch *b = data;
+	struct insitu *in = b->in;
+	struct job *j = in->j;
+
+	if (!b->written) {
+		b->r = -ECANCELED; /* never handed over */
+		err_set(&b->err, b->r, "pimd's writer thread did not take the batch");
+	}
+	b->pf->insitu_waiting -= b->jw.n;
+	in->busy = false;
+	if (b->r == 0 && b->jw.open) {
+		in->opened = true;
+		j->run = b->jw.run;
+		log_info("In-situ run %" PRId64 " opened: model \"%s\", pid %d uid %u", j->run, j->model,
+			 (int)b->pid, (unsigned)j->uid);
+	}
+	if (b->r == 0 && b->jw.final) {
+		log_info("In-situ run %" PRId64 " (model \"%s\"): %s", j->run, j->model, b->jw.msg);
+		if (!in->orphan)
+			b->peer->insitu = NULL;
+		insitu_free(in);
+	} else if (in->orphan) {
+		insitu_end(b->pf, in);
+	} else if (!in->opened) {
+		b->peer->insitu = NULL; /* the next batch tries again */
+		insitu_free(in);
+	}
+	free(b->jw.buf);
+	free(b);
+}
+
+/* The in-situ state of a connection's first batch, for model q->model: the model's facts and the
+ * owner rule (its run is stored with the batch). */
+static int insitu_new(struct profiler *pf, const struct rpc_peer *peer, const Pim__SampleBatch *q,
+		      struct insitu **out, struct pim_error *err)
+{
+	Pim__Profile none = PIM__PROFILE__INIT;
+	struct job *j = calloc(1, sizeof *j);
+	struct insitu *in = calloc(1, sizeof *in);
+	int k;
+
+	if (!j || !in) {
+		free(j);
+		free(in);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
+	j->pf = pf;
+	j->model_fd = -1;
+	j->insitu = true;
+	j->uid = peer->cred.uid;
+	in->j = j;
+	if (!manifest_name_valid(q->model))
+		k = err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
+	else if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "sample it", &j->model_id,
+					 err)) >= 0)
+		k = job_from_store(j, pf->store, q->model, &none, err);
+	if (k < 0) {
+		insitu_free(in);
+		return k;
+	}
+	snprintf(j->model, sizeof j->model, "%s", q->model);
+	*out = in;
+	return 0;
+}
+
+Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				    struct rpc_deferred *defer)
 {
 	const Pim__SampleBatch *q = req->sample_batch;
 	struct pim_error err = { 0 };
 	struct insitu *in = peer->insitu;
-	unsigned accepted = 0, rejected = 0, done = 0;
-	int k;
 
 	if (q->n_samples > INSITU_BATCH_MAX)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
@@ -1222,75 +1642,58 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "sample batch: this connection samples model \"%s\"; use one connection "
 				   "per model", in->j->model);
-	if (!in) {
-		/* The first batch opens the run: the model's facts, the owner rule, a run row. */
-		Pim__Profile none = PIM__PROFILE__INIT;
-		struct job *j = calloc(1, sizeof *j);
-		in = calloc(1, sizeof *in);
-		if (!j || !in) {
-			free(j);
-			free(in);
-			return NULL;
-		}
-		j->pf = pf;
-		j->model_fd = -1;
-		if (!manifest_name_valid(q->model))
-			k = err_set(&err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
-		else if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "sample it", &j->model_id,
-						 &err)) >= 0 &&
-			 (k = job_from_store(j, pf->store, q->model, &none, &err)) >= 0)
-			k = store_run_create(pf->store, j->model_id, pf->platform->row, peer->cred.uid, 0, 0,
-					     (unsigned)j->n_regions, &j->run, &err);
-		if (k < 0) {
-			job_free(j);
-			free(in);
-			return reply_error_from(req->id, &err);
-		}
-		snprintf(j->model, sizeof j->model, "%s", q->model);
-		struct store_run_update u = { .state = "running", .backend = "timing",
-					      .backend_reason = "in-situ sampling by the running model (CLOCK_MONOTONIC "
-								"in the client)",
-					      .worker_uid = peer->cred.uid, .regions_done = -1,
-					      .repetitions_done = -1, .repetitions_total = -1 };
-		store_run_update(pf->store, j->run, &u, &err);
-		in->j = j;
-		peer->insitu = in;
-		log_info("In-situ run %" PRId64 " opened: model \"%s\", pid %d uid %u", j->run, j->model,
-			 (int)peer->cred.pid, (unsigned)peer->cred.uid);
-	}
-	struct job *j = in->j;
-	if (in->seq + q->n_samples > INSITU_RUN_MAX)
+	if (in && in->seq + q->n_samples > INSITU_RUN_MAX)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
 				   "sample batch: this in-situ run has %" PRIu64 " samples, at most %u; "
 				   "stop sampling (a final batch) and start again", in->seq, INSITU_RUN_MAX);
-	_cleanup_(freep) struct store_sample *v = calloc(q->n_samples ? q->n_samples : 1, sizeof *v);
-	if (!v)
+	if (pf->insitu_waiting + q->n_samples > INSITU_WAITING_MAX)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "sample batch: %" PRIu64 " samples of in-situ runs wait for the disk "
+				   "already; nothing of this batch was stored, retry later", pf->insitu_waiting);
+	if (!in) {
+		/* The first batch opens the run: the model's facts, the owner rule; the run's row is
+		 * stored with the batch. */
+		if (insitu_new(pf, peer, q, &in, &err) < 0)
+			return err.code == -ENOMEM ? NULL : reply_error_from(req->id, &err);
+		peer->insitu = in;
+	}
+	struct job *j = in->j;
+	struct insitu_batch *b = calloc(1, sizeof *b);
+	struct store_sample *v = calloc(q->n_samples ? q->n_samples : 1, sizeof *v);
+	if (!b || !v) {
+		free(b);
+		free(v);
+		if (!in->opened) {
+			peer->insitu = NULL;
+			insitu_free(in);
+		}
 		return NULL;
+	}
+	*b = (struct insitu_batch){ .pf = pf, .in = in, .peer = peer, .id = req->id, .pid = peer->cred.pid };
 	for (size_t i = 0; i < q->n_samples; i++) {
 		const Pim__RegionSample *s = q->samples[i];
 		if (s->region_id > INT32_MAX || !fact_of(j, (int32_t)s->region_id) || s->time_ns == 0) {
-			rejected++;
+			b->rejected++;
 			continue;
 		}
-		v[accepted++] = (struct store_sample){ .region = s->region_id, .rep = (uint32_t)in->seq++,
-						       .executions = 1, .time_ns = s->time_ns };
+		v[b->accepted++] = (struct store_sample){ .region = s->region_id, .rep = (uint32_t)in->seq++,
+							  .executions = 1, .time_ns = s->time_ns };
 	}
-	if ((k = store_samples_put(pf->store, j->run, v, accepted, &err)) < 0)
-		return reply_error_from(req->id, &err);
-	uint64_t job = (uint64_t)j->run;
-	if (q->final) {
-		insitu_finish(pf, in, &done);
-		job_free(in->j);
-		free(in);
-		peer->insitu = NULL;
-	}
-	struct reply b;
-	Pim__SampleBatchReply *sr = reply_start(&b, req->id, PIM__RESPONSE__BODY_SAMPLE_BATCH);
-	if (sr) {
-		sr->job = job;
-		sr->accepted = accepted;
-		sr->rejected = rejected;
-		sr->regions_done = done;
-	}
-	return reply_finish(&b);
+	b->jw = (struct job_write){ .j = j, .run = j->run, .buf = v, .n = b->accepted, .open = !in->opened,
+				    .regions_total = (unsigned)j->n_regions, .final = q->final };
+	if (b->jw.open)
+		b->jw.u = (struct store_run_update){
+			.state = "running", .backend = "timing",
+			.backend_reason = "in-situ sampling by the running model (CLOCK_MONOTONIC in the client)",
+			.worker_uid = peer->cred.uid, .regions_done = -1, .repetitions_done = -1,
+			.repetitions_total = -1 };
+	b->jw.update = b->jw.open;
+	j->samples_seen = in->seq;
+	pf->insitu_waiting += b->jw.n;
+	in->busy = true;
+	/* Answered once the samples are on disk, by the writer thread; the connection reads no
+	 * more requests meanwhile, so one batch of a run is with the writer at a time. */
+	return reply_defer(defer, &(struct rpc_deferred){
+		.write = { insitu_batch_write, insitu_batch_done, b }, .store = pf->store,
+		.finish = insitu_batch_reply, .release = insitu_batch_release, .data = b });
 }

@@ -21,7 +21,14 @@ struct profiler;
 
 int profiler_new(struct loop *loop, struct store *store, const struct platform *platform,
 		 const struct config *cfg, struct profiler **out, struct pim_error *err);
-/* Kills running workers and fails their jobs (stored as failed). */
+/* Who makes the jobs' changes (samples, progress, metrics, ends of runs; in-situ batches): the
+ * writer thread (server_writer), so that the event loop never waits for the store; NULL: they
+ * are written at once with the profiler's store. */
+void profiler_set_writer(struct profiler *pf, const struct store_writer *writer);
+/* No job starts any more (pimd is stopping). */
+void profiler_stop(struct profiler *pf);
+/* Kills running workers and fails their jobs (stored as failed, at once: call it after the
+ * writer is gone). */
 void profiler_free(struct profiler *pf);
 void profiler_apply_config(struct profiler *pf, const struct config *cfg);
 unsigned profiler_active(const struct profiler *pf);
@@ -31,12 +38,16 @@ void profiler_set_containment(struct profiler *pf, struct cgroup_tree *cgroup,
 			      const char *containment);
 const char *profiler_containment(const struct profiler *pf);
 
-/* Requests: Profile (takes peer->passed_fd) and ProfileStatus. */
-Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
+/* Requests: Profile (takes peer->passed_fd; answered once its run is stored, by the writer,
+ * through defer) and ProfileStatus. */
+Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				  struct rpc_deferred *defer);
 Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req);
 
-/* In-situ samples (SampleBatch) of a connection, and its end. */
-Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
+/* In-situ samples (SampleBatch) of a connection, answered once they are stored (by the writer,
+ * through defer), and its end. */
+Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				    struct rpc_deferred *defer);
 void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer);
 
 /* Turns between uids in the profiling queue: the next job to start is the oldest waiting one

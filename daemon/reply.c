@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log.h"
+
 /* The field of Response's oneof that carries body (protobuf-c numbers the cases by field). */
 static const ProtobufCFieldDescriptor *body_field(Pim__Response__BodyCase body)
 {
@@ -192,13 +194,67 @@ Pim__Response *reply_error_from(uint64_t id, const struct pim_error *err)
 	return reply_error(id, reply_code_from_errno(err->code), "%s", err->msg);
 }
 
+/* A placement answer with the writer. */
+struct decision_write {
+	struct rpc_context *ctx;
+	int64_t model_id, platform_id;
+	uint8_t *packed;
+	size_t len;
+	char model[MANIFEST_NAME_MAX + 1];
+	char key[]; /* (the flexible member last) */
+};
+
+static int decision_write(struct store *s, void *data, struct pim_error *err)
+{
+	struct decision_write *d = data;
+	return store_decision_put(s, d->model_id, d->platform_id, d->key, d->packed, d->len, err);
+}
+
+static void decision_done(void *data, int r, const struct pim_error *err)
+{
+	struct decision_write *d = data;
+
+	if (r < 0)
+		log_warning("Could not store an answer for \"%s\": %s", d->model, err->msg);
+	d->ctx->decisions_waiting -= d->len;
+	free(d->packed);
+	free(d);
+}
+
+void reply_store_decision(struct rpc_context *ctx, int64_t model_id, const char *key, uint8_t *packed,
+			  size_t len, const char *model)
+{
+	struct decision_write *d = NULL;
+
+	if (ctx->decisions_waiting + len <= REPLY_DECISIONS_WAITING_MAX)
+		d = calloc(1, sizeof *d + strlen(key) + 1);
+	if (!d) {
+		free(packed);
+		return;
+	}
+	*d = (struct decision_write){ .ctx = ctx, .model_id = model_id, .platform_id = ctx->platform->row,
+				      .packed = packed, .len = len };
+	snprintf(d->model, sizeof d->model, "%s", model);
+	memcpy(d->key, key, strlen(key) + 1);
+	ctx->decisions_waiting += len;
+	int r = store_write_via(&ctx->writer, ctx->store, &(struct store_write){ decision_write, decision_done, d });
+	if (r < 0) {
+		struct pim_error err = { 0 };
+		err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
+		decision_done(d, r, &err);
+	}
+}
+
 Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job)
 {
 	if (defer) {
 		*defer = *job;
 		return NULL;
 	}
-	job->run(job->data);
+	if (job->write.write)
+		store_write_via(NULL, job->store, &job->write);
+	else
+		job->run(job->data);
 	Pim__Response *r = job->finish(job->data);
 	job->release(job->data);
 	return r;

@@ -31,6 +31,9 @@ struct rpc_context {
 	uint64_t started_ns;
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
+	/* Who writes what the event loop must not wait for (store_write_via); none on a thread. */
+	struct store_writer writer;
+	size_t decisions_waiting; /* bytes of answers handed to it, not yet stored */
 	uint32_t max_frame_bytes;
 	struct profiler *profiler;
 	/* The manifest regions of the request being answered, left in its frame (decode.h:
@@ -52,13 +55,26 @@ struct rpc_peer {
  * and may use only data (no store, context or connection); finish() is called on the event
  * loop afterwards and returns the response (NULL when out of memory); release() frees data,
  * whether finish() was called or not (the connection may have closed meanwhile).
+ * Or, instead of run, a change to store (write, store.h): the transport's writer makes it, and
+ * write.done() is called on the event loop once it is on disk (or failed), before finish(), so
+ * that the answer says stored only what is; with defer NULL it is written at once on store.
  */
 struct rpc_deferred {
 	void (*run)(void *data);
+	struct store_write write;
+	struct store *store;
 	Pim__Response *(*finish)(void *data);
 	void (*release)(void *data);
 	void *data;
 };
+
+/* Stores a placement answer (store_decision_put: packed, len bytes, taken over) for the next
+ * identical query without waiting for it: by ctx's writer, or at once without one.  It is a
+ * cache: a failure is logged, and while REPLY_DECISIONS_WAITING_MAX bytes of answers wait for
+ * the writer already, it is not stored. */
+#define REPLY_DECISIONS_WAITING_MAX (16u << 20)
+void reply_store_decision(struct rpc_context *ctx, int64_t model_id, const char *key, uint8_t *packed,
+			  size_t len, const char *model);
 
 /* For handlers: hands job to defer, or with defer NULL runs and finishes it at once. */
 Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job);

@@ -501,7 +501,7 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 {
 	*after = RPC_KEEP;
 	if (defer)
-		defer->run = NULL;
+		*defer = (struct rpc_deferred){ 0 };
 	ctx->requests++;
 
 	if (!peer->hello_done && req->body_case != PIM__REQUEST__BODY_HELLO) {
@@ -537,11 +537,11 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 	case PIM__REQUEST__BODY_JITQ_DEQUANTIZE:
 		return jitq_rpc_dequantize(ctx, req, defer);
 	case PIM__REQUEST__BODY_PROFILE:
-		return profiler_rpc_start(ctx->profiler, peer, req);
+		return profiler_rpc_start(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROFILE_STATUS:
 		return profiler_rpc_status(ctx->profiler, req);
 	case PIM__REQUEST__BODY_SAMPLE_BATCH:
-		return profiler_rpc_samples(ctx->profiler, peer, req);
+		return profiler_rpc_samples(ctx->profiler, peer, req, defer);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,

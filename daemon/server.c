@@ -94,13 +94,16 @@ struct frame_job {
 	enum rpc_after after;
 };
 
-/* A request handed to the work thread: a deferred part (job) or a whole frame (frame); conn is
- * NULL once it closed. */
+/* A request handed to a thread: a deferred part (job: run on the work thread, or a write on the
+ * writer) or a whole frame (frame); conn is NULL once it closed, and for a change pimd makes
+ * itself (server_store_write: job.write alone). */
 struct work {
 	struct work *next;
 	struct conn *conn;
 	struct rpc_deferred job;
 	struct frame_job *frame;
+	int write_r;               /* job.write's outcome, with the group's */
+	struct pim_error write_err;
 };
 
 /* Changes written together by the writer thread (group commit), at most. */
@@ -109,9 +112,10 @@ struct work {
 /*
  * A thread beside the event loop, so that other clients and the watchdog keep being served:
  * the work thread runs requests too long for the loop one at a time, in the order they came;
- * the writer runs the requests that store something (rpc_stores), every change queued
- * meanwhile in one transaction with one fsync (group commit), so that no fsync is waited for
- * on the loop.
+ * the writer runs the requests that store something (rpc_stores) and the changes pimd makes
+ * itself (profiling samples and runs, in-situ batches, stored answers: server_store_write),
+ * every change queued meanwhile in one transaction with one fsync (group commit), so that
+ * neither SQLite's write lock nor an fsync is waited for on the loop.
  */
 struct worker_thread {
 	struct server *server;
@@ -547,27 +551,53 @@ static void frame_job_free(struct server *s, struct frame_job *j)
 	server_wake_starved(s);
 }
 
+/* On the writer thread: a change pimd makes (job.write), its outcome kept for the loop. */
+static void write_change_run(struct worker_thread *t, struct work *w)
+{
+	w->write_err = (struct pim_error){ 0 };
+	w->write_r = w->job.write.write(t->store, w->job.write.data, &w->write_err);
+}
+
 /* On the writer thread: the n jobs of list (whole frames of different clients, each storing
- * something) as one group of changes.  An answer that says something was stored stands only
- * once the group is on disk; if the group's commit fails, each change is made again alone (it
- * may be the one that failed, or a removal that needs the reserve). */
+ * something, and changes pimd makes) as one group of changes.  An answer that says something
+ * was stored stands only once the group is on disk; if the group's commit fails, each change is
+ * made again alone (it may be the one that failed, or a removal that needs the reserve). */
 static void write_group_run(struct worker_thread *t, struct work *list, unsigned n)
 {
 	struct pim_error err = { 0 };
 	bool committed;
 	struct work *w;
 
-	if (n == 1 || store_group_begin(t->store, &err) < 0) {
+	/* a client's change alone is made alone (a removal may need the reserve); pimd's own
+	 * changes (a run's metrics: a change per region) always as a group */
+	if ((n == 1 && list->frame) || store_group_begin(t->store, &err) < 0) {
 		for (w = list; w; w = w->next)
-			frame_job_run(t, w->frame);
+			if (w->frame)
+				frame_job_run(t, w->frame);
+			else
+				write_change_run(t, w);
 		return;
 	}
 	for (w = list; w; w = w->next)
-		if (frame_job_decode(t, w->frame))
+		if (!w->frame)
+			write_change_run(t, w);
+		else if (frame_job_decode(t, w->frame))
 			frame_job_answer(t, w->frame);
 	int r = store_group_commit(t->store, &committed, &err);
 	for (w = list; w; w = w->next) {
 		struct frame_job *j = w->frame;
+		if (!j) {
+			if (r < 0 && w->write_r >= 0) {
+				if (committed) {
+					/* perhaps not on disk: not stored, as far as anybody is told */
+					w->write_r = r;
+					w->write_err = err;
+				} else {
+					write_change_run(t, w);
+				}
+			}
+			continue;
+		}
 		bool said_stored = j->resp && j->resp->body_case != PIM__RESPONSE__BODY_ERROR;
 		if (r < 0 && j->answered && (said_stored || !committed)) {
 			/* rolled back: made again alone (a failure may have come from another change);
@@ -593,7 +623,9 @@ static void *work_main(void *data)
 	for (;;) {
 		while (!t->queued && !t->stopping)
 			pthread_cond_wait(&t->cv, &t->mu);
-		if (t->stopping)
+		/* the writer writes what it was given before it stops: pimd's own changes have
+		 * nobody to ask for them again */
+		if (t->stopping && (!t->group || !t->queued))
 			break;
 		/* the work thread takes one job; the writer all that are queued, up to a bound */
 		struct work *w = t->queued, *last = w;
@@ -687,6 +719,8 @@ static void work_event(struct watch *wch, uint32_t events)
 			c->deferred = NULL;
 			c->active_ns = now_ns();
 		}
+		if (!w->frame && w->job.write.write)
+			w->job.write.done(w->job.write.data, w->write_r, &w->write_err);
 		if (c && w->frame) {
 			frame_job_finish(c, w->frame);
 		} else if (c) {
@@ -708,7 +742,7 @@ static void work_release(struct server *s, struct work *w)
 {
 	if (w->frame)
 		frame_job_free(s, w->frame);
-	else
+	else if (w->job.release)
 		w->job.release(w->job.data);
 	free(w);
 }
@@ -755,19 +789,24 @@ fail:
 	return r;
 }
 
-/* Queues w (a deferred part, or a whole frame) for thread t; c waits for its answer. */
-static int work_queue(struct conn *c, struct worker_thread *t, struct work *w)
+/* Queues w (a deferred part, or a whole frame) for thread t; c (NULL: nobody) waits for its
+ * answer. */
+static int work_queue(struct server *s, struct conn *c, struct worker_thread *t, struct work *w)
 {
-	struct server *s = c->server;
 	int r;
 
+	if (t->stopping) {
+		work_release(s, w);
+		return -ESHUTDOWN;
+	}
 	if (!t->started && (r = work_start(s, t)) < 0) {
 		log_error("Cannot start the %s: %s", t->name, strerror(-r));
 		work_release(s, w);
 		return r;
 	}
 	w->conn = c;
-	c->deferred = w;
+	if (c)
+		c->deferred = w;
 	pthread_mutex_lock(&t->mu);
 	*t->queued_tail = w;
 	t->queued_tail = &w->next;
@@ -776,16 +815,38 @@ static int work_queue(struct conn *c, struct worker_thread *t, struct work *w)
 	return 0;
 }
 
-/* Hands the deferred part of c's current request to the work thread. */
+/* Hands the deferred part of c's current request to the work thread, or a change it asks for
+ * to the writer. */
 static int work_submit(struct conn *c, const struct rpc_deferred *job)
 {
+	struct server *s = c->server;
 	struct work *w = calloc(1, sizeof *w);
 	if (!w) {
 		job->release(job->data);
 		return -ENOMEM;
 	}
 	w->job = *job;
-	return work_queue(c, &c->server->wt, w);
+	return work_queue(s, c, job->write.write ? &s->writer : &s->wt, w);
+}
+
+int server_store_write(struct server *s, const struct store_write *change)
+{
+	struct work *w = calloc(1, sizeof *w);
+	if (!w)
+		return -ENOMEM;
+	w->job.write = *change;
+	/* (not started: refused, and nothing of the change was called) */
+	return work_queue(s, NULL, &s->writer, w);
+}
+
+static int server_submit(void *owner, const struct store_write *change)
+{
+	return server_store_write(owner, change);
+}
+
+struct store_writer server_writer(struct server *s)
+{
+	return (struct store_writer){ .submit = server_submit, .owner = s };
 }
 
 /* Hands c's request of len bytes at payload (taken over, also on failure) to thread t as a
@@ -812,6 +873,7 @@ static int work_submit_frame(struct conn *c, struct worker_thread *t, uint8_t *p
 	j->peer.insitu = NULL;
 	j->ctx = *s->ctx;
 	j->ctx.profiler = NULL;
+	j->ctx.writer = (struct store_writer){ 0 }; /* the thread writes with its own store */
 	/* A reload may change the parameters on the loop meanwhile. */
 	j->params = *s->ctx->params;
 	j->pim = *s->ctx->pim;
@@ -819,26 +881,38 @@ static int work_submit_frame(struct conn *c, struct worker_thread *t, uint8_t *p
 	j->ctx.pim = &j->pim;
 	j->busy_timeout_ms = s->busy_timeout_ms;
 	w->frame = j;
-	return work_queue(c, t, w);
+	return work_queue(s, c, t, w);
 }
 
-/* Stops thread t after the job it runs (if any); drops what was not done. */
+/* Stops thread t after the job it runs (if any; the writer after all it was given); drops
+ * what was not done.  Nothing is queued for t afterwards (-ESHUTDOWN). */
 static void work_stop(struct server *s, struct worker_thread *t)
 {
-
-	if (!t->started)
+	if (!t->started) {
+		t->stopping = true;
 		return;
+	}
 	pthread_mutex_lock(&t->mu);
 	t->stopping = true;
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	pthread_join(t->thread, NULL);
-	struct work *lists[2] = { t->queued, t->done };
+	/* What was done, in order: a change's done() is told its outcome (its answer is not sent). */
+	struct work *rev = NULL;
+	while (t->done) {
+		struct work *w = t->done;
+		t->done = w->next;
+		w->next = rev;
+		rev = w;
+	}
+	struct work *lists[2] = { t->queued, rev };
 	for (int i = 0; i < 2; i++)
 		for (struct work *w = lists[i], *next; w; w = next) {
 			next = w->next;
 			if (w->conn)
 				w->conn->deferred = NULL;
+			if (i == 1 && !w->frame && w->job.write.write)
+				w->job.write.done(w->job.write.data, w->write_r, &w->write_err);
 			work_release(s, w);
 		}
 	t->queued = t->done = NULL;
@@ -882,13 +956,14 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 	c->peer.passed_fd = -1;
 	bool model_change = model_changing(req);
 	decoded_free(d);
-	if (!resp && defer.run) {
-		/* Answered when the work thread is done; nothing more is read meanwhile, so the
-		 * responses stay in the order of the requests. */
+	if (!resp && (defer.run || defer.write.write)) {
+		/* Answered when the work thread (or the writer) is done; nothing more is read
+		 * meanwhile, so the responses stay in the order of the requests. */
 		if (work_submit(c, &defer) == 0)
 			return;
 		resp = reply_error(id, PIM__ERROR_CODE__ERROR_INTERNAL,
-				   "cannot hand the request to pimd's work thread; retry later");
+				   "cannot hand the request to pimd's %s; retry later",
+				   defer.write.write ? s->writer.name : s->wt.name);
 	}
 	if (!resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);

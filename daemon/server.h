@@ -26,6 +26,13 @@ void server_free(struct server *s);
  * request context takes its own share (rpc_context_apply_config). */
 void server_apply_config(struct server *s, const struct config *cfg);
 
+/* Hands a change pimd makes itself (store.h: store_write) to the writer thread, which writes it
+ * in its next group of changes; from the event loop only.  -ESHUTDOWN once the server is being
+ * freed (what was handed over before is written first). */
+int server_store_write(struct server *s, const struct store_write *change);
+/* The writer as a store_writer (store_write_via), valid until server_free. */
+struct store_writer server_writer(struct server *s);
+
 bool server_socket_activated(const struct server *s);
 unsigned server_clients(const struct server *s);
 

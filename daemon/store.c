@@ -1309,6 +1309,18 @@ int store_group_commit(struct store *s, bool *committed, struct pim_error *err)
 	return sync_verify(s, err);
 }
 
+int store_write_via(const struct store_writer *wr, struct store *s, const struct store_write *w)
+{
+	int r = wr && wr->submit ? wr->submit(wr->owner, w) : -ESHUTDOWN;
+
+	if (r != -ESHUTDOWN)
+		return r;
+	struct pim_error err = { 0 };
+	r = w->write(s, w->data, &err);
+	w->done(w->data, r, &err);
+	return 0;
+}
+
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err)
 {
 	/* Status asks on every call: answer from memory (a query costs a WAL read lock). */
@@ -1752,10 +1764,17 @@ int store_run_create(struct store *s, int64_t model_id, int64_t platform_id, uid
 	sqlite3_bind_int64(st, 5, reps);
 	sqlite3_bind_int64(st, 6, regions_total);
 	sqlite3_bind_int64(st, 7, (int64_t)time(NULL));
-	if ((r = step_done(s, st, "recording a profile run", err)) < 0 || (r = sync_verify(s, err)) < 0)
+	if ((r = change_begin(s, err)) < 0)
 		return r;
+	if ((r = step_done(s, st, "recording a profile run", err)) < 0)
+		goto fail;
 	*run_id = sqlite3_last_insert_rowid(s->db);
+	if ((r = commit_durable(s, err)) < 0)
+		goto fail;
 	return 0;
+fail:
+	rollback(s);
+	return r;
 }
 
 static void bind_text_opt(sqlite3_stmt *st, int i, const char *t)

@@ -140,6 +140,31 @@ void store_forget_cached(struct store *s);
  * file system is for a change made alone. */
 int store_group_begin(struct store *s, struct pim_error *err);
 int store_group_commit(struct store *s, bool *committed, struct pim_error *err);
+
+/*
+ * A change written by another thread than the one that asks for it (pimd's writer thread,
+ * server.c), so that the asking thread never waits for SQLite's write lock or an fsync:
+ * write() runs there, with that thread's connection, inside a group of changes; done() runs
+ * back on the asking thread once the group is on disk, with write's result, or the group's
+ * failure (then nothing of the change may be stored).  done() is called exactly once, also
+ * when the writer stops; changes handed over are written in that order.
+ */
+struct store_write {
+	int (*write)(struct store *s, void *data, struct pim_error *err);
+	void (*done)(void *data, int r, const struct pim_error *err);
+	void *data;
+};
+/* Who takes store_writes: submit() queues w and returns 0, or refuses it (negative errno, and
+ * neither of w's functions is called); -ESHUTDOWN: it writes no more. */
+struct store_writer {
+	int (*submit)(void *owner, const struct store_write *w);
+	void *owner;
+};
+/* Hands w to wr; without a writer (wr or its submit NULL) or one that writes no more, w is
+ * written here at once with s, and done() called before returning.  Other refusals are
+ * returned (w not called). */
+int store_write_via(const struct store_writer *wr, struct store *s, const struct store_write *w);
+
 /* The number of regions of a model, 0 if there is none of that name. */
 int store_model_regions(struct store *s, const char *name, uint64_t *n, struct pim_error *err);
 

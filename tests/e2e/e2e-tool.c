@@ -27,6 +27,14 @@
  *                                 on pimd's work thread), another client's small loads wait
  *                                 < 2 s meanwhile, and pimd's peak RSS in each step stays under
  *                                 MIB MiB (PID 0: not measured; MIB 0: not checked).
+ *   e2e-tool write-wait SOCKET DB MS P99  status keeps p99 < P99 ms while a model load waits MS ms
+ *                                 for the database's write lock, held by this process.
+ *   e2e-tool samples-wait SOCKET DB JOB MS P99  the same while the running profile job JOB stores
+ *                                 samples; the job then ends done with all of them stored.
+ *   e2e-tool insitu-wait SOCKET DB MODEL MS P99  the same while an in-situ batch of MODEL waits;
+ *                                 the batch is acknowledged after the lock is released.
+ *   e2e-tool decision-wait SOCKET DB MODEL MS P99  the same while a placement answer of MODEL
+ *                                 waits to be stored; the query is answered at once.
  *   e2e-tool seeds REQDIR MANDIR FILE  writes seed inputs for the fuzz targets.
  *   e2e-tool mxgen FILE N         writes N BF16 values from a fixed generator: magnitudes over
  *                                 16 octaves, both signs, some +0.0 and -0.0.
@@ -1174,16 +1182,16 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Status round trips on c, about one a millisecond, until fd has an answer to read; returns how
- * many, their latencies in ms sorted in *lat (free it). */
-static size_t status_until_answer(pim_client *c, int fd, double **lat)
+/* Status round trips on c, about one a millisecond, until fd has an answer to read (fd < 0: until
+ * `until`, a mono_s() time); returns how many, their latencies in ms sorted in *lat (free it). */
+static size_t status_rounds(pim_client *c, int fd, double until, double **lat)
 {
 	size_t cap = 1 << 20, n = 0;
 	double *v = malloc(cap * sizeof *v);
 	struct pollfd pf = { .fd = fd, .events = POLLIN };
 
 	CHECK(v, "oom");
-	while (poll(&pf, 1, 0) == 0 && n < cap) {
+	while ((fd >= 0 ? poll(&pf, 1, 0) == 0 : mono_s() < until) && n < cap) {
 		struct pim_status st;
 		double a = mono_s();
 		CHECK(pim_status(c, &st) == 0, "status: %s", pim_client_error(c));
@@ -1193,6 +1201,11 @@ static size_t status_until_answer(pim_client *c, int fd, double **lat)
 	qsort(v, n, sizeof *v, cmp_double);
 	*lat = v;
 	return n;
+}
+
+static size_t status_until_answer(pim_client *c, int fd, double **lat)
+{
+	return status_rounds(c, fd, 0, lat);
 }
 
 /* Prints what status round trips took while `what` ran (`took` s) and checks p99 < p99_ms. */
@@ -1505,6 +1518,237 @@ static int cmd_write_wait(const char *path, const char *dbpath, int hold_ms, dou
 	return 0;
 }
 
+/* An integer read from the database (sql: one row, one column); -1 when there is no row. */
+static long long db_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	long long v = -1;
+	CHECK(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(db));
+	int r = sqlite3_step(st);
+	CHECK(r == SQLITE_ROW || r == SQLITE_DONE, "%s: %s", sql, sqlite3_errmsg(db));
+	if (r == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Opens pimd's database (dbpath) in *db, and a client of pimd at path for status round trips:
+ * one that waits for a lock held hold_ms fails the check, rather than hanging it. */
+static pim_client *probe_open(const char *path, const char *dbpath, int hold_ms, sqlite3 **db)
+{
+	CHECK(sqlite3_open(dbpath, db) == SQLITE_OK, "%s: %s", dbpath, sqlite3_errmsg(*db));
+	sqlite3_busy_timeout(*db, 10000);
+	pim_client *c = pim_client_new();
+	CHECK(pim_client_connect(c, path, "status-probe") == 0, "%s", pim_client_error(c));
+	pim_client_set_timeout(c, (unsigned)hold_ms * 5);
+	return c;
+}
+
+/* Takes the database's write lock: BEGIN IMMEDIATE on db, held until COMMIT. */
+static void db_lock(sqlite3 *db, const char *dbpath)
+{
+	sqlite3_busy_timeout(db, 10000);
+	CHECK(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK, "locking %s: %s",
+	      dbpath, sqlite3_errmsg(db));
+}
+
+/*
+ * Samples a profiling job stores are not waited for by anybody's status: once job JOB (running)
+ * has committed samples, this process holds the write lock of pimd's database (dbpath) for
+ * hold_ms while the job goes on; status round trips on another connection meanwhile keep a p99
+ * under p99_ms.  The job then ends done, with every sample it reported stored (the run's tally
+ * equals the rows), more than it had when the lock was taken.
+ */
+static int cmd_samples_wait(const char *path, const char *dbpath, long long job, int hold_ms,
+			    double p99_ms)
+{
+	sqlite3 *db;
+	char sql[256];
+	pim_client *c = probe_open(path, dbpath, hold_ms, &db);
+	snprintf(sql, sizeof sql, "SELECT samples FROM profile_runs WHERE id = %lld AND state = 'running'", job);
+	double t0 = mono_s();
+	while (db_int(db, sql) <= 0 && mono_s() - t0 < 30)
+		usleep(20000);
+	db_lock(db, dbpath);
+	long long before = db_int(db, sql);
+	CHECK(before > 0, "job %lld is not running with samples stored (samples %lld)", job, before);
+	double *lat;
+	t0 = mono_s();
+	size_t nlat = status_rounds(c, -1, t0 + hold_ms * 1e-3, &lat);
+	double took = mono_s() - t0;
+	CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK, "releasing the lock");
+	status_report("a profiling job storing samples while the database's write lock is held", took,
+		      lat, nlat, p99_ms);
+	free(lat);
+	snprintf(sql, sizeof sql, "SELECT state IN ('done', 'failed') FROM profile_runs WHERE id = %lld", job);
+	t0 = mono_s();
+	while (db_int(db, sql) != 1 && mono_s() - t0 < 120)
+		usleep(50000);
+	snprintf(sql, sizeof sql, "SELECT state = 'done' FROM profile_runs WHERE id = %lld", job);
+	CHECK(db_int(db, sql) == 1, "job %lld did not end done", job);
+	snprintf(sql, sizeof sql, "SELECT samples FROM profile_runs WHERE id = %lld", job);
+	long long after = db_int(db, sql);
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM samples WHERE run_id = %lld", job);
+	long long rows = db_int(db, sql);
+	CHECK(after == rows && after > before, "job %lld: a tally of %lld samples, %lld rows, %lld when the "
+	      "lock was taken", job, after, rows, before);
+	printf("job %lld: %lld samples stored when the lock was taken, %lld at its end\n", job, before, after);
+	pim_client_free(c);
+	sqlite3_close(db);
+	return 0;
+}
+
+/* Sends a SampleBatch of n samples (region ids 0..4 in turn, 1000 + i ns) of model on fd. */
+static void send_samples(int fd, uint64_t id, const char *model, size_t n, bool final)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__SampleBatch b = PIM__SAMPLE_BATCH__INIT;
+	Pim__RegionSample *v = calloc(n ? n : 1, sizeof *v);
+	Pim__RegionSample **pv = calloc(n ? n : 1, sizeof *pv);
+	CHECK(v && pv, "oom");
+	for (size_t i = 0; i < n; i++) {
+		pim__region_sample__init(&v[i]);
+		v[i].region_id = (uint32_t)(i % 5);
+		v[i].time_ns = 1000 + i;
+		pv[i] = &v[i];
+	}
+	b.model = (char *)model;
+	b.samples = pv;
+	b.n_samples = n;
+	b.final = final;
+	req.id = id;
+	req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
+	req.sample_batch = &b;
+	send_request(fd, &req);
+	free(pv);
+	free(v);
+}
+
+static Pim__SampleBatchReply *samples_reply(int fd, uint64_t id, Pim__Response **r)
+{
+	*r = recv_response(fd);
+	CHECK((*r)->id == id && (*r)->body_case == PIM__RESPONSE__BODY_SAMPLE_BATCH, "sample batch %llu: %s",
+	      (unsigned long long)id, (*r)->body_case == PIM__RESPONSE__BODY_ERROR ? (*r)->error->message : "?");
+	return (*r)->sample_batch;
+}
+
+/*
+ * In-situ samples a client sends are stored without anybody's status waiting: a first batch of
+ * model (regions 0..4) opens a run; then this process holds the write lock of pimd's database
+ * (dbpath) for hold_ms while a batch of 20,000 samples is sent; status round trips on another
+ * connection keep a p99 under p99_ms, and the batch is acknowledged only after the lock is
+ * released (it is on disk).  A final batch derives the metrics of the 5 regions.
+ */
+static int cmd_insitu_wait(const char *path, const char *dbpath, const char *model, int hold_ms,
+			   double p99_ms)
+{
+	sqlite3 *db;
+	char sql[256];
+	Pim__Response *r;
+	pim_client *c = probe_open(path, dbpath, hold_ms, &db);
+	int fd = slow_connect(path, 60);
+	send_samples(fd, 2, model, 100, false);
+	Pim__SampleBatchReply *sr = samples_reply(fd, 2, &r);
+	CHECK(sr->accepted == 100, "first batch: %u accepted, not 100", sr->accepted);
+	long long job = (long long)sr->job;
+	pim__response__free_unpacked(r, NULL);
+	db_lock(db, dbpath);
+	double t0 = mono_s();
+	send_samples(fd, 3, model, 20000, false);
+	double *lat;
+	size_t nlat = status_rounds(c, -1, t0 + hold_ms * 1e-3, &lat);
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	bool early = poll(&pf, 1, 0) == 1;
+	CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK, "releasing the lock");
+	status_report("an in-situ batch of 20,000 samples waiting for the database's write lock",
+		      mono_s() - t0, lat, nlat, p99_ms);
+	free(lat);
+	CHECK(!early, "the batch was answered while its samples could not be written");
+	sr = samples_reply(fd, 3, &r);
+	CHECK(sr->accepted == 20000 && (long long)sr->job == job, "second batch: %u accepted to job %llu",
+	      sr->accepted, (unsigned long long)sr->job);
+	pim__response__free_unpacked(r, NULL);
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM samples WHERE run_id = %lld", job);
+	CHECK(db_int(db, sql) == 20100, "run %lld has %lld samples stored, not 20,100", job, db_int(db, sql));
+	send_samples(fd, 4, model, 0, true);
+	sr = samples_reply(fd, 4, &r);
+	CHECK(sr->regions_done == 5, "the final batch derived %u regions, not 5", sr->regions_done);
+	pim__response__free_unpacked(r, NULL);
+	snprintf(sql, sizeof sql, "SELECT state = 'done' AND samples = 20100 FROM profile_runs WHERE id = %lld", job);
+	CHECK(db_int(db, sql) == 1, "run %lld is not done with 20,100 samples", job);
+	close(fd);
+	pim_client_free(c);
+	sqlite3_close(db);
+	return 0;
+}
+
+/* Sends a placement query of model with C3's threshold at theta B/s (a key of its own). */
+static void send_placement(int fd, uint64_t id, const char *model, double theta)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__Placement q = PIM__PLACEMENT__INIT;
+	Pim__PlacementParams p = PIM__PLACEMENT_PARAMS__INIT;
+	p.theta = theta;
+	q.model = (char *)model;
+	q.params = &p;
+	q.summary_only = true;
+	req.id = id;
+	req.body_case = PIM__REQUEST__BODY_PLACEMENT;
+	req.placement = &q;
+	send_request(fd, &req);
+}
+
+/*
+ * An answer stored for the next identical query is not waited for: while this process holds
+ * the write lock of pimd's database (dbpath) for hold_ms, a placement query of model never
+ * asked before is answered at once, and status round trips on another connection keep a p99
+ * under p99_ms; once the lock is released the answer is stored (the same query is answered from
+ * the store).
+ */
+static int cmd_decision_wait(const char *path, const char *dbpath, const char *model, int hold_ms,
+			     double p99_ms)
+{
+	sqlite3 *db;
+	pim_client *c = probe_open(path, dbpath, hold_ms, &db);
+	int fd = slow_connect(path, 60);
+	double theta = 1e9 + (double)getpid(); /* a query nobody asked before */
+	db_lock(db, dbpath);
+	double t0 = mono_s();
+	send_placement(fd, 2, model, theta);
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	CHECK(poll(&pf, 1, hold_ms * 5) == 1, "no answer to the placement query");
+	double answered = mono_s() - t0;
+	Pim__Response *r = recv_response(fd);
+	CHECK(r->body_case == PIM__RESPONSE__BODY_PLACEMENT && !r->placement->cached, "placement: %s",
+	      r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "answered from the store");
+	pim__response__free_unpacked(r, NULL);
+	CHECK(answered < hold_ms * 0.5e-3, "the placement was answered after %.2f s: it waited for the "
+	      "database's write lock", answered);
+	/* the rest of the hold, the answer waiting to be stored */
+	double *lat;
+	size_t nlat = status_rounds(c, -1, t0 + hold_ms * 1e-3, &lat);
+	CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK, "releasing the lock");
+	status_report("a placement answer waiting to be stored", mono_s() - t0, lat, nlat, p99_ms);
+	free(lat);
+	bool cached = false;
+	for (int i = 0; i < 100 && !cached; i++) {
+		usleep(50000);
+		send_placement(fd, 3 + (uint64_t)i, model, theta);
+		r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_PLACEMENT, "placement again: %s",
+		      r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "?");
+		cached = r->placement->cached;
+		pim__response__free_unpacked(r, NULL);
+	}
+	CHECK(cached, "the answer was not stored after the lock was released");
+	printf("placement answered in %.3f s while the lock was held; stored after it was released\n",
+	       answered);
+	close(fd);
+	pim_client_free(c);
+	sqlite3_close(db);
+	return 0;
+}
+
 static void write_file(const char *dir, const char *name, const void *buf, size_t len)
 {
 	char path[4096];
@@ -1758,6 +2002,12 @@ int main(int argc, char **argv)
 				    atof(argv[5]), atol(argv[6]));
 	if (argc == 6 && strcmp(argv[1], "write-wait") == 0)
 		return cmd_write_wait(argv[2], argv[3], atoi(argv[4]), atof(argv[5]));
+	if (argc == 7 && strcmp(argv[1], "samples-wait") == 0)
+		return cmd_samples_wait(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]), atof(argv[6]));
+	if (argc == 7 && strcmp(argv[1], "decision-wait") == 0)
+		return cmd_decision_wait(argv[2], argv[3], argv[4], atoi(argv[5]), atof(argv[6]));
+	if (argc == 7 && strcmp(argv[1], "insitu-wait") == 0)
+		return cmd_insitu_wait(argv[2], argv[3], argv[4], atoi(argv[5]), atof(argv[6]));
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)

@@ -837,6 +837,100 @@ START_TEST(group_of_changes_commits_once)
 }
 END_TEST
 
+/* A change handed to a writer (store_write_via): a run's row, its samples and its end. */
+struct change {
+	int64_t model_id, platform_id, run;
+	int written, done, r;
+};
+
+static int change_write(struct store *s, void *data, struct pim_error *err)
+{
+	struct change *c = data;
+	uint64_t v[2] = { 7, 9 };
+	struct store_sample x = { .region = 0, .rep = 0, .executions = 1, .time_ns = 1000, .n_values = 2,
+				  .values = v };
+	struct store_run_update u = { .state = "done", .message = "ok", .worker_uid = -1, .regions_done = 1,
+				      .repetitions_done = -1, .repetitions_total = -1, .finished = true };
+	int r;
+
+	c->written++;
+	if ((r = store_run_create(s, c->model_id, c->platform_id, 0, 0, 1, 1, &c->run, err)) < 0 ||
+	    (r = store_samples_put(s, c->run, &x, 1, err)) < 0)
+		return r;
+	return store_run_update(s, c->run, &u, err);
+}
+
+static void change_done(void *data, int r, const struct pim_error *err)
+{
+	struct change *c = data;
+	c->done++;
+	c->r = r;
+}
+
+static int refused;
+static struct store_write taken;
+static int writer_refuses(void *owner, const struct store_write *w) { return refused; }
+static int writer_takes(void *owner, const struct store_write *w)
+{
+	taken = *w;
+	return 0;
+}
+
+START_TEST(changes_handed_to_a_writer)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced, committed;
+	Pim__Manifest *m = manifest("w", 1);
+	struct store_platform pf = { .name = "test cpu / none", .cpu_model = "test cpu", .pmu = "none",
+				     .kernel = "6.1" };
+	struct change c = { 0 };
+
+	counting_vfs_install();
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &c.platform_id, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "w", &c.model_id, &err), 0);
+	struct store_write w = { change_write, change_done, &c };
+
+	/* no writer, or one that writes no more: written at once, done told */
+	ck_assert_int_eq(store_write_via(NULL, s, &w), 0);
+	ck_assert_int_eq(c.written, 1);
+	ck_assert_int_eq(c.done, 1);
+	ck_assert_int_eq(c.r, 0);
+	refused = -ESHUTDOWN;
+	ck_assert_int_eq(store_write_via(&(struct store_writer){ writer_refuses, NULL }, s, &w), 0);
+	ck_assert_int_eq(c.written, 2);
+	ck_assert_int_eq(c.done, 2);
+	/* another refusal is returned, and nothing of the change is called */
+	refused = -ENOMEM;
+	ck_assert_int_eq(store_write_via(&(struct store_writer){ writer_refuses, NULL }, s, &w), -ENOMEM);
+	ck_assert_int_eq(c.written, 2);
+	ck_assert_int_eq(c.done, 2);
+	/* taken: the writer calls it later */
+	ck_assert_int_eq(store_write_via(&(struct store_writer){ writer_takes, NULL }, s, &w), 0);
+	ck_assert_int_eq(c.written, 2);
+	ck_assert_ptr_eq(taken.data, &c);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs WHERE state = 'done' AND samples = 1"), 2);
+
+	/* as the writer thread makes it: in a group, stored by the group's commit and its one sync */
+	syncs = 0;
+	ck_assert_int_eq(store_group_begin(s, &err), 0);
+	ck_assert_int_eq(taken.write(s, taken.data, &err), 0);
+	ck_assert_int_eq(syncs, 0);
+	ck_assert_int_eq(store_group_commit(s, &committed, &err), 0);
+	ck_assert_int_eq(syncs, 2);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs WHERE state = 'done' AND samples = 1"), 3);
+	/* a group rolled back leaves nothing of it, the run's row included */
+	ck_assert_int_eq(store_group_begin(s, &err), 0);
+	ck_assert_int_eq(taken.write(s, taken.data, &err), 0);
+	store_close(s); /* closing rolls the open transaction back */
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 3);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), 3);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 /* A database whose last pages are damaged is refused with a message that names the file and
  * says what to do, instead of being served in part. */
 START_TEST(damaged_database_is_refused)
@@ -928,6 +1022,7 @@ int main(void)
 	tcase_add_test(tc, acknowledged_writes_are_synced);
 	tcase_add_test(tc, commit_during_a_file_system_failure_is_not_acknowledged);
 	tcase_add_test(tc, group_of_changes_commits_once);
+	tcase_add_test(tc, changes_handed_to_a_writer);
 	tcase_add_test(tc, damaged_database_is_refused);
 	tcase_add_test(tc, reserve_beside_the_database);
 	return test_run_suite(s);
