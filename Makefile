@@ -246,7 +246,7 @@ check-charts: all $(B)/tests/e2e-tool $(MODEL_SO)
 
 # Availability at the sizes of the issue reports and the documented limits (minutes, GBs
 # through sockets): not part of make check.  Figures in README.md.
-stress: all $(B)/tests/e2e-tool
+stress: all $(B)/tests/e2e-tool $(MODEL_SO)
 	sh tests/e2e/stress.sh $(B)
 
 check-install: all

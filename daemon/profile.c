@@ -268,6 +268,9 @@ static void job_pause(struct job *j, bool pause)
 		return;
 	j->paused = pause;
 	loop_mod(j->pf->loop, &j->wfd, pause ? 0 : EPOLLIN);
+	if (pause)
+		log_debug("Profile job %" PRId64 ": %u changes wait for the writer thread; the worker's "
+			  "results are read no further until one is stored", j->run, j->writes);
 }
 
 static void job_end(struct job *j);

@@ -1637,7 +1637,8 @@ static Pim__SampleBatchReply *samples_reply(int fd, uint64_t id, Pim__Response *
  * model (regions 0..4) opens a run; then this process holds the write lock of pimd's database
  * (dbpath) for hold_ms while a batch of 20,000 samples is sent; status round trips on another
  * connection keep a p99 under p99_ms, and the batch is acknowledged only after the lock is
- * released (it is on disk).  A final batch derives the metrics of the 5 regions.
+ * released (it is on disk).  A final batch derives the metrics of the 5 regions.  A batch whose
+ * connection closes while it waits is stored, and its run ends after it.
  */
 static int cmd_insitu_wait(const char *path, const char *dbpath, const char *model, int hold_ms,
 			   double p99_ms)
@@ -1677,6 +1678,25 @@ static int cmd_insitu_wait(const char *path, const char *dbpath, const char *mod
 	snprintf(sql, sizeof sql, "SELECT state = 'done' AND samples = 20100 FROM profile_runs WHERE id = %lld", job);
 	CHECK(db_int(db, sql) == 1, "run %lld is not done with 20,100 samples", job);
 	close(fd);
+
+	/* a connection that closes while its batch waits for the lock: the batch is stored all
+	 * the same, and the run ends after it */
+	fd = slow_connect(path, 60);
+	send_samples(fd, 2, model, 100, false);
+	sr = samples_reply(fd, 2, &r);
+	job = (long long)sr->job;
+	pim__response__free_unpacked(r, NULL);
+	db_lock(db, dbpath);
+	send_samples(fd, 3, model, 1000, false);
+	usleep(200000);
+	close(fd);
+	usleep(300000);
+	CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK, "releasing the lock");
+	snprintf(sql, sizeof sql, "SELECT state = 'done' AND samples = 1100 FROM profile_runs WHERE id = %lld", job);
+	t0 = mono_s();
+	while (db_int(db, sql) != 1 && mono_s() - t0 < 20)
+		usleep(50000);
+	CHECK(db_int(db, sql) == 1, "run %lld of a closed connection is not done with 1,100 samples", job);
 	pim_client_free(c);
 	sqlite3_close(db);
 	return 0;

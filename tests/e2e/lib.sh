@@ -15,3 +15,16 @@ expect_rc() { # expect_rc RC PATTERN DESCRIPTION COMMAND...
 	if [ "$rc" -eq "$want" ] && grep -q -- "$pat" "$T/out"; then ok "$d"
 	else bad "$d (exit $rc, want $want, pattern '$pat')"; sed 's/^/     > /' "$T/out"; fi
 }
+# pimd's own writes wait on its writer thread, never on the event loop: with the database's
+# write lock held HOLD_MS by another process (as a slow disk would hold a commit), status keeps a
+# p99 under P99_MS while profile job JOB's samples, an in-situ batch (of model three-regions)
+# and a new placement answer wait, and what is acknowledged is stored.
+writes_wait() { # writes_wait SOCKET DB JOB HOLD_MS P99_MS
+	s=$(($4 / 1000))
+	check "status is served while a profiling job's samples wait $s s for the database (p99 < $5 ms); none lost" \
+		"$TOOL" samples-wait "$1" "$2" "${3:-0}" "$4" "$5"
+	check "status is served while an in-situ batch waits $s s for the database (p99 < $5 ms); answered once stored; a closed connection's batch stored" \
+		"$TOOL" insitu-wait "$1" "$2" three-regions "$4" "$5"
+	check "a placement query is answered at once while its answer waits $s s to be stored (status p99 < $5 ms)" \
+		"$TOOL" decision-wait "$1" "$2" three-regions "$4" "$5"
+}

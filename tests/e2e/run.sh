@@ -222,12 +222,7 @@ check "the samples became a finished run with metrics" sh -c "sqlite3 '$T/state/
 # nobody's status, and what is acknowledged is on disk.
 "$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 1000 --no-wait > "$T/out" 2>&1
 JOB=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
-check "status is served while a profiling job's samples wait 2 s for the database (p99 < 50 ms); none lost" \
-	"$TOOL" samples-wait "$S" "$T/state/pimd.db" "${JOB:-0}" 2000 50
-check "status is served while an in-situ batch waits 2 s for the database (p99 < 50 ms); answered once stored" \
-	"$TOOL" insitu-wait "$S" "$T/state/pimd.db" three-regions 2000 50
-check "a placement query is answered at once while its answer waits 2 s to be stored (status p99 < 50 ms)" \
-	"$TOOL" decision-wait "$S" "$T/state/pimd.db" three-regions 2000 50
+writes_wait "$S" "$T/state/pimd.db" "$JOB" 2000 50
 expect_rc 1 "killed by SIGSEGV" "a crashing model fails its job with the signal named" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/crash.so"
 expect_rc 1 "wall-clock timeout of 500 ms exceeded" "a hanging model is killed at its timeout" \
