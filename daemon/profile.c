@@ -24,6 +24,7 @@
  * worker's pipe is not read (the worker waits to write) until one is stored, so that what
  * waits for the disk stays bounded. */
 #define BATCHES_WAITING 2
+#define UNRECORDED_MAX 16
 #define PROGRESS_STORE_NS 250000000ull /* progress written to the store at most 4 times a second */
 #define TIMEOUT_TICK_MS 100
 
@@ -125,6 +126,13 @@ struct profiler {
 	struct store_writer writer;                /* who makes the jobs' changes (store_write_via) */
 	bool stopping;                             /* no job starts any more */
 	uint64_t insitu_waiting;                   /* in-situ samples with the writer, not yet stored */
+	/* Ends of jobs the store could not record (a full disk), told by ProfileStatus instead of
+	 * the row's stale state until a restart fails them (store_runs_abandon); the latest. */
+	struct {
+		int64_t run;
+		char message[512];
+	} unrecorded[UNRECORDED_MAX];
+	unsigned n_unrecorded;
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -567,8 +575,13 @@ static void job_ended(struct job *j, struct job_write *jw, int r, const struct p
 {
 	struct profiler *pf = j->pf;
 
-	if (r < 0)
+	if (r < 0) {
 		log_error("Profile job %" PRId64 ": recording the end failed: %s", j->run, err->msg);
+		unsigned i = pf->n_unrecorded++ % UNRECORDED_MAX;
+		pf->unrecorded[i].run = j->run;
+		snprintf(pf->unrecorded[i].message, sizeof pf->unrecorded[i].message,
+			 "%s; the store could not record this end: %s", jw->msg, err->msg);
+	}
 	if (jw->ok)
 		log_info("Profile job %" PRId64 " (model \"%s\") done: %s", j->run, j->model, jw->msg);
 	else
@@ -1137,6 +1150,20 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 
 	if (store_run_get(pf->store, run, &p, &err) < 0)
 		return reply_error_from(id, &err);
+	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_unrecorded; i++)
+		if (pf->unrecorded[i].run == run) {
+			char *state = strdup("failed"), *msg = strdup(pf->unrecorded[i].message);
+			if (!state || !msg) {
+				free(state);
+				free(msg);
+				pim__profile_reply__free_unpacked(p, NULL);
+				return NULL;
+			}
+			free(p->state);
+			free(p->message);
+			p->state = state;
+			p->message = msg;
+		}
 	/* the live position of a queued or running job, between progress writes: its repetitions,
 	 * its timeout and how much of it the worker has used (pimctl's progress line) */
 	for (struct job *j = pf->jobs; j; j = j->next)

@@ -104,6 +104,7 @@ struct work {
 	struct frame_job *frame;
 	int write_r;               /* job.write's outcome, with the group's */
 	struct pim_error write_err;
+	unsigned busy_timeout_ms;  /* job.write waits this long for the write lock */
 };
 
 /* Changes written together by the writer thread (group commit), at most. */
@@ -555,6 +556,7 @@ static void frame_job_free(struct server *s, struct frame_job *j)
 static void write_change_run(struct worker_thread *t, struct work *w)
 {
 	w->write_err = (struct pim_error){ 0 };
+	store_set_busy_timeout(t->store, w->busy_timeout_ms); /* (a reload may have changed it) */
 	w->write_r = w->job.write.write(t->store, w->job.write.data, &w->write_err);
 }
 
@@ -805,6 +807,7 @@ static int work_queue(struct server *s, struct conn *c, struct worker_thread *t,
 		return r;
 	}
 	w->conn = c;
+	w->busy_timeout_ms = s->busy_timeout_ms;
 	if (c)
 		c->deferred = w;
 	pthread_mutex_lock(&t->mu);

@@ -509,6 +509,30 @@ if mount -t tmpfs -o size=4m,mode=0755 pimd-e2e-full "$F" 2>/dev/null; then
 	check "the store on the full file system is intact" \
 		sh -c "[ \"\$(sqlite3 '$F/state/pimd.db' 'PRAGMA integrity_check')\" = ok ]"
 	umount "$F"
+	# the file system fills while a profiling job stores samples: the job fails and says why,
+	# also when the store cannot record its end
+	mount -t tmpfs -o size=12m,mode=0755 pimd-e2e-full "$F"
+	"$PIMD" --foreground --socket "$T/full.sock" --state-dir "$F/state" --config "$T/root.conf" 2>"$T/log" &
+	PID=$!
+	wait_ready "$T/full.sock"
+	"$PIMCTL" --socket "$T/full.sock" model load "$MJ/stream_read.json" >/dev/null
+	JOB=$("$PIMCTL" --socket "$T/full.sock" profile stream-read --library "$M/stream_read.so" --reps 2000 \
+		--no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
+	i=0
+	while [ $i -lt 200 ] && [ "$(sqlite3 "$F/state/pimd.db" "SELECT samples > 0 FROM profile_runs WHERE id = ${JOB:-0}")" != 1 ]; do
+		sleep 0.1; i=$((i + 1))
+	done
+	sqlite3 "$F/state/pimd.db" 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	dd if=/dev/zero of="$F/filler" bs=4k 2>/dev/null
+	i=0
+	while [ $i -lt 600 ] && "$PIMCTL" --socket "$T/full.sock" profile --status "${JOB:-0}" 2>&1 | grep -q "running\|queued"; do
+		sleep 0.1; i=$((i + 1))
+	done
+	expect_rc 1 "failed .*the store failed: .*database or disk is full" \
+		"a job whose samples no longer fit fails, saying the disk is full" \
+		"$PIMCTL" --socket "$T/full.sock" profile --status "${JOB:-0}"
+	kill -TERM "$PID"; wait_exit "$PID"; PID=
+	umount "$F"
 else
 	echo "skip a full file system: mounting a tmpfs needs root (CAP_SYS_ADMIN)"
 fi
