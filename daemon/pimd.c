@@ -521,6 +521,7 @@ static int start(struct pimd *d)
 
 /* Blocks from this size on are mapped on their own (glibc's initial threshold, kept fixed). */
 #define PIMD_MMAP_THRESHOLD (128 * 1024)
+#define PIMD_TRIM_THRESHOLD (16 * 1024 * 1024)
 
 int main(int argc, char **argv)
 {
@@ -535,6 +536,11 @@ int main(int argc, char **argv)
 	 * block and keep the next ones in the heap, so that pimd stays as large as its largest job
 	 * (the heap's small blocks are returned by malloc_trim after each large job, server.c). */
 	mallopt(M_MMAP_THRESHOLD, PIMD_MMAP_THRESHOLD);
+	/* Fixing the mmap threshold leaves glibc's trim threshold at 128 KiB: every free() above it
+	 * would hand the top of a thread's heap back with madvise, and SQLite frees a page cache of
+	 * that size each time a statement's ephemeral table closes (storing a region's metrics does
+	 * twice), so deriving the metrics of a million regions spent most of its time in madvise. */
+	mallopt(M_TRIM_THRESHOLD, PIMD_TRIM_THRESHOLD);
 	if ((r = parse_args(&d, argc, argv, &check_only)) >= 0)
 		return r;
 	/* Relative paths on the command line are taken from here, as the user means them (pimd

@@ -37,6 +37,8 @@ enum stmt_id {
 	ST_REGION_SELECT,
 	ST_OPERAND_SELECT,
 	ST_REGION_SELECT_BY_ID,
+	ST_SAMPLES_DELETE_SOME,
+	ST_SAMPLES_MORE_THAN,
 	ST_OPERAND_SELECT_BY_ID,
 	ST_PLATFORM_FIND,
 	ST_PLATFORM_INSERT,
@@ -85,6 +87,11 @@ static const char *const stmt_sql[ST__MAX] = {
 				   "(SELECT region_id FROM regions WHERE model_id = ?1 LIMIT ?2)",
 	[ST_ALLOCS_DELETE_SOME] = "DELETE FROM allocations WHERE model_id = ?1 AND alloc_id IN "
 				  "(SELECT alloc_id FROM allocations WHERE model_id = ?1 LIMIT ?2)",
+	[ST_SAMPLES_DELETE_SOME] = "DELETE FROM samples WHERE (run_id, region_id, grp, rep) IN "
+				   "(SELECT s.run_id, s.region_id, s.grp, s.rep FROM samples s JOIN profile_runs r "
+				   "ON r.id = s.run_id WHERE r.model_id = ?1 LIMIT ?2)",
+	[ST_SAMPLES_MORE_THAN] = "SELECT 1 FROM samples s JOIN profile_runs r ON r.id = s.run_id "
+				 "WHERE r.model_id = ?1 LIMIT 1 OFFSET ?2",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations (model_id, alloc_id, bytes, kind, name) "
 			    "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_REGION_INSERT] = "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, "
@@ -731,11 +738,29 @@ static int part_commit(struct store *s, int r, struct pim_error *err)
 	return r;
 }
 
-/* Deletes the rows of a staged model, STORE_PART_ROWS regions (with their operands and metrics),
- * then as many allocations, per transaction, then its row. */
+/* 1 when the profile runs of model id hold more than n samples, 0 when not, or -errno. */
+static int samples_more_than(struct store *s, int64_t id, unsigned n, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_SAMPLES_MORE_THAN);
+	int r;
+
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, n);
+	r = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (r == SQLITE_ROW)
+		return 1;
+	return r == SQLITE_DONE ? 0 : db_err(s, err, "counting a model's samples");
+}
+
+/* Deletes the rows of a staged model, STORE_PART_ROWS samples of its profile runs, then as many
+ * regions (with their operands and metrics), then allocations, per transaction, then its row
+ * (and its runs with it).  Left to the model's row, the samples of an in-situ run (up to
+ * 4,000,000) would all go in its one transaction, holding every other writer that long. */
 static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err)
 {
-	static const enum stmt_id some[] = { ST_REGIONS_DELETE_SOME, ST_ALLOCS_DELETE_SOME };
+	static const enum stmt_id some[] = { ST_SAMPLES_DELETE_SOME, ST_REGIONS_DELETE_SOME,
+					     ST_ALLOCS_DELETE_SOME };
 	int r;
 
 	for (size_t k = 0; k < ELEMENTSOF(some); k++)
@@ -1230,9 +1255,12 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 	}
 	if ((r = store_model_regions(s, name, &regions, err)) < 0)
 		goto fail;
-	/* A large model is staged (no longer found) here, and its rows deleted in parts after
-	 * (not in a group, whose changes are savepoints of one transaction). */
-	bool parts = regions > STORE_PART_ROWS && !s->grouped;
+	/* A large model, or one with many samples, is staged (no longer found) here, and its rows
+	 * deleted in parts after (not in a group, whose changes are savepoints of one transaction). */
+	bool parts = false;
+	if (!s->grouped && (r = regions > STORE_PART_ROWS ? 1 : samples_more_than(s, id, STORE_PART_ROWS, err)) < 0)
+		goto fail;
+	parts = r > 0;
 	sqlite3_stmt *st = stmt_get(s, parts ? ST_MODEL_STAGE : ST_MODEL_DELETE);
 	sqlite3_bind_int64(st, 1, id);
 	if ((r = step_done(s, st, "removing the model", err)) < 0)

@@ -23,8 +23,9 @@
  *   e2e-tool calibrate-p99 SOCKET N POINTS MS  status round trips keep p99 < MS ms while a
  *                                 calibration of N labelled regions x POINTS thetas runs.
  *   e2e-tool load-p99 SOCKET PID N MS MIB  the same while a manifest of N regions is loaded,
- *                                 replaced, shown, placed, calibrated and removed (each answered
- *                                 on pimd's work thread), another client's small loads wait
+ *                                 replaced, shown, sampled in situ (one sample a region, every
+ *                                 region's metrics derived), placed, calibrated and removed (each
+ *                                 off pimd's event loop), another client's small loads wait
  *                                 < 2 s meanwhile, and pimd's peak RSS in each step stays under
  *                                 MIB MiB (PID 0: not measured; MIB 0: not checked).
  *   e2e-tool write-wait SOCKET DB MS P99  status keeps p99 < P99 ms while a model load waits MS ms
@@ -1305,6 +1306,60 @@ static int cmd_calibrate_p99(const char *path, size_t n, size_t points, double p
 }
 
 /*
+ * In-situ sampling of every region of the compact model of n regions, in batches of the
+ * largest size (65536), one sample each, the last batch final (pimd derives the metrics of all
+ * n regions), on a connection of its own; then a byte on `done`.
+ */
+struct insitu_all {
+	const char *path;
+	size_t n;
+	int done;
+	pthread_t thread;
+	unsigned regions_done;
+};
+
+static void *insitu_all_main(void *data)
+{
+	struct insitu_all *ia = data;
+	enum { BATCH = 65536 };
+	Pim__RegionSample *smp = calloc(BATCH, sizeof *smp);
+	Pim__RegionSample **sp = calloc(BATCH, sizeof *sp);
+	int fd = slow_connect(ia->path, 600);
+	CHECK(smp && sp, "oom");
+	for (size_t at = 0; at < ia->n; at += BATCH) {
+		size_t k = ia->n - at < BATCH ? ia->n - at : BATCH;
+		for (size_t i = 0; i < k; i++) {
+			pim__region_sample__init(&smp[i]);
+			smp[i].region_id = (uint32_t)(at + i);
+			smp[i].time_ns = 1000 + 10 * ((at + i) % 100);
+			sp[i] = &smp[i];
+		}
+		Pim__Request req = PIM__REQUEST__INIT;
+		Pim__SampleBatch sb = PIM__SAMPLE_BATCH__INIT;
+		sb.model = "compact";
+		sb.samples = sp;
+		sb.n_samples = k;
+		sb.final = at + k == ia->n;
+		req.id = 100 + at / BATCH;
+		req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
+		req.sample_batch = &sb;
+		send_request(fd, &req);
+		Pim__Response *r = recv_response(fd);
+		CHECK(r->body_case == PIM__RESPONSE__BODY_SAMPLE_BATCH && r->sample_batch->accepted == k,
+		      "in-situ batch at region %zu: %s", at,
+		      r->body_case == PIM__RESPONSE__BODY_ERROR ? r->error->message : "not all accepted");
+		if (sb.final)
+			ia->regions_done = r->sample_batch->regions_done;
+		pim__response__free_unpacked(r, NULL);
+	}
+	close(fd);
+	free(smp);
+	free(sp);
+	CHECK(write(ia->done, "", 1) == 1, "write");
+	return NULL;
+}
+
+/*
  * While a compact manifest of n regions is loaded, loaded again (replacing it), shown, placed
  * (the summary), calibrated and removed on one connection, another asks for status in a loop:
  * each step keeps the status p99 under p99_ms, a third client's small loads during the writes
@@ -1319,8 +1374,8 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 {
 	/* the sixth: small loads of another client wait for one part of the large write at most;
 	 * they are written on the event loop, which status waits for meanwhile (p99 not held) */
-	static const char *const names[] = { "load", "replace", "show", "placement", "calibrate",
-					     "replace again", "remove" };
+	static const char *const names[] = { "load", "replace", "show", "in-situ sampling", "placement",
+					     "calibrate", "replace again", "remove" };
 	size_t len;
 	uint8_t *buf = compact_request(n, &len);
 	char *csv = labels_csv(n);
@@ -1341,7 +1396,7 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 		Pim__ModelRemove rm = PIM__MODEL_REMOVE__INIT;
 		static const Pim__Response__BodyCase want[] = {
 			PIM__RESPONSE__BODY_MODEL_LOAD, PIM__RESPONSE__BODY_MODEL_LOAD,
-			PIM__RESPONSE__BODY_MODEL_SHOW, PIM__RESPONSE__BODY_PLACEMENT,
+			PIM__RESPONSE__BODY_MODEL_SHOW, PIM__RESPONSE__BODY_SAMPLE_BATCH, PIM__RESPONSE__BODY_PLACEMENT,
 			PIM__RESPONSE__BODY_CALIBRATE, PIM__RESPONSE__BODY_MODEL_LOAD,
 			PIM__RESPONSE__BODY_MODEL_REMOVE };
 		long before = pid > 0 ? proc_status_kb(pid, "VmRSS") / 1024 : 0;
@@ -1349,23 +1404,30 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 			reset_hwm(pid);
 		double t0 = mono_s(), *lat;
 		req.id = 20 + (uint64_t)step;
-		bool writes = step == 5, load = step < 2 || writes;
+		bool writes = step == 6, load = step < 2 || writes, sampling = step == 3;
+		struct insitu_all ia = { .path = path, .n = n };
+		int pipefd[2] = { -1, -1 };
 		switch (step) {
-		case 0: case 1: case 5:
+		case 0: case 1: case 6:
 			frame_send(fd, buf, (uint32_t)len);
+			break;
+		case 3:
+			CHECK(pipe(pipefd) == 0, "pipe");
+			ia.done = pipefd[1];
+			CHECK(pthread_create(&ia.thread, NULL, insitu_all_main, &ia) == 0, "pthread_create");
 			break;
 		case 2:
 			sh.name = "compact";
 			req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
 			req.model_show = &sh;
 			break;
-		case 3:
+		case 4:
 			pl.model = "compact";
 			pl.summary_only = true;
 			req.body_case = PIM__REQUEST__BODY_PLACEMENT;
 			req.placement = &pl;
 			break;
-		case 4:
+		case 5:
 			cal.model = "compact";
 			cal.labels_csv = csv;
 			cal.theta_lo = 1e9;
@@ -1379,19 +1441,24 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 			req.body_case = PIM__REQUEST__BODY_MODEL_REMOVE;
 			req.model_remove = &rm;
 		}
-		if (!load)
+		if (!load && !sampling)
 			send_request(fd, &req);
 		/* the writes of the large model go in parts: small writes wait for one part */
 		struct writer w = { .path = path };
 		if (writes)
 			CHECK(pthread_create(&w.thread, NULL, writer_main, &w) == 0, "pthread_create");
-		size_t nlat = status_until_answer(c, fd, &lat);
+		size_t nlat = status_until_answer(c, sampling ? pipefd[0] : fd, &lat);
 		if (writes) {
 			w.stop = 1;
 			pthread_join(w.thread, NULL);
 		}
 		if (load) {
 			compact_loaded(fd, n, len);
+		} else if (sampling) {
+			pthread_join(ia.thread, NULL);
+			close(pipefd[0]);
+			close(pipefd[1]);
+			CHECK(ia.regions_done == n, "in-situ sampling: metrics of %u regions, not %zu", ia.regions_done, n);
 		} else {
 			Pim__Response *r = recv_response(fd);
 			CHECK(r->body_case == want[step], "%s: %s", names[step],
@@ -1401,6 +1468,9 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 				      "show: %zu regions, not %zu", r->model_show->manifest
 				      ? r->model_show->manifest->n_regions : 0, n);
 			if (step == 4)
+				CHECK(r->placement->regions_with_metrics == n, "placement: %u regions with metrics, "
+				      "not %zu", r->placement->regions_with_metrics, n);
+			if (step == 5)
 				CHECK(r->calibrate->labelled == n, "calibrate: %u labelled, not %zu",
 				      r->calibrate->labelled, n);
 			pim__response__free_unpacked(r, NULL);
@@ -1423,7 +1493,7 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 			worst = peak > worst ? peak : worst;
 		}
 		/* status counts what the work thread's connection changed (and the small model) */
-		unsigned want_models = models + (step >= 5) + (step < 6);
+		unsigned want_models = models + (step >= 6) + (step < 7);
 		CHECK(pim_status(c, &st) == 0 && st.models == want_models, "status counts %u models after "
 		      "the %s, not %u", st.models, names[step], want_models);
 	}

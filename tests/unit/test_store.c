@@ -763,6 +763,51 @@ START_TEST(acknowledged_writes_are_synced)
 }
 END_TEST
 
+/* A model whose profile runs hold more samples than one part is removed in parts, its samples
+ * first (an in-situ run may hold 4,000,000): more commits than a model with few samples takes,
+ * and nothing of it left.  The metrics' foreign keys have indexes of their own (sql/0007). */
+START_TEST(many_samples_removed_in_parts)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	struct store_platform pf = { .name = "p", .cpu_model = "p", .pmu = "none", .kernel = "" };
+	int64_t pid, mid, run;
+	unsigned few_syncs, many_syncs;
+	size_t n = STORE_PART_ROWS + 5;
+	struct store_sample *v = calloc(n, sizeof *v);
+
+	ck_assert_ptr_nonnull(v);
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct store_sample){ .region = 10, .rep = (uint32_t)i, .executions = 1, .time_ns = 5 };
+	counting_vfs_install();
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	for (int k = 0; k < 2; k++) {
+		Pim__Manifest *m = manifest("sampled", 2);
+		size_t count = k ? n : 10;
+		ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+		ck_assert_int_eq(store_model_id(s, "sampled", &mid, &err), 0);
+		ck_assert_int_eq(store_run_create(s, mid, pid, 0, 0, 0, 2, &run, &err), 0);
+		ck_assert_int_eq(store_samples_put(s, run, v, count, &err), 0);
+		ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), (int)count);
+		syncs = 0;
+		ck_assert_msg(store_model_remove(s, "sampled", 0, &err) == 0, "%s", err.msg);
+		*(k ? &many_syncs : &few_syncs) = syncs;
+		ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), 0);
+		ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
+		ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 0);
+		pim__manifest__free_unpacked(m, NULL);
+	}
+	/* staged, two parts of samples and one more that finds none, regions, allocations, the row */
+	ck_assert_uint_ge(many_syncs, few_syncs + 4);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+				 "('metrics_by_region', 'metrics_by_run')"), 2);
+	store_close(s);
+	free(v);
+}
+END_TEST
+
 /* A commit whose fsync reports success while the file system fails under it is not
  * acknowledged: the store asks the file system again after the commit, and that fails. */
 START_TEST(commit_during_a_file_system_failure_is_not_acknowledged)
@@ -1020,6 +1065,7 @@ int main(void)
 	tcase_add_test(tc, model_versions_and_a_second_connection);
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
+	tcase_add_test(tc, many_samples_removed_in_parts);
 	tcase_add_test(tc, commit_during_a_file_system_failure_is_not_acknowledged);
 	tcase_add_test(tc, group_of_changes_commits_once);
 	tcase_add_test(tc, changes_handed_to_a_writer);
