@@ -103,6 +103,7 @@ struct job_write {
 	bool update;
 	struct store_run_update u;
 	bool final;
+	uint32_t derive_from;      /* final: the region the next part of the metrics starts at */
 	struct worker_status st;   /* final, of a profiling job: how its worker ended */
 	bool ok;                   /* final: the run is done, not failed */
 	unsigned stored;           /* final: regions with metrics */
@@ -210,7 +211,15 @@ static int job_write_run(struct store *s, void *data, struct pim_error *err)
 			return r;
 		snprintf(failure, sizeof failure, "%s", err->msg); /* the run still ends, failed */
 	}
-	return jw->final ? job_end_run(s, jw, failure, err) : 0;
+	if (!jw->final)
+		return 0;
+	r = job_end_run(s, jw, failure, err);
+	if (r == STORE_WRITE_AGAIN) {
+		/* written with this part: not again with the next */
+		jw->open = jw->update = false;
+		jw->n = 0;
+	}
+	return r;
 }
 
 static void job_write_done(void *data, int r, const struct pim_error *err);
@@ -422,9 +431,15 @@ struct derive {
 	int32_t region;
 	struct metrics_region acc;
 	unsigned stored;
+	unsigned part, in_part; /* regions per part (0: all at once), and derived in this one */
+	uint32_t next;          /* where the next part starts */
 	int error;
 	struct pim_error err;
 };
+
+/* Regions whose metrics are derived in one change on the writer thread: the writes handed to it
+ * meanwhile (another client's model) wait for one part, not for a million regions. */
+#define DERIVE_PART STORE_PART_ROWS
 
 static void derive_flush(struct derive *d)
 {
@@ -476,6 +491,10 @@ static int derive_sample(void *ctx, const struct store_sample *s)
 
 	if ((int32_t)s->region != d->region) {
 		derive_flush(d);
+		if (d->region >= 0 && d->part && ++d->in_part == d->part) {
+			d->next = s->region; /* this part is done: the next starts here */
+			return STORE_WRITE_AGAIN;
+		}
 		d->region = (int32_t)s->region;
 	}
 	if (s->group == 0 && metrics_add_time(&d->acc, s->time_ns, s->executions) < 0)
@@ -491,16 +510,17 @@ static int derive_sample(void *ctx, const struct store_sample *s)
 	return 0;
 }
 
-/* Metrics of every region of j's run from its stored samples; d->stored counts them; on failure
- * d->err says why. */
-static int derive_run(struct derive *d)
+/* Metrics of the regions of j's run from region `from` on, from its stored samples, d->part of
+ * them (0: all); d->stored counts them; STORE_WRITE_AGAIN when regions remain (from d->next
+ * on); on failure d->err says why. */
+static int derive_run(struct derive *d, uint32_t from)
 {
-	int r = store_samples_each(d->store, d->run, derive_sample, d, &d->err);
+	int r = store_samples_each(d->store, d->run, from, derive_sample, d, &d->err);
 
-	if (r >= 0)
+	if (r == 0)
 		derive_flush(d);
 	metrics_region_free(&d->acc);
-	return r < 0 ? r : d->error;
+	return r < 0 ? r : d->error < 0 ? d->error : r;
 }
 
 /* On the writer thread: the end of jw's run (its samples stored, or failure says why not):
@@ -513,12 +533,22 @@ static int job_end_run(struct store *s, struct job_write *jw, const char *failur
 	size_t len = sizeof jw->msg;
 	/* cut short at profile_max_samples: done, with the samples stored before the cut */
 	bool ok = j->insitu || (st->end == WORKER_END_OK && j->done) || (j->cut && j->samples_seen > 0);
-	struct derive d = { .j = j, .run = jw->run, .store = s, .region = -1 };
+	/* in parts within a group (each part committed with it); alone, at once */
+	struct derive d = { .j = j, .run = jw->run, .store = s, .region = -1, .stored = jw->stored,
+			    .part = store_in_group(s) ? DERIVE_PART : 0 };
+	int r;
 
 	if (j->store_failed)
 		failure = j->store_error;
-	else if (!failure[0] && ok && derive_run(&d) < 0)
-		failure = d.err.msg;
+	else if (!failure[0] && ok && (r = derive_run(&d, d.part ? jw->derive_from : 0)) != 0) {
+		if (r < 0) {
+			failure = d.err.msg;
+		} else {
+			jw->derive_from = d.next;
+			jw->stored = d.stored;
+			return STORE_WRITE_AGAIN;
+		}
+	}
 	if (failure[0])
 		snprintf(msg, len, "the store failed: %s", failure);
 	else if (j->insitu)

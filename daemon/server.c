@@ -650,8 +650,15 @@ static void *work_main(void *data)
 		pthread_mutex_lock(&t->mu);
 		while (w) {
 			struct work *next = w->next;
-			w->next = t->done;
-			t->done = w;
+			if (!w->frame && t->group && w->write_r == STORE_WRITE_AGAIN) {
+				/* a part of a long change is on disk: the rest after what came meanwhile */
+				w->next = NULL;
+				*t->queued_tail = w;
+				t->queued_tail = &w->next;
+			} else {
+				w->next = t->done;
+				t->done = w;
+			}
 			w = next;
 		}
 		if (write(t->ev.fd, &one, sizeof one) < 0) {

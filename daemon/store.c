@@ -156,7 +156,7 @@ static const char *const stmt_sql[ST__MAX] = {
 			    "'pimd stopped before the job finished; run it again' "
 			    "WHERE state IN ('queued', 'running')",
 	[ST_SAMPLES_SELECT] = "SELECT region_id, grp, rep, executions, time_ns, time_enabled, time_running, "
-			      "n_values, values_blob FROM samples WHERE run_id = ?1 "
+			      "n_values, values_blob FROM samples WHERE run_id = ?1 AND region_id >= ?2 "
 			      "ORDER BY region_id, grp, rep",
 };
 
@@ -1337,6 +1337,11 @@ int store_group_commit(struct store *s, bool *committed, struct pim_error *err)
 	return sync_verify(s, err);
 }
 
+bool store_in_group(const struct store *s)
+{
+	return s->grouped;
+}
+
 int store_write_via(const struct store_writer *wr, struct store *s, const struct store_write *w)
 {
 	int r = wr && wr->submit ? wr->submit(wr->owner, w) : -ESHUTDOWN;
@@ -1344,7 +1349,7 @@ int store_write_via(const struct store_writer *wr, struct store *s, const struct
 	if (r != -ESHUTDOWN)
 		return r;
 	struct pim_error err = { 0 };
-	r = w->write(s, w->data, &err);
+	r = w->write(s, w->data, &err); /* alone: written whole, never STORE_WRITE_AGAIN */
 	w->done(w->data, r, &err);
 	return 0;
 }
@@ -1945,7 +1950,7 @@ int store_runs_abandon(struct store *s, struct pim_error *err)
 	return sqlite3_changes(s->db);
 }
 
-int store_samples_each(struct store *s, int64_t run_id,
+int store_samples_each(struct store *s, int64_t run_id, uint32_t from_region,
 		       int (*fn)(void *ctx, const struct store_sample *sample), void *ctx,
 		       struct pim_error *err)
 {
@@ -1953,6 +1958,7 @@ int store_samples_each(struct store *s, int64_t run_id,
 	int r;
 
 	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_int64(st, 2, from_region);
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
 		uint64_t values[16] = { 0 };
 		struct store_sample x = {
@@ -1982,6 +1988,10 @@ int store_samples_each(struct store *s, int64_t run_id,
 			sqlite3_reset(st);
 			return err_set(err, k, "processing samples of run %lld: %s", (long long)run_id,
 				       strerror(-k));
+		}
+		if (k > 0) {
+			sqlite3_reset(st);
+			return k;
 		}
 	}
 	sqlite3_reset(st);

@@ -154,6 +154,15 @@ struct store_write {
 	void (*done)(void *data, int r, const struct pim_error *err);
 	void *data;
 };
+/*
+ * What write() returns when it wrote a part of a long change (the metrics of a large run): the
+ * part is committed with its group, and write() is called again after the changes handed over
+ * meanwhile, until it returns something else; done() comes once, after the last part.  In a
+ * group only (store_in_group): alone, a change is written whole.
+ */
+#define STORE_WRITE_AGAIN 1
+/* True while s makes a group of changes (store_group_begin .. store_group_commit). */
+bool store_in_group(const struct store *s);
 /* Who takes store_writes: submit() queues w and returns 0, or refuses it (negative errno, and
  * neither of w's functions is called); -ESHUTDOWN: it writes no more. */
 struct store_writer {
@@ -265,9 +274,10 @@ int store_run_update(struct store *s, int64_t run_id, const struct store_run_upd
 int store_samples_put(struct store *s, int64_t run_id, const struct store_sample *v, size_t n,
 		      struct pim_error *err);
 
-/* Calls fn for every sample of a run, ordered by region, group and repetition (values point
- * into a buffer valid during the call); stops at fn's first negative return. */
-int store_samples_each(struct store *s, int64_t run_id,
+/* Calls fn for every sample of a run from region from_region on, ordered by region, group and
+ * repetition (values point into a buffer valid during the call); stops at fn's first non-zero
+ * return: a negative one is an error, a positive one is returned as it is. */
+int store_samples_each(struct store *s, int64_t run_id, uint32_t from_region,
 		       int (*fn)(void *ctx, const struct store_sample *sample), void *ctx,
 		       struct pim_error *err);
 

@@ -80,8 +80,8 @@ took_s() { sed -n 's/.* took \([0-9.]*\) s;.*/\1/p' "$1" | awk '{ t += $1 } END 
 
 # 3. A valid manifest at the documented limit: 1000000 regions (26 MB with max_frame_bytes 32M),
 #    loaded, replaced, shown, sampled in situ (16 batches of 65536 samples, then the metrics of
-#    every region derived), placed, calibrated, replaced again while another client loads small
-#    models, and removed: each is decoded and answered on the work thread or written by the
+#    every region derived, in parts) while another client loads small models, placed,
+#    calibrated, replaced again while another client loads small models, and removed: each is decoded and answered on the work thread or written by the
 #    writer thread, and large writes go in parts, so status keeps p99 < 10 ms, the small loads
 #    wait for one part (< 2 s) and the watchdog keeps pinging; pimd's peak RSS is measured in
 #    each step (VmHWM reset before it).

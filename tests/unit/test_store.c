@@ -763,6 +763,61 @@ START_TEST(acknowledged_writes_are_synced)
 }
 END_TEST
 
+struct seen_samples {
+	unsigned n, stop_at;
+	uint32_t first, last;
+};
+
+static int see_sample(void *ctx, const struct store_sample *x)
+{
+	struct seen_samples *ss = ctx;
+	if (ss->n == 0)
+		ss->first = x->region;
+	ss->last = x->region;
+	return ++ss->n == ss->stop_at ? 7 : 0;
+}
+
+/* A run's samples from a region on, and a walk a callback stops without an error (the metrics
+ * of a large run are derived in parts). */
+START_TEST(samples_from_a_region_on)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	struct store_platform pf = { .name = "p", .cpu_model = "p", .pmu = "none", .kernel = "" };
+	int64_t pid, mid, run;
+	Pim__Manifest *m = manifest("parts", 3);
+	struct store_sample v[6];
+
+	for (unsigned i = 0; i < 6; i++)
+		v[i] = (struct store_sample){ .region = 10 + i / 2, .rep = i % 2, .executions = 1, .time_ns = 5 };
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "parts", &mid, &err), 0);
+	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 0, 0, 3, &run, &err), 0);
+	ck_assert_int_eq(store_samples_put(s, run, v, 6, &err), 0);
+	struct seen_samples all = { 0 }, from = { 0 }, stopped = { .stop_at = 3 };
+	ck_assert_int_eq(store_samples_each(s, run, 0, see_sample, &all, &err), 0);
+	ck_assert_uint_eq(all.n, 6);
+	ck_assert_int_eq(store_samples_each(s, run, 11, see_sample, &from, &err), 0);
+	ck_assert_uint_eq(from.n, 4);
+	ck_assert_uint_eq(from.first, 11);
+	ck_assert_uint_eq(from.last, 12);
+	ck_assert_int_eq(store_samples_each(s, run, 0, see_sample, &stopped, &err), 7);
+	ck_assert_uint_eq(stopped.n, 3);
+	ck_assert_uint_eq(stopped.last, 11);
+	ck_assert(!store_in_group(s));
+	ck_assert_int_eq(store_group_begin(s, &err), 0);
+	ck_assert(store_in_group(s));
+	bool committed;
+	ck_assert_int_eq(store_group_commit(s, &committed, &err), 0);
+	ck_assert(!store_in_group(s));
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 /* A model whose profile runs hold more samples than one part is removed in parts, its samples
  * first (an in-situ run may hold 4,000,000): more commits than a model with few samples takes,
  * and nothing of it left.  The metrics' foreign keys have indexes of their own (sql/0007). */
@@ -1066,6 +1121,7 @@ int main(void)
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
 	tcase_add_test(tc, many_samples_removed_in_parts);
+	tcase_add_test(tc, samples_from_a_region_on);
 	tcase_add_test(tc, commit_during_a_file_system_failure_is_not_acknowledged);
 	tcase_add_test(tc, group_of_changes_commits_once);
 	tcase_add_test(tc, changes_handed_to_a_writer);
