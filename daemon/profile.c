@@ -103,7 +103,12 @@ struct job_write {
 	bool update;
 	struct store_run_update u;
 	bool final;
-	uint32_t derive_from;      /* final: the region the next part of the metrics starts at */
+	/* final, in parts: where the metrics go on and how many are stored, as of the parts on
+	 * disk (derive_from, stored) and as of the part being written (the _next ones); whether
+	 * the samples, run and update above are on disk already (head_done) */
+	uint32_t derive_from, derive_next;
+	unsigned stored_next;
+	bool head_done;
 	struct worker_status st;   /* final, of a profiling job: how its worker ended */
 	bool ok;                   /* final: the run is done, not failed */
 	unsigned stored;           /* final: regions with metrics */
@@ -201,6 +206,8 @@ static int job_write_run(struct store *s, void *data, struct pim_error *err)
 	char failure[256] = "";
 	int r;
 
+	if (jw->head_done)
+		return job_end_run(s, jw, failure, err); /* a further part of the metrics */
 	if (jw->open && (r = store_run_create(s, j->model_id, j->pf->platform->row, j->uid, j->warmups,
 					       j->reps, jw->regions_total, &jw->run, err)) < 0)
 		return r;
@@ -211,15 +218,20 @@ static int job_write_run(struct store *s, void *data, struct pim_error *err)
 			return r;
 		snprintf(failure, sizeof failure, "%s", err->msg); /* the run still ends, failed */
 	}
-	if (!jw->final)
-		return 0;
-	r = job_end_run(s, jw, failure, err);
-	if (r == STORE_WRITE_AGAIN) {
-		/* written with this part: not again with the next */
-		jw->open = jw->update = false;
-		jw->n = 0;
-	}
-	return r;
+	return jw->final ? job_end_run(s, jw, failure, err) : 0;
+}
+
+/* On the writer thread: a part of jw's metrics is on disk (with the head, the first time). */
+static void job_write_part_done(struct job_write *jw)
+{
+	jw->head_done = true;
+	jw->derive_from = jw->derive_next;
+	jw->stored = jw->stored_next;
+}
+
+static void job_part_done(void *data)
+{
+	job_write_part_done(data);
 }
 
 static void job_write_done(void *data, int r, const struct pim_error *err);
@@ -234,7 +246,7 @@ static void job_submit(struct job *j, struct job_write *jw)
 	jw->run = j->run;
 	j->writes++;
 	int r = store_write_via(&j->pf->writer, j->pf->store,
-				&(struct store_write){ job_write_run, job_write_done, jw });
+				&(struct store_write){ job_write_run, job_write_done, jw, job_part_done });
 	if (r < 0) {
 		err_set(&err, r, "cannot hand the job's samples to pimd's writer thread: %s", strerror(-r));
 		job_write_done(jw, r, &err);
@@ -533,19 +545,20 @@ static int job_end_run(struct store *s, struct job_write *jw, const char *failur
 	size_t len = sizeof jw->msg;
 	/* cut short at profile_max_samples: done, with the samples stored before the cut */
 	bool ok = j->insitu || (st->end == WORKER_END_OK && j->done) || (j->cut && j->samples_seen > 0);
-	/* in parts within a group (each part committed with it); alone, at once */
+	/* in parts within a group (each part committed with it, job_write_part_done); alone (a
+	 * failed group's retry), the rest at once from the last part on disk */
 	struct derive d = { .j = j, .run = jw->run, .store = s, .region = -1, .stored = jw->stored,
 			    .part = store_in_group(s) ? DERIVE_PART : 0 };
 	int r;
 
 	if (j->store_failed)
 		failure = j->store_error;
-	else if (!failure[0] && ok && (r = derive_run(&d, d.part ? jw->derive_from : 0)) != 0) {
+	else if (!failure[0] && ok && (r = derive_run(&d, jw->derive_from)) != 0) {
 		if (r < 0) {
 			failure = d.err.msg;
 		} else {
-			jw->derive_from = d.next;
-			jw->stored = d.stored;
+			jw->derive_next = d.next;
+			jw->stored_next = d.stored;
 			return STORE_WRITE_AGAIN;
 		}
 	}
@@ -1366,7 +1379,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	*tail = j;
 	pf->n_queued++;
 	return reply_defer(defer, &(struct rpc_deferred){
-		.write = { profile_start_write, profile_start_done, ps }, .store = pf->store,
+		.write = { profile_start_write, profile_start_done, ps, NULL }, .store = pf->store,
 		.finish = profile_start_reply, .release = profile_start_release, .data = ps });
 }
 
@@ -1545,6 +1558,16 @@ static int insitu_end_write(struct store *s, void *data, struct pim_error *err)
 	return job_write_run(s, &((struct insitu *)data)->end, err);
 }
 
+static void insitu_batch_part_done(void *data)
+{
+	job_write_part_done(&((struct insitu_batch *)data)->jw);
+}
+
+static void insitu_end_part_done(void *data)
+{
+	job_write_part_done(&((struct insitu *)data)->end);
+}
+
 /* On the event loop: the end of an in-situ run whose connection closed is stored (or not). */
 static void insitu_ended(void *data, int r, const struct pim_error *err)
 {
@@ -1566,7 +1589,8 @@ static void insitu_end(struct profiler *pf, struct insitu *in)
 	}
 	in->j->samples_seen = in->seq;
 	in->end = (struct job_write){ .j = in->j, .run = in->j->run, .final = true };
-	int r = store_write_via(&pf->writer, pf->store, &(struct store_write){ insitu_end_write, insitu_ended, in });
+	int r = store_write_via(&pf->writer, pf->store,
+				&(struct store_write){ insitu_end_write, insitu_ended, in, insitu_end_part_done });
 	if (r < 0) {
 		struct pim_error err = { 0 };
 		err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
@@ -1754,6 +1778,6 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 	/* Answered once the samples are on disk, by the writer thread; the connection reads no
 	 * more requests meanwhile, so one batch of a run is with the writer at a time. */
 	return reply_defer(defer, &(struct rpc_deferred){
-		.write = { insitu_batch_write, insitu_batch_done, b }, .store = pf->store,
+		.write = { insitu_batch_write, insitu_batch_done, b, insitu_batch_part_done }, .store = pf->store,
 		.finish = insitu_batch_reply, .release = insitu_batch_release, .data = b });
 }

@@ -237,7 +237,7 @@ void reply_store_decision(struct rpc_context *ctx, int64_t model_id, const char 
 	snprintf(d->model, sizeof d->model, "%s", model);
 	memcpy(d->key, key, strlen(key) + 1);
 	ctx->decisions_waiting += len;
-	int r = store_write_via(&ctx->writer, ctx->store, &(struct store_write){ decision_write, decision_done, d });
+	int r = store_write_via(&ctx->writer, ctx->store, &(struct store_write){ decision_write, decision_done, d, NULL });
 	if (r < 0) {
 		struct pim_error err = { 0 };
 		err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));

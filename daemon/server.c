@@ -652,6 +652,8 @@ static void *work_main(void *data)
 			struct work *next = w->next;
 			if (!w->frame && t->group && w->write_r == STORE_WRITE_AGAIN) {
 				/* a part of a long change is on disk: the rest after what came meanwhile */
+				if (w->job.write.part_done)
+					w->job.write.part_done(w->job.write.data);
 				w->next = NULL;
 				*t->queued_tail = w;
 				t->queued_tail = &w->next;

@@ -153,12 +153,16 @@ struct store_write {
 	int (*write)(struct store *s, void *data, struct pim_error *err);
 	void (*done)(void *data, int r, const struct pim_error *err);
 	void *data;
+	/* a part (STORE_WRITE_AGAIN) is on disk: what write() did for it holds (writer thread) */
+	void (*part_done)(void *data);
 };
 /*
  * What write() returns when it wrote a part of a long change (the metrics of a large run): the
- * part is committed with its group, and write() is called again after the changes handed over
- * meanwhile, until it returns something else; done() comes once, after the last part.  In a
- * group only (store_in_group): alone, a change is written whole.
+ * part is committed with its group, part_done() is called once it is on disk, and write() is
+ * called again after the changes handed over meanwhile, until it returns something else; done()
+ * comes once, after the last part.  A part whose group fails is written again (alone) as if
+ * part_done() had not come for it: write() keeps what a part did apart until then.  In a group
+ * only (store_in_group): alone, a change is written whole.
  */
 #define STORE_WRITE_AGAIN 1
 /* True while s makes a group of changes (store_group_begin .. store_group_commit). */

@@ -991,7 +991,7 @@ START_TEST(changes_handed_to_a_writer)
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &c.platform_id, &err), 0);
 	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "w", &c.model_id, &err), 0);
-	struct store_write w = { change_write, change_done, &c };
+	struct store_write w = { change_write, change_done, &c, NULL };
 
 	/* no writer, or one that writes no more: written at once, done told */
 	ck_assert_int_eq(store_write_via(NULL, s, &w), 0);
