@@ -921,9 +921,7 @@ struct job_reader {
 	size_t n_allocations, n_regions; /* the model's, from its summary */
 	size_t allocations_seen, regions_seen, args_cap;
 	uint64_t h;
-	Pim__Region g;
-	uint64_t pe[MANIFEST_EXTENTS_MAX], re[MANIFEST_EXTENTS_MAX];
-	Pim__Operand ops[MANIFEST_OPERANDS_MAX], *opp[MANIFEST_OPERANDS_MAX];
+	struct store_region_msg m;
 	bool pending;
 	struct pim_error *err;
 };
@@ -951,8 +949,8 @@ static void job_read_flush(struct job_reader *jr)
 {
 	if (!jr->pending)
 		return;
-	jr->h = manifest_digest_region(jr->h, &jr->g);
-	jr->j->facts[jr->regions_seen - 1].read_bytes = read_bytes(jr->g.operands, jr->g.n_operands);
+	jr->h = manifest_digest_region(jr->h, &jr->m.g);
+	jr->j->facts[jr->regions_seen - 1].read_bytes = read_bytes(jr->m.g.operands, jr->m.g.n_operands);
 	jr->pending = false;
 }
 
@@ -996,20 +994,7 @@ static int job_read_region(void *ctx, size_t index, const struct store_region_ro
 	jr->regions_seen = index + 1;
 	jr->j->regions[index] = (int32_t)r->id;
 	jr->j->facts[index] = (struct region_fact){ (int32_t)r->id, 0 };
-	/* the fields manifest_digest_region reads */
-	pim__region__init(&jr->g);
-	jr->g.id = r->id;
-	jr->g.order = r->order;
-	jr->g.n_par = r->n_par;
-	jr->g.n_total = r->n_total;
-	jr->g.trip = r->trip;
-	memcpy(jr->pe, r->parallel_extents, sizeof jr->pe);
-	memcpy(jr->re, r->reduction_extents, sizeof jr->re);
-	jr->g.parallel_extents = jr->pe;
-	jr->g.n_parallel_extents = r->n_parallel_extents;
-	jr->g.reduction_extents = jr->re;
-	jr->g.n_reduction_extents = r->n_reduction_extents;
-	jr->g.operands = jr->opp;
+	store_region_msg_start(&jr->m, r); /* what manifest_digest_region reads */
 	jr->pending = true;
 	return 0;
 }
@@ -1017,18 +1002,10 @@ static int job_read_region(void *ctx, size_t index, const struct store_region_ro
 static int job_read_operand(void *ctx, const struct store_operand_row *o)
 {
 	struct job_reader *jr = ctx;
-	size_t i = jr->g.n_operands;
 
-	if (i == MANIFEST_OPERANDS_MAX)
-		return err_set(jr->err, -EIO, "region %u has more than %u operands", jr->g.id, MANIFEST_OPERANDS_MAX);
-	Pim__Operand *p = &jr->ops[i];
-	pim__operand__init(p);
-	p->allocation_id = o->allocation_id;
-	p->bytes = o->bytes;
-	p->elem_bits = o->elem_bits;
-	p->role = o->role;
-	jr->opp[i] = p;
-	jr->g.n_operands++;
+	if (!store_region_msg_operand(&jr->m, o))
+		return err_set(jr->err, -EIO, "region %u has more than %u operands", jr->m.g.id,
+			       MANIFEST_OPERANDS_MAX);
 	return 0;
 }
 

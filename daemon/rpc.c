@@ -216,10 +216,8 @@ static void wbuf_message(struct wbuf *b, uint32_t field, const ProtobufCMessage 
  * one comes, or the walk ends. */
 struct show_pack {
 	struct wbuf *b;
-	Pim__Region g;
+	struct store_region_msg m;
 	char *text;  /* name, op, location */
-	uint64_t pe[MANIFEST_EXTENTS_MAX], re[MANIFEST_EXTENTS_MAX];
-	Pim__Operand ops[MANIFEST_OPERANDS_MAX], *opp[MANIFEST_OPERANDS_MAX];
 	char *types[MANIFEST_OPERANDS_MAX];
 	bool pending;
 };
@@ -227,12 +225,12 @@ struct show_pack {
 static void show_flush(struct show_pack *sp)
 {
 	if (sp->pending)
-		wbuf_message(sp->b, 4, &sp->g.base);  /* Manifest.regions */
-	for (size_t i = 0; i < sp->g.n_operands; i++)
+		wbuf_message(sp->b, 4, &sp->m.g.base);  /* Manifest.regions */
+	for (size_t i = 0; i < sp->m.g.n_operands; i++)
 		free(sp->types[i]);
 	free(sp->text);
 	sp->text = NULL;
-	sp->g.n_operands = 0;
+	sp->m.g.n_operands = 0;
 	sp->pending = false;
 }
 
@@ -254,22 +252,10 @@ static int show_region(void *ctx, size_t index, const struct store_region_row *r
 	memcpy(sp->text, r->name, ln);
 	memcpy(sp->text + ln, r->op, lo);
 	memcpy(sp->text + ln + lo, r->location, ll);
-	pim__region__init(&sp->g);
-	sp->g.id = r->id;
-	sp->g.name = sp->text;
-	sp->g.op = sp->text + ln;
-	sp->g.location = sp->text + ln + lo;
-	sp->g.order = r->order;
-	sp->g.n_par = r->n_par;
-	sp->g.n_total = r->n_total;
-	sp->g.trip = r->trip;
-	memcpy(sp->pe, r->parallel_extents, sizeof sp->pe);
-	memcpy(sp->re, r->reduction_extents, sizeof sp->re);
-	sp->g.parallel_extents = sp->pe;
-	sp->g.n_parallel_extents = r->n_parallel_extents;
-	sp->g.reduction_extents = sp->re;
-	sp->g.n_reduction_extents = r->n_reduction_extents;
-	sp->g.operands = sp->opp;
+	store_region_msg_start(&sp->m, r);
+	sp->m.g.name = sp->text;
+	sp->m.g.op = sp->text + ln;
+	sp->m.g.location = sp->text + ln + lo;
 	sp->pending = true;
 	return sp->b->oom ? -ENOMEM : 0;
 }
@@ -277,20 +263,14 @@ static int show_region(void *ctx, size_t index, const struct store_region_row *r
 static int show_operand(void *ctx, const struct store_operand_row *o)
 {
 	struct show_pack *sp = ctx;
-	size_t i = sp->g.n_operands;
+	size_t i = sp->m.g.n_operands;
+	Pim__Operand *p = store_region_msg_operand(&sp->m, o);
 
-	if (i == MANIFEST_OPERANDS_MAX)
+	if (!p)
 		return -E2BIG;
-	Pim__Operand *p = &sp->ops[i];
-	pim__operand__init(p);
-	p->allocation_id = o->allocation_id;
-	p->bytes = o->bytes;
-	p->elem_bits = o->elem_bits;
-	p->role = o->role;
+	/* (freed by show_flush, which frees n_operands of them: NULL frees nothing) */
 	if (!(p->elem_type = sp->types[i] = strdup(o->elem_type)))
 		return -ENOMEM;
-	sp->opp[i] = p;
-	sp->g.n_operands++;
 	return 0;
 }
 

@@ -992,6 +992,39 @@ static bool region_row(sqlite3_stmt *st, struct store_region_row *g)
 			     &g->n_reduction_extents) == 0;
 }
 
+void store_region_msg_start(struct store_region_msg *m, const struct store_region_row *r)
+{
+	pim__region__init(&m->g);
+	m->g.id = r->id;
+	m->g.order = r->order;
+	m->g.n_par = r->n_par;
+	m->g.n_total = r->n_total;
+	m->g.trip = r->trip;
+	memcpy(m->pe, r->parallel_extents, sizeof m->pe);
+	memcpy(m->re, r->reduction_extents, sizeof m->re);
+	m->g.parallel_extents = m->pe;
+	m->g.n_parallel_extents = r->n_parallel_extents;
+	m->g.reduction_extents = m->re;
+	m->g.n_reduction_extents = r->n_reduction_extents;
+	m->g.operands = m->opp;
+}
+
+Pim__Operand *store_region_msg_operand(struct store_region_msg *m, const struct store_operand_row *o)
+{
+	size_t i = m->g.n_operands;
+
+	if (i == MANIFEST_OPERANDS_MAX)
+		return NULL;
+	Pim__Operand *p = m->opp[i] = &m->ops[i];
+	pim__operand__init(p);
+	p->allocation_id = o->allocation_id;
+	p->bytes = o->bytes;
+	p->elem_bits = o->elem_bits;
+	p->role = o->role;
+	m->g.n_operands++;
+	return p;
+}
+
 int store_model_walk(struct store *s, int64_t model_id, const struct store_model_walker *w, void *ctx,
 		     struct pim_error *err)
 {

@@ -98,6 +98,20 @@ struct store_operand_row {
 	Pim__OperandRole role;
 };
 
+/*
+ * A region read by store_model_walk as a Pim__Region (its strings left to the caller), with room
+ * for its extents and operands: store_region_msg_start with the region's row, then
+ * store_region_msg_operand with each of its operands' rows.
+ */
+struct store_region_msg {
+	Pim__Region g;
+	uint64_t pe[MANIFEST_EXTENTS_MAX], re[MANIFEST_EXTENTS_MAX];
+	Pim__Operand ops[MANIFEST_OPERANDS_MAX], *opp[MANIFEST_OPERANDS_MAX];
+};
+void store_region_msg_start(struct store_region_msg *m, const struct store_region_row *r);
+/* The operand added (its elem_type left to the caller), or NULL past MANIFEST_OPERANDS_MAX. */
+Pim__Operand *store_region_msg_operand(struct store_region_msg *m, const struct store_operand_row *o);
+
 struct store_model_walker {
 	/* optional: every allocation, by id, before the regions (a valid during the call) */
 	int (*allocation)(void *ctx, const Pim__Allocation *a);
