@@ -3,7 +3,7 @@
  * bench_placement: cost of placement_run() on synthetic models of 10,000 and 100,000 regions
  * (goal: a 100,000-region model well under a second, cost linear in
  * regions).  Prints the median of several runs and the time per region for both sizes; equal
- * per-region times show linear cost.
+ * per-region times show linear cost.  Also the size of a fresh result's block per region.
  *
  * The generator (fixed seed, same for both sizes) makes a transformer-like chain: each region
  * reads the previous region's output and a weight of its own (read-only), writes its own output,
@@ -204,6 +204,7 @@ int main(int argc, char **argv)
 	uint64_t total_cpu[ELEMENTSOF(modes)] = { 0 }, reused_faults = 0, fresh_cpu = 0, fresh_faults = 0, cold_cpu = 0;
 	int runs = argc > 1 ? atoi(argv[1]) : 7;
 	double per_region[ELEMENTSOF(modes)][ELEMENTSOF(sizes)], per_region_cpu[ELEMENTSOF(modes)][ELEMENTSOF(sizes)];
+	double block_bytes[ELEMENTSOF(modes)][ELEMENTSOF(sizes)] = { { 0 } }; /* a fresh result's block */
 
 	if (runs < 1 || runs > 64) {
 		fprintf(stderr, "runs must be 1..64\n");
@@ -231,6 +232,11 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			total_cpu[k] = med_cpu;
+			struct placement_result fr = { 0 };
+			struct pim_error err = { 0 };
+			if (placement_run(m.r, m.n, &p, &q, &fr, &err) == 0)
+				block_bytes[k][s] = (double)fr.mem_size / (double)sizes[s];
+			placement_result_free(&fr);
 			if (k == 0)
 				reused_faults = faults;
 			per_region[k][s] = (double)med / (double)sizes[s];
@@ -276,10 +282,11 @@ int main(int argc, char **argv)
 		double ms = (double)total_cpu[k] / 1e6;
 
 		printf("placement %s/%s: per-region CPU cost 100k/10k %.2f (goal <= 1.20: %s); "
-		       "100k regions, 3 core counts: %.1f ms CPU (goal <= 50 ms: %s); wall ratio %.2f\n",
+		       "100k regions, 3 core counts: %.1f ms CPU (goal <= 50 ms: %s); wall ratio %.2f; "
+		       "result block %.0f / %.0f bytes a region (10k / 100k)\n",
 		       placement_granularity_name(modes[k].g), placement_movement_model_name(modes[k].m), ratio,
 		       ratio <= 1.2 ? "met" : "missed", ms, ms <= 50 ? "met" : "missed",
-		       per_region[k][1] / per_region[k][0]);
+		       per_region[k][1] / per_region[k][0], block_bytes[k][0], block_bytes[k][1]);
 	}
 	printf("placement %s/%s: per-region CPU cost 100k / 10k with the caches emptied first: %.2f (the rest of "
 	       "the gap above is the 10k run's data staying cached)\n", placement_granularity_name(modes[0].g),
