@@ -12,7 +12,11 @@
  *   - may export PIM_MODEL_DIGEST, a const uint64_t: the digest of the manifest it was built
  *     against (pim-extract writes it; pimd(8), MODEL LIBRARIES).  pimd refuses to profile a
  *     library whose digest differs from the loaded manifest's; without the symbol it does not
- *     check.
+ *     check;
+ *   - may export PIM_MODEL_TARGET, a NUL-terminated const char array: the x86-64 level its code
+ *     was built for ("x86-64-v4", "x86-64-v3", "x86-64-v2", "x86-64"; pim-extract --target).
+ *     pimd refuses to profile a library built for a level the CPU lacks, naming it, rather
+ *     than have it die of SIGILL; without the symbol, or with "", it does not check.
  *
  * The two hook symbols are resolved when the library is loaded: the profiling worker of pimd
  * provides counting versions, libpimclient provides the decided-path versions.
@@ -35,6 +39,7 @@ void pim_region_exit(int32_t region);
 #define PIM_MODEL_ENTRY "pim_model_entry"
 typedef int (*pim_model_entry_fn)(void *const *args, size_t n_args);
 #define PIM_MODEL_DIGEST "pim_model_manifest_digest"
+#define PIM_MODEL_TARGET "pim_model_target"
 
 #ifdef __cplusplus
 }

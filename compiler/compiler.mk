@@ -47,7 +47,7 @@ MLIR_LIBS := -Wl,--start-group $(LLVM_DIR)/lib/libMLIRCAPIIR.a \
 	-Wl,--end-group -L$(LLVM_DIR)/lib -lMLIR -lLLVM-19 -lstdc++ -lm -Wl,-rpath,$(LLVM_DIR)/lib
 
 PIM_EXTRACT := $(B)/pim-extract
-COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/model.c compiler/mlirx.c compiler/onnx.c
+COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/hostcode.c compiler/model.c compiler/mlirx.c compiler/onnx.c
 COMPILER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC)) $(B)/obj/gen/onnx.pb-c.o
 EXAMPLE_MLIR := $(sort $(wildcard examples/*.mlir))
 EXAMPLE_NAMES := $(patsubst examples/%.mlir,%,$(EXAMPLE_MLIR))

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "extract.h"
+#include "cpulevel.h"
+#include "hostcode.h"
 
 #include <mlir-c/AffineExpr.h>
 #include <mlir-c/AffineMap.h>
@@ -855,11 +857,13 @@ static int declare_hooks(struct extract *x, struct pim_error *err)
 	return 0;
 }
 
-/* const + enter before op, exit after it: the bracket of region id. */
-static int insert_hooks(struct extract *x, MlirOperation op, int32_t id, struct pim_error *err)
+/* const + enter before first, exit after last (the same op, or a fill and the contraction it
+ * folds into): the bracket of region id. */
+static int insert_hooks(struct extract *x, MlirOperation first, MlirOperation last, int32_t id,
+			struct pim_error *err)
 {
-	MlirLocation loc = mlirOperationGetLocation(op);
-	MlirBlock b = mlirOperationGetBlock(op);
+	MlirLocation loc = mlirOperationGetLocation(last);
+	MlirBlock b = mlirOperationGetBlock(last);
 	MlirOperation c = make_i32_const(x->mx.ctx, loc, id);
 
 	if (mlirOperationIsNull(c))
@@ -869,9 +873,9 @@ static int insert_hooks(struct extract *x, MlirOperation op, int32_t id, struct 
 	MlirOperation exit_ = make_hook_call(x->mx.ctx, loc, HOOK_EXIT, v);
 	if (mlirOperationIsNull(enter) || mlirOperationIsNull(exit_))
 		return err_set(err, -EINVAL, "internal error: cannot build a hook call");
-	mlirBlockInsertOwnedOperationBefore(b, op, c);
-	mlirBlockInsertOwnedOperationBefore(b, op, enter);
-	mlirBlockInsertOwnedOperationAfter(b, op, exit_);
+	mlirBlockInsertOwnedOperationBefore(b, first, c);
+	mlirBlockInsertOwnedOperationBefore(b, first, enter);
+	mlirBlockInsertOwnedOperationAfter(b, last, exit_);
 	return 0;
 }
 
@@ -923,7 +927,7 @@ static int instrument(struct extract *x, struct pim_error *err)
 		region_name(l.ops[i], src->name, sizeof src->name);
 		mlirx_op_loc(&x->mx, l.ops[i], src->location, sizeof src->location);
 		node_facts(x, l.ops[i], src->node, &src->node_named, src->name, src->op, src->location);
-		if ((r = insert_hooks(x, l.ops[i], (int32_t)i, err)) < 0)
+		if ((r = insert_hooks(x, l.ops[i], l.ops[i], (int32_t)i, err)) < 0)
 			return r;
 	}
 	if ((r = walk_nested(x, entry, collect_origins, NULL)) < 0)
@@ -1444,11 +1448,23 @@ static int read_regions(struct extract *x, struct pim_error *err)
 	x->regions = calloc(l.n ? l.n : 1, sizeof *x->regions);
 	if (!x->regions)
 		return err_set(err, -ENOMEM, "out of memory");
-	x->n_regions = l.n;
 	for (size_t i = 0; i < l.n; i++) {
-		MlirOperation g = l.ops[i];
-		struct extract_region *reg = &x->regions[i];
+		MlirOperation first = l.ops[i], g = first;
+		struct extract_region *reg = &x->regions[x->n_regions];
 		size_t k = 0;
+		/* Fills that only initialise the accumulators of the op after them are part of its
+		 * nest (softmax's max: the maxima and their indices). */
+		size_t t = i;
+		while (t < l.n && hostcode_is_fill(l.ops[t]))
+			t++;
+		bool fold = t > i && t < l.n;
+		for (size_t f = i; fold && f < t; f++)
+			fold = hostcode_fill_folds(l.ops[f], l.ops[t]);
+		for (size_t f = i; fold && f < t; f++)
+			reg->folded_loops += mlirShapedTypeGetRank(mlirValueGetType(mlirOperationGetOperand(
+				l.ops[f], mlirOperationGetNumOperands(l.ops[f]) - 1))) > 0;
+		if (fold)
+			g = l.ops[i = t];
 		while (k < n_src && !mlirOperationEqual(src_op[k], g))
 			k++;
 		if (k < n_src) {
@@ -1462,8 +1478,9 @@ static int read_regions(struct extract *x, struct pim_error *err)
 		if (!mlirx_op_is(g, "linalg.generic") && !mlirx_op_is(g, "linalg.map"))
 			return refuse(err, x, g, "unsupported operation: linalg-generalize-named-ops left it "
 				      "as is, so it has no loop nest pim-extract can read");
-		if ((r = insert_hooks(x, g, (int32_t)i, err)) < 0)
+		if ((r = insert_hooks(x, first, g, (int32_t)x->n_regions, err)) < 0)
 			return r;
+		x->n_regions++;
 		if ((r = read_operands(x, entry, g, reg, err)) < 0)
 			return r;
 	}
@@ -1613,8 +1630,14 @@ static int read_loops(struct extract *x, struct pim_error *err)
 			return refuse(err, x, by_id[i], "internal error: region %zu has no exit hook", i);
 		if ((r = enclosing_trip(x, entry, by_id[i], reg, err)) < 0)
 			return r;
+		uint32_t skip = reg->folded_loops;
 		for (MlirOperation op = mlirOperationGetNextInBlock(by_id[i]); !mlirOperationEqual(op, exit_);
 		     op = mlirOperationGetNextInBlock(op)) {
+			/* The loops of a fill folded into the nest come first (read_regions). */
+			if (skip && (mlirx_op_is(op, "scf.parallel") || mlirx_op_is(op, "scf.for"))) {
+				skip--;
+				continue;
+			}
 			if ((r = nest_loop(x, op, &n)) < 0)
 				return r;
 			if ((r = walk_nested(x, op, nest_loop, &n)) < 0)
@@ -1708,6 +1731,15 @@ int extract_run(const struct extract_options *o, struct extract **out, struct pi
 		return err_set(err, -ENOMEM, "out of memory");
 	x->save_temps = o->save_temps;
 	x->weights_zero = o->weights_zero;
+	if (!o->target || !strcmp(o->target, "native"))
+		snprintf(x->target, sizeof x->target, "%s", cpulevel_native());
+	else if (cpulevel_valid(o->target))
+		snprintf(x->target, sizeof x->target, "%s", o->target);
+	else {
+		r = err_set(err, -EINVAL, "target \"%.32s\" is not native, x86-64, x86-64-v2, x86-64-v3 "
+			    "or x86-64-v4", o->target);
+		goto fail;
+	}
 	snprintf(x->source, sizeof x->source, "%s", o->input);
 	if ((r = model_name_from(o->input, o->name, x->name, sizeof x->name, err)) < 0)
 		goto fail;
@@ -1738,6 +1770,10 @@ int extract_run(const struct extract_options *o, struct extract **out, struct pi
 		goto fail;
 	if ((r = rewrite_for_bufferization(x, err)) < 0)
 		goto fail;
+	/* The nests a performance-minded compiler makes (hostcode.h): after the weights became
+	 * globals, so no weight is folded into a payload as a constant. */
+	if (o->fuse && (r = hostcode_fuse(x, err)) < 0)
+		goto fail;
 
 	/* Stage 2. */
 	if ((r = instrument(x, err)) < 0)
@@ -1747,6 +1783,8 @@ int extract_run(const struct extract_options *o, struct extract **out, struct pi
 
 	/* Stage 3. */
 	if ((r = mlirx_run_passes(&x->mx, x->module, "bufferization", PIPE_BUFFERIZE, err)) < 0)
+		goto fail;
+	if ((r = hostcode_order_loops(x, err)) < 0)
 		goto fail;
 	if ((r = read_regions(x, err)) < 0)
 		goto fail;
@@ -1811,16 +1849,17 @@ int extract_manifest(const struct extract *x, Pim__Manifest **out, struct pim_er
 	pim__manifest__init(m);
 	/* Every field is malloc'd, so pim__manifest__free_unpacked(m, NULL) frees it all. */
 	m->name = dup_str(x->name);
-	if (x->weights_zero) {
-		/* The label pimctl model show prints: outputs of this library are not the model's. */
-		char label[64];
-		int w = snprintf(label, sizeof label, " (--weights zero: %zu constants, %" PRIu64
-				 " bytes zeroed)", x->n_zeros, x->zero_bytes);
-		if (asprintf(&m->source, "%.*s%s", (int)(MANIFEST_TEXT_MAX - (size_t)w), x->source,
-			     label) < 0)
-			m->source = NULL;
-	} else
-		m->source = dup_str(x->source);
+	/* The labels pimctl model show prints: the instruction set of the library's host code
+	 * and, with --weights zero, that its outputs are not the model's. */
+	char label[128] = "";
+	int w = 0;
+	if (x->weights_zero)
+		w = snprintf(label, sizeof label, " (--weights zero: %zu constants, %" PRIu64 " bytes zeroed)",
+			     x->n_zeros, x->zero_bytes);
+	if (x->target[0])
+		w += snprintf(label + w, sizeof label - (size_t)w, " (host code %s)", x->target);
+	if (asprintf(&m->source, "%.*s%s", (int)(MANIFEST_TEXT_MAX - (size_t)w), x->source, label) < 0)
+		m->source = NULL;
 	m->allocations = calloc(x->n_allocs ? x->n_allocs : 1, sizeof *m->allocations);
 	m->regions = calloc(x->n_regions ? x->n_regions : 1, sizeof *m->regions);
 	if (!m->name || !m->source || !m->allocations || !m->regions)

@@ -14,6 +14,8 @@
  *      id = position), named after the source op of its bracket; the hooks are replaced by ones
  *      with the final ids, tight around the op, and each operand is read off the generic op
  *      (shape, element width, bytes, role, allocation through views);
+ *      Before the operands are read, every generic's loops are put in the order a CPU runs
+ *      fastest (hostcode.h: innermost loop unit-stride in the largest operand);
  *   4. buffer deallocation, convert-linalg-to-parallel-loops: the scf loops between the hooks
  *      give the parallel and reduction extents, the loops around them the trip count.
  * The module left behind (stage 4) is what model.c lowers into the model library, so region ids
@@ -34,6 +36,12 @@ struct extract_options {
 	 * EXTRACT_WEIGHTS_ZERO_MIN bytes becomes a zero-filled global (.bss, zeroed when the
 	 * library is loaded), so the library stays small; the manifest's source says so. */
 	bool weights_zero;
+	/* Instruction set of the model library's host code: an x86-64 level (common/cpulevel.h),
+	 * or NULL / "native" for the best one this CPU runs. */
+	const char *target;
+	/* Fuse elementwise chains and fold transposes into contractions (hostcode.h); false keeps
+	 * one nest per source op. */
+	bool fuse;
 };
 
 #define EXTRACT_WEIGHTS_ZERO_MIN (64u * 1024u)
@@ -76,6 +84,9 @@ struct extract_region {
 	size_t n_dims;
 	bool dim_parallel[EXTRACT_DIMS_MAX];
 	uint64_t dim_extent[EXTRACT_DIMS_MAX];  /* 0: not read off an operand shape */
+	/* Loop nests of a fill folded into this one (hostcode_fill_folds): they run first inside
+	 * the bracket and are not the region's dimensions. */
+	uint32_t folded_loops;
 };
 
 struct extract_alloc {
@@ -130,6 +141,7 @@ struct extract {
 	struct extract_arg *args;  /* args[i] is allocation i */
 	size_t n_args;
 	bool weights_zero;
+	char target[16];  /* x86-64 level of the host code, "" for the compiler's default */
 	struct extract_zero *zeros;
 	size_t n_zeros;
 	uint64_t zero_bytes;

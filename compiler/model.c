@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "model.h"
+#include "hostcode.h"
 
 #include <mlir-c/BuiltinAttributes.h>
 #include <mlir-c/Target/LLVMIR.h>
@@ -26,9 +27,12 @@ extern char **environ;
  * are done in f32 (extf, op, truncf), then the bf16 conversions themselves are expanded into
  * integer operations (round to nearest even), so no soft-float helper is left.
  */
-static const char PIPE_LLVM[] =
+static const char PIPE_FLOATS[] =
 	"func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}),"
-	"func.func(math-legalize-to-f32),func.func(arith-expand{include-bf16}),"
+	"func.func(math-legalize-to-f32)";
+/* After hostcode_prepare: its math helpers are inlined into the loops that call them. */
+static const char PIPE_LLVM[] =
+	"inline{default-pipeline=},symbol-dce,func.func(arith-expand{include-bf16}),"
 	"convert-scf-to-cf,expand-strided-metadata,lower-affine,"
 	"finalize-memref-to-llvm{use-generic-functions},convert-math-to-llvm,convert-math-to-libm,"
 	"convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,"
@@ -98,6 +102,9 @@ char *model_wrapper_source(const struct extract *x, uint64_t digest)
 	strbuf_printf(&b, "/* The manifest this library was built against (pim_hooks.h PIM_MODEL_DIGEST). */\n"
 		   "__attribute__((visibility(\"default\"))) const uint64_t pim_model_manifest_digest = "
 		   "UINT64_C(0x%016llx);\n\n", (unsigned long long)digest);
+	strbuf_printf(&b, "/* The instruction set of the host code (pim_hooks.h PIM_MODEL_TARGET). */\n"
+		   "__attribute__((visibility(\"default\"))) const char pim_model_target[] = \"%s\";\n\n",
+		   x->target);
 	/* --weights zero (extract.h): the zero-weight globals live in .bss; zeroing them once when
 	 * the library is loaded gives every page a frame of its own, so the nests read real memory
 	 * rather than the kernel's shared zero page, and keeps LLVM from treating them as constant. */
@@ -210,7 +217,9 @@ int model_emit(struct extract *x, const char *out_path, const char *cc, uint64_t
 	/* _mlir_ciface_<entry>(descriptor *...): the wrapper's calling convention. */
 	mlirOperationSetDiscardableAttributeByName(entry, mlirx_s("llvm.emit_c_interface"),
 						   mlirUnitAttrGet(x->mx.ctx));
-	if ((r = mlirx_run_passes(&x->mx, x->module, "lowering to the LLVM dialect", PIPE_LLVM, err)) < 0)
+	if ((r = mlirx_run_passes(&x->mx, x->module, "lowering to the LLVM dialect", PIPE_FLOATS, err)) < 0 ||
+	    (r = hostcode_prepare(x, err)) < 0 ||
+	    (r = mlirx_run_passes(&x->mx, x->module, "lowering to the LLVM dialect", PIPE_LLVM, err)) < 0)
 		return r;
 	if ((r = extract_save_stage(x, "4-llvm", err)) < 0)
 		return r;
@@ -249,9 +258,15 @@ int model_emit(struct extract *x, const char *out_path, const char *cc, uint64_t
 			r = write_file(wrapper, src, err);
 	}
 	if (r == 0) {
-		char *const argv[] = { (char *)cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
-				       "-Wno-override-module", "-o", (char *)out_path, bc, wrapper, "-lm",
-				       NULL };
+		char march[32];
+		snprintf(march, sizeof march, "-march=%s", x->target[0] ? x->target : "x86-64");
+		/* -O3 for the target's vectors; libmvec for vector exp, pow, log, ...; the medium code
+		 * model puts every global over 64 KiB (real-size weights) in .lbss/.ldata, reached with
+		 * 64-bit offsets, so a library of any size links. */
+		char *const argv[] = { (char *)cc, "-O3", march, "-fveclib=libmvec", "-mcmodel=medium",
+				       "-shared", "-fPIC",
+				       "-fvisibility=hidden", "-Wno-override-module", "-o", (char *)out_path,
+				       bc, wrapper, "-lmvec", "-lm", NULL };
 		r = run_tool(argv, log, err);
 		if (r < 0)
 			err_prefix(err, "building the model library");

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cpulevel.h"
 #include "extract.h"
 #include "manifest.h"
 #include "model.h"
@@ -32,11 +33,22 @@ static void usage(FILE *f)
 		"      --emit-model SO    also build the instrumented model library SO\n"
 		"      --cc PROGRAM       compiler for --emit-model (default: $PIM_EXTRACT_CC or %s)\n"
 		"      --save-temps DIR   keep the IR of every stage and the library's sources in DIR\n"
+		"                         (created with its parents if missing)\n"
+		"      --nests fused|source\n"
+		"                         fused (default): the nests a compiler makes for the host,\n"
+		"                         elementwise chains fused, a transpose that only feeds a\n"
+		"                         contraction folded into its indexing; source: one nest per\n"
+		"                         linalg op of the input (each fill folded into the contraction\n"
+		"                         it initialises either way)\n"
+		"      --target LEVEL     instruction set of the library's host code: native (the\n"
+		"                         best x86-64 level this CPU runs, the default), x86-64,\n"
+		"                         x86-64-v2, x86-64-v3 (AVX2, FMA) or x86-64-v4 (AVX-512)\n"
 		"      --weights real|zero\n"
 		"                         zero: every tensor constant of %u KiB or more becomes a\n"
 		"                         zero-filled buffer allocated when the library is loaded\n"
 		"                         (small library, timing-only outputs; the manifest's source\n"
-		"                         says so); default real\n"
+		"                         says so; ONNX external data of that size is not read);\n"
+		"                         default real\n"
 		"      --input-shape NAME=D0xD1...\n"
 		"                         ONNX input: the static shape of graph input NAME (pins its\n"
 		"                         symbolic dimensions; repeatable)\n"
@@ -193,6 +205,33 @@ static int import_onnx(const char *name, struct onnx_options *oo, bool weights_z
 	return 0;
 }
 
+/* mkdir -p DIR, mode 0755 (less the umask) for what it creates: --save-temps names a
+ * directory that need not exist yet. */
+static int mkdir_parents(const char *dir, struct pim_error *err)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof p)
+		return err_set(err, -ENAMETOOLONG, "--save-temps: a directory name of 1 to %zu bytes is needed",
+			       sizeof p - 1);
+	memcpy(p, dir, n + 1);
+	for (char *s = p + 1;; s++) {
+		if (*s && *s != '/')
+			continue;
+		char c = *s;
+		*s = 0;
+		struct stat st;
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return err_set(err, -errno, "--save-temps %s: cannot create %s: %s", dir, p, strerror(errno));
+		if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+			return err_set(err, -ENOTDIR, "--save-temps %s: %s is not a directory", dir, p);
+		if (!c)
+			return 0;
+		*s = c;
+	}
+}
+
 /* The default model name of an ONNX input: its basename without .onnx. */
 static void onnx_model_name(const char *input, char *out, size_t n)
 {
@@ -224,7 +263,7 @@ static void rename_in_message(struct pim_error *err, const char *from, const cha
 
 int main(int argc, char **argv)
 {
-	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_WEIGHTS,
+	enum { OPT_BINARY = 256, OPT_NAME, OPT_ENTRY, OPT_EMIT_MODEL, OPT_CC, OPT_SAVE_TEMPS, OPT_WEIGHTS, OPT_TARGET, OPT_NESTS,
 	       OPT_VERSION, OPT_INPUT_SHAPE, OPT_CONST_INPUT };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -235,13 +274,15 @@ int main(int argc, char **argv)
 		{ "cc", required_argument, NULL, OPT_CC },
 		{ "save-temps", required_argument, NULL, OPT_SAVE_TEMPS },
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
+		{ "target", required_argument, NULL, OPT_TARGET },
+		{ "nests", required_argument, NULL, OPT_NESTS },
 		{ "input-shape", required_argument, NULL, OPT_INPUT_SHAPE },
 		{ "const-input", required_argument, NULL, OPT_CONST_INPUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct extract_options o = { 0 };
+	struct extract_options o = { .fuse = true };
 	const char *output = NULL, *model = NULL, *cc = getenv("PIM_EXTRACT_CC");
 	bool binary = false;
 	static struct onnx_shape shapes[ONNX_SHAPES_MAX];
@@ -259,6 +300,22 @@ int main(int argc, char **argv)
 		case OPT_EMIT_MODEL: model = optarg; break;
 		case OPT_CC: cc = optarg; break;
 		case OPT_SAVE_TEMPS: o.save_temps = optarg; break;
+		case OPT_NESTS:
+			if (!strcmp(optarg, "fused") || !strcmp(optarg, "source"))
+				o.fuse = !strcmp(optarg, "fused");
+			else {
+				fprintf(stderr, "pim-extract: --nests takes fused or source, not \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_TARGET:
+			if (strcmp(optarg, "native") && !cpulevel_valid(optarg)) {
+				fprintf(stderr, "pim-extract: --target takes native, x86-64, x86-64-v2, "
+					"x86-64-v3 or x86-64-v4, not \"%s\"\n", optarg);
+				return 2;
+			}
+			o.target = optarg;
+			break;
 		case OPT_WEIGHTS:
 			if (strcmp(optarg, "zero") == 0)
 				o.weights_zero = true;
@@ -316,6 +373,10 @@ int main(int argc, char **argv)
 	size_t len = 0;
 	int r;
 
+	if (o.save_temps && (r = mkdir_parents(o.save_temps, &err)) < 0) {
+		fprintf(stderr, "pim-extract: %s\n", err.msg);
+		return 1;
+	}
 	if (is_onnx) {
 		if (!o.name) {
 			onnx_model_name(o.input, onnx_name, sizeof onnx_name);

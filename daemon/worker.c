@@ -45,6 +45,7 @@
 #include <sys/wait.h>
 
 #include "pim_hooks.h"
+#include "cpulevel.h"
 
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -992,6 +993,12 @@ static pim_model_entry_fn helper_load_model(struct out *o, const struct worker_j
 					   "load the manifest pim-extract wrote with this library, or "
 					   "rebuild both from the same source",
 			   (unsigned long long)*built_for, (unsigned long long)job->manifest_digest);
+	const char *target = dlsym(lib, PIM_MODEL_TARGET);
+	if (target && target[0] && !cpulevel_runs_here(target))
+		child_fail(o, -ENOEXEC, -1, "the model library's host code was built for %.16s (%s), "
+					    "which this CPU does not have: rebuild it here with pim-extract "
+					    "(--target native, the default)",
+			   target, cpulevel_needs(target));
 	pim_model_entry_fn entry;
 	*(void **)&entry = dlsym(lib, PIM_MODEL_ENTRY);
 	if (!entry)

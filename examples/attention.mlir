@@ -1,6 +1,6 @@
 // attention: one head of scaled dot-product attention, seq 64, head dim 64, f32, in the shape
-// Torch-MLIR gives it (transpose, mm, div, the 8-nest softmax of softmax.mlir, mm):
-// 14 loop nests -- transpose K, fill, Q K^T, scale, softmax (8), fill, P V.
+// Torch-MLIR gives it (transpose, mm, div, the softmax of softmax.mlir, mm): 8 loop nests --
+// transpose K, Q K^T, scale, softmax (4), P V (fills folded into their nests, sub into exp).
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0, 0)>
 func.func @forward(%q: tensor<64x64xf32>, %k: tensor<64x64xf32>, %v: tensor<64x64xf32>) -> tensor<64x64xf32> {

@@ -1,16 +1,16 @@
 // decoder-block: one LLaMA/GPT-J-shaped transformer decoder block, one decode step at batch 1
 // (the thin GEMMs [1x256] x [256xN] that make such models memory-bound), f32:
 //   hidden 256, 4 heads x 64, a KV cache of 64 positions per head, SwiGLU FFN of 688,
-//   RMSNorm with constant weights (memref.globals after bufferization).
+//   RMSNorm with constant weights (ones, folded into the scaling nests' payloads).
 // The new token's K and V would be appended to the cache; the block attends over the cache as
 // given (the cache update is a copy, not a loop nest).
-// 30 loop nests, in program order:
-//    0- 2 rms1 (fill, sum of squares, scale)        3- 4 qkv (fill, matmul 1x256x768)
-//    5- 7 scores (fill, q.K per head, scale)        8-13 softmax over the cache (6 nests)
-//   14-15 context (fill, p.V per head)             16-17 out projection (fill, matmul)
-//   18    residual add                              19-21 rms2
-//   22-25 gate and up projections                   26    silu(gate) * up
-//   27-28 down projection                           29    residual add
+// 19 loop nests, in program order (each accumulator's zero fill is the first step of its nest):
+//    0- 1 rms1 (sum of squares, scale)              2    qkv (matmul 1x256x768)
+//    3- 4 scores (q.K per head, scale)              5- 8 softmax over the cache (4 nests)
+//    9    context (p.V per head)                   10    out projection (matmul)
+//   11    residual add                             12-13 rms2
+//   14-15 gate and up projections                  16    silu(gate) * up
+//   17    down projection                          18    residual add
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row2 = affine_map<(d0, d1) -> (d0)>
 #col2 = affine_map<(d0, d1) -> (d1)>

@@ -1,4 +1,4 @@
-// matmul: [64x128] x [128x64] f32 with the named op (aten.mm): 2 loop nests -- fill, matmul.
+// matmul: [64x128] x [128x64] f32 with the named op (aten.mm): 1 loop nest, fill in it.
 func.func @forward(%a: tensor<64x128xf32>, %b: tensor<128x64xf32>) -> tensor<64x64xf32> {
   %zero = arith.constant 0.000000e+00 : f32
   %e = tensor.empty() : tensor<64x64xf32>

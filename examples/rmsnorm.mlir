@@ -1,5 +1,5 @@
 // rmsnorm (LLaMA) over the last dim of [16x512] f32, weight a constant (a memref.global after
-// bufferization), eps 1e-6: 3 loop nests -- fill, sum of squares, y = x * rsqrt(ss/512 + eps) * w.
+// bufferization), eps 1e-6: 2 loop nests -- sum of squares (fill folded in), y = x * rsqrt(ss/512 + eps) * w.
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #col = affine_map<(d0, d1) -> (d1)>

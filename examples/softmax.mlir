@@ -1,6 +1,6 @@
 // softmax over the last dim of [16x512] f32, in the form Torch-MLIR's decomposition of
-// aten._softmax gives (max with indices, sub, exp, sum, div): 8 loop nests --
-//   fill(-inf), fill(0 indices), max+argmax, sub, exp, fill(0), sum, div.
+// aten._softmax gives (max with indices, sub, exp, sum, div): 4 loop nests --
+//   max+argmax (after its fills of -inf and 0 indices), exp(x - max), sum (after its fill), div.
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0, 0)>
 func.func @forward(%x: tensor<16x512xf32>) -> tensor<16x512xf32> {

@@ -106,9 +106,9 @@ refused "a symbolic dimension is refused by name, nothing written" dyn \
 if "$X" --input-shape x=2x4 -o "$C/dyn.json" "$C/dyn.onnx" > "$C/out" 2>&1 &&
 	"$PYTHON" -c 'import json,sys; m=json.load(open(sys.argv[1])); a=m["allocations"]; r=m["regions"]
 assert [x["bytes"] for x in a[:2]] == [32, 24], a
-assert [(x["name"], x["op"], x["location"]) for x in r] == [("mm.0", "MatMul", "mm"), ("mm.1", "MatMul", "mm")], r
-assert m["source"].endswith("dyn.onnx"), m["source"]' "$C/dyn.json"; then
-	ok "--input-shape x=2x4 pins it: arguments of 32 and 24 bytes, regions mm.0 (fill) and mm.1 of operator MatMul at node mm"
+assert [(x["name"], x["op"], x["location"]) for x in r] == [("mm.0", "MatMul", "mm")], r
+assert m["source"].split(" (host code ")[0].endswith("dyn.onnx"), m["source"]' "$C/dyn.json"; then
+	ok "--input-shape x=2x4 pins it: arguments of 32 and 24 bytes, region mm.0 (the fill folded into the matmul) of operator MatMul at node mm"
 else
 	bad "--input-shape x=2x4:"; cat "$C/out"
 fi
@@ -205,7 +205,7 @@ if "$X" --weights zero --name gpt2-decode-zero -o "$T/gpt2-decode-zero.json" --e
 	"$PYTHON" - "$T/gpt2-decode.json" "$T/gpt2-decode-zero.json" "$ZERO_LABEL" <<'PY' > "$T/z.out" 2>&1 &&
 import json, sys
 real, zero = (json.load(open(p)) for p in sys.argv[1:3])
-assert zero["source"].endswith(sys.argv[3]), zero["source"]
+assert sys.argv[3] in zero["source"], zero["source"]
 assert zero["regions"] == real["regions"], "regions differ"
 ra, za = real["allocations"], zero["allocations"]
 assert [(a["id"], a["bytes"], a["kind"]) for a in ra] == [(a["id"], a["bytes"], a["kind"]) for a in za]

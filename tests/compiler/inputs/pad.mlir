@@ -1,6 +1,6 @@
 // A padded convolution as Torch-MLIR emits it (tensor.pad, then the conv): bufferization turns
 // the pad into a nest of its own (a linalg.map writing the padding value, then a copy of the
-// input into the interior), named after tensor.pad.  3 nests: pad, fill, conv.
+// input into the interior), named after tensor.pad.  2 nests: pad, conv (its fill in it).
 func.func @forward(%x: tensor<1x8x8x4xf32>, %f: tensor<3x3x4xf32>) -> tensor<1x8x8x4xf32> {
   %z = arith.constant 0.000000e+00 : f32
   %p = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {

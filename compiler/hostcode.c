@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: MIT */
+#include "hostcode.h"
+
+#include <mlir-c/AffineExpr.h>
+#include <mlir-c/AffineMap.h>
+#include <mlir-c/BuiltinAttributes.h>
+#include <mlir-c/BuiltinTypes.h>
+
+#include <string.h>
+
+/* ---------------------------------------------------------------- walking */
+
+struct op_list {
+	MlirOperation *ops;
+	size_t n, cap;
+};
+
+static int list_add(struct op_list *l, MlirOperation op)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		l->ops = p;
+		l->cap = cap;
+	}
+	l->ops[l->n++] = op;
+	return 0;
+}
+
+/* Every operation nested in root (not root itself) named name, or every one when name is
+ * NULL, in pre-order. */
+static int collect(MlirOperation root, const char *name, struct op_list *l)
+{
+	for (intptr_t r = 0; r < mlirOperationGetNumRegions(root); r++) {
+		MlirRegion reg = mlirOperationGetRegion(root, r);
+		for (MlirBlock b = mlirRegionGetFirstBlock(reg); !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+			for (MlirOperation op = mlirBlockGetFirstOperation(b); !mlirOperationIsNull(op);
+			     op = mlirOperationGetNextInBlock(op)) {
+				int k;
+				if ((!name || mlirx_op_is(op, name)) && (k = list_add(l, op)) < 0)
+					return k;
+				if ((k = collect(op, name, l)) < 0)
+					return k;
+			}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- loop order */
+
+static uint64_t shaped_bytes(MlirType t)
+{
+	uint64_t n = 1;
+
+	if (!mlirTypeIsAShaped(t) || !mlirShapedTypeHasStaticShape(t))
+		return 0;
+	for (intptr_t d = 0; d < mlirShapedTypeGetRank(t); d++)
+		n *= (uint64_t)mlirShapedTypeGetDimSize(t, d);
+	return n * ((mlirx_elem_bits(mlirShapedTypeGetElementType(t)) + 7) / 8);
+}
+
+/*
+ * The dimension to run innermost, or -1 to keep the order: the last index of the largest
+ * operand, when it is a plain loop dimension of extent > 1 and no operand of that size is
+ * walked with unit stride by the innermost loop already.
+ */
+static intptr_t innermost_wanted(MlirOperation g, MlirAttribute maps, intptr_t n)
+{
+	intptr_t nm = mlirArrayAttrGetNumElements(maps), want = -1;
+	uint64_t best = 0;
+	bool kept = false;
+
+	for (intptr_t i = 0; i < nm && i < mlirOperationGetNumOperands(g); i++) {
+		MlirType t = mlirValueGetType(mlirOperationGetOperand(g, i));
+		uint64_t b = shaped_bytes(t);
+		if (!b || mlirShapedTypeGetRank(t) == 0)
+			continue;
+		MlirAffineMap am = mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, i));
+		intptr_t nr = mlirAffineMapGetNumResults(am);
+		if (nr != mlirShapedTypeGetRank(t) || nr == 0)
+			continue;
+		MlirAffineExpr last = mlirAffineMapGetResult(am, nr - 1);
+		intptr_t d = mlirAffineExprIsADim(last) ? mlirAffineDimExprGetPosition(last) : -1;
+		bool unit = d >= 0 && mlirShapedTypeGetDimSize(t, nr - 1) > 1;
+		if (b > best) {
+			best = b;
+			want = unit ? d : -1;
+			kept = unit && d == n - 1;
+		} else if (b == best && unit && (d == n - 1 || want < 0)) {
+			want = d;
+			kept = kept || d == n - 1;
+		}
+	}
+	return kept || want < 0 || want >= n ? -1 : want;
+}
+
+/* Moves loop dimension j of generic g to the innermost place. */
+static int move_innermost(MlirContext ctx, MlirOperation g, MlirAttribute maps, MlirAttribute it,
+			  intptr_t n, intptr_t j)
+{
+	intptr_t pos[EXTRACT_DIMS_MAX], order[EXTRACT_DIMS_MAX], k = 0;
+	MlirAffineExpr sub[EXTRACT_DIMS_MAX];
+
+	for (intptr_t d = 0; d < n; d++)
+		if (d != j)
+			order[k++] = d;
+	order[k] = j;
+	for (intptr_t p = 0; p < n; p++)
+		pos[order[p]] = p;
+	for (intptr_t d = 0; d < n; d++)
+		sub[d] = mlirAffineDimExprGet(ctx, pos[d]);
+	MlirAffineMap rename = mlirAffineMapGet(ctx, n, 0, n, sub);
+
+	intptr_t nm = mlirArrayAttrGetNumElements(maps);
+	MlirAttribute *nmaps = calloc((size_t)nm, sizeof *nmaps);
+	MlirAffineExpr *res = NULL;
+	if (!nmaps)
+		return -ENOMEM;
+	for (intptr_t i = 0; i < nm; i++) {
+		MlirAffineMap am = mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, i));
+		intptr_t nr = mlirAffineMapGetNumResults(am);
+		MlirAffineExpr *r2 = realloc(res, (size_t)(nr ? nr : 1) * sizeof *r2);
+		if (!r2) {
+			free(res);
+			free(nmaps);
+			return -ENOMEM;
+		}
+		res = r2;
+		for (intptr_t r = 0; r < nr; r++)
+			res[r] = mlirAffineExprCompose(mlirAffineMapGetResult(am, r), rename);
+		nmaps[i] = mlirAffineMapAttrGet(mlirAffineMapGet(ctx, n, mlirAffineMapGetNumSymbols(am), nr, res));
+	}
+	free(res);
+	MlirAttribute nit[EXTRACT_DIMS_MAX];
+	for (intptr_t p = 0; p < n; p++)
+		nit[p] = mlirArrayAttrGetElement(it, order[p]);
+	mlirOperationSetAttributeByName(g, mlirx_s("indexing_maps"), mlirArrayAttrGet(ctx, nm, nmaps));
+	mlirOperationSetAttributeByName(g, mlirx_s("iterator_types"), mlirArrayAttrGet(ctx, n, nit));
+	free(nmaps);
+
+	/* linalg.index D in the payload names a loop dimension too. */
+	struct op_list idx = { 0 };
+	int r = collect(g, "linalg.index", &idx);
+	for (size_t i = 0; r == 0 && i < idx.n; i++) {
+		MlirAttribute a = mlirOperationGetAttributeByName(idx.ops[i], mlirx_s("dim"));
+		int64_t d = mlirAttributeIsNull(a) ? -1 : mlirIntegerAttrGetValueInt(a);
+		if (d < 0 || d >= n)
+			r = -EINVAL;
+		else
+			mlirOperationSetAttributeByName(idx.ops[i], mlirx_s("dim"),
+							mlirIntegerAttrGet(mlirAttributeGetType(a), pos[d]));
+	}
+	free(idx.ops);
+	return r;
+}
+
+int hostcode_order_loops(struct extract *x, struct pim_error *err)
+{
+	MlirOperation entry = extract_entry_op(x);
+	struct op_list l = { 0 };
+	int r;
+
+	if (mlirOperationIsNull(entry))
+		return err_set(err, -EINVAL, "internal error: @%s disappeared", x->entry);
+	if ((r = collect(entry, "linalg.generic", &l)) < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	for (size_t i = 0; i < l.n && r == 0; i++) {
+		MlirOperation g = l.ops[i];
+		MlirAttribute it = mlirOperationGetAttributeByName(g, mlirx_s("iterator_types"));
+		MlirAttribute maps = mlirOperationGetAttributeByName(g, mlirx_s("indexing_maps"));
+		if (mlirAttributeIsNull(it) || mlirAttributeIsNull(maps) || !mlirAttributeIsAArray(it) ||
+		    !mlirAttributeIsAArray(maps))
+			continue;
+		intptr_t n = mlirArrayAttrGetNumElements(it);
+		if (n < 2 || n > EXTRACT_DIMS_MAX)
+			continue;
+		intptr_t j = innermost_wanted(g, maps, n);
+		if (j >= 0 && (r = move_innermost(x->mx.ctx, g, maps, it, n, j)) < 0) {
+			char where[MANIFEST_TEXT_MAX + 1];
+			mlirx_op_loc(&x->mx, g, where, sizeof where);
+			r = err_set(err, r, "%s: reordering the loops of a linalg.generic: %s", where,
+				    r == -ENOMEM ? "out of memory" : "linalg.index names no loop dimension");
+		}
+	}
+	free(l.ops);
+	return r;
+}
+
+/* ---------------------------------------------------------------- fusion */
+
+static const char PIPE_FUSE[] = "func.func(linalg-fuse-elementwise-ops)";
+#define KEEP_PREFIX "pim_fuse_keep_"
+
+static bool has_one_use(MlirValue v)
+{
+	MlirOpOperand u = mlirValueGetFirstUse(v);
+	return !mlirOpOperandIsNull(u) && mlirOpOperandIsNull(mlirOpOperandGetNextUse(u));
+}
+
+static bool all_parallel(MlirOperation g)
+{
+	MlirAttribute it = mlirOperationGetAttributeByName(g, mlirx_s("iterator_types"));
+	struct strbuf b = { 0 };
+	bool all = true;
+
+	if (mlirAttributeIsNull(it) || !mlirAttributeIsAArray(it))
+		return false;
+	for (intptr_t d = 0; all && d < mlirArrayAttrGetNumElements(it); d++) {
+		b.len = 0;
+		mlirAttributePrint(mlirArrayAttrGetElement(it, d), mlirx_buf_cb, &b);
+		all = b.p && strstr(b.p, "parallel");
+	}
+	strbuf_free(&b);
+	return all;
+}
+
+/*
+ * How many times consumer g would compute each element of its input i if the producer were
+ * fused into it: the product of the extents of g's loops that input i's indexing map does not
+ * use (a broadcast across them).
+ */
+static uint64_t recompute_factor(MlirOperation g, intptr_t i)
+{
+	MlirAttribute maps = mlirOperationGetAttributeByName(g, mlirx_s("indexing_maps"));
+	uint64_t ext[EXTRACT_DIMS_MAX] = { 0 }, f = 1;
+	bool used[EXTRACT_DIMS_MAX] = { false };
+
+	if (mlirAttributeIsNull(maps) || !mlirAttributeIsAArray(maps))
+		return 1;
+	intptr_t nm = mlirArrayAttrGetNumElements(maps), n = 0;
+	for (intptr_t j = 0; j < nm && j < mlirOperationGetNumOperands(g); j++) {
+		MlirType t = mlirValueGetType(mlirOperationGetOperand(g, j));
+		MlirAffineMap am = mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, j));
+		n = mlirAffineMapGetNumDims(am);
+		if (!mlirTypeIsAShaped(t) || n > EXTRACT_DIMS_MAX)
+			continue;
+		for (intptr_t r = 0; r < mlirAffineMapGetNumResults(am) && r < mlirShapedTypeGetRank(t); r++) {
+			MlirAffineExpr e = mlirAffineMapGetResult(am, r);
+			if (mlirAffineExprIsADim(e))
+				ext[mlirAffineDimExprGetPosition(e)] = (uint64_t)mlirShapedTypeGetDimSize(t, r);
+			if (j == i)
+				for (intptr_t d = 0; d < n; d++)
+					used[d] |= mlirAffineExprIsFunctionOfDim(e, d);
+		}
+	}
+	for (intptr_t d = 0; d < n && d < EXTRACT_DIMS_MAX; d++)
+		if (!used[d] && ext[d] > 1)
+			f *= ext[d];
+	return f;
+}
+
+/* A call of a body-less function @KEEP_PREFIX<k> taking v, after op: a second use of v. */
+static int add_keep_use(struct extract *x, MlirOperation op, MlirValue v, unsigned k)
+{
+	char name[64], type[512], text[700];
+	MlirContext ctx = x->mx.ctx;
+
+	snprintf(name, sizeof name, KEEP_PREFIX "%u", k);
+	mlirx_type_str(mlirValueGetType(v), type, sizeof type);
+	snprintf(text, sizeof text, "func.func private @%s(%s)", name, type);
+	MlirOperation decl = mlirOperationCreateParse(ctx, mlirx_s(text), mlirx_s("pim-extract"));
+	if (mlirOperationIsNull(decl))
+		return -EINVAL;
+	mlirBlockAppendOwnedOperation(mlirModuleGetBody(x->module), decl);
+	MlirOperationState st = mlirOperationStateGet(mlirx_s("func.call"), mlirOperationGetLocation(op));
+	MlirNamedAttribute a = mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("callee")),
+						     mlirFlatSymbolRefAttrGet(ctx, mlirx_s(name)));
+	mlirOperationStateAddOperands(&st, 1, &v);
+	mlirOperationStateAddAttributes(&st, 1, &a);
+	MlirOperation call = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(call))
+		return -EINVAL;
+	mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(op), op, call);
+	return 0;
+}
+
+/* The calls and declarations add_keep_use made. */
+static void remove_keep_uses(struct extract *x)
+{
+	struct op_list l = { 0 };
+	char name[128];
+
+	if (collect(mlirModuleGetOperation(x->module), NULL, &l) < 0) {
+		free(l.ops);
+		return;
+	}
+	for (size_t i = l.n; i-- > 0;) {
+		MlirOperation op = l.ops[i];
+		MlirAttribute a = mlirx_op_is(op, "func.call") ?
+					  mlirOperationGetAttributeByName(op, mlirx_s("callee")) :
+				  mlirx_op_is(op, "func.func") ?
+					  mlirOperationGetAttributeByName(op, mlirx_s("sym_name")) :
+					  (MlirAttribute){ NULL };
+		if (!mlirAttributeIsNull(a) && mlirx_attr_str(a, name, sizeof name) &&
+		    strstr(name, KEEP_PREFIX))
+			mlirOperationDestroy(op);
+	}
+	free(l.ops);
+}
+
+/* pim.name of the generics that have one, by location: a fused op is made afresh at its
+ * consumer's location, without the consumer's attributes. */
+struct named {
+	char loc[MANIFEST_TEXT_MAX + 1];
+	MlirAttribute name;
+};
+
+static int collect_names(struct extract *x, const struct op_list *l, struct named **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		MlirAttribute a = mlirOperationGetAttributeByName(l->ops[i], mlirx_s("pim.name"));
+		if (mlirAttributeIsNull(a))
+			continue;
+		struct named *p = realloc(*out, (*n + 1) * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		*out = p;
+		mlirx_op_loc(&x->mx, l->ops[i], p[*n].loc, sizeof p[*n].loc);
+		p[(*n)++].name = a;
+	}
+	return 0;
+}
+
+static int restore_names(struct extract *x, const struct named *nm, size_t n)
+{
+	struct op_list l = { 0 };
+	char loc[MANIFEST_TEXT_MAX + 1];
+	int r;
+
+	if (!n)
+		return 0;
+	if ((r = collect(extract_entry_op(x), "linalg.generic", &l)) < 0) {
+		free(l.ops);
+		return r;
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		if (!mlirAttributeIsNull(mlirOperationGetAttributeByName(l.ops[i], mlirx_s("pim.name"))))
+			continue;
+		mlirx_op_loc(&x->mx, l.ops[i], loc, sizeof loc);
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(nm[k].loc, loc)) {
+				mlirOperationSetAttributeByName(l.ops[i], mlirx_s("pim.name"), nm[k].name);
+				break;
+			}
+	}
+	free(l.ops);
+	return 0;
+}
+
+static bool has_linalg(MlirOperation entry)
+{
+	struct op_list l = { 0 };
+	bool any = !mlirOperationIsNull(entry) && collect(entry, NULL, &l) == 0 && l.n > 0;
+	size_t k = 0;
+	while (any && k < l.n && !mlirx_op_in_dialect(l.ops[k], "linalg"))
+		k++;
+	free(l.ops);
+	return any && k < l.n;
+}
+
+int hostcode_fuse(struct extract *x, struct pim_error *err)
+{
+	struct named *names = NULL;
+	size_t n_names = 0;
+	MlirOperation entry;
+	struct op_list l = { 0 };
+	unsigned kept = 0;
+	int r;
+
+	entry = extract_entry_op(x);
+	if (mlirOperationIsNull(entry))
+		return err_set(err, -EINVAL, "internal error: @%s disappeared", x->entry);
+	if ((r = collect(entry, "linalg.generic", &l)) < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	/* An elementwise producer is not fused into a reduction that would compute it again for
+	 * every step of a loop it does not depend on (a normalised vector into the GEMV reading
+	 * it: once per output column).  A second use keeps the pass from fusing it. */
+	for (size_t i = 0; i < l.n && r == 0; i++) {
+		MlirOperation g = l.ops[i];
+		if (all_parallel(g))
+			continue;
+		for (intptr_t j = 0; j < mlirOperationGetNumOperands(g) && r == 0; j++) {
+			MlirValue v = mlirOperationGetOperand(g, j);
+			if (!mlirValueIsAOpResult(v) || !has_one_use(v))
+				continue;
+			MlirOperation p = mlirOpResultGetOwner(v);
+			if (mlirx_op_is(p, "linalg.generic") && all_parallel(p) && recompute_factor(g, j) > 1)
+				r = add_keep_use(x, g, v, kept++);
+		}
+	}
+	if (r == 0)
+		r = collect_names(x, &l, &names, &n_names);
+	free(l.ops);
+	if (r < 0) {
+		remove_keep_uses(x);
+		free(names);
+		return err_set(err, r, "internal error: cannot keep a producer from fusing");
+	}
+	/* A model whose every nest is a copy fusion would erase keeps its source nests. */
+	MlirOperation saved = mlirOperationClone(mlirModuleGetOperation(x->module));
+	r = mlirx_run_passes(&x->mx, x->module, "fusing elementwise ops", PIPE_FUSE, err);
+	if (r == 0 && !has_linalg(extract_entry_op(x))) {
+		mlirModuleDestroy(x->module);
+		x->module = mlirModuleFromOperation(saved);
+		saved = (MlirOperation){ NULL };
+	}
+	if (!mlirOperationIsNull(saved))
+		mlirOperationDestroy(saved);
+	remove_keep_uses(x);
+	if (r == 0 && (r = restore_names(x, names, n_names)) < 0)
+		r = err_set(err, r, "out of memory");
+	free(names);
+	return r;
+}
+
+/* ---------------------------------------------------------------- fills */
+
+bool hostcode_is_fill(MlirOperation g)
+{
+	intptr_t n = mlirOperationGetNumOperands(g);
+
+	if (!mlirx_op_is(g, "linalg.generic") || n < 1 || n > 2 ||
+	    !mlirTypeIsAShaped(mlirValueGetType(mlirOperationGetOperand(g, n - 1))) ||
+	    (n == 2 && mlirTypeIsAShaped(mlirValueGetType(mlirOperationGetOperand(g, 0)))))
+		return false;
+	MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
+	MlirOperation y = mlirBlockIsNull(b) ? (MlirOperation){ NULL } : mlirBlockGetFirstOperation(b);
+	if (mlirOperationIsNull(y) || !mlirx_op_is(y, "linalg.yield") || mlirOperationGetNumOperands(y) != 1)
+		return false;
+	MlirValue v = mlirOperationGetOperand(y, 0);
+	/* ins(scalar) yielding it, or no ins and a value from outside the payload (the scalar
+	 * folded into it by linalg-fuse-elementwise-ops). */
+	if (n == 2)
+		return mlirValueEqual(v, mlirBlockGetArgument(b, 0));
+	return !mlirValueIsABlockArgument(v) || !mlirBlockEqual(mlirBlockArgumentGetOwner(v), b);
+}
+
+/* Ops that may sit between a fill and its contraction inside one bracket: they do no work. */
+static bool inert(MlirOperation op)
+{
+	static const char *const names[] = { "arith.constant", "memref.alloc", "memref.subview",
+					     "memref.cast", "memref.collapse_shape", "memref.expand_shape",
+					     "memref.reinterpret_cast", "memref.get_global" };
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (mlirx_op_is(op, names[i]))
+			return true;
+	return false;
+}
+
+bool hostcode_fill_folds(MlirOperation fill, MlirOperation next)
+{
+	if (!hostcode_is_fill(fill) || !mlirx_op_is(next, "linalg.generic") ||
+	    !mlirBlockEqual(mlirOperationGetBlock(fill), mlirOperationGetBlock(next)))
+		return false;
+	for (MlirOperation op = mlirOperationGetNextInBlock(fill); !mlirOperationEqual(op, next);
+	     op = mlirOperationGetNextInBlock(op))
+		if (mlirOperationIsNull(op) || !(inert(op) || hostcode_is_fill(op)))
+			return false;
+	MlirAttribute seg = mlirOperationGetAttributeByName(next, mlirx_s("operandSegmentSizes"));
+	if (mlirAttributeIsNull(seg) || !mlirAttributeIsADenseI32Array(seg) ||
+	    mlirDenseArrayGetNumElements(seg) != 2)
+		return false;
+	intptr_t n_in = mlirDenseI32ArrayGetElement(seg, 0), n_out = mlirDenseI32ArrayGetElement(seg, 1);
+	MlirValue buf = mlirOperationGetOperand(fill, mlirOperationGetNumOperands(fill) - 1);
+	MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(next, 0));
+	if (mlirBlockIsNull(body) || mlirBlockGetNumArguments(body) != n_in + n_out)
+		return false;
+	/* The next op accumulates into the filled buffer: an output its payload reads. */
+	for (intptr_t i = n_in; i < n_in + n_out; i++)
+		if (mlirValueEqual(mlirOperationGetOperand(next, i), buf) &&
+		    !mlirOpOperandIsNull(mlirValueGetFirstUse(mlirBlockGetArgument(body, i))))
+			return true;
+	return false;
+}
+
+/* ---------------------------------------------------------------- arithmetic and math */
+
+/*
+ * tanh(x) = sign(x)·(e - 1)/(e + 1), e = exp(2·min(|x|, 9)) (tanh 9 rounds to 1 in f32), and
+ * its odd series below |x| = 1/16, where (e - 1) would cancel: x·(1 - x²/3 + 2x⁴/15 - 17x⁶/315),
+ * truncation 3e-10 relative there.  erf(x) = sign(x)·(1 - (a1 t + ... + a5 t⁵)·exp(-x²)),
+ * t = 1/(1 + p|x|) (Abramowitz and Stegun 7.1.26, absolute error ≤ 1.5e-7), and its series
+ * 2/√π·x·(1 - x²/3 + x⁴/10 - x⁶/42 + x⁸/216 - x¹⁰/1320) below |x| = 1/2 (relative 1.4e-8).
+ * Both branches are computed and one is selected, so the loop body has no branch.
+ */
+static const char MATH_HELPERS[] =
+	"func.func private @pim_tanh_f32(%x: f32) -> f32 {\n"
+	"  %ax = math.absf %x : f32\n"
+	"  %c9 = arith.constant 9.0 : f32\n"
+	"  %c2 = arith.constant 2.0 : f32\n"
+	"  %one = arith.constant 1.0 : f32\n"
+	"  %lim = arith.constant 0.0625 : f32\n"
+	"  %k3 = arith.constant -0.333333333333 : f32\n"
+	"  %k5 = arith.constant 0.133333333333 : f32\n"
+	"  %k7 = arith.constant -0.053968253968 : f32\n"
+	"  %cx = arith.minimumf %ax, %c9 : f32\n"
+	"  %tx = arith.mulf %cx, %c2 : f32\n"
+	"  %e = math.exp %tx : f32\n"
+	"  %num = arith.subf %e, %one : f32\n"
+	"  %den = arith.addf %e, %one : f32\n"
+	"  %big = arith.divf %num, %den : f32\n"
+	"  %x2 = arith.mulf %ax, %ax : f32\n"
+	"  %p1 = arith.mulf %x2, %k7 : f32\n"
+	"  %p2 = arith.addf %p1, %k5 : f32\n"
+	"  %p3 = arith.mulf %x2, %p2 : f32\n"
+	"  %p4 = arith.addf %p3, %k3 : f32\n"
+	"  %p5 = arith.mulf %x2, %p4 : f32\n"
+	"  %p6 = arith.mulf %ax, %p5 : f32\n"
+	"  %small = arith.addf %ax, %p6 : f32\n"
+	"  %isSmall = arith.cmpf olt, %ax, %lim : f32\n"
+	"  %m = arith.select %isSmall, %small, %big : f32\n"
+	"  %r = math.copysign %m, %x : f32\n"
+	"  return %r : f32\n"
+	"}\n"
+	"func.func private @pim_erf_f32(%x: f32) -> f32 {\n"
+	"  %ax = math.absf %x : f32\n"
+	"  %one = arith.constant 1.0 : f32\n"
+	"  %p = arith.constant 0.3275911 : f32\n"
+	"  %a1 = arith.constant 0.254829592 : f32\n"
+	"  %a2 = arith.constant -0.284496736 : f32\n"
+	"  %a3 = arith.constant 1.421413741 : f32\n"
+	"  %a4 = arith.constant -1.453152027 : f32\n"
+	"  %a5 = arith.constant 1.061405429 : f32\n"
+	"  %lim = arith.constant 0.5 : f32\n"
+	"  %s0 = arith.constant 1.1283791670955126 : f32\n"
+	"  %s3 = arith.constant -0.333333333333 : f32\n"
+	"  %s5 = arith.constant 0.1 : f32\n"
+	"  %s7 = arith.constant -0.0238095238095 : f32\n"
+	"  %s9 = arith.constant 0.00462962962963 : f32\n"
+	"  %s11 = arith.constant -0.000757575757576 : f32\n"
+	"  %px = arith.mulf %p, %ax : f32\n"
+	"  %d = arith.addf %one, %px : f32\n"
+	"  %t = arith.divf %one, %d : f32\n"
+	"  %q1 = arith.mulf %a5, %t : f32\n"
+	"  %q2 = arith.addf %q1, %a4 : f32\n"
+	"  %q3 = arith.mulf %q2, %t : f32\n"
+	"  %q4 = arith.addf %q3, %a3 : f32\n"
+	"  %q5 = arith.mulf %q4, %t : f32\n"
+	"  %q6 = arith.addf %q5, %a2 : f32\n"
+	"  %q7 = arith.mulf %q6, %t : f32\n"
+	"  %q8 = arith.addf %q7, %a1 : f32\n"
+	"  %q9 = arith.mulf %q8, %t : f32\n"
+	"  %x2 = arith.mulf %ax, %ax : f32\n"
+	"  %nx2 = arith.negf %x2 : f32\n"
+	"  %e = math.exp %nx2 : f32\n"
+	"  %qe = arith.mulf %q9, %e : f32\n"
+	"  %big = arith.subf %one, %qe : f32\n"
+	"  %r1 = arith.mulf %x2, %s11 : f32\n"
+	"  %r2 = arith.addf %r1, %s9 : f32\n"
+	"  %r3 = arith.mulf %x2, %r2 : f32\n"
+	"  %r4 = arith.addf %r3, %s7 : f32\n"
+	"  %r5 = arith.mulf %x2, %r4 : f32\n"
+	"  %r6 = arith.addf %r5, %s5 : f32\n"
+	"  %r7 = arith.mulf %x2, %r6 : f32\n"
+	"  %r8 = arith.addf %r7, %s3 : f32\n"
+	"  %r9 = arith.mulf %x2, %r8 : f32\n"
+	"  %r10 = arith.addf %r9, %one : f32\n"
+	"  %r11 = arith.mulf %ax, %r10 : f32\n"
+	"  %small = arith.mulf %r11, %s0 : f32\n"
+	"  %isSmall = arith.cmpf olt, %ax, %lim : f32\n"
+	"  %m = arith.select %isSmall, %small, %big : f32\n"
+	"  %r = math.copysign %m, %x : f32\n"
+	"  return %r : f32\n"
+	"}\n";
+
+static bool is_f32(MlirValue v)
+{
+	return mlirTypeIsAF32(mlirValueGetType(v));
+}
+
+/* Replaces op (one f32 operand, one f32 result) by a call of @callee. */
+static int replace_by_call(MlirOperation op, const char *callee)
+{
+	MlirLocation loc = mlirOperationGetLocation(op);
+	MlirContext ctx = mlirOperationGetContext(op);
+	MlirValue arg = mlirOperationGetOperand(op, 0);
+	MlirType f32 = mlirF32TypeGet(ctx);
+	MlirOperationState st = mlirOperationStateGet(mlirx_s("func.call"), loc);
+	MlirNamedAttribute a = mlirNamedAttributeGet(
+		mlirIdentifierGet(ctx, mlirx_s("callee")),
+		mlirFlatSymbolRefAttrGet(ctx, mlirx_s(callee)));
+
+	mlirOperationStateAddOperands(&st, 1, &arg);
+	mlirOperationStateAddResults(&st, 1, &f32);
+	mlirOperationStateAddAttributes(&st, 1, &a);
+	MlirOperation call = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(call))
+		return -EINVAL;
+	mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, call);
+	mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), mlirOperationGetResult(call, 0));
+	mlirOperationDestroy(op);
+	return 0;
+}
+
+static bool fastmath_op(MlirOperation op)
+{
+	static const char *const names[] = { "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
+					     "arith.negf", "arith.maximumf", "arith.minimumf",
+					     "arith.maxnumf", "arith.minnumf" };
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (mlirx_op_is(op, names[i]))
+			return true;
+	return false;
+}
+
+int hostcode_prepare(struct extract *x, struct pim_error *err)
+{
+	MlirOperation mod = mlirModuleGetOperation(x->module);
+	MlirContext ctx = x->mx.ctx;
+	struct op_list l = { 0 };
+	bool need_helpers = false;
+	int r;
+
+	if ((r = collect(mod, NULL, &l)) < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	MlirAttribute fm = mlirAttributeParseGet(ctx, mlirx_s("#arith.fastmath<reassoc,contract>"));
+	if (mlirAttributeIsNull(fm)) {
+		free(l.ops);
+		return err_set(err, -EINVAL, "internal error: cannot make the fastmath attribute");
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		MlirOperation op = l.ops[i];
+		if (fastmath_op(op))
+			mlirOperationSetAttributeByName(op, mlirx_s("fastmath"), fm);
+		else if ((mlirx_op_is(op, "math.tanh") || mlirx_op_is(op, "math.erf")) &&
+			 mlirOperationGetNumOperands(op) == 1 && is_f32(mlirOperationGetOperand(op, 0)) &&
+			 mlirOperationGetNumResults(op) == 1 && is_f32(mlirOperationGetResult(op, 0))) {
+			const char *callee = mlirx_op_is(op, "math.tanh") ? "pim_tanh_f32" : "pim_erf_f32";
+			if (replace_by_call(op, callee) < 0) {
+				free(l.ops);
+				return err_set(err, -EINVAL, "internal error: cannot build a call of @%s", callee);
+			}
+			need_helpers = true;
+		}
+	}
+	free(l.ops);
+	if (!need_helpers)
+		return 0;
+	/* The helpers go into the module and are inlined into every call by the caller's
+	 * pipeline (hostcode_prepare runs before it; see model.c). */
+	MlirModule h = mlirModuleCreateParse(ctx, mlirx_s(MATH_HELPERS));
+	if (mlirModuleIsNull(h))
+		return err_set(err, -EINVAL, "internal error: the math helpers do not parse");
+	MlirBlock dst = mlirModuleGetBody(x->module);
+	MlirBlock src = mlirModuleGetBody(h);
+	for (MlirOperation f = mlirBlockGetFirstOperation(src); !mlirOperationIsNull(f);) {
+		MlirOperation next = mlirOperationGetNextInBlock(f);
+		for (MlirOperation op = mlirBlockGetFirstOperation(mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0)));
+		     !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
+			if (fastmath_op(op))
+				mlirOperationSetAttributeByName(op, mlirx_s("fastmath"), fm);
+		mlirOperationRemoveFromParent(f);
+		mlirBlockAppendOwnedOperation(dst, f);
+		f = next;
+	}
+	mlirModuleDestroy(h);
+	return 0;
+}

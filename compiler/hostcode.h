@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hostcode.h: the host code of the model library is what a performance-minded CPU user would
+ * run, so that the time pimd measures for a nest is the time its host would really take.
+ *
+ *   hostcode_order_loops (stage 3, on the bufferized generic ops): the loop dimensions of every
+ *     linalg.generic are reordered so that the innermost one walks its largest operand with
+ *     unit stride where that operand's last index is a plain loop dimension (a GEMV whose
+ *     weight is stored [in, out] streams the weight row by row instead of jumping a row per
+ *     step).  Only the moved dimension changes place, so the reduction dimensions keep their
+ *     order among themselves and every output element is accumulated in the same order as
+ *     before.
+ *   hostcode_prepare (model library, before lowering to LLVM): floating-point arithmetic may
+ *     be reassociated and contracted (fastmath<reassoc,contract>, what -ffast-math gives C
+ *     code's reductions; no finite-math or NaN assumptions), and math.tanh and math.erf on f32
+ *     become inline arithmetic around math.exp, which the vectoriser maps to the C library's
+ *     vector functions (libmvec), instead of scalar calls of tanhf and erff.
+ * The instruction set the library is built for is common/cpulevel.h's.
+ */
+#ifndef PIM_COMPILER_HOSTCODE_H
+#define PIM_COMPILER_HOSTCODE_H
+
+#include "extract.h"
+
+int hostcode_order_loops(struct extract *x, struct pim_error *err);
+
+/*
+ * Stage 1 (tensors, before instrumentation), --nests fused: the nests a compiler makes for the
+ * host.  linalg-fuse-elementwise-ops fuses every elementwise producer with one use into its
+ * consumer (chains of elementwise ops become one nest; a transpose that only feeds a
+ * contraction becomes the contraction's indexing), except into a reduction that would compute
+ * the producer again for every step of a loop the producer does not depend on (a normalised
+ * vector into the GEMV that reads it).
+ */
+int hostcode_fuse(struct extract *x, struct pim_error *err);
+
+/* A generalized linalg.fill: ins(scalar) outs(buffer), a payload that yields the scalar. */
+bool hostcode_is_fill(MlirOperation g);
+
+/*
+ * True when fill (a generalized linalg.fill, stage 3) only initialises an accumulator of next,
+ * a later op of its block: next's payload reads the filled buffer as an output and only inert
+ * ops (constants, allocations, views) and other fills lie between them.  Such a fill belongs to next's
+ * nest, as a compiler fuses it into the first iteration of the reduction: one region, whose
+ * bracket holds both loops (extract.h: extract_region.folded).
+ */
+bool hostcode_fill_folds(MlirOperation fill, MlirOperation next);
+int hostcode_prepare(struct extract *x, struct pim_error *err);
+
+#endif
