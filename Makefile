@@ -223,7 +223,7 @@ check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 # The pure modules (README, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
 PURE_MODULES := common/util common/strbuf common/svg client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
-	daemon/pimsim daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events
+	daemon/pimsim daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events daemon/bandwidth
 PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
 
 check-purity: $(PURE_OBJ) $(B)/obj/daemon/config.o
@@ -238,6 +238,11 @@ check-man:
 check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
 	sh tests/e2e/run.sh $(B)
 	sh tests/e2e/cgroup.sh $(B)
+	sh tests/e2e/bcpu.sh $(B)
+
+# B_cpu measured under load as when quiet, ROUNDS times (default 1; check-e2e runs one).
+check-bcpu: all $(B)/tests/e2e-tool
+	sh tests/e2e/bcpu.sh $(B) $(ROUNDS)
 
 # pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium;
 # pimctl's progress lines on a pseudo-terminal.
@@ -419,4 +424,4 @@ help:
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo pictures install bench help stress stress-durable demo-decoder
+.PHONY: check-bcpu jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo pictures install bench help stress stress-durable demo-decoder

@@ -20,7 +20,7 @@
 static const char CSS[] =
 	"text.title{font-size:16px;font-weight:bold}text.head{font-size:13px;font-weight:bold}"
 	"text.sub{fill:#333}text.tick{fill:#555;font-size:10px}text.note{fill:#555;font-size:10px}"
-	".dash{stroke-dasharray:6 3}.dot{stroke-dasharray:2 3}";
+	".dash{stroke-dasharray:6 3}.dot{stroke-dasharray:2 3}.marginal{stroke-width:1.5}";
 
 /* ---------------------------------------------------------------- shared helpers */
 
@@ -149,9 +149,26 @@ static char cond_char(Pim__CondState st)
 	}
 }
 
+/* The colour of the ring around a marginal decision's mark. */
+#define CHART_MARGINAL_COLOUR "#111"
+
+/* "T_ctx (C1) and θ (C3)": the thresholds whose measured noise can change d's side. */
+static void marginal_words(const Pim__RegionDecision *d, char *buf, size_t len)
+{
+	static const char *const what[4] = { "T_ctx (C1)", "N_core (C2)", "θ (C3)", "σ (C4)" };
+	size_t pos = 0;
+
+	buf[0] = '\0';
+	for (int c = 0; c < 4 && pos < len; c++)
+		if (d->marginal_on & 1u << c) {
+			int k = snprintf(buf + pos, len - pos, "%s%s", pos ? " and " : "", what[c]);
+			pos += k > 0 ? (size_t)k : 0;
+		}
+}
+
 static void region_title(const Pim__RegionDecision *d, char *buf, size_t len)
 {
-	char bw[48], fs[32], t[32];
+	char bw[48], fs[32], t[32], marg[96] = "";
 	double b = cond_lhs(d, 2), f = cond_lhs(d, 3);
 	if (isfinite(b))
 		snprintf(bw, sizeof bw, "%.3g GB/s%s", b / 1e9, d->bw_estimated ? " (estimated)" : "");
@@ -162,17 +179,50 @@ static void region_title(const Pim__RegionDecision *d, char *buf, size_t len)
 	else
 		snprintf(fs, sizeof fs, "unknown");
 	fmt_seconds(t, sizeof t, d->t_host);
-	snprintf(buf, len, "region %u %s (%s): %s, evidence %s\nBW_read %s, f_store %s, T_host %s x trip %" PRIu64
+	if (d->marginal)
+		marginal_words(d, marg, sizeof marg);
+	snprintf(buf, len, "region %u %s (%s): %s%s, evidence %s\nBW_read %s, f_store %s, T_host %s x trip %" PRIu64
 		 "\nC1 %c C2 %c C3 %c C4 %c: %s", d->region_id, d->name, d->op, d->pim ? "PIM" : "host",
-		 evidence_word(d->evidence), bw, fs, t, d->trip ? d->trip : 1, cond_char(cond_state(d, 0)),
-		 cond_char(cond_state(d, 1)), cond_char(cond_state(d, 2)), cond_char(cond_state(d, 3)), d->reason);
+		 d->marginal ? " (marginal)" : "", evidence_word(d->evidence), bw, fs, t, d->trip ? d->trip : 1,
+		 cond_char(cond_state(d, 0)), cond_char(cond_state(d, 1)), cond_char(cond_state(d, 2)),
+		 cond_char(cond_state(d, 3)), d->reason);
+	if (d->marginal) {
+		size_t n = strlen(buf);
+		snprintf(buf + n, len - n, "\nmarginal: within the measured noise of %s", marg);
+	}
+}
+
+/*
+ * A ring around the mark at (x, y) of a marginal decision: of region id (count 1), or of count
+ * regions aggregated into one mark.  Its data-marginal (one) or data-marginals (several) attribute
+ * counts marginal decisions apart from data-region(s), which count regions.
+ */
+static void marginal_ring(struct svg *s, double x, double y, double r, const Pim__RegionDecision *d,
+			  size_t count)
+{
+	char title[160], value[32], marg[96];
+
+	marginal_words(d, marg, sizeof marg);
+	if (count == 1) {
+		snprintf(title, sizeof title, "region %u: marginal, within the measured noise of %s", d->region_id,
+			 marg);
+		snprintf(value, sizeof value, "%u", d->region_id);
+	} else {
+		snprintf(title, sizeof title, "%zu marginal decisions here, e.g. region %u: within the measured "
+			 "noise of %s", count, d->region_id, marg);
+		snprintf(value, sizeof value, "%zu", count);
+	}
+	svg_mark(s, SVG_CIRCLE, x, y, r, &(struct svg_tag){ .cls = "marginal", .fill = "none",
+							    .stroke = CHART_MARGINAL_COLOUR, .title = title,
+							    .data = count == 1 ? "marginal" : "marginals",
+							    .value = value });
 }
 
 /* A region's place in the rule's picture. */
 struct item {
 	double x, y;
 	const Pim__RegionDecision *d;
-	uint64_t cell; /* aggregation key: cell, decision, evidence */
+	uint64_t cell; /* aggregation key: cell, decision, marginal, evidence */
 };
 
 static int item_cmp(const void *a, const void *b)
@@ -183,7 +233,8 @@ static int item_cmp(const void *a, const void *b)
 	return p->d->region_id < q->d->region_id ? -1 : p->d->region_id > q->d->region_id;
 }
 
-/* One mark per item, or (above CHART_MARKS_ONE) one per cell, decision and evidence. */
+/* One mark per item, or (above CHART_MARKS_ONE) one per cell, decision, marginal and evidence; a
+ * marginal decision's mark is ringed. */
 static void draw_items(struct svg *s, struct item *it, size_t n)
 {
 	char title[1024], value[32];
@@ -196,13 +247,16 @@ static void draw_items(struct svg *s, struct item *it, size_t n)
 						   .fill = d->pim ? CHART_PIM_COLOUR : CHART_HOST_COLOUR,
 						   .title = title, .data = "region", .value = value };
 			svg_mark(s, evidence_shape(d->evidence), it[i].x, it[i].y, 4, &t);
+			if (d->marginal)
+				marginal_ring(s, it[i].x, it[i].y, 7, d, 1);
 		}
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
 		long cx = lround(it[i].x / CHART_CELL_PX), cy = lround(it[i].y / CHART_CELL_PX);
 		it[i].cell = ((uint64_t)(cx & 0xffff) << 32) | ((uint64_t)(cy & 0xffff) << 16) |
-			     ((uint64_t)it[i].d->pim << 8) | (uint64_t)(it[i].d->evidence & 0xff);
+			     ((uint64_t)it[i].d->pim << 9) | ((uint64_t)it[i].d->marginal << 8) |
+			     (uint64_t)(it[i].d->evidence & 0xff);
 	}
 	qsort(it, n, sizeof *it, item_cmp);
 	for (size_t i = 0; i < n;) {
@@ -231,6 +285,8 @@ static void draw_items(struct svg *s, struct item *it, size_t n)
 					   .fill = d->pim ? CHART_PIM_COLOUR : CHART_HOST_COLOUR, .title = title,
 					   .data = j - i == 1 ? "region" : "regions", .value = value };
 		svg_mark(s, evidence_shape(d->evidence), it[i].x, it[i].y, j - i == 1 ? 4 : 5, &t);
+		if (d->marginal)
+			marginal_ring(s, it[i].x, it[i].y, j - i == 1 ? 7 : 8, d, j - i);
 		i = j;
 	}
 }
@@ -515,7 +571,7 @@ int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struc
 	char head[256];
 	if (e)
 		snprintf(head, sizeof head, "The rule at N_core = %g: %zu regions passed Stage 1 (C1, C2); "
-			 "PIM when C3 or C4 holds", e->n_core, n2);
+			 "PIM when C3 or C4 holds; marginal decisions (ringed): %u", e->n_core, n2, e->marginal);
 	else
 		snprintf(head, sizeof head, "The rule: no estimate in the answer");
 	svg_text(&s, PX0 - 60, 74, "start", "head", "%s", head);
@@ -555,9 +611,13 @@ int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struc
 	legend_mark(&s, lx, ly + 62, SVG_TRIANGLE, "#666", "estimate (timing backend)");
 	legend_mark(&s, lx, ly + 80, SVG_DIAMOND, "#666", "imported (perf stat)");
 	legend_mark(&s, lx, ly + 98, SVG_CROSS, "#666", "no measurements");
-	legend_line(&s, lx, ly + 124, "dash", "#c00", "thresholds θ (C3), σ (C4)");
-	svg_text(&s, lx - 10, ly + 150, "start", "note", "a larger mark stands for several");
-	svg_text(&s, lx - 10, ly + 164, "start", "note", "regions (hover for the count)");
+	svg_mark(&s, SVG_CIRCLE, lx, ly + 116 - 4, 7, &(struct svg_tag){ .cls = "legend marginal", .fill = "none",
+									  .stroke = CHART_MARGINAL_COLOUR });
+	svg_text(&s, lx + 12, ly + 116, "start", "sub", "marginal: within the measured");
+	svg_text(&s, lx + 12, ly + 130, "start", "sub", "noise of T_ctx, θ or σ");
+	legend_line(&s, lx, ly + 156, "dash", "#c00", "thresholds θ (C3), σ (C4)");
+	svg_text(&s, lx - 10, ly + 182, "start", "note", "a larger mark stands for several");
+	svg_text(&s, lx - 10, ly + 196, "start", "note", "regions (hover for the count)");
 
 	/* Stage-1 failures: the same BW_read axis, one row per failing condition */
 	static const char *const s1_text[3] = {

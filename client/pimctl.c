@@ -34,7 +34,9 @@ static void usage(FILE *f)
 		"Usage: pimctl [--socket PATH] [--json] COMMAND [ARG]...\n"
 		"Command line of pimd, the PIM placement service.\n\n"
 		"Commands:\n"
-		"  status                    daemon version, uptime, clients, models, store\n"
+		"  status                    daemon version, uptime, clients, models, store, B_cpu\n"
+		"  platform probe            measure the host read bandwidth B_cpu again (root or\n"
+		"                            pimd's user: it changes every user's answers)\n"
 		"  model load FILE [--replace]\n"
 		"                            load a manifest (JSON or protobuf binary)\n"
 		"  model list                list loaded models\n"
@@ -281,49 +283,140 @@ static json_object *model_info_json(const struct pim_model_info *m)
 	return o;
 }
 
+/* ---------------------------------------------------------------- B_cpu and its probe */
+
+static int call_body(struct ctl *ctl, Pim__Request *req, Pim__Response__BodyCase want,
+		     Pim__Response **out);
+
+static json_object *b_cpu_json(const Pim__BandwidthProbe *p)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "b_cpu", json_object_new_double(p->b_cpu));
+	json_object_object_add(o, "source", json_object_new_string(p->source));
+	if (p->measured > 0) {
+		json_object_object_add(o, "measured", json_object_new_double(p->measured));
+		json_object_object_add(o, "spread", json_object_new_double(p->spread));
+		json_object_object_add(o, "method", json_object_new_string(p->method));
+		json_object_object_add(o, "measured_at", json_object_new_int64(p->measured_at));
+		json_object_object_add(o, "busy", json_object_new_boolean(p->busy));
+		json_object_object_add(o, "load", json_object_new_string(p->load));
+		json_object_object_add(o, "host", json_object_new_string(p->host));
+	}
+	return o;
+}
+
+/* How the B_cpu of p was measured, on lines after a first of the caller's, each indented. */
+static void b_cpu_print(const Pim__BandwidthProbe *p, const char *indent)
+{
+	char t[32];
+
+	if (!p || p->measured <= 0) {
+		if (p && strcmp(p->source, "measured") != 0)
+			printf("%snot measured on this platform\n", indent);
+		return;
+	}
+	format_time(t, sizeof t, p->measured_at);
+	if (strcmp(p->source, "measured") != 0)
+		printf("%sthe probe measured %.2f GB/s; the %s value is used instead\n", indent, p->measured / 1e9,
+		       p->source);
+	if (p->method[0])
+		printf("%smeasured %s on %s, spread %.1f%% between rounds\n%s(%s)\n", indent, t, p->host,
+		       100 * p->spread, indent, p->method);
+	else
+		printf("%smeasured by the single-pass probe of an earlier pimd (no spread known)\n", indent);
+	if (p->load[0])
+		printf("%s%s%s\n", indent, p->load,
+		       p->busy ? "; measure again when it is quiet: pimctl platform probe" : "");
+}
+
 static int cmd_status(struct ctl *ctl)
 {
-	struct pim_status st;
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
+	Pim__Response *resp;
+	int r;
 
-	int r = pim_status(ctl->client, &st);
-	if (r < 0)
-		return request_failed(ctl, r);
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &body;
+	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_STATUS, &resp)))
+		return r;
+	const Pim__StatusReply *st = resp->status;
 	if (ctl->json) {
 		json_object *o = json_object_new_object();
-		json_object_object_add(o, "server_version", json_object_new_string(st.server_version));
-		json_object_object_add(o, "protocol_version", json_object_new_int64(st.protocol_version));
-		json_object_object_add(o, "uptime_ms", json_object_new_int64((int64_t)st.uptime_ms));
-		json_object_object_add(o, "clients", json_object_new_int64(st.clients));
-		json_object_object_add(o, "models", json_object_new_int64(st.models));
-		json_object_object_add(o, "requests", json_object_new_int64((int64_t)st.requests));
-		json_object_object_add(o, "database", json_object_new_string(st.database));
-		json_object_object_add(o, "schema_version", json_object_new_int64(st.schema_version));
-		json_object_object_add(o, "max_frame_bytes", json_object_new_int64(st.max_frame_bytes));
-		json_object_object_add(o, "pid", json_object_new_int64(st.pid));
-		json_object_object_add(o, "platform", json_object_new_string(st.platform));
-		json_object_object_add(o, "backend", json_object_new_string(st.backend));
-		json_object_object_add(o, "backend_reason", json_object_new_string(st.backend_reason));
-		json_object_object_add(o, "b_cpu", json_object_new_double(st.b_cpu));
-		json_object_object_add(o, "b_cpu_source", json_object_new_string(st.b_cpu_source));
-		json_object_object_add(o, "profile_jobs", json_object_new_int64(st.profile_jobs));
-		json_object_object_add(o, "containment", json_object_new_string(st.containment));
+		json_object_object_add(o, "server_version", json_object_new_string(st->server_version));
+		json_object_object_add(o, "protocol_version", json_object_new_int64(st->protocol_version));
+		json_object_object_add(o, "uptime_ms", json_object_new_int64((int64_t)st->uptime_ms));
+		json_object_object_add(o, "clients", json_object_new_int64(st->clients));
+		json_object_object_add(o, "models", json_object_new_int64(st->models));
+		json_object_object_add(o, "requests", json_object_new_int64((int64_t)st->requests));
+		json_object_object_add(o, "database", json_object_new_string(st->database));
+		json_object_object_add(o, "schema_version", json_object_new_int64(st->schema_version));
+		json_object_object_add(o, "max_frame_bytes", json_object_new_int64(st->max_frame_bytes));
+		json_object_object_add(o, "pid", json_object_new_int64(st->pid));
+		json_object_object_add(o, "platform", json_object_new_string(st->platform));
+		json_object_object_add(o, "backend", json_object_new_string(st->backend));
+		json_object_object_add(o, "backend_reason", json_object_new_string(st->backend_reason));
+		json_object_object_add(o, "b_cpu", json_object_new_double(st->b_cpu));
+		json_object_object_add(o, "b_cpu_source", json_object_new_string(st->b_cpu_source));
+		if (st->b_cpu_probe)
+			json_object_object_add(o, "b_cpu_probe", b_cpu_json(st->b_cpu_probe));
+		json_object_object_add(o, "profile_jobs", json_object_new_int64(st->profile_jobs));
+		json_object_object_add(o, "containment", json_object_new_string(st->containment));
 		json_object_object_add(o, "socket", json_object_new_string(pim_client_socket_path(ctl->client)));
 		print_json(o);
+		pim__response__free_unpacked(resp, NULL);
 		return EXIT_OK;
 	}
-	printf("pimd %s (protocol %u), pid %u\n", st.server_version, st.protocol_version, st.pid);
+	printf("pimd %s (protocol %u), pid %u\n", st->server_version, st->protocol_version, st->pid);
 	printf("  socket:     %s\n", pim_client_socket_path(ctl->client));
-	printf("  uptime:     %" PRIu64 ".%03" PRIu64 " s\n", st.uptime_ms / 1000, st.uptime_ms % 1000);
-	printf("  clients:    %u\n", st.clients);
-	printf("  requests:   %" PRIu64 "\n", st.requests);
-	printf("  models:     %u\n", st.models);
-	printf("  database:   %s (schema %u)\n", st.database, st.schema_version);
-	printf("  max frame:  %u bytes\n", st.max_frame_bytes);
-	printf("  platform:   %s\n", st.platform);
-	printf("  profiling:  %s backend; %s\n", st.backend, st.backend_reason);
-	printf("  B_cpu:      %.2f GB/s (%s)\n", st.b_cpu / 1e9, st.b_cpu_source);
-	printf("  jobs:       %u profiling jobs queued or running\n", st.profile_jobs);
-	printf("  contained:  %s\n", st.containment);
+	printf("  uptime:     %" PRIu64 ".%03" PRIu64 " s\n", st->uptime_ms / 1000, st->uptime_ms % 1000);
+	printf("  clients:    %u\n", st->clients);
+	printf("  requests:   %" PRIu64 "\n", st->requests);
+	printf("  models:     %u\n", st->models);
+	printf("  database:   %s (schema %u)\n", st->database, st->schema_version);
+	printf("  max frame:  %u bytes\n", st->max_frame_bytes);
+	printf("  platform:   %s\n", st->platform);
+	printf("  profiling:  %s backend; %s\n", st->backend, st->backend_reason);
+	printf("  B_cpu:      %.2f GB/s (%s)\n", st->b_cpu / 1e9, st->b_cpu_source);
+	b_cpu_print(st->b_cpu_probe, "              ");
+	printf("  jobs:       %u profiling jobs queued or running\n", st->profile_jobs);
+	printf("  contained:  %s\n", st->containment);
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
+/* pimctl platform probe: B_cpu measured again (root or pimd's user). */
+static int cmd_platform_probe(struct ctl *ctl)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProbeBandwidth body = PIM__PROBE_BANDWIDTH__INIT;
+	Pim__Response *resp;
+	struct ticker t;
+	int r;
+
+	req.body_case = PIM__REQUEST__BODY_PROBE_BANDWIDTH;
+	req.probe_bandwidth = &body;
+	ticker_start(&t, ctl, "measuring B_cpu");
+	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_PROBE_BANDWIDTH, &resp)))
+		return r;
+	const Pim__ProbeBandwidthReply *pr = resp->probe_bandwidth;
+	if (ctl->json) {
+		json_object *o = json_object_new_object();
+		if (pr->previous)
+			json_object_object_add(o, "previous", b_cpu_json(pr->previous));
+		if (pr->probe)
+			json_object_object_add(o, "probe", b_cpu_json(pr->probe));
+		print_json(o);
+	} else if (pr->probe) {
+		const Pim__BandwidthProbe *was = pr->previous, *now = pr->probe;
+		printf("B_cpu measured: %.2f GB/s", now->measured / 1e9);
+		if (was && was->measured > 0)
+			printf(" (was %.2f GB/s, %+.1f%%)", was->measured / 1e9,
+			       100 * (now->measured / was->measured - 1));
+		printf("\n");
+		b_cpu_print(now, "  ");
+	}
+	pim__response__free_unpacked(resp, NULL);
 	return EXIT_OK;
 }
 
@@ -566,6 +659,7 @@ static const struct {
 	{ "b_wb", offsetof(Pim__PlacementParams, b_wb) },
 	{ "b_pim_core", offsetof(Pim__PlacementParams, b_pim_core) },
 	{ "line_bytes", offsetof(Pim__PlacementParams, line_bytes) },
+	{ "b_cpu_spread", offsetof(Pim__PlacementParams, b_cpu_spread) },
 };
 
 /* --param NAME=VALUE: 0 ok, else the usage exit status. */
@@ -588,7 +682,8 @@ static int parse_param(Pim__PlacementParams *p, const char *arg)
 			return 0;
 		}
 	return usage_error("--param: unknown parameter '%.*s' (n_core, f_pim, i_min, t_ctx, b_cpu, theta, "
-			   "theta_ratio, sigma, b_rd, b_wb, b_pim_core, line_bytes)", (int)(eq - arg), arg);
+			   "theta_ratio, sigma, b_rd, b_wb, b_pim_core, line_bytes, b_cpu_spread)", (int)(eq - arg),
+			   arg);
 }
 
 /* A comma-separated list of positive numbers. */
@@ -672,6 +767,10 @@ static const char *evidence_name(Pim__Evidence e)
 	}
 }
 
+/* The conditions as --json names them, and the threshold each compares with. */
+static const char *const cond_key[4] = { "c1", "c2", "c3", "c4" };
+static const char *const cond_threshold[4] = { "t_ctx", "n_core", "theta", "sigma" };
+
 static json_object *jdouble(double v)
 {
 	return isfinite(v) ? json_object_new_double(v) : json_object_new_null();
@@ -686,6 +785,8 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 	json_object_object_add(o, "platform", json_object_new_string(r->platform));
 	json_object_object_add(o, "cached", json_object_new_boolean(r->cached));
 	json_object_object_add(o, "regions_with_metrics", json_object_new_int64(r->regions_with_metrics));
+	if (r->b_cpu_probe)
+		json_object_object_add(o, "b_cpu_probe", b_cpu_json(r->b_cpu_probe));
 	json_object *pp = json_object_new_object();
 	for (size_t i = 0; r->params && i < ELEMENTSOF(param_fields); i++) {
 		double v = *(const double *)((const char *)r->params + param_fields[i].offset);
@@ -706,6 +807,12 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 		json_object_object_add(je, "offloaded", json_object_new_int64(e->offloaded));
 		json_object_object_add(je, "rejected_stage1", json_object_new_int64(e->rejected_stage1));
 		json_object_object_add(je, "rejected_stage2", json_object_new_int64(e->rejected_stage2));
+		json_object_object_add(je, "marginal", json_object_new_int64(e->marginal));
+		json_object_object_add(je, "marginal_pim", json_object_new_int64(e->marginal_pim));
+		json_object *mb = json_object_new_object();
+		for (size_t c = 0; c < e->n_marginal_by_condition && c < 4; c++)
+			json_object_object_add(mb, cond_key[c], json_object_new_int64(e->marginal_by_condition[c]));
+		json_object_object_add(je, "marginal_by_condition", mb);
 		json_object_object_add(je, "t_cpu", jdouble(e->t_cpu));
 		json_object_object_add(je, "t_host", jdouble(e->t_host));
 		json_object_object_add(je, "t_pim", jdouble(e->t_pim));
@@ -756,7 +863,6 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 			json_object_object_add(jr, "place", json_object_new_string(d->pim ? "pim" : "host"));
 			json_object_object_add(jr, "evidence", json_object_new_string(evidence_name(d->evidence)));
 			json_object_object_add(jr, "t_host", jdouble(d->t_host));
-			static const char *const cn[] = { "c1", "c2", "c3", "c4" };
 			static const char *const st[] = { "false", "true", "no_data", "skipped" };
 			for (size_t c = 0; c < d->n_conditions && c < 4; c++) {
 				json_object *jc = json_object_new_object();
@@ -764,8 +870,16 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 					(unsigned)d->conditions[c]->state < 4 ? st[d->conditions[c]->state] : "?"));
 				json_object_object_add(jc, "lhs", jdouble(d->conditions[c]->lhs));
 				json_object_object_add(jc, "rhs", jdouble(d->conditions[c]->rhs));
-				json_object_object_add(jr, cn[c], jc);
+				json_object_object_add(jc, "noise", jdouble(d->conditions[c]->noise));
+				json_object_object_add(jc, "marginal", json_object_new_boolean(d->conditions[c]->marginal));
+				json_object_object_add(jr, cond_key[c], jc);
 			}
+			json_object_object_add(jr, "marginal", json_object_new_boolean(d->marginal));
+			json_object *on = json_object_new_array();
+			for (int c = 0; c < 4; c++)
+				if (d->marginal_on & 1u << c)
+					json_object_array_add(on, json_object_new_string(cond_threshold[c]));
+			json_object_object_add(jr, "marginal_on", on);
 			json_object_object_add(jr, "bw_estimated", json_object_new_boolean(d->bw_estimated));
 			json_object_object_add(jr, "reason", json_object_new_string(d->reason));
 			json_object_object_add(jr, "t_pim", d->pim ? jdouble(d->t_pim) : json_object_new_null());
@@ -797,9 +911,12 @@ static void decision_row(const Pim__RegionDecision *d, bool verbose)
 		if (isfinite(f))
 			snprintf(fs, sizeof fs, "%.2f", f);
 	}
-	printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %s%s%s\n", d->region_id,
-	       d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds, verbose ? (d->pim ? "PIM  " : "host ")
-	       : d->pim ? "PIM" : "host", verbose ? " " : "", verbose ? d->reason : "");
+	/* ~: marginal, the noise of a condition can change the side */
+	char place[8];
+	snprintf(place, sizeof place, "%s%s", d->pim ? "PIM" : "host", d->marginal ? "~" : "");
+	printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %-*s%s%s\n", d->region_id,
+	       d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds, verbose ? 5 : 0, place,
+	       verbose ? " " : "", verbose ? d->reason : "");
 }
 
 static void decision_header(bool verbose)
@@ -818,7 +935,7 @@ static void reason_summary(const Pim__PlacementReply *r, const Pim__PlacementEst
 {
 	enum { C1_FAIL, C2_FAIL, S2_FAIL, C3_FAIL, C3_NODATA, C4_FAIL, C4_NODATA, NO_METRICS, C3_HOLD, C4_HOLD,
 	       N_WHY };
-	size_t n[N_WHY] = { 0 };
+	size_t n[N_WHY] = { 0 }, marginal = 0, marginal_on[4] = { 0 };
 	char theta[64] = "θ", sigma[64] = "σ";
 
 	if (r->params) {
@@ -834,6 +951,9 @@ static void reason_summary(const Pim__PlacementReply *r, const Pim__PlacementEst
 			continue;
 		Pim__CondState c1 = d->conditions[0]->state, c2 = d->conditions[1]->state;
 		Pim__CondState c3 = d->conditions[2]->state, c4 = d->conditions[3]->state;
+		marginal += d->marginal;
+		for (int c = 0; c < 4; c++)
+			marginal_on[c] += d->marginal && (d->marginal_on & 1u << c);
 		if (d->pim) {
 			n[C3_HOLD] += c3 == PIM__COND_STATE__COND_TRUE;
 			n[C4_HOLD] += c4 == PIM__COND_STATE__COND_TRUE;
@@ -873,6 +993,17 @@ static void reason_summary(const Pim__PlacementReply *r, const Pim__PlacementEst
 	for (int k = 0; k < N_WHY; k++)
 		if (n[k])
 			printf("  %-4s %6zu  %s\n", k >= C3_HOLD ? "PIM" : "host", n[k], text[k]);
+	if (marginal) {
+		static const char *const what[4] = { "T_ctx (C1)", "N_core (C2)", "θ (C3)", "σ (C4)" };
+		const char *sep = "";
+		printf("  %-4s %6zu  marginal, within the measured noise of ", "~", marginal);
+		for (int c = 0; c < 4; c++)
+			if (marginal_on[c]) {
+				printf("%s%s: %zu", sep, what[c], marginal_on[c]);
+				sep = ", ";
+			}
+		printf("\n");
+	}
 }
 
 static void placement_print(const Pim__PlacementReply *r, bool verbose)
@@ -883,6 +1014,10 @@ static void placement_print(const Pim__PlacementReply *r, bool verbose)
 		printf("Platform %s; theta %.2f GB/s, sigma %.2f, T_ctx %g s, f_pim %g Hz, B_cpu %.2f GB/s\n",
 		       r->platform, r->params->theta / 1e9, r->params->sigma, r->params->t_ctx,
 		       r->params->f_pim, r->params->b_cpu / 1e9);
+	if (r->params && r->b_cpu_probe) {
+		printf("B_cpu %s:\n", r->b_cpu_probe->source);
+		b_cpu_print(r->b_cpu_probe, "  ");
+	}
 	const Pim__PlacementEstimate *first = r->n_estimates ? r->estimates[0] : NULL;
 	for (size_t i = 0; i < r->n_estimates; i++) {
 		const Pim__PlacementEstimate *e = r->estimates[i];
@@ -915,10 +1050,12 @@ static void placement_print(const Pim__PlacementReply *r, bool verbose)
 			reason_summary(r, e, first);
 	}
 	if (first && first->n_regions)
-		printf("(BW_READ in GB/s; 'e': estimated by the timing backend)\n");
-	printf("\n%7s %9s %10s %10s %-9s %10s %10s %9s %10s %11s %9s %9s  %s\n", "N_CORE", "OFFLOADED", "T_CPU",
-	       "T_PIM", "T_PIM_BY", "T_MOVE", "T_HYBRID", "SPEEDUP~", "BOUND_MOVE", "BOUND_RESID", "CAPTURED",
-	       "RESIDUAL", "MOVEMENT");
+		printf("(BW_READ in GB/s; 'e': estimated by the timing backend%s)\n",
+		       first->marginal ? "; PLACE ~: marginal, within the measured noise of T_ctx (C1), θ (C3) or "
+		       "σ (C4), so that it may change from run to run" : "");
+	printf("\n%7s %9s %8s %10s %10s %-9s %10s %10s %9s %10s %11s %9s %9s  %s\n", "N_CORE", "OFFLOADED",
+	       "MARGINAL", "T_CPU", "T_PIM", "T_PIM_BY", "T_MOVE", "T_HYBRID", "SPEEDUP~", "BOUND_MOVE",
+	       "BOUND_RESID", "CAPTURED", "RESIDUAL", "MOVEMENT");
 	for (size_t i = 0; i < r->n_estimates; i++) {
 		const Pim__PlacementEstimate *e = r->estimates[i];
 		char a[32], p[32], b[32], c[32], bound[32], bmove[32];
@@ -935,16 +1072,17 @@ static void placement_print(const Pim__PlacementReply *r, bool verbose)
 			snprintf(bmove, sizeof bmove, "%.3fx", e->bound_movement);
 		else
 			snprintf(bmove, sizeof bmove, "-");
-		printf("%7g %9u %10s %10s %-9s %10s %10s %8.3fx %10s %11s %8.1f%% %8.1f%%  %s: %" PRIu64
+		printf("%7g %9u %8u %10s %10s %-9s %10s %10s %8.3fx %10s %11s %8.1f%% %8.1f%%  %s: %" PRIu64
 		       " transitions, %" PRIu64 " B fetched, %" PRIu64 " B flushed\n",
-		       e->n_core, e->offloaded, a, p, by ? by : "-", c, b, e->speedup, bmove, bound,
+		       e->n_core, e->offloaded, e->marginal, a, p, by ? by : "-", c, b, e->speedup, bmove, bound,
 		       100 * e->captured_share, 100 * e->residual_share, e->movement ? e->movement->model : "?",
 		       e->movement ? e->movement->transitions : 0, e->movement ? e->movement->fetch_bytes : 0,
 		       e->movement ? e->movement->flush_bytes : 0);
 	}
-	printf("(SPEEDUP~ is an estimate; T_PIM_BY: the term that set T_PIM, compute (a lower bound), "
-	       "bandwidth (assumed b_pim_core), measured or mixed;\n BOUND_MOVE: the speedup as N_core grows "
-	       "without limit, T_MOVE staying; BOUND_RESID: 1/RESIDUAL, without any movement)\n");
+	printf("(SPEEDUP~ is an estimate; MARGINAL: decisions within the measured noise of their threshold; "
+	       "T_PIM_BY: the term that set T_PIM,\n compute (a lower bound), bandwidth (assumed b_pim_core), "
+	       "measured or mixed; BOUND_MOVE: the speedup as N_core grows without limit,\n T_MOVE staying; "
+	       "BOUND_RESID: 1/RESIDUAL, without any movement)\n");
 	for (size_t i = 0; i < r->n_notes; i++)
 		printf("note: %s\n", r->notes[i]);
 }
@@ -2136,6 +2274,15 @@ int main(int argc, char **argv)
 		r = connect_client(&ctl);
 		if (r == EXIT_OK)
 			r = cmd_status(&ctl);
+	} else if (strcmp(cmd, "platform") == 0) {
+		if (argc < 1 || strcmp(argv[0], "probe") != 0)
+			return usage_error("platform: unknown or missing subcommand%s%s (probe)",
+					   argc ? " " : "", argc ? argv[0] : "");
+		if (argc > 1)
+			return usage_error("platform probe: unexpected argument '%s'", argv[1]);
+		r = connect_client(&ctl);
+		if (r == EXIT_OK)
+			r = cmd_platform_probe(&ctl);
 	} else if (strcmp(cmd, "model") == 0) {
 		r = run_model(&ctl, argc, argv);
 	} else if (strcmp(cmd, "profile") == 0) {

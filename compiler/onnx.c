@@ -9,8 +9,17 @@
  * once as arith.constant).  Emitted ops are linalg.generic with explicit indexing maps, so the
  * extractor sees every nest the way it sees hand-written linalg.
  *
- * Element types: float -> f32, double -> f64, int64 -> i64, int32 -> i32, bool -> i8 (0/1;
- * an i1 buffer has no portable memory layout at the library's C boundary).  Others are refused.
+ * Element types: float -> f32, double -> f64, float16 -> f16, bfloat16 -> bf16, int64 -> i64,
+ * int32 -> i32, bool -> i8 (0/1; an i1 buffer has no portable memory layout at the library's C
+ * boundary).  Others are refused.  Half-precision values are moved and computed as stored
+ * (2 bytes each); folding computes them in double and rounds to the type.
+ *
+ * --weights zero: an external-data initializer of zero_min bytes or more is never read (its
+ * location, offset and length are checked against the file with fstat); it becomes a "zero"
+ * value whose data is a read-only private anonymous mapping, i.e. the kernel's zero page, so
+ * folding can read it and a small slice of it can be written out, at no resident memory
+ * whatever its size.  Data movement of such a value at import (Reshape, Transpose, Slice,
+ * Gather, Expand, Cast, ...) gives another zero value, again without memory.
  */
 #include "onnx.h"
 
@@ -18,6 +27,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "onnx.pb-c.h"
@@ -27,12 +37,80 @@
 #define ELEMS_MAX (1ull << 31)   /* elements of one tensor */
 #define FOLD_MAX (1ull << 24)    /* elements of a tensor folded at import */
 
-enum dt { DT_F32, DT_F64, DT_I64, DT_I32, DT_BOOL };
+enum dt { DT_F32, DT_F64, DT_I64, DT_I32, DT_BOOL, DT_F16, DT_BF16 };
 
-static const char *const DT_MLIR[] = { "f32", "f64", "i64", "i32", "i8" };
-static const size_t DT_SIZE[] = { 4, 8, 8, 4, 1 };
+static const char *const DT_MLIR[] = { "f32", "f64", "i64", "i32", "i8", "f16", "bf16" };
+static const size_t DT_SIZE[] = { 4, 8, 8, 4, 1, 2, 2 };
+#define DT_NAMES "float, double, float16, bfloat16, int64, int32, bool"
 
-static bool dt_float(enum dt t) { return t == DT_F32 || t == DT_F64; }
+static bool dt_float(enum dt t) { return t == DT_F32 || t == DT_F64 || t == DT_F16 || t == DT_BF16; }
+static bool dt_half(enum dt t) { return t == DT_F16 || t == DT_BF16; }
+
+/* IEEE binary16 <-> binary32 (round to nearest even), and bfloat16, the upper half of a
+ * binary32 (same rounding; a NaN stays a quiet NaN). */
+static float f16_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, f = h & 0x3ff, u;
+	float x;
+
+	if (e == 0x1f)
+		u = sign | 0x7f800000 | (f << 13);
+	else if (e)
+		u = sign | ((e + 112) << 23) | (f << 13);
+	else {
+		x = (float)f * 0x1p-24f;  /* zero or subnormal: exact in binary32 */
+		return sign ? -x : x;
+	}
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+static uint16_t float_to_f16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t a = u & 0x7fffffff;
+
+	if (a > 0x7f800000)
+		return sign | 0x7e00;                        /* NaN */
+	if (a >= 0x477ff000)
+		return sign | 0x7c00;                        /* rounds past 65504: inf */
+	if (a < 0x38800000) {                                /* below 2^-14: subnormal or zero */
+		float m = fabsf(x) * 0x1p24f;               /* in units of 2^-24 */
+		return sign | (uint16_t)nearbyintf(m);       /* current mode: to nearest even */
+	}
+	uint32_t r = a + 0xfff + ((a >> 13) & 1);            /* to nearest, ties to even */
+	return sign | (uint16_t)((r - 0x38000000) >> 13);
+}
+
+static float bf16_to_float(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float x;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+static uint16_t float_to_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	if ((u & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((u >> 16) | 0x40);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* x rounded to the precision of float type t. */
+static double round_to(double x, enum dt t)
+{
+	switch (t) {
+	case DT_F32: return (float)x;
+	case DT_F16: return f16_to_float(float_to_f16((float)x));
+	case DT_BF16: return bf16_to_float(float_to_bf16((float)x));
+	default: return x;
+	}
+}
 
 struct val {
 	char *name;
@@ -43,6 +121,7 @@ struct val {
 	long ssa;         /* %vN in the body, or -1 */
 	bool is_arg;      /* a function argument */
 	bool is_view;     /* its buffer is another value's (reshape/slice view, constant) */
+	size_t zero_len;  /* a zero value (--weights zero): data maps this many bytes of zero pages */
 };
 
 struct imp {
@@ -85,13 +164,16 @@ static void mlir_str(char *out, size_t n, const char *s)
 /* A float literal MLIR parses for type t (inf and nan as bit patterns). */
 static void fmt_float(char *out, size_t n, double v, enum dt t)
 {
+	v = round_to(v, t);
 	if (isfinite(v)) {
-		snprintf(out, n, "%.17g", t == DT_F32 ? (double)(float)v : v);
+		snprintf(out, n, "%.17g", v);
 		if (!strpbrk(out, ".eEn"))
 			strncat(out, ".0", n - strlen(out) - 1);
 		return;
 	}
-	if (t == DT_F32) {
+	if (dt_half(t)) {
+		snprintf(out, n, "0x%04X", t == DT_F16 ? float_to_f16((float)v) : float_to_bf16((float)v));
+	} else if (t == DT_F32) {
 		float f = (float)v;
 		uint32_t u;
 		memcpy(&u, &f, 4);
@@ -169,7 +251,10 @@ static void val_free(struct val *v)
 	if (!v)
 		return;
 	free(v->name);
-	free(v->data);
+	if (v->zero_len)
+		munmap(v->data, v->zero_len);
+	else
+		free(v->data);
 	free(v);
 }
 
@@ -268,6 +353,31 @@ static struct val *val_const(enum dt t, size_t rank, const int64_t *dims)
 	return v;
 }
 
+/* A host-data value of zeros that holds no memory (--weights zero): its data maps the zero
+ * page read-only; reading it costs no resident memory, writing it faults. */
+static struct val *val_zero(enum dt t, size_t rank, const int64_t *dims)
+{
+	struct val *v = val_new(t, rank, dims);
+	if (!v)
+		return NULL;
+	size_t len = (size_t)numel(v) * DT_SIZE[t];
+	void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		free(v);
+		return NULL;
+	}
+	v->data = p;
+	v->zero_len = len;
+	return v;
+}
+
+/* A value of the given shape known at import: zero pages when every element comes from a
+ * zero value (data movement of one), fresh zeroed memory otherwise. */
+static struct val *val_like(const struct val *src, enum dt t, size_t rank, const int64_t *dims)
+{
+	return src && src->zero_len ? val_zero(t, rank, dims) : val_const(t, rank, dims);
+}
+
 static double get_d(const struct val *v, int64_t i)
 {
 	switch (v->dt) {
@@ -276,6 +386,8 @@ static double get_d(const struct val *v, int64_t i)
 	case DT_I64: return (double)((const int64_t *)v->data)[i];
 	case DT_I32: return ((const int32_t *)v->data)[i];
 	case DT_BOOL: return ((const uint8_t *)v->data)[i];
+	case DT_F16: return f16_to_float(((const uint16_t *)v->data)[i]);
+	case DT_BF16: return bf16_to_float(((const uint16_t *)v->data)[i]);
 	}
 	return 0;
 }
@@ -288,6 +400,7 @@ static int64_t get_i(const struct val *v, int64_t i)
 	case DT_I64: return ((const int64_t *)v->data)[i];
 	case DT_I32: return ((const int32_t *)v->data)[i];
 	case DT_BOOL: return ((const uint8_t *)v->data)[i];
+	case DT_F16: case DT_BF16: return (int64_t)get_d(v, i);
 	}
 	return 0;
 }
@@ -300,6 +413,8 @@ static void set_d(struct val *v, int64_t i, double x)
 	case DT_I64: ((int64_t *)v->data)[i] = (int64_t)x; break;
 	case DT_I32: ((int32_t *)v->data)[i] = (int32_t)x; break;
 	case DT_BOOL: ((uint8_t *)v->data)[i] = x != 0; break;
+	case DT_F16: ((uint16_t *)v->data)[i] = float_to_f16((float)x); break;
+	case DT_BF16: ((uint16_t *)v->data)[i] = float_to_bf16((float)x); break;
 	}
 }
 
@@ -311,6 +426,7 @@ static void set_i(struct val *v, int64_t i, int64_t x)
 	case DT_I64: ((int64_t *)v->data)[i] = x; break;
 	case DT_I32: ((int32_t *)v->data)[i] = (int32_t)x; break;
 	case DT_BOOL: ((uint8_t *)v->data)[i] = x != 0; break;
+	case DT_F16: case DT_BF16: set_d(v, i, (double)x); break;
 	}
 }
 
@@ -324,6 +440,8 @@ static int onnx_dt(int32_t t, enum dt *out)
 	case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = DT_I64; return 0;
 	case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = DT_I32; return 0;
 	case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = DT_BOOL; return 0;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *out = DT_F16; return 0;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = DT_BF16; return 0;
 	}
 	return -EINVAL;
 }
@@ -363,15 +481,21 @@ static int external_number(struct imp *m, const char *what, const char *key, con
  * endian, at `offset` of the file `location`, `length` bytes long; what models over protobuf's
  * 2 GB limit carry).  The location is relative to the model's directory and may not leave it
  * (no absolute path, no ".." component); the bytes must lie inside the regular file and be
- * exactly the tensor's size.
+ * exactly the tensor's size.  With --weights zero a tensor of zero_min bytes or more is only
+ * checked (fstat), never read: it becomes a zero value, so that the import's memory does not
+ * grow with the weights.  What is read is held in memory: at most ONNX_EXTERNAL_MAX in all.
  */
-static int tensor_external(struct imp *m, const Onnx__TensorProto *t, const char *what, struct val *v)
+static int tensor_external(struct imp *m, const Onnx__TensorProto *t, const char *what, enum dt d,
+			   size_t rank, const int64_t *dims, struct val **out)
 {
 	const char *loc = external_key(t, "location"), *off_s = external_key(t, "offset"),
 		   *len_s = external_key(t, "length");
-	uint64_t need = (uint64_t)numel(v) * DT_SIZE[v->dt], off = 0, len = need;
+	uint64_t need = DT_SIZE[d], off = 0, len;
 	int r;
 
+	for (size_t i = 0; i < rank; i++)
+		need *= (uint64_t)dims[i];  /* check_shape: at most 2^31 elements */
+	len = need;
 	if (t->has_raw_data)
 		return refuse(m, "%s: both raw_data and external data", what);
 	if (!loc || !*loc)
@@ -385,9 +509,12 @@ static int tensor_external(struct imp *m, const Onnx__TensorProto *t, const char
 		return r;
 	if (len != need)
 		return refuse(m, "%s: external data length %" PRIu64 ", the shape needs %" PRIu64, what, len, need);
-	if (need > ONNX_EXTERNAL_MAX - m->external)
-		return refuse(m, "%s: more than %llu bytes of external data in all", what,
-			      (unsigned long long)ONNX_EXTERNAL_MAX);
+	bool zero = m->zero_min && need >= m->zero_min;
+	if (!zero && need > ONNX_EXTERNAL_MAX - m->external)
+		return refuse(m, "%s: its %" PRIu64 " bytes of external data would bring what the import reads "
+			      "and holds in memory past %llu bytes (ONNX_EXTERNAL_MAX, %" PRIu64 " read before it)%s",
+			      what, need, (unsigned long long)ONNX_EXTERNAL_MAX, m->external,
+			      m->zero_min ? "" : "; --weights zero does not read large constants");
 
 	char dir[4096];
 	const char *slash = strrchr(m->path, '/');
@@ -404,19 +531,30 @@ static int tensor_external(struct imp *m, const Onnx__TensorProto *t, const char
 	if (off > (uint64_t)st.st_size || need > (uint64_t)st.st_size - off)
 		return refuse(m, "%s: external data at offset %" PRIu64 ", %" PRIu64 " bytes, lies beyond the "
 			      "end of \"%.*s\" (%jd bytes)", what, off, need, ONNX_NAME_MAX, loc, (intmax_t)st.st_size);
+	struct val *v = zero ? val_zero(d, rank, dims) : val_const(d, rank, dims);
+	if (!v)
+		return oom(m);
+	if (zero) {
+		*out = v;
+		return 0;
+	}
 	for (uint64_t done = 0; done < need;) {
 		ssize_t k = pread(fd, (char *)v->data + done, need - done, (off_t)(off + done));
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0)
-			return refuse(m, "%s: reading external data file \"%.*s\": %s", what, ONNX_NAME_MAX,
-				      loc, k < 0 ? strerror(errno) : "unexpected end of file");
+		if (k <= 0) {
+			r = refuse(m, "%s: reading external data file \"%.*s\": %s", what, ONNX_NAME_MAX,
+				   loc, k < 0 ? strerror(errno) : "unexpected end of file");
+			val_free(v);
+			return r;
+		}
 		done += (uint64_t)k;
 	}
 	m->external += need;
-	if (v->dt == DT_BOOL)
+	if (d == DT_BOOL)
 		for (uint64_t i = 0; i < need; i++)
 			((uint8_t *)v->data)[i] = ((uint8_t *)v->data)[i] != 0;
+	*out = v;
 	return 0;
 }
 
@@ -427,7 +565,7 @@ static int tensor_load(struct imp *m, const Onnx__TensorProto *t, const char *wh
 	enum dt d;
 
 	if (onnx_dt(t->data_type, &d) < 0)
-		return refuse(m, "%s: element type %s is not supported (float, double, int64, int32, bool)",
+		return refuse(m, "%s: element type %s is not supported (" DT_NAMES ")",
 			      what, onnx_dt_name(t->data_type));
 	bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	if (t->segment)
@@ -440,19 +578,13 @@ static int tensor_load(struct imp *m, const Onnx__TensorProto *t, const char *wh
 	int r = check_shape(m, what, t->n_dims, dims);
 	if (r < 0)
 		return r;
+	if (external)
+		return tensor_external(m, t, what, d, t->n_dims, dims, out);
 	struct val *v = val_const(d, t->n_dims, dims);
 	if (!v)
 		return oom(m);
 	int64_t n = numel(v);
 	size_t have = 0;
-	if (external) {
-		if ((r = tensor_external(m, t, what, v)) < 0) {
-			val_free(v);
-			return r;
-		}
-		*out = v;
-		return 0;
-	}
 	if (t->has_raw_data) {
 		if (t->raw_data.len != (size_t)n * DT_SIZE[d]) {
 			val_free(v);
@@ -487,6 +619,13 @@ static int tensor_load(struct imp *m, const Onnx__TensorProto *t, const char *wh
 		have = t->n_int32_data;
 		for (size_t i = 0; i < have && i < (size_t)n; i++)
 			set_i(v, (int64_t)i, t->int32_data[i]);
+		break;
+	case DT_F16:
+	case DT_BF16:
+		/* onnx.proto: each value's 16 bits in the low half of an int32_data entry. */
+		have = t->n_int32_data;
+		for (size_t i = 0; i < have && i < (size_t)n; i++)
+			((uint16_t *)v->data)[i] = (uint16_t)t->int32_data[i];
 		break;
 	}
 	if (have != (size_t)n) {
@@ -637,7 +776,8 @@ static int outputs_max(struct imp *m, size_t n)
 static int need_dt(struct imp *m, const struct val *v, bool float_only)
 {
 	if (float_only && !dt_float(v->dt))
-		return refuse(m, "input \"%s\" has element type %s, only float and double are supported",
+		return refuse(m, "input \"%s\" has element type %s, only float, double, float16 and bfloat16 "
+			      "are supported",
 			      v->name, DT_MLIR[v->dt]);
 	return 0;
 }
@@ -645,6 +785,19 @@ static int need_dt(struct imp *m, const struct val *v, bool float_only)
 /* ---------------------------------------------------------------- emission */
 
 static long new_ssa(struct imp *m) { return m->ssa++; }
+
+/* The payload converting one float type ($T) to another ($U): f16 and bf16, of one width,
+ * go through f32. */
+static const char *float_conv(enum dt from, enum dt to)
+{
+	if (from == to)
+		return "$0\n";
+	if (DT_SIZE[to] > DT_SIZE[from])
+		return "#0 = arith.extf $0 : $T to $U\n#0";
+	if (DT_SIZE[to] < DT_SIZE[from])
+		return "#0 = arith.truncf $0 : $T to $U\n#0";
+	return "#0 = arith.extf $0 : $T to f32\n#1 = arith.truncf #0 : f32 to $U\n#1";
+}
 
 /* Counts the linalg ops made (the extractor names each region NODE.K from its location). */
 static void count_linalg(struct imp *m)
@@ -872,14 +1025,15 @@ static void gop_identity(struct gop *g, size_t rank)
 		map_add(g, "d%zu", d);
 }
 
-/* Elementwise op over broadcast inputs into a fresh tensor of type t. */
+/* Elementwise op over broadcast inputs (at most EW_INPUTS_MAX) into a fresh tensor of type t. */
+#define EW_INPUTS_MAX 8
 static int emit_ew(struct imp *m, struct val *const *in, size_t n, enum dt t, const char *tmpl,
 		   struct val **out)
 {
-	size_t rank;
+	size_t rank = 0;
 	int64_t dims[ONNX_RANK_MAX];
-	struct gop ins[4], o;
-	int r = broadcast(m, in, n, &rank, dims);
+	struct gop ins[EW_INPUTS_MAX], o;
+	int r = n <= EW_INPUTS_MAX ? broadcast(m, in, n, &rank, dims) : refuse(m, "more than %d inputs", EW_INPUTS_MAX);
 
 	if (r < 0)
 		return r;
@@ -919,6 +1073,14 @@ static int emit_reshape(struct imp *m, struct val *v, size_t rank, const int64_t
 		return refuse(m, "reshape from %" PRId64 " to %" PRId64 " elements", n, got);
 	}
 	o->is_view = true;
+	if (v->zero_len) {
+		val_free(o);
+		if (!(o = val_zero(v->dt, rank, dims)))
+			return oom(m);
+		o->is_view = true;
+		*out = o;
+		return 0;
+	}
 	if (v->data) {
 		o->data = malloc((size_t)n * DT_SIZE[v->dt]);
 		if (!o->data) {
@@ -969,6 +1131,24 @@ static int emit_reshape(struct imp *m, struct val *v, size_t rank, const int64_t
 
 /* ---------------------------------------------------------------- folding helpers */
 
+static void unflatten(int64_t f, size_t rank, const int64_t *dims, int64_t *idx)
+{
+	for (size_t d = rank; d-- > 0;) {
+		idx[d] = f % dims[d];
+		f /= dims[d];
+	}
+}
+
+static int64_t flatten_idx(size_t rank, const int64_t *dims, const int64_t *idx)
+{
+	int64_t f = 0;
+	for (size_t d = 0; d < rank; d++)
+		f = f * dims[d] + idx[d];
+	return f;
+}
+
+static const char *zero_lit(enum dt t) { return dt_float(t) ? "0.0" : "0"; }
+
 /* Offset in v of the element at flat index i of the broadcast shape rank/dims. */
 static int64_t bcast_off(const struct val *v, size_t rank, const int64_t *dims, int64_t flat)
 {
@@ -985,6 +1165,15 @@ static int64_t bcast_off(const struct val *v, size_t rank, const int64_t *dims, 
 		}
 	}
 	return off;
+}
+
+/* A result of rank/dims may be computed at import (FOLD_MAX elements). */
+static bool fold_fits(size_t rank, const int64_t *dims)
+{
+	uint64_t n = 1;
+	for (size_t d = 0; d < rank; d++)
+		n *= (uint64_t)dims[d];
+	return n <= FOLD_MAX;
 }
 
 static bool all_const(struct val *const *in, size_t n)
@@ -1150,7 +1339,7 @@ static int op_elementwise(struct imp *m, const struct ewop *e)
 	if ((r = broadcast(m, in, e->arity, &rank, dims)) < 0)
 		return r;
 
-	if (all_const(in, e->arity)) {
+	if (all_const(in, e->arity) && fold_fits(rank, dims)) {
 		struct val *o = val_const(out_dt, rank, dims);
 		if (!o)
 			return oom(m);
@@ -1181,8 +1370,7 @@ static int op_elementwise(struct imp *m, const struct ewop *e)
 		gop_set(&o, emit_empty(m, in[0]->dt, in[1]->rank, in[1]->dims), in[0]->dt, in[1]->rank,
 			in[1]->dims);
 		gop_identity(&o, in[1]->rank);
-		const char *cv = dt_float(in[1]->dt) ? (in[0]->dt == DT_F64 ? "#0 = arith.extf $0 : $T to $U\n#0"
-								     : "#0 = arith.truncf $0 : $T to $U\n#0")
+		const char *cv = dt_float(in[1]->dt) ? float_conv(in[1]->dt, in[0]->dt)
 						 : "#0 = arith.sitofp $0 : $T to $U\n#0";
 		long id = generic(m, in[1]->rank, NULL, &g, 1, &o, cv);
 		if (!(tmp = val_ssa(in[0]->dt, in[1]->rank, in[1]->dims, id)))
@@ -1197,12 +1385,240 @@ static int op_elementwise(struct imp *m, const struct ewop *e)
 	return output(m, 0, o);
 }
 
+/* Clip: min(max(x, lo), hi), either bound optional (inputs from opset 11, attributes before);
+ * a bound known at import is a literal of the payload, else an operand. */
+static int op_clip(struct imp *m)
+{
+	static const char *const allowed[] = { "min", "max", NULL };
+	struct val *x, *b[2] = { NULL, NULL };
+	double ab[2];
+	bool has[2] = { false, false };
+	int r;
+
+	if ((r = attrs_allowed(m, allowed)) < 0 || (r = outputs_max(m, 1)) < 0 || (r = input(m, 0, &x)) < 0)
+		return r;
+	if (x->dt == DT_BOOL)
+		return refuse(m, "input \"%s\" has element type %s, float types, int64 and int32 are supported",
+			      x->name, DT_MLIR[x->dt]);
+	bool fl = dt_float(x->dt);
+	for (size_t i = 0; i < 2; i++) {
+		const char *what = i ? "max" : "min";
+		if (m->opset < 11) {
+			has[i] = attr(m->node, what) != NULL;
+			if ((r = attr_float(m, what, 0, &ab[i])) < 0)
+				return r;
+			continue;
+		}
+		if ((r = input_opt(m, i + 1, &b[i])) < 0)
+			return r;
+		if (!b[i])
+			continue;
+		if (b[i]->dt != x->dt || numel(b[i]) != 1 || b[i]->rank > 1)
+			return refuse(m, "input %zu (%s) must be a scalar of the input's element type %s", i + 1, what,
+				      DT_MLIR[x->dt]);
+		has[i] = true;
+		if (b[i]->data) {
+			ab[i] = get_d(b[i], 0);
+			b[i] = NULL;  /* a literal */
+		}
+	}
+	if (x->data && !b[0] && !b[1] && fold_fits(x->rank, x->dims)) {
+		struct val *o = val_const(x->dt, x->rank, x->dims);
+		if (!o)
+			return oom(m);
+		for (int64_t i = 0, n = numel(x); i < n; i++) {
+			double v = get_d(x, i);
+			int64_t vi = get_i(x, i);
+			if (has[0] && (fl ? v < ab[0] : vi < (int64_t)ab[0]))
+				v = ab[0], vi = (int64_t)ab[0];
+			if (has[1] && (fl ? v > ab[1] : vi > (int64_t)ab[1]))
+				v = ab[1], vi = (int64_t)ab[1];
+			if (fl)
+				set_d(o, i, v);
+			else
+				set_i(o, i, vi);
+		}
+		return output(m, 0, o);
+	}
+	/* $0 the input, $1.. the bounds given at run time; #0.. the payload's values. */
+	struct val *ins[3] = { x, NULL, NULL };
+	size_t nins = 1, t = 0;
+	char tmpl[400] = "", cur[8] = "$0";
+	for (size_t i = 0; i < 2; i++) {
+		char ref[8], lit[64];
+		if (!has[i])
+			continue;
+		if (b[i]) {
+			ins[nins] = b[i];
+			snprintf(ref, sizeof ref, "$%zu", nins++);
+		} else {
+			if (fl)
+				fmt_float(lit, sizeof lit, ab[i], x->dt);
+			else
+				snprintf(lit, sizeof lit, "%" PRId64, (int64_t)ab[i]);
+			snprintf(tmpl + strlen(tmpl), sizeof tmpl - strlen(tmpl), "#%zu = arith.constant %s : $T\n", t, lit);
+			snprintf(ref, sizeof ref, "#%zu", t++);
+		}
+		snprintf(tmpl + strlen(tmpl), sizeof tmpl - strlen(tmpl), "#%zu = arith.%s %s, %s : $T\n", t,
+			 fl ? (i ? "minimumf" : "maximumf") : (i ? "minsi" : "maxsi"), cur, ref);
+		snprintf(cur, sizeof cur, "#%zu", t++);
+	}
+	snprintf(tmpl + strlen(tmpl), sizeof tmpl - strlen(tmpl), "%s\n", cur);
+	struct val *o = NULL;
+	if ((r = emit_ew(m, ins, nins, x->dt, tmpl, &o)) < 0)
+		return r;
+	return output(m, 0, o);
+}
+
+/* CumSum along a constant axis (exclusive, reverse).  linalg has no scan: the nest sums, for
+ * each output element, the input elements at or before it along the axis (a reduction loop
+ * over the axis, masked with linalg.index), i.e. n^2/2 additions along an axis of n. */
+static int op_cumsum(struct imp *m)
+{
+	static const char *const allowed[] = { "exclusive", "reverse", NULL };
+	struct val *x, *ax, *o;
+	int64_t excl, rev;
+	size_t a;
+	int r;
+
+	if ((r = attrs_allowed(m, allowed)) < 0 || (r = outputs_max(m, 1)) < 0 || (r = input(m, 0, &x)) < 0 ||
+	    (r = input_const(m, 1, "axis", &ax)) < 0 || (r = attr_int(m, "exclusive", 0, &excl)) < 0 ||
+	    (r = attr_int(m, "reverse", 0, &rev)) < 0)
+		return r;
+	if (x->dt == DT_BOOL)
+		return refuse(m, "input \"%s\" has element type %s, float types, int64 and int32 are supported",
+			      x->name, DT_MLIR[x->dt]);
+	if (numel(ax) != 1 || ax->rank > 1 || dt_float(ax->dt))
+		return refuse(m, "input 1 (axis) must be an integer scalar");
+	if (!x->rank)
+		return refuse(m, "scalar input");
+	if ((r = norm_axis(m, get_i(ax, 0), x->rank, &a)) < 0)
+		return r;
+	bool fl = dt_float(x->dt);
+	if (x->data && fold_fits(x->rank, x->dims)) {
+		int64_t idx[ONNX_RANK_MAX], n = x->dims[a];
+		if (!(o = val_const(x->dt, x->rank, x->dims)))
+			return oom(m);
+		for (int64_t f = 0, ne = numel(x); f < ne; f++) {
+			unflatten(f, x->rank, x->dims, idx);
+			if (idx[a] != (rev ? n - 1 : 0))
+				continue;  /* one scan per line along the axis, from its first element */
+			double s = 0;
+			int64_t si = 0;
+			for (int64_t k = 0; k < n; k++) {
+				idx[a] = rev ? n - 1 - k : k;
+				int64_t at = flatten_idx(x->rank, x->dims, idx);
+				double v = get_d(x, at);
+				int64_t vi = get_i(x, at);
+				if (!excl)
+					s += v, si = (int64_t)((uint64_t)si + (uint64_t)vi);
+				if (fl)
+					set_d(o, at, s);
+				else
+					set_i(o, at, si);
+				if (excl)
+					s += v, si = (int64_t)((uint64_t)si + (uint64_t)vi);
+			}
+		}
+		return output(m, 0, o);
+	}
+	/* Loops: d0..d{r-1} the output, d{r} the input's position along the axis. */
+	struct gop g, go;
+	size_t rk = x->rank;
+	gop_set(&g, ssa_of(m, x), x->dt, rk, x->dims);
+	for (size_t d = 0; d < rk; d++)
+		map_add(&g, "d%zu", d == a ? rk : d);
+	gop_set(&go, emit_filled(m, x->dt, rk, x->dims, zero_lit(x->dt)), x->dt, rk, x->dims);
+	gop_identity(&go, rk);
+	bool red[ONNX_RANK_MAX + 1] = { 0 };
+	red[rk] = true;
+	/* The input position j counts toward output position i when j <= i (exclusive: j < i;
+	 * reverse: j >= i, j > i). */
+	static const char *const pred[2][2] = { { "ule", "ult" }, { "uge", "ugt" } };
+	char tmpl[400];
+	snprintf(tmpl, sizeof tmpl,
+		 "#0 = linalg.index %zu : index\n#1 = linalg.index %zu : index\n#2 = arith.cmpi %s, #1, #0 : index\n"
+		 "#3 = arith.%s $o, $0 : $T\n#4 = arith.select #2, #3, $o : $T\n#4\n",
+		 a, rk, pred[rev != 0][excl != 0], fl ? "addf" : "addi");
+	long id = generic(m, rk + 1, red, &g, 1, &go, tmpl);
+	return (o = val_ssa(x->dt, rk, x->dims, id)) ? output(m, 0, o) : oom(m);
+}
+
+/* Max Min Sum Mean of 1 to EW_INPUTS_MAX broadcast inputs (Mean: float types only). */
+static int op_variadic(struct imp *m)
+{
+	static const char *const none[] = { NULL };
+	const char *op = m->node->op_type;
+	bool mean = !strcmp(op, "Mean"), sum = mean || !strcmp(op, "Sum"), mx = !strcmp(op, "Max");
+	struct val *in[EW_INPUTS_MAX];
+	size_t n = n_in(m), rank;
+	int64_t dims[ONNX_RANK_MAX];
+	int r;
+
+	if ((r = attrs_allowed(m, none)) < 0 || (r = outputs_max(m, 1)) < 0)
+		return r;
+	if (n == 0 || n > EW_INPUTS_MAX)
+		return refuse(m, "%zu inputs, 1 to %d supported", n, EW_INPUTS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if ((r = input(m, i, &in[i])) < 0)
+			return r;
+		if (in[i]->dt != in[0]->dt)
+			return refuse(m, "inputs have different element types (%s, %s)", DT_MLIR[in[0]->dt],
+				      DT_MLIR[in[i]->dt]);
+	}
+	enum dt t = in[0]->dt;
+	bool fl = dt_float(t);
+	if (t == DT_BOOL || (mean && !fl))
+		return refuse(m, "element type %s is not supported (%s)", DT_MLIR[t],
+			      mean ? "float types" : "float types, int64 and int32");
+	if ((r = broadcast(m, in, n, &rank, dims)) < 0)
+		return r;
+	if (all_const(in, n) && fold_fits(rank, dims)) {
+		struct val *o = val_const(t, rank, dims);
+		if (!o)
+			return oom(m);
+		for (int64_t f = 0, ne = numel(o); f < ne; f++) {
+			double a = get_d(in[0], bcast_off(in[0], rank, dims, f));
+			int64_t ai = get_i(in[0], bcast_off(in[0], rank, dims, f));
+			for (size_t i = 1; i < n; i++) {
+				int64_t k = bcast_off(in[i], rank, dims, f);
+				double v = get_d(in[i], k);
+				int64_t vi = get_i(in[i], k);
+				a = sum ? a + v : isnan(v) || (mx ? v > a : v < a) ? v : a;
+				ai = sum ? (int64_t)((uint64_t)ai + (uint64_t)vi) : mx ? (vi > ai ? vi : ai) : (vi < ai ? vi : ai);
+			}
+			if (fl)
+				set_d(o, f, mean ? a / (double)n : a);
+			else
+				set_i(o, f, ai);
+		}
+		return output(m, 0, o);
+	}
+	const char *bin = sum ? (fl ? "addf" : "addi") : mx ? (fl ? "maximumf" : "maxsi") : (fl ? "minimumf" : "minsi");
+	char tmpl[600] = "", cur[8] = "$0", lit[64];
+	size_t k = 0;
+	for (size_t i = 1; i < n; i++) {
+		snprintf(tmpl + strlen(tmpl), sizeof tmpl - strlen(tmpl), "#%zu = arith.%s %s, $%zu : $T\n", k, bin,
+			 cur, i);
+		snprintf(cur, sizeof cur, "#%zu", k++);
+	}
+	if (mean && n > 1) {
+		fmt_float(lit, sizeof lit, (double)n, t);
+		snprintf(tmpl + strlen(tmpl), sizeof tmpl - strlen(tmpl),
+			 "#%zu = arith.constant %s : $T\n#%zu = arith.divf %s, #%zu : $T\n", k, lit, k + 1, cur, k);
+		snprintf(cur, sizeof cur, "#%zu", k + 1);
+	}
+	snprintf(tmpl + strlen(tmpl), sizeof tmpl - strlen(tmpl), "%s\n", cur);
+	struct val *o = NULL;
+	if ((r = emit_ew(m, in, n, t, tmpl, &o)) < 0)
+		return r;
+	return output(m, 0, o);
+}
+
 /* ---------------------------------------------------------------- contractions */
 
 static const char *MAC_F = "#0 = arith.mulf $0, $1 : $T\n#1 = arith.addf $o, #0 : $T\n#1";
 static const char *MAC_I = "#0 = arith.muli $0, $1 : $T\n#1 = arith.addi $o, #0 : $T\n#1";
-
-static const char *zero_lit(enum dt t) { return dt_float(t) ? "0.0" : "0"; }
 
 static int op_matmul(struct imp *m)
 {
@@ -1362,8 +1778,22 @@ static int emit_reduce(struct imp *m, struct val *x, const bool *axes, const cha
 	return (*out = val_ssa(x->dt, orank, od, id)) ? 0 : oom(m);
 }
 
-static const char *neg_inf(enum dt t) { return t == DT_F32 ? "0xFF800000" : "0xFFF0000000000000"; }
-static const char *pos_inf(enum dt t) { return t == DT_F32 ? "0x7F800000" : "0x7FF0000000000000"; }
+/* The identity of max (neg_inf) and min (pos_inf) as a literal of type t. */
+static const char *neg_inf(enum dt t)
+{
+	static const char *const lit[] = { [DT_F32] = "0xFF800000", [DT_F64] = "0xFFF0000000000000",
+		[DT_I64] = "-9223372036854775808", [DT_I32] = "-2147483648", [DT_BOOL] = "0",
+		[DT_F16] = "0xFC00", [DT_BF16] = "0xFF80" };
+	return lit[t];
+}
+
+static const char *pos_inf(enum dt t)
+{
+	static const char *const lit[] = { [DT_F32] = "0x7F800000", [DT_F64] = "0x7FF0000000000000",
+		[DT_I64] = "9223372036854775807", [DT_I32] = "2147483647", [DT_BOOL] = "1",
+		[DT_F16] = "0x7C00", [DT_BF16] = "0x7F80" };
+	return lit[t];
+}
 
 /* x / n elementwise (n a literal). */
 static int emit_div_const(struct imp *m, struct val *x, double n, struct val **out)
@@ -1374,21 +1804,83 @@ static int emit_div_const(struct imp *m, struct val *x, double n, struct val **o
 	return emit_ew(m, &x, 1, x->dt, tmpl, out);
 }
 
-static int op_reduce(struct imp *m, const char *kind)
+enum red { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD };
+
+/* x reduced over red[] (kept as size 1 when keep) computed at import: accumulated in double
+ * for floats, in 64-bit two's complement for integers. */
+static int fold_reduce(struct imp *m, struct val *x, const bool *red, bool keep, enum red kind,
+		       size_t orank, const int64_t *od, struct val **out)
+{
+	struct val *o = val_const(x->dt, orank, od);
+	int64_t no = o ? numel(o) : 0, idx[ONNX_RANK_MAX], cnt = numel(x) / (no ? no : 1);
+	bool fl = dt_float(x->dt);
+	_cleanup_(freep) double *ad = o && fl ? calloc((size_t)no, sizeof *ad) : NULL;
+	_cleanup_(freep) int64_t *ai = o && !fl ? calloc((size_t)no, sizeof *ai) : NULL;
+
+	if (!o || (fl ? !ad : !ai)) {
+		val_free(o);
+		return oom(m);
+	}
+	for (int64_t i = 0; i < no; i++) {
+		if (fl)
+			ad[i] = kind == RED_PROD ? 1 : kind == RED_MAX ? -INFINITY : kind == RED_MIN ? INFINITY : 0;
+		else
+			ai[i] = kind == RED_PROD ? 1 : kind == RED_MAX ? INT64_MIN : kind == RED_MIN ? INT64_MAX : 0;
+	}
+	for (int64_t f = 0, n = numel(x); f < n; f++) {
+		int64_t k = 0;
+		size_t j = 0;
+		unflatten(f, x->rank, x->dims, idx);
+		for (size_t d = 0; d < x->rank; d++)
+			if (!red[d])
+				k = k * od[j++] + idx[d];
+			else if (keep)
+				j++;  /* a kept dimension of size 1: index 0 */
+		if (fl) {
+			double a = ad[k], v = get_d(x, f);
+			ad[k] = kind == RED_SUM || kind == RED_MEAN ? a + v : kind == RED_PROD ? a * v
+				: kind == RED_MAX ? (isnan(v) || v > a ? v : a) : (isnan(v) || v < a ? v : a);
+		} else {
+			uint64_t a = (uint64_t)ai[k], v = (uint64_t)get_i(x, f);
+			ai[k] = kind == RED_SUM ? (int64_t)(a + v) : kind == RED_PROD ? (int64_t)(a * v)
+				: kind == RED_MAX ? ((int64_t)v > (int64_t)a ? (int64_t)v : (int64_t)a)
+						  : ((int64_t)v < (int64_t)a ? (int64_t)v : (int64_t)a);
+		}
+	}
+	for (int64_t i = 0; i < no; i++)
+		if (fl)
+			set_d(o, i, kind == RED_MEAN ? ad[i] / (double)cnt : ad[i]);
+		else
+			set_i(o, i, ai[i]);
+	*out = o;
+	return 0;
+}
+
+/* ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd: float types, and integers but for
+ * ReduceMean.  An input known at import (a Shape's, say: torch.var's ReduceProd) is folded. */
+static int op_reduce(struct imp *m)
 {
 	static const char *const allowed[] = { "axes", "keepdims", "noop_with_empty_axes", NULL };
+	static const char *const names[] = { [RED_SUM] = "ReduceSum", [RED_MEAN] = "ReduceMean",
+		[RED_MAX] = "ReduceMax", [RED_MIN] = "ReduceMin", [RED_PROD] = "ReduceProd" };
 	struct val *x, *ax = NULL;
 	int64_t keep, noop, axes[2 * ONNX_RANK_MAX];
 	long na = -1;
 	size_t nax = 0;
+	enum red kind = RED_SUM;
 	int r;
 
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (!strcmp(m->node->op_type, names[i]))
+			kind = (enum red)i;
 	if ((r = attrs_allowed(m, allowed)) < 0 || (r = outputs_max(m, 1)) < 0 || (r = input(m, 0, &x)) < 0 ||
 	    (r = input_opt(m, 1, &ax)) < 0 || (r = attr_int(m, "keepdims", 1, &keep)) < 0 ||
 	    (r = attr_int(m, "noop_with_empty_axes", 0, &noop)) < 0 || (r = attr_ints(m, "axes", axes, &na)) < 0)
 		return r;
-	if ((r = need_dt(m, x, true)) < 0)
-		return r;
+	bool fl = dt_float(x->dt);
+	if (x->dt == DT_BOOL || (kind == RED_MEAN && !fl))
+		return refuse(m, "input \"%s\" has element type %s, %s are supported", x->name, DT_MLIR[x->dt],
+			      kind == RED_MEAN ? "float types" : "float types, int64 and int32");
 	if (ax) {
 		if ((r = const_ints(m, ax, "axes", axes, ONNX_RANK_MAX, &nax)) < 0)
 			return r;
@@ -1411,28 +1903,152 @@ static int op_reduce(struct imp *m, const char *kind)
 		for (size_t d = 0; d < x->rank; d++)
 			red[d] = true;
 	}
-	for (size_t d = 0; d < x->rank; d++)
+	int64_t od[ONNX_RANK_MAX];
+	size_t orank = 0;
+	for (size_t d = 0; d < x->rank; d++) {
 		if (red[d])
 			count *= (double)x->dims[d];
-	struct val *s = NULL, *o = NULL;
-	if (!strcmp(kind, "max") || !strcmp(kind, "min")) {
-		bool mx = !strcmp(kind, "max");
-		r = emit_reduce(m, x, red, mx ? neg_inf(x->dt) : pos_inf(x->dt),
-				mx ? "#0 = arith.maximumf $o, $0 : $T\n#0" : "#0 = arith.minimumf $o, $0 : $T\n#0",
-				keep != 0, &s);
-		return r < 0 ? r : output(m, 0, s);
+		if (!red[d] || keep)
+			od[orank++] = red[d] ? 1 : x->dims[d];
 	}
-	if ((r = emit_reduce(m, x, red, "0.0", "#0 = arith.addf $o, $0 : $T\n#0", keep != 0, &s)) < 0)
+	struct val *s = NULL, *o = NULL;
+	if (x->data && fold_fits(x->rank, x->dims)) {
+		if ((r = fold_reduce(m, x, red, keep != 0, kind, orank, od, &s)) < 0)
+			return r;
+		return output(m, 0, s);
+	}
+	const char *init, *tmpl;
+	switch (kind) {
+	case RED_MAX:
+		init = neg_inf(x->dt);
+		tmpl = fl ? "#0 = arith.maximumf $o, $0 : $T\n#0" : "#0 = arith.maxsi $o, $0 : $T\n#0";
+		break;
+	case RED_MIN:
+		init = pos_inf(x->dt);
+		tmpl = fl ? "#0 = arith.minimumf $o, $0 : $T\n#0" : "#0 = arith.minsi $o, $0 : $T\n#0";
+		break;
+	case RED_PROD:
+		init = fl ? "1.0" : "1";
+		tmpl = fl ? "#0 = arith.mulf $o, $0 : $T\n#0" : "#0 = arith.muli $o, $0 : $T\n#0";
+		break;
+	default:
+		init = zero_lit(x->dt);
+		tmpl = fl ? "#0 = arith.addf $o, $0 : $T\n#0" : "#0 = arith.addi $o, $0 : $T\n#0";
+		break;
+	}
+	if ((r = emit_reduce(m, x, red, init, tmpl, keep != 0, &s)) < 0)
 		return r;
-	if (!strcmp(kind, "sum"))
+	if (kind != RED_MEAN)
 		return output(m, 0, s);
 	r = emit_div_const(m, s, count, &o);
 	val_free(s);
 	return r < 0 ? r : output(m, 0, o);
 }
 
-static int op_softmax(struct imp *m, bool log_form)
+/* ArgMax ArgMin: the index (int64) of the first extreme along axis (the last with
+ * select_last_index), one reduction nest with two results, the extreme and its index. */
+static int op_argext(struct imp *m)
 {
+	static const char *const allowed[] = { "axis", "keepdims", "select_last_index", NULL };
+	bool mx = !strcmp(m->node->op_type, "ArgMax");
+	struct val *x, *o;
+	int64_t axis, keep, last, od[ONNX_RANK_MAX];
+	size_t a, orank = 0;
+	int r;
+
+	if ((r = attrs_allowed(m, allowed)) < 0 || (r = outputs_max(m, 1)) < 0 || (r = input(m, 0, &x)) < 0 ||
+	    (r = attr_int(m, "axis", 0, &axis)) < 0 || (r = attr_int(m, "keepdims", 1, &keep)) < 0 ||
+	    (r = attr_int(m, "select_last_index", 0, &last)) < 0)
+		return r;
+	if (x->dt == DT_BOOL)
+		return refuse(m, "input \"%s\" has element type %s, float types, int64 and int32 are supported",
+			      x->name, DT_MLIR[x->dt]);
+	if (!x->rank)
+		return refuse(m, "scalar input");
+	if ((r = norm_axis(m, axis, x->rank, &a)) < 0)
+		return r;
+	for (size_t d = 0; d < x->rank; d++)
+		if (d != a || keep)
+			od[orank++] = d == a ? 1 : x->dims[d];
+	bool fl = dt_float(x->dt);
+	if (x->data && fold_fits(x->rank, x->dims)) {
+		int64_t xi[ONNX_RANK_MAX], oi[ONNX_RANK_MAX];
+		if (!(o = val_const(DT_I64, orank, od)))
+			return oom(m);
+		for (int64_t f = 0, n = numel(o); f < n; f++) {
+			unflatten(f, orank, od, oi);
+			for (size_t d = 0, j = 0; d < x->rank; d++) {
+				if (d != a)
+					xi[d] = oi[j++];
+				else if (keep)
+					j++;
+			}
+			int64_t best = 0;
+			for (int64_t k = 0; k < x->dims[a]; k++) {
+				xi[a] = k;
+				int64_t at = flatten_idx(x->rank, x->dims, xi);
+				xi[a] = best;
+				int64_t bt = flatten_idx(x->rank, x->dims, xi);
+				double v = get_d(x, at), b = get_d(x, bt);
+				int64_t vi = get_i(x, at), bi = get_i(x, bt);
+				bool better = fl ? (mx ? v > b : v < b) || (last && v == b)
+						 : (mx ? vi > bi : vi < bi) || (last && vi == bi);
+				if (better)
+					best = k;
+			}
+			set_i(o, f, best);
+		}
+		return output(m, 0, o);
+	}
+	struct gop g, ov, oi;
+	gop_set(&g, ssa_of(m, x), x->dt, x->rank, x->dims);
+	gop_identity(&g, x->rank);
+	gop_set(&ov, emit_filled(m, x->dt, orank, od, mx ? neg_inf(x->dt) : pos_inf(x->dt)), x->dt, orank, od);
+	gop_set(&oi, emit_filled(m, DT_I64, orank, od, "0"), DT_I64, orank, od);
+	for (size_t d = 0; d < x->rank; d++)
+		if (d != a) {
+			map_add(&ov, "d%zu", d);
+			map_add(&oi, "d%zu", d);
+		} else if (keep) {
+			map_add(&ov, "0");
+			map_add(&oi, "0");
+		}
+	/* Strictly better keeps the first index; or equal, the last.  The extreme's initial
+	 * value is the type's identity, so index 0 wins when every element equals it. */
+	static const char *const cmp[2][2][2] = { { { "slt", "sle" }, { "sgt", "sge" } },
+						  { { "olt", "ole" }, { "ogt", "oge" } } };
+	long id = new_ssa(m), vid = new_ssa(m);
+	count_linalg(m);
+	strbuf_printf(&m->body, "    %%v%ld, %%v%ld = linalg.generic {indexing_maps = [", vid, id);
+	const struct gop *gs[3] = { &g, &ov, &oi };
+	for (size_t i = 0; i < 3; i++) {
+		strbuf_printf(&m->body, "%saffine_map<(", i ? ", " : "");
+		for (size_t d = 0; d < x->rank; d++)
+			strbuf_printf(&m->body, "%sd%zu", d ? ", " : "", d);
+		strbuf_printf(&m->body, ") -> (%s)>", gs[i]->map);
+	}
+	strbuf_puts(&m->body, "], iterator_types = [");
+	for (size_t d = 0; d < x->rank; d++)
+		strbuf_printf(&m->body, "%s\"%s\"", d ? ", " : "", d == a ? "reduction" : "parallel");
+	const char *t = DT_MLIR[x->dt];
+	strbuf_printf(&m->body, "]} ins(%%v%ld : %s) outs(%%v%ld, %%v%ld : %s, %s) {\n", g.ssa, g.type, ov.ssa,
+		      oi.ssa, ov.type, oi.type);
+	strbuf_printf(&m->body, "    ^bb0(%%a%ld_0: %s, %%a%ld_v: %s, %%a%ld_i: i64):\n", id, t, id, t, id);
+	strbuf_printf(&m->body, "      %%t%ld_0 = linalg.index %zu : index\n"
+		      "      %%t%ld_1 = arith.index_cast %%t%ld_0 : index to i64\n"
+		      "      %%t%ld_2 = arith.%s %s, %%a%ld_0, %%a%ld_v : %s\n"
+		      "      %%t%ld_3 = arith.select %%t%ld_2, %%a%ld_0, %%a%ld_v : %s\n"
+		      "      %%t%ld_4 = arith.select %%t%ld_2, %%t%ld_1, %%a%ld_i : i64\n"
+		      "      linalg.yield %%t%ld_3, %%t%ld_4 : %s, i64\n"
+		      "    } -> (%s, %s) %s\n",
+		      id, a, id, id, id, fl ? "cmpf" : "cmpi", cmp[fl][mx][last != 0], id, id, t,
+		      id, id, id, id, t, id, id, id, id, id, id, t, ov.type, oi.type, m->loc);
+	return (o = val_ssa(DT_I64, orank, od, id)) ? output(m, 0, o) : oom(m);
+}
+
+static int op_softmax(struct imp *m)
+{
+	bool log_form = !strcmp(m->node->op_type, "LogSoftmax");
 	static const char *const allowed[] = { "axis", NULL };
 	struct val *x;
 	int64_t axis;
@@ -1775,8 +2391,9 @@ done:
 	return r;
 }
 
-static int op_pool(struct imp *m, bool is_max)
+static int op_pool(struct imp *m)
 {
+	bool is_max = !strcmp(m->node->op_type, "MaxPool");
 	static const char *const amax[] = { "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads",
 					    "storage_order", "strides", NULL };
 	static const char *const aavg[] = { "auto_pad", "ceil_mode", "count_include_pad", "dilations",
@@ -1866,22 +2483,6 @@ static int op_pool(struct imp *m, bool is_max)
 }
 
 /* ---------------------------------------------------------------- data movement */
-
-static void unflatten(int64_t f, size_t rank, const int64_t *dims, int64_t *idx)
-{
-	for (size_t d = rank; d-- > 0;) {
-		idx[d] = f % dims[d];
-		f /= dims[d];
-	}
-}
-
-static int64_t flatten_idx(size_t rank, const int64_t *dims, const int64_t *idx)
-{
-	int64_t f = 0;
-	for (size_t d = 0; d < rank; d++)
-		f = f * dims[d] + idx[d];
-	return f;
-}
 
 static void copy_elem(struct val *dst, int64_t i, const struct val *src, int64_t j)
 {
@@ -1977,8 +2578,9 @@ static int op_flatten(struct imp *m)
 	return output(m, 0, o);
 }
 
-static int op_squeeze(struct imp *m, bool un)
+static int op_squeeze(struct imp *m)
 {
+	bool un = !strcmp(m->node->op_type, "Unsqueeze");
 	static const char *const allowed[] = { "axes", NULL };
 	struct val *x, *ax = NULL, *o;
 	int64_t axes[2 * ONNX_RANK_MAX];
@@ -2080,8 +2682,10 @@ static int op_transpose(struct imp *m)
 		od[i] = x->dims[perm[i]];
 	}
 	if (x->data && fold_limit(m, x->rank, od) == 0) {
-		if (!(o = val_const(x->dt, x->rank, od)))
+		if (!(o = val_like(x, x->dt, x->rank, od)))
 			return oom(m);
+		if (o->zero_len)
+			return output(m, 0, o);
 		int64_t oi[ONNX_RANK_MAX], ii[ONNX_RANK_MAX];
 		for (int64_t f = 0, n = numel(o); f < n; f++) {
 			unflatten(f, x->rank, od, oi);
@@ -2110,8 +2714,10 @@ static int strided_copy(struct imp *m, struct val *x, const int64_t *start, cons
 	if (r < 0)
 		return r;
 	if (x->data && fold_limit(m, x->rank, od) == 0) {
-		if (!(o = val_const(x->dt, x->rank, od)))
+		if (!(o = val_like(x, x->dt, x->rank, od)))
 			return oom(m);
+		if (o->zero_len)
+			return output(m, out_i, o);
 		int64_t oi[ONNX_RANK_MAX];
 		for (int64_t f = 0, n = numel(o); f < n; f++) {
 			unflatten(f, x->rank, od, oi);
@@ -2315,8 +2921,13 @@ static int op_concat(struct imp *m)
 	if ((r = check_shape(m, "the result", rank, od)) < 0)
 		return r;
 	if (all_const(in, n) && fold_limit(m, rank, od) == 0) {
-		if (!(o = val_const(t, rank, od)))
+		bool zero = true;
+		for (size_t i = 0; i < n; i++)
+			zero = zero && in[i]->zero_len;
+		if (!(o = val_like(zero ? in[0] : NULL, t, rank, od)))
 			return oom(m);
+		if (o->zero_len)
+			return output(m, 0, o);
 		int64_t oi[ONNX_RANK_MAX];
 		for (int64_t f = 0, ne = numel(o); f < ne; f++) {
 			unflatten(f, rank, od, oi);
@@ -2393,8 +3004,10 @@ static int op_gather(struct imp *m)
 				return refuse(m, "index %" PRId64 " is out of range for axis %zu (%" PRId64 ")",
 					      get_i(ix, i), a, dim);
 	if (x->data && ix->data && fold_limit(m, orank, od) == 0) {
-		if (!(o = val_const(x->dt, orank, od)))
+		if (!(o = val_like(x, x->dt, orank, od)))
 			return oom(m);
+		if (o->zero_len)
+			return output(m, 0, o);
 		int64_t oi[ONNX_RANK_MAX], xi[ONNX_RANK_MAX], ii[ONNX_RANK_MAX];
 		for (int64_t f = 0, n = numel(o); f < n; f++) {
 			unflatten(f, orank, od, oi);
@@ -2464,9 +3077,9 @@ static int op_expand(struct imp *m)
 	if (r < 0 || (r = check_shape(m, "the result", rank, od)) < 0)
 		return r;
 	if (x->data && fold_limit(m, rank, od) == 0) {
-		if (!(o = val_const(x->dt, rank, od)))
+		if (!(o = val_like(x, x->dt, rank, od)))
 			return oom(m);
-		for (int64_t f = 0, ne = numel(o); f < ne; f++)
+		for (int64_t f = 0, ne = o->zero_len ? 0 : numel(o); f < ne; f++)
 			copy_elem(o, f, x, bcast_off(x, rank, od, f));
 		return output(m, 0, o);
 	}
@@ -2490,12 +3103,12 @@ static int op_cast(struct imp *m)
 	    (r = attr_int(m, "to", -1, &to)) < 0)
 		return r;
 	if (to < 0 || to > INT32_MAX || onnx_dt((int32_t)to, &t) < 0)
-		return refuse(m, "attribute to=%s is not supported (float, double, int64, int32, bool)",
+		return refuse(m, "attribute to=%s is not supported (" DT_NAMES ")",
 			      to < 0 ? "(missing)" : onnx_dt_name((int32_t)to));
 	if (x->data) {
-		if (!(o = val_const(t, x->rank, x->dims)))
+		if (!(o = val_like(x, t, x->rank, x->dims)))
 			return oom(m);
-		for (int64_t i = 0, n = numel(x); i < n; i++)
+		for (int64_t i = 0, n = o->zero_len ? 0 : numel(x); i < n; i++)
 			if (dt_float(x->dt))
 				set_d(o, i, get_d(x, i));
 			else
@@ -2510,7 +3123,7 @@ static int op_cast(struct imp *m)
 		tmpl = ff ? "#0 = arith.constant 0.0 : $T\n#1 = arith.cmpf une, $0, #0 : $T\n#2 = arith.extui #1 : i1 to i8\n#2"
 			  : "#0 = arith.constant 0 : $T\n#1 = arith.cmpi ne, $0, #0 : $T\n#2 = arith.extui #1 : i1 to i8\n#2";
 	else if (ff && tf)
-		tmpl = t == DT_F64 ? "#0 = arith.extf $0 : $T to $U\n#0" : "#0 = arith.truncf $0 : $T to $U\n#0";
+		tmpl = float_conv(x->dt, t);
 	else if (ff)
 		tmpl = "#0 = arith.fptosi $0 : $T to $U\n#0";
 	else if (tf)
@@ -2632,8 +3245,9 @@ static int op_range(struct imp *m)
 	return output(m, 0, o);
 }
 
-static int op_shape(struct imp *m, bool size)
+static int op_shape(struct imp *m)
 {
+	bool size = !strcmp(m->node->op_type, "Size");
 	static const char *const allowed[] = { "start", "end", NULL };
 	static const char *const none[] = { NULL };
 	struct val *x, *o;
@@ -2716,9 +3330,9 @@ static int op_pad(struct imp *m)
 			od[d] = x->dims[d] + lo[d] + hi[d];
 		if ((r = check_shape(m, "the result", x->rank, od)) < 0 || (r = fold_limit(m, x->rank, od)) < 0)
 			return r;
-		if (!(o = val_const(x->dt, x->rank, od)))
+		if (!(o = val_like(cv == 0 ? x : NULL, x->dt, x->rank, od)))
 			return oom(m);
-		for (int64_t f = 0, n = numel(o); f < n; f++) {
+		for (int64_t f = 0, n = o->zero_len ? 0 : numel(o); f < n; f++) {
 			unflatten(f, x->rank, od, oi);
 			bool in = true;
 			for (size_t d = 0; d < x->rank; d++) {
@@ -2826,6 +3440,40 @@ static int op_batchnorm(struct imp *m)
 
 /* ---------------------------------------------------------------- the graph */
 
+/* The operators besides the elementwise ones (EWOPS); each handler reads the node's op_type
+ * where one handles several. */
+static const struct {
+	const char *name;
+	int (*fn)(struct imp *m);
+} OPS[] = {
+	{ "MatMul", op_matmul }, { "Gemm", op_gemm },
+	{ "Softmax", op_softmax }, { "LogSoftmax", op_softmax },
+	{ "LayerNormalization", op_layernorm }, { "BatchNormalization", op_batchnorm },
+	{ "ReduceMean", op_reduce }, { "ReduceSum", op_reduce }, { "ReduceMax", op_reduce },
+	{ "ReduceMin", op_reduce }, { "ReduceProd", op_reduce },
+	{ "ArgMax", op_argext }, { "ArgMin", op_argext },
+	{ "Max", op_variadic }, { "Min", op_variadic }, { "Sum", op_variadic }, { "Mean", op_variadic },
+	{ "Clip", op_clip }, { "CumSum", op_cumsum },
+	{ "Conv", op_conv }, { "MaxPool", op_pool }, { "AveragePool", op_pool },
+	{ "Reshape", op_reshape }, { "Flatten", op_flatten }, { "Squeeze", op_squeeze },
+	{ "Unsqueeze", op_squeeze }, { "Identity", op_identity }, { "Dropout", op_identity },
+	{ "Transpose", op_transpose }, { "Slice", op_slice }, { "Split", op_split },
+	{ "Concat", op_concat }, { "Gather", op_gather }, { "Expand", op_expand }, { "Cast", op_cast },
+	{ "Constant", op_constant }, { "ConstantOfShape", op_constant_of_shape }, { "Range", op_range },
+	{ "Pad", op_pad }, { "Trilu", op_trilu }, { "Shape", op_shape }, { "Size", op_shape },
+};
+
+static bool op_known(const char *op)
+{
+	for (size_t i = 0; i < ELEMENTSOF(EWOPS); i++)
+		if (!strcmp(op, EWOPS[i].name))
+			return true;
+	for (size_t i = 0; i < ELEMENTSOF(OPS); i++)
+		if (!strcmp(op, OPS[i].name))
+			return true;
+	return false;
+}
+
 static int dispatch(struct imp *m)
 {
 	const char *op = m->node->op_type ? m->node->op_type : "";
@@ -2833,38 +3481,9 @@ static int dispatch(struct imp *m)
 	for (size_t i = 0; i < ELEMENTSOF(EWOPS); i++)
 		if (!strcmp(op, EWOPS[i].name))
 			return op_elementwise(m, &EWOPS[i]);
-	if (!strcmp(op, "MatMul")) return op_matmul(m);
-	if (!strcmp(op, "Gemm")) return op_gemm(m);
-	if (!strcmp(op, "Softmax")) return op_softmax(m, false);
-	if (!strcmp(op, "LogSoftmax")) return op_softmax(m, true);
-	if (!strcmp(op, "LayerNormalization")) return op_layernorm(m);
-	if (!strcmp(op, "ReduceMean")) return op_reduce(m, "mean");
-	if (!strcmp(op, "ReduceSum")) return op_reduce(m, "sum");
-	if (!strcmp(op, "ReduceMax")) return op_reduce(m, "max");
-	if (!strcmp(op, "ReduceMin")) return op_reduce(m, "min");
-	if (!strcmp(op, "Conv")) return op_conv(m);
-	if (!strcmp(op, "MaxPool")) return op_pool(m, true);
-	if (!strcmp(op, "AveragePool")) return op_pool(m, false);
-	if (!strcmp(op, "Reshape")) return op_reshape(m);
-	if (!strcmp(op, "Flatten")) return op_flatten(m);
-	if (!strcmp(op, "Squeeze")) return op_squeeze(m, false);
-	if (!strcmp(op, "Unsqueeze")) return op_squeeze(m, true);
-	if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) return op_identity(m);
-	if (!strcmp(op, "Transpose")) return op_transpose(m);
-	if (!strcmp(op, "Slice")) return op_slice(m);
-	if (!strcmp(op, "Split")) return op_split(m);
-	if (!strcmp(op, "Concat")) return op_concat(m);
-	if (!strcmp(op, "Gather")) return op_gather(m);
-	if (!strcmp(op, "Expand")) return op_expand(m);
-	if (!strcmp(op, "Cast")) return op_cast(m);
-	if (!strcmp(op, "Constant")) return op_constant(m);
-	if (!strcmp(op, "ConstantOfShape")) return op_constant_of_shape(m);
-	if (!strcmp(op, "Range")) return op_range(m);
-	if (!strcmp(op, "Pad")) return op_pad(m);
-	if (!strcmp(op, "Trilu")) return op_trilu(m);
-	if (!strcmp(op, "BatchNormalization")) return op_batchnorm(m);
-	if (!strcmp(op, "Shape")) return op_shape(m, false);
-	if (!strcmp(op, "Size")) return op_shape(m, true);
+	for (size_t i = 0; i < ELEMENTSOF(OPS); i++)
+		if (!strcmp(op, OPS[i].name))
+			return OPS[i].fn(m);
 	return refuse(m, "operator %s is not supported", op);
 }
 
@@ -2987,6 +3606,97 @@ static int const_input(struct imp *m, const Onnx__ValueInfoProto *vi, const stru
 	return define(m, c->name, v);
 }
 
+/* Refuses a model with nodes of operators the importer lacks (or of another operator domain)
+ * before anything else, naming all of them at once: the operator types with their counts, then
+ * every node as NAME (OP_TYPE), as many as the message holds.  One such node gets the usual
+ * "node NAME (OP_TYPE): operator OP_TYPE is not supported". */
+static int check_operators(struct imp *m, const Onnx__GraphProto *g)
+{
+	struct { const char *op; size_t n; } types[16];
+	size_t n_types = 0, bad = 0, listed = 0, first = 0;
+	char list[400] = "", sum[160] = "";
+
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		const char *op = n->op_type ? n->op_type : "", *dom = n->domain;
+		bool foreign = dom && *dom && strcmp(dom, "ai.onnx") != 0;
+		if (!foreign && op_known(op))
+			continue;
+		if (bad++ == 0)
+			first = i;
+		size_t t = 0;
+		while (t < n_types && strcmp(types[t].op, op) != 0)
+			t++;
+		if (t == n_types && n_types < ELEMENTSOF(types))
+			types[n_types++] = (typeof(types[0])){ op, 0 };
+		if (t < n_types)
+			types[t].n++;
+		set_node(m, n, i);
+		char item[ONNX_NAME_MAX + 160];
+		if (foreign)
+			snprintf(item, sizeof item, "%s%s (%.64s, domain %.64s)", listed ? ", " : "", m->node_name, op, dom);
+		else
+			snprintf(item, sizeof item, "%s%s (%.64s)", listed ? ", " : "", m->node_name, op);
+		if (strlen(list) + strlen(item) < sizeof list - 32) {
+			strcat(list, item);
+			listed++;
+		}
+	}
+	m->node = NULL;
+	if (bad == 0)
+		return 0;
+	if (bad == 1) {
+		const char *dom = g->node[first]->domain;
+		set_node(m, g->node[first], first);
+		if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
+			return refuse(m, "operator domain \"%s\" is not supported", dom);
+		return refuse(m, "operator %s is not supported", m->node->op_type ? m->node->op_type : "");
+	}
+	for (size_t t = 0; t < n_types; t++)
+		snprintf(sum + strlen(sum), sizeof sum - strlen(sum), "%s%.40s %zu", t ? ", " : "", types[t].op,
+			 types[t].n);
+	if (listed < bad)
+		snprintf(list + strlen(list), sizeof list - strlen(list), ", and %zu more", bad - listed);
+	return err_set(m->err, -EINVAL, "%s: %zu nodes are not supported (%s%s): %s", m->path, bad, sum,
+		       n_types == ELEMENTSOF(types) ? ", ..." : "", list);
+}
+
+/* Refuses, before anything is read, a model whose external data to be read (all of it with
+ * real weights; with --weights zero only tensors under zero_min bytes) exceeds
+ * ONNX_EXTERNAL_MAX: it would be held in memory during the import. */
+static int external_budget(struct imp *m, const Onnx__GraphProto *g)
+{
+	uint64_t total = 0, largest = 0;
+	const char *name = "";
+
+	for (size_t i = 0; i < g->n_initializer; i++) {
+		const Onnx__TensorProto *t = g->initializer[i];
+		enum dt d;
+		uint64_t n;
+		if (!(t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
+		    onnx_dt(t->data_type, &d) < 0 || t->n_dims > ONNX_RANK_MAX)
+			continue;  /* tensor_load refuses it by name */
+		n = DT_SIZE[d];
+		bool bad = false;
+		for (size_t k = 0; k < t->n_dims && !bad; k++)
+			bad = t->dims[k] <= 0 || !mul_u64(n, (uint64_t)t->dims[k], &n) || n > ELEMS_MAX * 8;
+		if (bad || (m->zero_min && n >= m->zero_min))
+			continue;
+		total += n;
+		if (n > largest) {
+			largest = n;
+			name = t->name ? t->name : "";
+		}
+	}
+	if (total <= ONNX_EXTERNAL_MAX)
+		return 0;
+	return refuse(m, "the model's external data to be read is %" PRIu64 " bytes (the largest tensor: "
+		      "initializer \"%.*s\", %" PRIu64 " bytes), more than %llu (ONNX_EXTERNAL_MAX): real weights "
+		      "are held in memory during the import%s", total, ONNX_NAME_MAX, name, largest,
+		      (unsigned long long)ONNX_EXTERNAL_MAX,
+		      m->zero_min ? "" : "; --weights zero does not read large constants");
+}
+
 static int import_graph(struct imp *m, const Onnx__ModelProto *model, const struct onnx_options *o,
 			struct strbuf *out)
 {
@@ -3002,6 +3712,8 @@ static int import_graph(struct imp *m, const Onnx__ModelProto *model, const stru
 		if (!op->domain || !*op->domain || !strcmp(op->domain, "ai.onnx"))
 			m->opset = op->version;
 	}
+	if ((r = check_operators(m, g)) < 0 || (r = external_budget(m, g)) < 0)
+		return r;
 	for (size_t i = 0; i < g->n_initializer; i++) {
 		struct val *v;
 		char what[ONNX_NAME_MAX + 32];

@@ -12,10 +12,13 @@
  * expand/collapse_shape).  Every op made for node N carries the location
  * loc("NAME"("OP_TYPE")): the node's name (OP_TYPE_<index> when unnamed) with its op type.
  * Initializers are arith.constant dense tensors, read from the model or from its external
- * data files (TensorProto.external_data, relative to the model's directory).
+ * data files (TensorProto.external_data, relative to the model's directory).  Element types:
+ * float, double, float16, bfloat16, int64, int32, bool.
  *
  * A node, op type, attribute or type outside what is supported is refused with
- * "node NAME (OP_TYPE): ..." naming the attribute; the importer writes nothing then.
+ * "node NAME (OP_TYPE): ..." naming the attribute; the importer writes nothing then.  Op types
+ * it lacks are found first and refused together: "N nodes are not supported (OP N, ...):
+ * NAME (OP), ...".
  */
 #ifndef PIM_COMPILER_ONNX_H
 #define PIM_COMPILER_ONNX_H
@@ -30,7 +33,7 @@
 #define ONNX_SHAPES_MAX 64
 #define ONNX_NAME_MAX 255
 #define ONNX_INPUT_MAX (1024u * 1024u * 1024u)  /* model file bytes */
-#define ONNX_EXTERNAL_MAX (16ull << 30)          /* bytes of external data, all tensors */
+#define ONNX_EXTERNAL_MAX (16ull << 30)          /* bytes of external data read, all tensors */
 
 /* One --input-shape NAME=D0xD1x...: the static shape of a graph input. */
 struct onnx_shape {
@@ -53,8 +56,10 @@ struct onnx_options {
 	const struct onnx_const_input *consts;
 	size_t n_consts;
 	/* --weights zero: a constant of at least this many bytes that an emitted op uses is
-	 * written as a zero splat, dense<0.0> (the extractor then makes it a zeroed global);
-	 * 0 writes every constant's data. */
+	 * written as a zero splat, dense<0.0> (the extractor then makes it a zeroed global), and
+	 * an external-data initializer of that size is never read (only checked against its
+	 * file), so the import's memory does not grow with the weights; 0 writes every
+	 * constant's data. */
 	uint64_t zero_min;
 };
 

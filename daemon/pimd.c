@@ -437,10 +437,29 @@ static int open_store(struct pimd *d, char *db_path, size_t len)
 	return 0;
 }
 
-/* This host as the store knows it, with its read bandwidth B_cpu measured once. */
+/*
+ * Why B_cpu is to be measured at this start: NULL when the stored figure stands.  Measured
+ * again when there is none (a new platform key: another CPU model or PMU), when the single
+ * long pass of pimd before sql/0008 measured it (load could halve it), and when the host it was
+ * measured on had other CPUs online or other memory.
+ */
+static const char *b_cpu_stale(const struct store_platform *stored, const char *host)
+{
+	if (stored->b_cpu <= 0)
+		return "no B_cpu was measured on this platform";
+	if (!stored->b_cpu_method[0])
+		return "the stored B_cpu comes from the single-pass probe of an earlier pimd";
+	if (strcmp(stored->b_cpu_host, host) != 0)
+		return "the host changed since B_cpu was measured";
+	return NULL;
+}
+
+/* This host as the store knows it, with its read bandwidth B_cpu (measured when it is not). */
 static int detect_platform(struct pimd *d)
 {
 	struct pim_error err = { 0 };
+	const char *why;
+	char host[64];
 	int r;
 
 	platform_detect(&d->platform, &err);
@@ -448,17 +467,27 @@ static int detect_platform(struct pimd *d)
 		log_error("Cannot record the platform: %s", err.msg);
 		return r;
 	}
-	if (d->platform.id.b_cpu <= 0) {
-		/* Once per platform: the host read bandwidth B_cpu that θ derives from (doc/design.md §3). */
-		double bps;
-		if (platform_probe_bandwidth(PLATFORM_PROBE_BYTES, &bps, &err) < 0) {
-			log_warning("%s; using the paper's B_cpu unless b_cpu is configured", err.msg);
+	platform_host_describe(host, sizeof host);
+	if ((why = b_cpu_stale(&d->platform.id, host))) {
+		/* Before the event loop starts: every answer uses the measured figure. */
+		struct store_platform m = d->platform.id;
+		if (d->platform.id.b_cpu > 0)
+			log_notice("Measuring B_cpu again: %s (stored: %.2f GB/s%s%s)", why,
+				   d->platform.id.b_cpu / 1e9, d->platform.id.b_cpu_host[0] ? " on " : "",
+				   d->platform.id.b_cpu_host);
+		if (platform_probe_bandwidth(&m, NULL, &err) < 0) {
+			log_warning("%s; %s", err.msg, d->platform.id.b_cpu > 0
+				    ? "keeping the stored B_cpu" : "using the paper's B_cpu unless b_cpu is configured");
 		} else {
-			d->platform.id.b_cpu = bps;
-			if (store_platform_ensure(d->store, &d->platform.id, &d->platform.row, &err) < 0)
-				log_warning("Cannot store the measured bandwidth: %s", err.msg);
-			log_info("Measured host read bandwidth B_cpu = %.2f GB/s (single thread, %u MiB)",
-				 bps / 1e9, PLATFORM_PROBE_BYTES >> 20);
+			d->platform.id = m;
+			if (store_platform_set_b_cpu(d->store, d->platform.row, &m, &err) < 0)
+				log_warning("Cannot store the measured B_cpu: %s", err.msg);
+			log_info("Measured host read bandwidth B_cpu = %.2f GB/s, spread %.1f%% (%s; %s; %s)",
+				 m.b_cpu / 1e9, 100 * m.b_cpu_spread, m.b_cpu_method, m.b_cpu_host, m.b_cpu_load);
+			if (m.b_cpu_busy)
+				log_notice("The machine was busy while B_cpu was measured (%s); if answers "
+					   "look off, measure again when it is quiet: pimctl platform probe",
+					   m.b_cpu_load);
 		}
 	}
 	if (d->platform.counters)

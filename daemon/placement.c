@@ -108,6 +108,9 @@ int placement_params_validate(const struct placement_params *p, struct pim_error
 				 "PIM bandwidth per core must be a finite number > 0 B/s");
 	if (!isfinite(p->line_bytes) || p->line_bytes <= 0)
 		return param_bad(err, "line_bytes", p->line_bytes, "cache line must be > 0 bytes");
+	if (!isfinite(p->b_cpu_spread) || p->b_cpu_spread < 0)
+		return param_bad(err, "b_cpu_spread", p->b_cpu_spread,
+				 "relative spread of B_cpu must be a finite number >= 0 (0: not known)");
 	return 0;
 }
 
@@ -162,16 +165,18 @@ const char *placement_t_pim_term_name(enum placement_t_pim_term t)
 
 /* ------------------------------------------------------------------ the rule */
 
-/* What the rule needs of one decision unit, per execution of that unit. */
+/* What the rule needs of one decision unit, per execution of that unit (64 bytes: operator
+ * granularity keeps one per region). */
 struct unit_metrics {
 	double t_host;    /* T_host, s */
 	double n_par;     /* N_par */
 	double n_total;   /* N_total */
 	double bw;        /* BW_read, B/s; NAN when not evaluable */
-	bool bw_estimated;
 	double f_store;   /* NAN when not evaluable */
 	enum placement_evidence evidence;
+	bool bw_estimated;
 	double b_cpu_source; /* B_cpu of the measuring host; 0: this host */
+	double spread;       /* relative spread of T_host, also taken for BW_read and f_store; 0 unknown */
 };
 
 /* Higher is stronger; a unit's evidence is the weakest of its members'. */
@@ -189,14 +194,57 @@ static int evidence_strength(enum placement_evidence e)
 	}
 }
 
+/* The rule on truth values: bit c of held says that condition c holds. */
+static bool rule_offloads(unsigned held)
+{
+	return (held & 1u << PL_C1) && (held & 1u << PL_C2) && (held & (1u << PL_C3 | 1u << PL_C4));
+}
+
+/* Condition c is marginal when lhs lies within its noise of rhs (placement.h); noise 0: unknown. */
+static void cond_noise(struct placement_cond *c, double noise)
+{
+	c->noise = isfinite(noise) && noise > 0 ? noise : 0;
+	c->marginal = c->noise > 0 && !isnan(c->lhs) && fabs(c->lhs - c->rhs) <= c->noise;
+}
+
+/*
+ * Whether the noise of d's marginal conditions can change its side, and which of them can: each
+ * way of moving the marginal conditions across their thresholds is tried (at most 2^3 = 8, C2
+ * being exact) on the truth values held (Stage 2's taken even where Stage 1 skipped it).
+ * Condition c can change the side when, with the others moved in some way, moving c does.
+ */
+static void decide_marginal(struct placement_decision *d, unsigned held)
+{
+	unsigned marg = 0, on = 0;
+	bool side = rule_offloads(held), marginal = false;
+
+	for (int c = 0; c < PL_N_COND; c++)
+		if (d->cond[c].marginal)
+			marg |= 1u << c;
+	for (unsigned x = marg;; x = (x - 1) & marg) {
+		marginal |= rule_offloads(held ^ x) != side;
+		for (int c = 0; c < PL_N_COND; c++)
+			if ((x & 1u << c) && rule_offloads(held ^ x) != rule_offloads(held ^ x ^ 1u << c))
+				on |= 1u << c;
+		if (x == 0)
+			break;
+	}
+	d->marginal = marginal;
+	d->marginal_on = (uint8_t)on;
+}
+
 /*
  * The two-stage rule (doc/design.md §3; paper §4.4).  Offload iff C1 ∧ C2 ∧ (C3 ∨ C4).  Stage 2 is
- * marked skipped when Stage 1 fails, but its values are still filled in for display.
+ * marked skipped when Stage 1 fails, but its values are still filled in for display.  Each
+ * condition's noise comes from the unit's measured spread (and B_cpu's for a derived θ), and the
+ * decision is marginal when that noise can change its side (placement.h).
  */
 static void placement_decide_unit(const struct unit_metrics *m, const struct placement_params *p,
 				  struct placement_decision *d)
 {
 	struct placement_cond *c = d->cond;
+	const double k = PLACEMENT_NOISE_K, s = m->spread;
+	unsigned held = 0;
 
 	/* C1: T_host(r) > T_ctx + N_total(r)·I_min / (N_core·f_pim) */
 	c[PL_C1].lhs = m->t_host;
@@ -235,6 +283,27 @@ static void placement_decide_unit(const struct unit_metrics *m, const struct pla
 												: PL_HOST;
 	d->evidence = m->evidence;
 	d->bw_estimated = m->bw_estimated;
+
+	/* the noise of each comparison: T_host's spread, and B_cpu's where θ derives from it */
+	double s_theta = p->theta <= 0 && !(m->b_cpu_source > 0) ? p->b_cpu_spread : 0;
+	d->marginal = false;
+	d->marginal_on = 0;
+	for (int i = 0; i < PL_N_COND; i++) {
+		c[i].noise = 0;
+		c[i].marginal = false;
+	}
+	if (s == 0 && s_theta == 0)
+		return; /* no noise known: nothing is marginal (the common case of imported counts) */
+	cond_noise(&c[PL_C1], k * s * m->t_host);
+	cond_noise(&c[PL_C3], isnan(m->bw) ? 0 : k * (s * m->bw + s_theta * c[PL_C3].rhs));
+	cond_noise(&c[PL_C4], isnan(m->f_store) ? 0 : k * s * m->f_store);
+	if (!c[PL_C1].marginal && !c[PL_C3].marginal && !c[PL_C4].marginal)
+		return;
+	held |= (unsigned)(c[PL_C1].state == PL_COND_TRUE) << PL_C1;
+	held |= (unsigned)(c[PL_C2].state == PL_COND_TRUE) << PL_C2;
+	held |= (unsigned)(!isnan(m->bw) && m->bw >= c[PL_C3].rhs) << PL_C3;
+	held |= (unsigned)(!isnan(m->f_store) && m->f_store >= c[PL_C4].rhs) << PL_C4;
+	decide_marginal(d, held);
 }
 
 /* Distinct allocations of a region with the union of their roles and the largest operand size. */
@@ -325,6 +394,7 @@ static void region_metrics(const struct placement_region *r, const struct placem
 	m->bw = region_bw_read(r, p, unique_read_bytes, &m->bw_estimated);
 	m->f_store = region_f_store(r);
 	m->evidence = r->evidence;
+	m->spread = r->t_host_spread;
 	m->b_cpu_source = r->b_cpu_source;
 	if (m->bw_estimated && evidence_strength(m->evidence) > evidence_strength(PL_EVIDENCE_ESTIMATE))
 		m->evidence = PL_EVIDENCE_ESTIMATE;
@@ -404,6 +474,32 @@ static void reason_c4(const struct placement_decision *d, char *buf, size_t len,
 	append(buf, len, pos, "C4: f_store %.2f %s σ %.2f", c->lhs, cmp_text(c, ">=", "<"), c->rhs);
 }
 
+/* " [marginal: within the measured noise of T_ctx (C1, ±1.20 us)]", for the conditions that can
+ * change the side. */
+static void reason_marginal(const struct placement_decision *d, char *buf, size_t len, size_t *pos)
+{
+	static const char *const threshold[PL_N_COND] = { "T_ctx", "N_core", "θ", "σ" };
+	const char *sep = "";
+
+	append(buf, len, pos, " [marginal: within the measured noise of ");
+	for (int c = 0; c < PL_N_COND; c++) {
+		double noise = d->cond[c].noise;
+		char v[32];
+
+		if (!(d->marginal_on & 1u << c))
+			continue;
+		if (c == PL_C1)
+			fmt_seconds(v, sizeof v, noise);
+		else if (c == PL_C3)
+			snprintf(v, sizeof v, "%.2f GB/s", noise / 1e9);
+		else
+			snprintf(v, sizeof v, "%.3f", noise);
+		append(buf, len, pos, "%s%s (C%d, ±%s)", sep, threshold[c], c + 1, v);
+		sep = " and ";
+	}
+	append(buf, len, pos, "]");
+}
+
 int placement_format_reason(const struct placement_decision *d, char *buf, size_t len)
 {
 	const struct placement_cond *c = d->cond;
@@ -441,6 +537,8 @@ int placement_format_reason(const struct placement_decision *d, char *buf, size_
 		append(buf, len, &pos, "; ");
 		reason_c4(d, buf, len, &pos);
 	}
+	if (d->marginal)
+		reason_marginal(d, buf, len, &pos);
 	if (d->evidence == PL_EVIDENCE_NONE && d->side == PL_HOST)
 		append(buf, len, &pos, " [no measurements]");
 	if (d->unit_size > 1)
@@ -575,6 +673,9 @@ int placement_region_validate(const struct placement_region *r, size_t i, struct
 		return region_bad(err, r, i, "unknown evidence kind", (double)r->evidence);
 	if (!isfinite(r->t_host) || r->t_host < 0)
 		return region_bad(err, r, i, "t_host must be a finite number >= 0 s", r->t_host);
+	if (!isfinite(r->t_host_spread) || r->t_host_spread < 0)
+		return region_bad(err, r, i, "t_host_spread must be a finite relative spread >= 0 (0: not known)",
+				  r->t_host_spread);
 	if (r->have_n_rd && (!isfinite(r->n_rd) || r->n_rd < 0))
 		return region_bad(err, r, i, "n_rd must be a finite count >= 0", r->n_rd);
 	if (r->have_bw_read_estimate && (!isfinite(r->bw_read_estimate) || r->bw_read_estimate < 0))
@@ -741,8 +842,9 @@ static uint64_t region_unit_metrics(const struct placement_work *w, size_t i, st
  * sums are weighted by trip(r)/trip_g, trip_g the smallest member trip (one operator execution):
  * with equal trips these are plain sums.  T_host, N_total, n_rd, c_* are summed; N_par is the
  * minimum; BW_read = Σ read bytes / Σ T_host over the members (counters where every member has
- * them, else estimated); f_store from the summed cycle counts.  A region without an operator
- * name is a group of its own.
+ * them, else estimated); f_store from the summed cycle counts; the relative spread is the members'
+ * weighted by their time (their noise taken as moving together; a member without one adds none).
+ * A region without an operator name is a group of its own.
  */
 static void units_per_operator(struct placement_work *w)
 {
@@ -806,6 +908,7 @@ static void units_per_operator(struct placement_work *w)
 		double scale = mixed[u] && w->p.theta <= 0 && r->b_cpu_source > 0
 				       ? w->p.b_cpu / r->b_cpu_source : 1;
 		m->t_host += wt * r->t_host;
+		m->spread += wt * r->t_host * rm.spread;
 		m->n_total += wt * (double)r->n_total;
 		if (!isnan(rm.bw)) {
 			m->bw += wt * rm.bw * scale * r->t_host;
@@ -828,6 +931,7 @@ static void units_per_operator(struct placement_work *w)
 
 		if (mixed[u])
 			m->b_cpu_source = 0;
+		m->spread = m->t_host > 0 ? m->spread / m->t_host : 0;
 		/* a member without the metric makes the group's metric not evaluable */
 		m->bw = s[2] == members && s[0] > 0 ? m->bw / s[0] : NAN;
 		if (isnan(m->bw))
@@ -1141,6 +1245,12 @@ static void estimate_add(struct placement_estimate *e, size_t i, const struct pl
 	e->side[i] = (uint8_t)d->side;
 	e->fetch_bytes[i] = e->flush_bytes[i] = 0;
 	e->t_cpu += d->t_host;
+	if (d->marginal) {
+		e->n_marginal++;
+		e->n_marginal_pim += d->side == PL_PIM;
+		for (int c = 0; c < PL_N_COND; c++)
+			e->n_marginal_on[c] += (d->marginal_on >> c) & 1;
+	}
 	if (d->side == PL_PIM) {
 		e->t_pim += d->t_pim;
 		e->t_pim_by[d->t_pim_term] += d->t_pim;

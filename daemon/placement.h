@@ -4,7 +4,8 @@
  *
  * One call, placement_run(), takes the profiled regions (loop nests) of a model and the platform
  * parameters, and returns for each requested PIM core count:
- *   - per region: C1..C4 (state and the two values compared), the decision, the evidence;
+ *   - per region: C1..C4 (state, the two values compared and the measured noise between them),
+ *     the decision, whether that noise can change it (marginal), the evidence;
  *   - the data-movement cost of the whole placement (Eq. 8, "upper", or the tighter "resident"
  *     model), always labelled with the model that produced it;
  *   - the end-to-end estimate: T_hybrid, speedup, captured and residual share, attainable bound.
@@ -45,7 +46,7 @@ enum placement_evidence {
 
 /*
  * One loop nest with its manifest facts and profile metrics (doc/design.md §3 table).  The
- * fields are ordered so that a region takes 152 bytes rather than 192 with each flag beside its
+ * fields are ordered so that a region takes 160 bytes rather than 200 with each flag beside its
  * value: pimd holds a million of them to place a model at the documented limit.
  */
 struct placement_region {
@@ -83,6 +84,13 @@ struct placement_region {
 	 * against that host's memory.  0: this host's B_cpu (params->b_cpu).
 	 */
 	double b_cpu_source;
+	/*
+	 * The measured noise of this region's metrics: the relative spread of T_host over its
+	 * repetitions, (largest − smallest) / median (metrics.c).  BW_read and f_store come from the
+	 * same repetitions and take the same spread (pimd keeps no spread of the counts).  0: not
+	 * known (one repetition, imported counts): no decision of the region is then marginal.
+	 */
+	double t_host_spread;
 };
 
 /*
@@ -101,6 +109,12 @@ struct placement_params {
 	double b_rd, b_wb;  /* movement bandwidths, B/s; <= 0 means B_cpu */
 	double b_pim_core;  /* PIM-side bandwidth per core, B/s; B_pim = N_core·b_pim_core */
 	double line_bytes;  /* L: cache line (default 64) */
+	/*
+	 * The measured noise of B_cpu, hence of a derived θ: its relative spread, (largest −
+	 * smallest) / the figure, as its probe saw it move between rounds.  Default 0: not known,
+	 * and θ is then taken as exact (an explicit theta always is).
+	 */
+	double b_cpu_spread;
 };
 
 struct placement_params placement_params_default(void);
@@ -140,10 +154,29 @@ enum placement_cond_state {
 
 enum { PL_C1, PL_C2, PL_C3, PL_C4, PL_N_COND };
 
+/*
+ * Marginal conditions and decisions (stable answers).  A value v with relative spread s is known
+ * only as the interval v·(1 ± PLACEMENT_NOISE_K·s): with s the range of the repetitions over their
+ * median and k = 1/2, the repetitions' own range centred on the median.  A condition is marginal
+ * when its threshold's interval meets its value's, i.e. |lhs − rhs| <= noise with
+ *   C1  noise = k·s·T_host                   (T_ctx and the compute term are exact)
+ *   C2  never marginal                       (N_par and N_core are exact)
+ *   C3  noise = k·(s·BW_read + s_B·θ)        (s_B = b_cpu_spread when θ = theta_ratio·B_cpu of
+ *                                             this host, else 0: an explicit θ is exact)
+ *   C4  noise = k·s·f_store                  (σ is exact)
+ * A noise of 0 (spread not known) makes nothing marginal, nor does a metric not measured.  A
+ * decision is marginal when moving its marginal conditions across their thresholds can change
+ * its side; marginal_on names the conditions that can (C1 failing and C2 failing is not made
+ * marginal by C1's noise, since C2 alone keeps it on the host).
+ */
+#define PLACEMENT_NOISE_K 0.5
+
 struct placement_cond {
 	enum placement_cond_state state;
+	bool marginal;   /* |lhs − rhs| <= noise, noise > 0 */
 	double lhs, rhs; /* C1: T_host vs T_ctx+N_total·I_min/(N_core·f_pim); C2: N_par vs N_core;
 			    C3: BW_read vs θ (B/s); C4: f_store vs σ */
+	double noise;    /* half-width of the band around rhs within which lhs is marginal; 0 unknown */
 };
 
 enum placement_side { PL_HOST, PL_PIM };
@@ -174,6 +207,8 @@ struct placement_decision {
 	enum placement_evidence evidence; /* weakest evidence behind the Stage-2 values */
 	bool bw_estimated;                /* C3 used an estimated BW_read */
 	bool theta_from_source;           /* C3's θ came from the measuring host's B_cpu */
+	bool marginal;                    /* the noise of a condition can change the side */
+	uint8_t marginal_on;              /* bit c (PL_C1..PL_C4): condition c's noise can */
 	/* cost, totals over all executions */
 	uint64_t executions; /* trip, or trip·n_outer at block granularity */
 	double t_host;       /* T_host·trip */
@@ -199,6 +234,8 @@ struct placement_estimate {
 	uint64_t *fetch_bytes, *flush_bytes; /* movement charged to the region */
 	size_t n_offloaded;                   /* regions on PIM */
 	size_t n_rejected_stage1, n_rejected_stage2;
+	size_t n_marginal, n_marginal_pim;    /* marginal decisions (regions), of which on PIM */
+	size_t n_marginal_on[PL_N_COND];      /* marginal decisions that condition c can change */
 	struct placement_movement move;
 	double t_cpu;          /* Σ_all T_host·trip: the all-CPU time */
 	double t_host;         /* Σ_host T_host·trip: the residual */

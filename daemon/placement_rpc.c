@@ -27,6 +27,7 @@ struct loaded {
 	size_t n_with_metrics;
 	size_t n_estimates, n_counters, n_imported;
 	size_t n_imported_unknown_b_cpu; /* imported without the measuring host's B_cpu */
+	size_t n_with_spread;            /* with a measured spread of T_host (marginal decisions) */
 };
 
 static void loaded_free(struct loaded *l)
@@ -135,6 +136,11 @@ static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim
 	l->n_with_metrics++;
 	p->evidence = (enum placement_evidence)mt->evidence;
 	p->t_host = mt->t_host;
+	/* a spread that is not a finite relative spread is taken as not known */
+	if (isfinite(mt->t_host_spread) && mt->t_host_spread > 0) {
+		p->t_host_spread = mt->t_host_spread;
+		l->n_with_spread++;
+	}
 	p->have_n_rd = mt->have_n_rd;
 	p->n_rd = mt->n_rd;
 	p->have_store = mt->have_store;
@@ -259,12 +265,25 @@ static double placement_host_b_cpu(const struct rpc_context *ctx)
 	return ctx->platform->id.b_cpu > 0 ? ctx->platform->id.b_cpu : placement_params_default().b_cpu;
 }
 
+/*
+ * The relative spread of that B_cpu, the noise of a derived θ (marginal decisions): configured
+ * with it, or the probe's (platform.h: how far its figure moved between its rounds; 0 for a
+ * figure measured before sql/0008).  A query may give it.
+ */
+static double placement_host_b_cpu_spread(const struct rpc_context *ctx)
+{
+	if (ctx->params->b_cpu > 0)
+		return ctx->params->b_cpu_spread;
+	return ctx->platform->id.b_cpu > 0 ? ctx->platform->id.b_cpu_spread : 0;
+}
+
 /* Configured parameters with the request's non-zero fields on top, validated. */
 static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 			struct placement_params *p, struct pim_error *err)
 {
 	*p = *ctx->params;
 	p->b_cpu = placement_host_b_cpu(ctx);
+	p->b_cpu_spread = placement_host_b_cpu_spread(ctx);
 	if (q) {
 #define TAKE(f)                                                                                    \
 	do {                                                                                       \
@@ -283,6 +302,7 @@ static int merge_params(struct rpc_context *ctx, const Pim__PlacementParams *q,
 		TAKE(b_wb);
 		TAKE(b_pim_core);
 		TAKE(line_bytes);
+		TAKE(b_cpu_spread);
 #undef TAKE
 	}
 	return placement_params_validate(p, err);
@@ -311,6 +331,7 @@ static Pim__PlacementParams *params_msg(struct reply *b, const struct placement_
 	m->b_wb = placement_b_wb(p);
 	m->b_pim_core = p->b_pim_core;
 	m->line_bytes = p->line_bytes;
+	m->b_cpu_spread = p->b_cpu_spread;
 	return m;
 }
 
@@ -318,7 +339,7 @@ static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement
 					 const struct placement_decision *d)
 {
 	Pim__RegionDecision *m = reply_message(b, &pim__region_decision__descriptor);
-	char reason[256];
+	char reason[384];
 
 	if (!m)
 		return NULL;
@@ -339,6 +360,8 @@ static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement
 			k->state = (Pim__CondState)d->cond[c].state;
 			k->lhs = d->cond[c].lhs;
 			k->rhs = d->cond[c].rhs;
+			k->noise = d->cond[c].noise;
+			k->marginal = d->cond[c].marginal;
 			m->conditions[m->n_conditions++] = k;
 		}
 	m->evidence = (Pim__Evidence)d->evidence;
@@ -352,6 +375,8 @@ static Pim__RegionDecision *decision_msg(struct reply *b, const struct placement
 	m->unit_size = (uint32_t)d->unit_size;
 	if (d->side == PL_PIM)
 		m->t_pim_term = reply_strdup(b, placement_t_pim_term_name(d->t_pim_term));
+	m->marginal = d->marginal;
+	m->marginal_on = d->marginal_on;
 	return m;
 }
 
@@ -381,6 +406,11 @@ static Pim__PlacementEstimate *estimate_msg(struct reply *b, const struct loaded
 	m->pim_compute = (uint32_t)e->n_pim_by[PL_TPIM_COMPUTE];
 	m->pim_bandwidth = (uint32_t)e->n_pim_by[PL_TPIM_BANDWIDTH];
 	m->pim_measured = (uint32_t)e->n_pim_by[PL_TPIM_MEASURED];
+	m->marginal = (uint32_t)e->n_marginal;
+	m->marginal_pim = (uint32_t)e->n_marginal_pim;
+	m->marginal_by_condition = reply_calloc(b, PL_N_COND, sizeof *m->marginal_by_condition);
+	for (int c = 0; m->marginal_by_condition && c < PL_N_COND; c++)
+		m->marginal_by_condition[m->n_marginal_by_condition++] = (uint32_t)e->n_marginal_on[c];
 	Pim__Movement *mv = m->movement = reply_message(b, &pim__movement__descriptor);
 	if (mv) {
 		mv->model = reply_strdup(b, placement_movement_model_name(e->move.model));
@@ -431,6 +461,30 @@ static void evidence_notes(struct reply *b, Pim__PlacementReply *r, const struct
 			   "match (import again with --b-cpu)", l->n_imported_unknown_b_cpu);
 	if (l->n_counters)
 		reply_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
+}
+
+/* What "marginal" rests on: the regions with a measured spread, and B_cpu's. */
+static void marginal_notes(struct reply *b, Pim__PlacementReply *r, const struct loaded *l,
+			   const struct placement_params *p)
+{
+	size_t n = l->n_with_metrics;
+	bool theta_noise = p->theta <= 0 && p->b_cpu_spread > 0; /* an explicit θ is exact */
+
+	if (n == 0)
+		return;
+	if (l->n_with_spread == 0 && !theta_noise)
+		reply_append(b, &r->notes, &r->n_notes, "no region has a measured spread (one repetition each, "
+			     "or imported counts): no decision can be labelled marginal");
+	else if (l->n_with_spread == 0)
+		reply_append(b, &r->notes, &r->n_notes, "no region has a measured spread (one repetition each, "
+			     "or imported counts): only theta's noise, from B_cpu's spread of %.1f%%, can make a "
+			     "decision marginal (~)", 100 * p->b_cpu_spread);
+	else
+		reply_append(b, &r->notes, &r->n_notes, "marginal (~): the threshold (T_ctx of C1, theta of C3, "
+			     "sigma of C4) lies within the measured noise, +-%g x the relative spread of the "
+			     "region's repetitions%s, and that can change the decision; %zu of %zu measured regions "
+			     "have a spread", PLACEMENT_NOISE_K,
+			     theta_noise ? " (and of B_cpu's for theta)" : "", l->n_with_spread, n);
 }
 
 /* Stores an answer (a message m) for the next identical query; failing to is not the client's
@@ -496,18 +550,18 @@ static void *cache_get(struct rpc_context *ctx, const char *name, const char *ke
 
 /*
  * Every input that shapes an answer, in one string, led by the kind and version of the answer
- * stored under it: "v2" a PlacementReply (with the T_pim terms and the movement-aware bound),
- * "decisions-v1" a DecisionsReply.
+ * stored under it: "v3" a PlacementReply (with the T_pim terms, the movement-aware bound and
+ * marginal decisions), "decisions-v1" a DecisionsReply.
  */
 static void cache_key(char *buf, size_t len, const char *kind, const struct placement_params *p,
 		      const char *gran, const char *move, const double *cores, size_t n_cores, bool summary)
 {
 	size_t pos = (size_t)snprintf(buf, len, "%s %s %s %d n_core=%.17g f_pim=%.17g i_min=%.17g "
 				      "t_ctx=%.17g b_cpu=%.17g theta=%.17g sigma=%.17g b_rd=%.17g "
-				      "b_wb=%.17g b_pim_core=%.17g L=%.17g cores=", kind, gran, move, summary,
-				      p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu, placement_theta(p),
-				      p->sigma, placement_b_rd(p), placement_b_wb(p), p->b_pim_core,
-				      p->line_bytes);
+				      "b_wb=%.17g b_pim_core=%.17g L=%.17g b_cpu_spread=%.17g cores=", kind, gran,
+				      move, summary, p->n_core, p->f_pim, p->i_min, p->t_ctx, p->b_cpu,
+				      placement_theta(p), p->sigma, placement_b_rd(p), placement_b_wb(p),
+				      p->b_pim_core, p->line_bytes, p->b_cpu_spread);
 	for (size_t i = 0; i < n_cores && pos < len; i++)
 		pos += (size_t)snprintf(buf + pos, len - pos, "%s%.17g", i ? "," : "", cores[i]);
 }
@@ -545,7 +599,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	double one = p.n_core;
 	const double *cores = q->n_core_counts ? q->core_counts : &one;
 	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
-	cache_key(key, sizeof key, "v2", &p, placement_granularity_name(gran), placement_movement_model_name(move),
+	cache_key(key, sizeof key, "v3", &p, placement_granularity_name(gran), placement_movement_model_name(move),
 		  cores, n_cores, q->summary_only);
 	Pim__PlacementReply *cached = cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
 	if (cached) {
@@ -580,6 +634,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		pr->movement = reply_strdup(&b, placement_movement_model_name(move));
 		pr->params = params_msg(&b, &res.params, n_cores == 1 ? cores[0] : 0);
 		pr->platform = reply_strdup(&b, ctx->platform->id.name);
+		reply_b_cpu(&b, &pr->b_cpu_probe, ctx, res.params.b_cpu);
 		pr->regions_with_metrics = (uint32_t)l.n_with_metrics;
 		pr->estimates = reply_calloc(&b, res.n_estimates, sizeof *pr->estimates);
 		for (size_t i = 0; pr->estimates && i < res.n_estimates && !b.oom; i++) {
@@ -588,6 +643,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				pr->estimates[pr->n_estimates++] = e;
 		}
 		evidence_notes(&b, pr, &l, ctx);
+		marginal_notes(&b, pr, &l, &p);
 		reply_append(&b, &pr->notes, &pr->n_notes, "the speedup is an estimate, not a prediction: each "
 			   "offloaded region's T_pim is the larger of a lower bound on compute (N_total x I_min / "
 			   "(N_core x f_pim), I_min = %g) and its bytes at an assumed PIM bandwidth of %.2f GB/s per "

@@ -4,6 +4,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sys.h"
 
 static void cpu_model(char *buf, size_t len)
 {
@@ -57,34 +61,168 @@ int platform_detect(struct platform *p, struct pim_error *err)
 	return 0;
 }
 
-int platform_probe_bandwidth(size_t bytes, double *bps, struct pim_error *err)
-{
-	uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	size_t n = bytes / sizeof *buf;
-	double best = 0;
+/* ---------------------------------------------------------------- B_cpu */
 
+/* Evicts [p, p + n) from every cache level, so that the next read of it comes from memory. */
+typedef void (*flush_fn)(const char *p, size_t n);
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+__attribute__((target("clflushopt"))) static void flush_opt(const char *p, size_t n)
+{
+	for (size_t o = 0; o < n; o += 64)
+		_mm_clflushopt((void *)(p + o));
+	_mm_mfence();
+}
+
+static void flush_plain(const char *p, size_t n)
+{
+	for (size_t o = 0; o < n; o += 64)
+		_mm_clflush(p + o);
+	_mm_mfence();
+}
+
+static flush_fn flush_for_host(const char **name)
+{
+	unsigned a, b, c, d;
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23))) {
+		*name = "clflushopt";
+		return flush_opt;
+	}
+	*name = "clflush";
+	return flush_plain;
+}
+#elif defined(__aarch64__)
+static void flush_dc(const char *p, size_t n)
+{
+	for (size_t o = 0; o < n; o += 64)
+		__asm__ volatile("dc civac, %0" : : "r"(p + o) : "memory");
+	__asm__ volatile("dsb ish" : : : "memory");
+}
+
+static flush_fn flush_for_host(const char **name)
+{
+	*name = "dc civac";
+	return flush_dc;
+}
+#else
+static flush_fn flush_for_host(const char **name)
+{
+	*name = NULL;
+	return NULL;
+}
+#endif
+
+/* Runnable tasks now (procs_running of /proc/stat, the caller included); 0 if unknown. */
+static double runnable_now(void)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	char line[256];
+	double n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "procs_running %lf", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+static unsigned cpus_online(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+void platform_host_describe(char *buf, size_t len)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	unsigned n = cpus_online();
+	double gib = pages > 0 && page > 0 ? (double)pages * (double)page / (1u << 30) : 0;
+
+	snprintf(buf, len, "%u CPU%s, %.1f GiB", n, n == 1 ? "" : "s", gib);
+}
+
+/* The bandwidth of one read pass over [q, q + bytes), B/s. */
+static double read_pass(const uint64_t *q, size_t bytes)
+{
+	size_t n = bytes / sizeof *q;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = now_ns();
+
+	for (size_t i = 0; i + 3 < n; i += 4) {
+		s0 += q[i];
+		s1 += q[i + 1];
+		s2 += q[i + 2];
+		s3 += q[i + 3];
+	}
+	uint64_t dt = now_ns() - t0;
+	/* keep the sums alive without a volatile in the loop */
+	__asm__ volatile("" : : "r"(s0 + s1 + s2 + s3));
+	return (double)bytes * 1e9 / (double)(dt ? dt : 1);
+}
+
+#define PROBE_PASSES_PER_ROUND (PLATFORM_PROBE_BYTES / PLATFORM_PROBE_PASS_BYTES)
+
+int platform_probe_bandwidth(struct store_platform *p, struct bandwidth_result *res,
+			     struct pim_error *err)
+{
+	const char *flush_name;
+	flush_fn flush = flush_for_host(&flush_name);
+	size_t bytes = flush ? PLATFORM_PROBE_BYTES : PLATFORM_PROBE_BYTES_UNFLUSHED;
+	size_t chunks = bytes / PLATFORM_PROBE_PASS_BYTES, n = 0, next = 0;
+	double passes[PLATFORM_PROBE_ROUNDS * PROBE_PASSES_PER_ROUND], runnable[PLATFORM_PROBE_ROUNDS];
+	struct bandwidth_result r;
+	unsigned n_cpus = cpus_online();
+	int k;
+
+	char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED)
 		return err_set(err, -errno, "bandwidth probe: cannot map %zu bytes: %s", bytes, strerror(errno));
-	for (size_t i = 0; i < n; i++)
-		buf[i] = i;
-	for (int pass = 0; pass < 3; pass++) {
-		uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = now_ns();
-		for (size_t i = 0; i + 3 < n; i += 4) {
-			s0 += buf[i];
-			s1 += buf[i + 1];
-			s2 += buf[i + 2];
-			s3 += buf[i + 3];
+	/* huge pages where the kernel has them: fewer faults now, no TLB walk per 4 KiB later */
+	(void)madvise(buf, bytes, MADV_HUGEPAGE);
+	for (size_t i = 0; i < bytes / sizeof(uint64_t); i++)
+		((uint64_t *)buf)[i] = i;
+	uint64_t t0 = now_ns();
+	for (unsigned round = 0; round < PLATFORM_PROBE_ROUNDS; round++) {
+		if (round) {
+			/* passes spread over time catch the windows in which competitors are off
+			 * the CPUs; a task that slept also runs at once when it wakes */
+			struct timespec pause = { 0, PLATFORM_PROBE_PAUSE_MS * 1000000L };
+			nanosleep(&pause, NULL);
 		}
-		uint64_t dt = now_ns() - t0;
-		/* keep the sums alive without a volatile in the loop */
-		__asm__ volatile("" : : "r"(s0 + s1 + s2 + s3));
-		double b = dt ? (double)bytes * 1e9 / (double)dt : 0;
-		if (b > best)
-			best = b;
+		runnable[round] = runnable_now();
+		for (size_t i = 0; i < PROBE_PASSES_PER_ROUND; i++, next = (next + 1) % chunks) {
+			const char *q = buf + next * PLATFORM_PROBE_PASS_BYTES;
+			if (flush)
+				flush(q, PLATFORM_PROBE_PASS_BYTES);
+			passes[n++] = read_pass((const uint64_t *)q, PLATFORM_PROBE_PASS_BYTES);
+		}
 	}
+	double took = (double)(now_ns() - t0) / 1e9;
 	munmap(buf, bytes);
-	if (!(best > 0))
-		return err_set(err, -EIO, "bandwidth probe: no time elapsed");
-	*bps = best;
+	if ((k = bandwidth_summarize(passes, n, BANDWIDTH_GROUPS, runnable, PLATFORM_PROBE_ROUNDS,
+				     n_cpus, &r, err)) < 0)
+		return k;
+	p->b_cpu = r.b_cpu;
+	p->b_cpu_spread = r.spread;
+	if (flush)
+		snprintf(p->b_cpu_method, sizeof p->b_cpu_method,
+			 "1 thread, %.0fth percentile of %zu reads of %g MiB flushed by %s, %u rounds "
+			 "in %.1f s", 100 * BANDWIDTH_QUANTILE, n, PLATFORM_PROBE_PASS_BYTES / 1048576.0, flush_name,
+			 PLATFORM_PROBE_ROUNDS, took);
+	else
+		snprintf(p->b_cpu_method, sizeof p->b_cpu_method,
+			 "1 thread, %.0fth percentile of %zu reads of %g MiB rotating through %zu MiB "
+			 "(no cache flush here), %u rounds in %.1f s", 100 * BANDWIDTH_QUANTILE, n,
+			 PLATFORM_PROBE_PASS_BYTES / 1048576.0, bytes >> 20, PLATFORM_PROBE_ROUNDS, took);
+	p->b_cpu_measured_at = (int64_t)time(NULL);
+	p->b_cpu_busy = r.busy;
+	bandwidth_describe(&r, n_cpus, p->b_cpu_load, sizeof p->b_cpu_load);
+	platform_host_describe(p->b_cpu_host, sizeof p->b_cpu_host);
+	if (res)
+		*res = r;
 	return 0;
 }

@@ -6,6 +6,7 @@
 #ifndef PIMD_PLATFORM_H
 #define PIMD_PLATFORM_H
 
+#include "bandwidth.h"
 #include "counters.h"
 #include "events.h"
 #include "store.h"
@@ -22,9 +23,28 @@ struct platform {
 /* Detects the platform; never fails for lack of a PMU (that is the timing backend). */
 int platform_detect(struct platform *p, struct pim_error *err);
 
-/* Single-thread read bandwidth (B/s) over a buffer of bytes (well above the last-level cache):
- * pages touched first, then the best of three sequential read passes (doc/design.md §3, B_cpu). */
-#define PLATFORM_PROBE_BYTES (256u << 20)
-int platform_probe_bandwidth(size_t bytes, double *bps, struct pim_error *err);
+/*
+ * B_cpu, the host read bandwidth that θ and the movement times derive from (doc/design.md §3),
+ * as one thread reads: the figure C3 compares a region's BW_read with is measured by one worker
+ * pinned to one CPU, so θ = 0.12·B_cpu is a share of what one thread can stream, and B_rd and
+ * B_wb, as one thread moves data, keep Eq. 8 an upper bound.  The probe reads a buffer of
+ * PLATFORM_PROBE_BYTES in passes of PLATFORM_PROBE_PASS_BYTES, each flushed from the caches
+ * before it is timed (so that the figure is the memory's, whatever the last-level cache holds),
+ * PLATFORM_PROBE_ROUNDS times with a pause between rounds, and keeps an upper quantile of the
+ * passes (bandwidth.h: why load cannot halve it).  It takes about a second.  Fills p's b_cpu
+ * and b_cpu_ fields; res (if not NULL) receives the statistic.  Blocks: not on the event loop.
+ */
+#define PLATFORM_PROBE_BYTES (32u << 20)
+#define PLATFORM_PROBE_PASS_BYTES (1u << 20)
+#define PLATFORM_PROBE_ROUNDS 32
+#define PLATFORM_PROBE_PAUSE_MS 30
+/* Where no cache line can be flushed: passes rotate through a buffer this large instead. */
+#define PLATFORM_PROBE_BYTES_UNFLUSHED (256u << 20)
+int platform_probe_bandwidth(struct store_platform *p, struct bandwidth_result *res,
+			     struct pim_error *err);
+
+/* This host's CPUs online and memory, as b_cpu_host records them ("2 CPUs, 23.5 GiB"): B_cpu
+ * is measured again at start when they differ from the stored measurement's. */
+void platform_host_describe(char *buf, size_t len);
 
 #endif

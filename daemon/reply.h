@@ -24,7 +24,9 @@ struct profiler;
 /* The daemon as the handlers see it, built by its owner with rpc_context_init() (rpc.h). */
 struct rpc_context {
 	struct store *store;
-	const struct platform *platform;      /* this host, as stored */
+	/* this host, as stored; its B_cpu changes on the event loop only (rpc.c, a re-measure):
+	 * a request answered on another thread gets a copy */
+	struct platform *platform;
 	const struct placement_params *params; /* configured placement parameters */
 	const struct pimsim_params *pim;      /* HBM-PIM organisation and timing (JIT-Q) */
 	bool pim_configured;                  /* pim comes from a pim_config file */
@@ -106,6 +108,11 @@ void reply_append(struct reply *b, char ***v, size_t *n, const char *fmt, ...) _
 /* A response whose body (of kind body) is msg, a message built elsewhere (a stored or cached
  * answer), which it takes: msg is freed when out of memory. */
 Pim__Response *reply_wrap(uint64_t id, Pim__Response__BodyCase body, void *msg);
+
+/* Attaches at *at B_cpu as answers use it and how it was measured (pim.proto BandwidthProbe):
+ * requested (> 0: a query's own value), else configured, else measured on this platform, else
+ * the paper's. */
+void reply_b_cpu(struct reply *b, Pim__BandwidthProbe **at, const struct rpc_context *ctx, double requested);
 
 /* A response carrying only an Error. */
 Pim__Response *reply_error(uint64_t id, Pim__ErrorCode code, const char *fmt, ...) _printf_(3, 4);

@@ -81,7 +81,116 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	}
 	s->profile_jobs = profiler_active(ctx->profiler);
 	s->containment = reply_strdup(&b, profiler_containment(ctx->profiler));
+	reply_b_cpu(&b, &s->b_cpu_probe, ctx, 0);
 	return reply_finish(&b);
+}
+
+/* ---------------------------------------------------------------- measuring B_cpu again */
+
+/* A re-measure of B_cpu: probed on the work thread, taken on the event loop. */
+struct probe_job {
+	struct rpc_context *ctx;
+	uint64_t id;
+	uid_t uid;
+	struct store_platform m;  /* the platform, then the measurement */
+	int r;
+	struct pim_error err;
+};
+
+/* What the writer stores: a copy, as the platform may be measured again before it is written. */
+struct probe_write {
+	int64_t row;
+	struct store_platform m;
+};
+
+static int probe_write(struct store *s, void *data, struct pim_error *err)
+{
+	struct probe_write *w = data;
+	return store_platform_set_b_cpu(s, w->row, &w->m, err);
+}
+
+static void probe_write_done(void *data, int r, const struct pim_error *err)
+{
+	if (r < 0)
+		log_warning("Cannot store the measured B_cpu: %s; it holds until pimd stops", err->msg);
+	free(data);
+}
+
+static void probe_job_run(void *data)
+{
+	struct probe_job *j = data;
+	j->r = platform_probe_bandwidth(&j->m, NULL, &j->err);
+}
+
+static Pim__Response *probe_job_finish(void *data)
+{
+	struct probe_job *j = data;
+	struct rpc_context *ctx = j->ctx;
+	struct store_platform *id = &ctx->platform->id;
+	struct reply b;
+
+	if (j->r < 0) {
+		log_warning("B_cpu was not measured again: %s", j->err.msg);
+		return reply_error_from(j->id, &j->err);
+	}
+	Pim__ProbeBandwidthReply *pr = reply_start(&b, j->id, PIM__RESPONSE__BODY_PROBE_BANDWIDTH);
+	if (!pr)
+		return reply_finish(&b);
+	reply_b_cpu(&b, &pr->previous, ctx, 0);
+	/* From here on every answer uses it (a cached placement answer is keyed by its B_cpu). */
+	double was = id->b_cpu;
+	id->b_cpu = j->m.b_cpu;
+	id->b_cpu_spread = j->m.b_cpu_spread;
+	memcpy(id->b_cpu_method, j->m.b_cpu_method, sizeof id->b_cpu_method);
+	id->b_cpu_measured_at = j->m.b_cpu_measured_at;
+	id->b_cpu_busy = j->m.b_cpu_busy;
+	memcpy(id->b_cpu_load, j->m.b_cpu_load, sizeof id->b_cpu_load);
+	memcpy(id->b_cpu_host, j->m.b_cpu_host, sizeof id->b_cpu_host);
+	reply_b_cpu(&b, &pr->probe, ctx, 0);
+	log_info("B_cpu measured again at the request of uid %u: %.2f GB/s (was %.2f), spread %.1f%% "
+		 "(%s; %s)", (unsigned)j->uid, id->b_cpu / 1e9, was / 1e9, 100 * id->b_cpu_spread,
+		 id->b_cpu_method, id->b_cpu_load);
+	struct probe_write *w = malloc(sizeof *w);
+	if (!w) {
+		log_warning("Cannot store the measured B_cpu: out of memory; it holds until pimd stops");
+	} else {
+		*w = (struct probe_write){ .row = ctx->platform->row, .m = *id };
+		int r = store_write_via(&ctx->writer, ctx->store,
+					&(struct store_write){ probe_write, probe_write_done, w, NULL });
+		if (r < 0) {
+			struct pim_error err = { 0 };
+			err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
+			probe_write_done(w, r, &err);
+		}
+	}
+	return reply_finish(&b);
+}
+
+static void probe_job_release(void *data)
+{
+	free(data);
+}
+
+/* Measures B_cpu again: it moves θ and the movement times of every user's answers, so only
+ * root and pimd's own user may ask.  The probe (about a second) runs on the work thread. */
+static Pim__Response *do_probe_bandwidth(struct rpc_context *ctx, struct rpc_peer *peer,
+					 const Pim__Request *req, struct rpc_deferred *defer)
+{
+	uid_t uid = peer->cred.uid;
+
+	if (uid != 0 && uid != geteuid())
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_PERMISSION_DENIED,
+				   "measuring B_cpu again changes every user's placement answers: only root "
+				   "or pimd's own user (uid %u) may ask, not uid %u", (unsigned)geteuid(),
+				   (unsigned)uid);
+	struct probe_job *j = calloc(1, sizeof *j);
+	if (!j)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INTERNAL, "out of memory");
+	*j = (struct probe_job){ .ctx = ctx, .id = req->id, .uid = uid, .m = ctx->platform->id };
+	log_info("Measuring B_cpu again at the request of uid %u", (unsigned)uid);
+	struct rpc_deferred job = { .run = probe_job_run, .finish = probe_job_finish,
+				    .release = probe_job_release, .data = j };
+	return reply_defer(defer, &job);
 }
 
 static const Pim__Region *region_in(void *ctx, size_t i, struct pim_error *err)
@@ -410,7 +519,7 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 	return reply_finish(&b);
 }
 
-void rpc_context_init(struct rpc_context *ctx, struct store *store, const struct platform *platform,
+void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platform *platform,
 		      const struct config *cfg, const struct pimsim_params *pim,
 		      struct profiler *profiler)
 {
@@ -522,6 +631,8 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return profiler_rpc_status(ctx->profiler, req);
 	case PIM__REQUEST__BODY_SAMPLE_BATCH:
 		return profiler_rpc_samples(ctx->profiler, peer, req, defer);
+	case PIM__REQUEST__BODY_PROBE_BANDWIDTH:
+		return do_probe_bandwidth(ctx, peer, req, defer);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,

@@ -15,7 +15,7 @@
  * must outlive ctx: the placement parameters are read from it), the HBM-PIM model and the
  * profiler.  pimd and the fuzz harness build it here alike.
  */
-void rpc_context_init(struct rpc_context *ctx, struct store *store, const struct platform *platform,
+void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platform *platform,
 		      const struct config *cfg, const struct pimsim_params *pim,
 		      struct profiler *profiler);
 /* Takes the reloadable settings of cfg: placement parameters, max_frame_bytes, pim_config. */

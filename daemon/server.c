@@ -82,6 +82,7 @@ struct frame_job {
 	struct rpc_context ctx; /* a copy, with the thread's store and the copies below */
 	struct placement_params params;
 	struct pimsim_params pim;
+	struct platform platform; /* B_cpu may be measured again on the loop meanwhile */
 	unsigned busy_timeout_ms;
 	struct decoded d;
 	struct decode_regions regions; /* of a manifest, left in payload */
@@ -889,8 +890,10 @@ static int work_submit_frame(struct conn *c, struct worker_thread *t, uint8_t *p
 	/* A reload may change the parameters on the loop meanwhile. */
 	j->params = *s->ctx->params;
 	j->pim = *s->ctx->pim;
+	j->platform = *s->ctx->platform;
 	j->ctx.params = &j->params;
 	j->ctx.pim = &j->pim;
+	j->ctx.platform = &j->platform;
 	j->busy_timeout_ms = s->busy_timeout_ms;
 	w->frame = j;
 	return work_queue(s, c, t, w);

@@ -43,6 +43,7 @@ enum stmt_id {
 	ST_PLATFORM_FIND,
 	ST_PLATFORM_INSERT,
 	ST_PLATFORM_UPDATE,
+	ST_PLATFORM_SET_B_CPU,
 	ST_MODEL_ID,
 	ST_MODEL_VERSION,
 	ST_REGION_EXISTS,
@@ -111,10 +112,14 @@ static const char *const stmt_sql[ST__MAX] = {
 				   "ORDER BY region_id",
 	[ST_OPERAND_SELECT_BY_ID] = "SELECT region_id, alloc_id, bytes, elem_type, elem_bits, role FROM operands "
 				    "WHERE model_id = ?1 ORDER BY region_id, idx",
-	[ST_PLATFORM_FIND] = "SELECT id, b_cpu FROM platforms WHERE name = ?1",
-	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, b_cpu, created_at) "
-			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	[ST_PLATFORM_UPDATE] = "UPDATE platforms SET kernel = ?2, b_cpu = coalesce(?3, b_cpu) WHERE id = ?1",
+	[ST_PLATFORM_FIND] = "SELECT id, b_cpu, b_cpu_spread, b_cpu_method, b_cpu_measured_at, b_cpu_busy, "
+			     "b_cpu_load, b_cpu_host FROM platforms WHERE name = ?1",
+	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, created_at) "
+			       "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_PLATFORM_UPDATE] = "UPDATE platforms SET kernel = ?2 WHERE id = ?1",
+	[ST_PLATFORM_SET_B_CPU] = "UPDATE platforms SET b_cpu = ?2, b_cpu_spread = ?3, b_cpu_method = ?4, "
+				  "b_cpu_measured_at = ?5, b_cpu_busy = ?6, b_cpu_load = ?7, b_cpu_host = ?8 "
+				  "WHERE id = ?1",
 	[ST_MODEL_ID] = "SELECT id FROM models WHERE name = ?1 AND staging = 0",
 	[ST_MODEL_VERSION] = "SELECT version FROM models WHERE id = ?1",
 	[ST_REGION_EXISTS] = "SELECT 1 FROM regions WHERE model_id = ?1 AND region_id = ?2",
@@ -1457,6 +1462,12 @@ int store_check_integrity(struct store *s, struct pim_error *err)
 
 /* ---------------------------------------------------------------- platforms */
 
+static void column_text(sqlite3_stmt *st, int col, char *buf, size_t len)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+	snprintf(buf, len, "%s", t ? t : "");
+}
+
 int store_platform_ensure(struct store *s, struct store_platform *p, int64_t *id,
 			  struct pim_error *err)
 {
@@ -1467,31 +1478,54 @@ int store_platform_ensure(struct store *s, struct store_platform *p, int64_t *id
 	r = sqlite3_step(st);
 	if (r == SQLITE_ROW) {
 		*id = sqlite3_column_int64(st, 0);
-		if (p->b_cpu <= 0 && sqlite3_column_type(st, 1) != SQLITE_NULL)
+		if (p->b_cpu <= 0 && sqlite3_column_type(st, 1) != SQLITE_NULL) {
 			p->b_cpu = sqlite3_column_double(st, 1);
+			p->b_cpu_spread = sqlite3_column_double(st, 2); /* NULL reads as 0 */
+			column_text(st, 3, p->b_cpu_method, sizeof p->b_cpu_method);
+			p->b_cpu_measured_at = sqlite3_column_int64(st, 4);
+			p->b_cpu_busy = sqlite3_column_int(st, 5) != 0;
+			column_text(st, 6, p->b_cpu_load, sizeof p->b_cpu_load);
+			column_text(st, 7, p->b_cpu_host, sizeof p->b_cpu_host);
+		}
 		sqlite3_reset(st);
 		st = stmt_get(s, ST_PLATFORM_UPDATE);
 		sqlite3_bind_int64(st, 1, *id);
 		sqlite3_bind_text(st, 2, p->kernel, -1, SQLITE_STATIC);
-		if (p->b_cpu > 0)
-			sqlite3_bind_double(st, 3, p->b_cpu);
-		return step_done(s, st, "updating the platform", err);
+		if ((r = step_done(s, st, "updating the platform", err)) < 0)
+			return r;
+	} else {
+		sqlite3_reset(st);
+		if (r != SQLITE_DONE)
+			return db_err(s, err, "looking up the platform");
+		st = stmt_get(s, ST_PLATFORM_INSERT);
+		sqlite3_bind_text(st, 1, p->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, p->cpu_model, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, p->pmu, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, p->kernel, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
+		if ((r = step_done(s, st, "adding the platform", err)) < 0)
+			return r;
+		*id = sqlite3_last_insert_rowid(s->db);
 	}
-	sqlite3_reset(st);
-	if (r != SQLITE_DONE)
-		return db_err(s, err, "looking up the platform");
-	st = stmt_get(s, ST_PLATFORM_INSERT);
-	sqlite3_bind_text(st, 1, p->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, p->cpu_model, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, p->pmu, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, p->kernel, -1, SQLITE_STATIC);
-	if (p->b_cpu > 0)
-		sqlite3_bind_double(st, 5, p->b_cpu);
-	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
-	if ((r = step_done(s, st, "adding the platform", err)) < 0)
-		return r;
-	*id = sqlite3_last_insert_rowid(s->db);
-	return 0;
+	return p->b_cpu > 0 ? store_platform_set_b_cpu(s, *id, p, err) : 0;
+}
+
+int store_platform_set_b_cpu(struct store *s, int64_t id, const struct store_platform *p,
+			     struct pim_error *err)
+{
+	if (!isfinite(p->b_cpu) || p->b_cpu <= 0 || !isfinite(p->b_cpu_spread) || p->b_cpu_spread < 0)
+		return err_set(err, -EINVAL, "B_cpu %g B/s with spread %g: not a measurement", p->b_cpu,
+			       p->b_cpu_spread);
+	sqlite3_stmt *st = stmt_get(s, ST_PLATFORM_SET_B_CPU);
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_double(st, 2, p->b_cpu);
+	sqlite3_bind_double(st, 3, p->b_cpu_spread);
+	sqlite3_bind_text(st, 4, p->b_cpu_method, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, p->b_cpu_measured_at);
+	sqlite3_bind_int(st, 6, p->b_cpu_busy);
+	sqlite3_bind_text(st, 7, p->b_cpu_load, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, p->b_cpu_host, -1, SQLITE_STATIC);
+	return step_done(s, st, "storing the measured B_cpu", err);
 }
 
 /* ---------------------------------------------------------------- metrics and decisions */

@@ -208,12 +208,23 @@ struct store_platform {
 	char pmu[64];
 	char kernel[64];
 	double b_cpu;        /* B/s; 0 when not measured */
+	/* how b_cpu was measured (sql/0008): empty and 0 when not known (measured before 0008) */
+	double b_cpu_spread;       /* relative spread of the figure between the probe's rounds */
+	char b_cpu_method[160];    /* the probe, in words */
+	int64_t b_cpu_measured_at; /* seconds since the epoch */
+	bool b_cpu_busy;           /* the machine was busy while the probe ran */
+	char b_cpu_load[160];      /* the load during the probe, in words */
+	char b_cpu_host[64];       /* CPUs online and memory when measured: measured again if not so */
 };
 
-/* Finds the platform by name or creates it; *id is its row id.  A b_cpu > 0 in p is stored;
- * with b_cpu 0, p->b_cpu receives the stored value (0 if none). */
+/* Finds the platform by name or creates it; *id is its row id.  A b_cpu > 0 in p is stored
+ * with the b_cpu_ fields (store_platform_set_b_cpu); with b_cpu 0, p->b_cpu and the b_cpu_
+ * fields receive the stored values (0 and empty if none). */
 int store_platform_ensure(struct store *s, struct store_platform *p, int64_t *id,
 			  struct pim_error *err);
+/* Stores p's b_cpu (> 0) and the b_cpu_ fields as platform id's measured B_cpu. */
+int store_platform_set_b_cpu(struct store *s, int64_t id, const struct store_platform *p,
+			     struct pim_error *err);
 
 /* ---------------------------------------------------------------- metrics and decisions */
 

@@ -4,6 +4,10 @@
  * TESTDIR/model.onnx on every TESTDIR/test_data_set_N/input_K.pb (serialized TensorProto, the
  * layout of ONNX's backend tests) and compares its results with output_K.pb: floats within
  * |got - want| <= ATOL + RTOL * |want| (ONNX's defaults 1e-3, 1e-7), integers and bools exactly.
+ * float16 and bfloat16 tensors are 2 bytes per element (raw_data, or int32_data holding each
+ * value's bits) and are compared as floats.  A uint16 tensor (the importer takes no uint16
+ * model) is bfloat16 bits, as ONNX's backend tests store bfloat16 for want of a numpy type:
+ * it is compared as ONNX's runner compares it, the 16-bit numbers within the tolerances.
  *
  * The library's arguments (client/pim_hooks.h) are the manifest's ARGUMENT allocations: the
  * graph inputs in order, then one per graph output; each one's size is checked against the
@@ -53,8 +57,34 @@ static int elem_size(int32_t t, size_t *out)
 	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = 4; return 0;
 	case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = 8; return 0;
 	case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = 1; return 0;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
+	case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *out = 2; return 0;
 	}
 	return -1;
+}
+
+static bool is_float(int32_t t)
+{
+	return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
+	       t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16 ||
+	       t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16;
+}
+
+/* IEEE binary16 bits to a double (exact). */
+static double f16_value(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f, f = h & 0x3ff;
+	double v = e == 0x1f ? (f ? NAN : INFINITY) : e ? ldexp(1024 + f, e - 25) : ldexp(f, -24);
+	return h & 0x8000 ? -v : v;
+}
+
+/* bfloat16 bits: the upper half of a binary32. */
+static double bf16_value(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float x;
+	memcpy(&x, &u, 4);
+	return x;
 }
 
 /* Reads a TensorProto file into the library's layout. */
@@ -119,6 +149,12 @@ static int load_tensor(const char *path, struct tensor *t)
 			have = p->n_int32_data;
 			if (i < have) ((uint8_t *)t->data)[i] = p->int32_data[i] != 0;
 			break;
+		case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+		case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
+		case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+			have = p->n_int32_data;
+			if (i < have) ((uint16_t *)t->data)[i] = (uint16_t)p->int32_data[i];
+			break;
 		}
 	}
 	if (have < t->n) {
@@ -138,6 +174,9 @@ static double as_double(const struct tensor *t, size_t i)
 	case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return ((const double *)t->data)[i];
 	case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return (double)((const int64_t *)t->data)[i];
 	case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return ((const int32_t *)t->data)[i];
+	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: return f16_value(((const uint16_t *)t->data)[i]);
+	case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: return bf16_value(((const uint16_t *)t->data)[i]);
+	case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return ((const uint16_t *)t->data)[i];
 	default: return ((const uint8_t *)t->data)[i];
 	}
 }
@@ -220,7 +259,7 @@ static int run_set(const Pim__Manifest *m, pim_model_entry_fn entry, const char 
 	for (int i = n_in; i < n_in + n_out && rc == 0; i++) {
 		struct tensor got = t[i];
 		got.data = ptrs[i];
-		bool fl = t[i].type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t[i].type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+		bool fl = is_float(t[i].type);
 		for (size_t k = 0; k < t[i].n; k++) {
 			double g = as_double(&got, k), w = as_double(&t[i], k);
 			bool ok = fl ? (isnan(w) ? isnan(g) : (isinf(w) ? g == w : fabs(g - w) <= atol + rtol * fabs(w)))

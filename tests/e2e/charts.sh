@@ -98,6 +98,36 @@ check "10,000 regions stay a few MB (aggregated)" [ "$(wc -c < "$T/p10000.svg")"
 check "10,000 regions: some marks aggregated" \
 	[ "$(xpath "$T/p10000.svg" 'count(//*[@data-regions])')" -gt 0 ]
 
+# ------------------------------------------------------------ marginal decisions
+# 100 regions measured twice each, 40% apart (spread 0.4): a decision whose threshold (T_ctx, θ)
+# lies within its value's noise, ±0.5 × 0.4, and could change with it, is labelled marginal in
+# the text (PLACE ~ and the count), in --json (a boolean and the threshold) and in the picture
+# (a ring on the region's mark); one repetition each (synth100) knows no noise.
+check "a model of 100 regions measured twice, 40% apart" "$B/tests/e2e-tool" synth "$S" noisy 100 0.4
+"$PIMCTL" --json placement noisy > "$T/noisy.json"
+"$PIMCTL" placement noisy > "$T/noisy.txt"
+nm=$(jq '.estimates[0].marginal' "$T/noisy.json")
+check "some decisions are marginal ($nm of 100)" [ "$nm" -gt 0 ]
+check "--json: as many regions marked marginal, each naming its threshold" \
+	[ "$(jq '[.estimates[0].regions[] | select(.marginal and (.marginal_on | length) > 0)] | length' "$T/noisy.json")" -eq "$nm" ]
+check "--json: each is within the noise of a condition it names" \
+	[ "$(jq '[.estimates[0].regions[] | select(.marginal) | select([.marginal_on[] as $t | {t_ctx: .c1, theta: .c3, sigma: .c4}[$t] | select(.marginal and (.lhs - .rhs | fabs) <= .noise)] | length == 0)] | length' "$T/noisy.json")" -eq 0 ]
+check "text: one ~ row per marginal decision" [ "$(grep -c ' \(PIM\|host\)~$' "$T/noisy.txt")" -eq "$nm" ]
+check "text: the summary counts them, with the legend" sh -c \
+	"grep -q '^  ~ *$nm  marginal, within the measured noise of' '$T/noisy.txt' && grep -q 'PLACE ~: marginal' '$T/noisy.txt'"
+check "pimctl placement --svg of the noisy model" "$PIMCTL" placement noisy --svg "$T/noisy.svg"
+check "its chart is well-formed" xmllint --noout "$T/noisy.svg"
+jq -r '.estimates[0].regions[] | select(.marginal) | .region' "$T/noisy.json" | sort > "$T/noisy.ids"
+grep -o 'class="marginal" fill="none" stroke="[^"]*" data-marginal="[0-9]*"' "$T/noisy.svg" |
+	sed 's/.*data-marginal="//; s/"//' | sort > "$T/noisy.rings"
+check "SVG: a ring on each marginal decision's mark, and on no other" cmp "$T/noisy.ids" "$T/noisy.rings"
+check "SVG: the legend and the count" sh -c \
+	"grep -q 'marginal: within the measured' '$T/noisy.svg' && grep -q 'marginal decisions (ringed): $nm<' '$T/noisy.svg'"
+# (θ given explicitly, so that B_cpu's spread, when its probe measured one, does not count)
+"$PIMCTL" --json placement synth100 --param theta="$(jq '.params.theta' "$T/p100.json")" > "$T/p100t.json"
+check "one repetition each: no marginal decision, and the answer says why" sh -c \
+	"[ \$(jq '.estimates[0].marginal' '$T/p100t.json') -eq 0 ] && jq -e '.notes[] | select(test(\"no decision can be labelled marginal\"))' '$T/p100t.json' >/dev/null"
+
 "$PIMCTL" model load tests/e2e/data/decoder-block.json >/dev/null
 check "the example model: placement --svg" "$PIMCTL" placement decoder-block --svg "$T/decoder.svg"
 check "the example's chart is well-formed" xmllint --noout "$T/decoder.svg"
@@ -205,11 +235,17 @@ check "a long calibration on a terminal says what it waits for and how long" \
 	grep -q "calibrating synth10000 against $T/labels10000.csv: [0-9.]* s" "$T/cal-tty.out"
 "$PIMCTL" $BIGCAL > "$T/cal-pipe.out" 2>&1
 check "... and nothing of it into a pipe" sh -c "! grep -q calibrating '$T/cal-pipe.out' && grep -q suggested '$T/cal-pipe.out'"
-# 48 MiB of BF16 through the bit-exact reference quantizer: about two seconds on a quiet core,
-# well past the 0.3 s before the line appears
+# 48 MiB of BF16 through the quantizer: a fraction of a second on a quick core, so pimd is
+# stopped for a second while it works, well past the 0.3 s before the line appears
 head -c $((4096 * 6144 * 2)) /dev/urandom > "$T/w.bf16"
 QUANT="jitq quantize --format mx6 --shape 4096x6144 $T/w.bf16 $T/w.mx6"
-script -q -c "'$PIMCTL' $QUANT" /dev/null < /dev/null > "$T/q-tty.out" 2>&1
+script -q -c "'$PIMCTL' $QUANT" /dev/null < /dev/null > "$T/q-tty.out" 2>&1 &
+QPID=$!
+sleep 0.1
+kill -STOP "$PID"
+sleep 1
+kill -CONT "$PID"
+wait "$QPID"
 check "a large quantize on a terminal: the file, its size and the time so far" \
 	grep -q "$T/w.bf16: 48.0 MiB to pimd and back: [0-9.]* s" "$T/q-tty.out"
 check "... erased before the result" grep -q "$(printf '\033')\[KWrote 18874368 bytes" "$T/q-tty.out"

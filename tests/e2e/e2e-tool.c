@@ -446,6 +446,24 @@ static int cmd_pipeline(const char *path, int n)
 }
 
 /* With max_clients = 1: a second connection gets ERROR_BUSY and is closed; the first still works. */
+/* hog MIB: streams memory until killed (tests/e2e/bcpu.sh): copies between two buffers of MIB
+ * MiB each, well above the caches, so that it takes memory bandwidth beside a probe. */
+static int cmd_hog(const char *mib)
+{
+	size_t n = (size_t)strtoul(mib, NULL, 10) << 20;
+	char *a = malloc(n), *b = malloc(n);
+
+	if (!n || !a || !b)
+		return 1;
+	memset(a, 1, n);
+	memset(b, 2, n);
+	for (;;) {
+		memcpy(b, a, n);
+		memcpy(a, b, n);
+		__asm__ volatile("" : : "r"(a), "r"(b) : "memory");
+	}
+}
+
 static int cmd_busy(const char *path)
 {
 	pim_client *a = pim_client_new();
@@ -1094,9 +1112,11 @@ static int cmd_compact(const char *path, size_t n)
 /*
  * A model "NAME" of n regions with timing-backend metrics, for the charts: regions of varied
  * parallelism (every fifth has N_par 1 and fails C2), read sets of 4 KiB to 512 KiB and times of
- * 10 to 130 us, so that BW_read estimates fall on both sides of θ; one in-situ sample each.
+ * 10 to 130 us, so that BW_read estimates fall on both sides of θ; one in-situ sample each, or,
+ * with a relative spread s > 0, two: t·(1 − s/2) and t·(1 + s/2), median t and spread s (some
+ * decisions then marginal).
  */
-static int cmd_synth(const char *path, const char *name, size_t n)
+static int cmd_synth(const char *path, const char *name, size_t n, double spread)
 {
 	enum { N_ALLOC = 9 };
 	Pim__Manifest m = PIM__MANIFEST__INIT;
@@ -1144,20 +1164,23 @@ static int cmd_synth(const char *path, const char *name, size_t n)
 	size_t len;
 	send_manifest(path, &m, &len);
 
-	Pim__RegionSample *smp = calloc(n, sizeof *smp);
-	Pim__RegionSample **sp = calloc(n, sizeof *sp);
+	size_t per = spread > 0 ? 2 : 1, ns = per * n;
+	Pim__RegionSample *smp = calloc(ns, sizeof *smp);
+	Pim__RegionSample **sp = calloc(ns, sizeof *sp);
 	CHECK(smp && sp, "oom");
-	for (size_t i = 0; i < n; i++) {
-		pim__region_sample__init(&smp[i]);
-		smp[i].region_id = (uint32_t)i;
-		smp[i].time_ns = 10000 * (1 + (i * 7) % 13);
-		sp[i] = &smp[i];
+	for (size_t k = 0; k < ns; k++) {
+		size_t i = k / per;
+		double t = 10000.0 * (double)(1 + (i * 7) % 13);
+		pim__region_sample__init(&smp[k]);
+		smp[k].region_id = (uint32_t)i;
+		smp[k].time_ns = (uint64_t)llround(per == 1 ? t : t * (k % 2 ? 1 + spread / 2 : 1 - spread / 2));
+		sp[k] = &smp[k];
 	}
 	Pim__Request req = PIM__REQUEST__INIT;
 	Pim__SampleBatch sb = PIM__SAMPLE_BATCH__INIT;
 	sb.model = (char *)name;
 	sb.samples = sp;
-	sb.n_samples = n;
+	sb.n_samples = ns;
 	sb.final = true;
 	req.id = 4;
 	req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
@@ -2083,8 +2106,8 @@ int main(int argc, char **argv)
 		return cmd_insitu(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "amplify") == 0)
 		return cmd_amplify(argv[2]);
-	if (argc == 5 && strcmp(argv[1], "synth") == 0)
-		return cmd_synth(argv[2], argv[3], (size_t)strtoul(argv[4], NULL, 10));
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "synth") == 0)
+		return cmd_synth(argv[2], argv[3], (size_t)strtoul(argv[4], NULL, 10), argc == 6 ? atof(argv[5]) : 0);
 	if (argc == 4 && strcmp(argv[1], "compact") == 0)
 		return cmd_compact(argv[2], (size_t)strtoul(argv[3], NULL, 10));
 	if (argc == 6 && strcmp(argv[1], "calibrate-p99") == 0)
@@ -2103,6 +2126,8 @@ int main(int argc, char **argv)
 		return cmd_insitu_wait(argv[2], argv[3], argv[4], atoi(argv[5]), atof(argv[6]));
 	if (argc == 3 && strcmp(argv[1], "jitq") == 0)
 		return cmd_jitq(argv[2]);
+	if (argc == 3 && strcmp(argv[1], "hog") == 0)
+		return cmd_hog(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "busy") == 0)
 		return cmd_busy(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "seeds") == 0)

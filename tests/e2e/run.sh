@@ -138,8 +138,8 @@ expect_rc 0 "(stored answer)" "a repeated query is answered from the store" \
 	"$PIMCTL" --socket "$S" placement decoder-block --cores 32,64,128
 expect_rc 0 "qkv.matvec .* yynn *host *Stage 2 failed" "a changed parameter recomputes (theta 20 GB/s)" \
 	"$PIMCTL" --socket "$S" placement decoder-block --param theta=20e9 --verbose
-expect_rc 0 "^ *128 *0 *50.00 us *0 *- *0 *50.00 us *1.000x" \
-	"nothing offloaded: T_PIM and T_MOVE print 0 (known), T_PIM_BY '-'" \
+expect_rc 0 "^ *128 *0 *0 *50.00 us *0 *- *0 *50.00 us *1.000x" \
+	"nothing offloaded: none marginal, T_PIM and T_MOVE print 0 (known), T_PIM_BY '-'" \
 	"$PIMCTL" --socket "$S" placement decoder-block --param theta=20e9 --cores 128
 check "JSON params.n_core is the estimate's core count" sh -c \
 	"'$PIMCTL' --socket '$S' --json placement decoder-block --cores 32 --summary | tr -d ' \\n' | grep -q '\"params\":{\"n_core\":32[.,]'"

@@ -220,6 +220,9 @@ static void fixture_init(struct fixture *f)
 	f->r.params = &f->params;
 	region(f, 0, 1, "a", true, PIM__EVIDENCE__EVIDENCE_COUNTERS, true, true, 6e9, 0.1, 1e-3);
 	region(f, 1, 2, "b", true, PIM__EVIDENCE__EVIDENCE_COUNTERS, true, true, 1e9, 0.6, 1e-3);
+	/* region 2's f_store within the measured noise of σ: marginal on C4 */
+	f->d[1].marginal = true;
+	f->d[1].marginal_on = 1u << 3;
 	region(f, 2, 3, "c<script>", false, PIM__EVIDENCE__EVIDENCE_ESTIMATE, true, true, 0.5e9, NAN, 2e-3);
 	region(f, 3, 4, "d", false, PIM__EVIDENCE__EVIDENCE_IMPORTED, false, true, 3e9, NAN, 1e-6);
 	pim__movement__init(&f->move);
@@ -235,6 +238,7 @@ static void fixture_init(struct fixture *f)
 		f->est[k].speedup = 1.5 + k;
 		f->est[k].bound_movement = 3;
 		f->est[k].bound = 100; /* off the scale */
+		f->est[k].marginal = 1;
 		f->estp[k] = &f->est[k];
 	}
 	f->r.estimates = f->estp;
@@ -264,6 +268,12 @@ START_TEST(test_placement_chart)
 	ck_has(g2, "class=\"mark pim\" fill=\"" CHART_PIM_COLOUR "\" data-region=\"2\"");
 	ck_has(g2, "class=\"mark host\" fill=\"" CHART_HOST_COLOUR "\" data-region=\"3\"");
 	ck_hasnt(g2, "data-region=\"4\"");
+	/* region 2 is marginal: its mark ringed, the ring counted apart from the regions */
+	ck_assert_uint_eq(count(g2, "data-marginal=\""), 1);
+	ck_has(g2, "<circle cx=\"380\" cy=\"192\" r=\"7\" class=\"marginal\" fill=\"none\" stroke=\"#111\" "
+		   "data-marginal=\"2\"><title>region 2: marginal, within the measured noise of σ (C4)</title>");
+	ck_has(g2, "<title>region 2 b (linalg.generic): PIM (marginal), evidence counters");
+	ck_has(g2, "marginal: within the measured noise of σ (C4)</title>");
 	/* x: log10 scale 1e8..1e10 over 80..680 px; y: f_store 0..1 over 330..100 px.
 	 * Region 2 at BW 1e9 (x 380), f_store 0.6 (y 192), a circle (counters). */
 	ck_assert_double_eq_tol(attr_of(g2, "data-region=\"2\"", "cx"), 380, 0.05);
@@ -292,6 +302,9 @@ START_TEST(test_placement_chart)
 	const char *seg = group(out, "<g class=\"segments\">"); /* reuses group()'s buffer */
 	ck_assert_uint_eq(count(seg, "data-segments=\"1\""), 1);
 	ck_has(out, "movement model upper: 1 segments, 2 transitions");
+	ck_has(out, "PIM when C3 or C4 holds; marginal decisions (ringed): 1");
+	ck_has(out, "class=\"legend marginal\" fill=\"none\" stroke=\"#111\"");
+	ck_has(out, ">marginal: within the measured</text>");
 
 	/* speedup: one point per core count; 1/residual above the scale is said, not drawn */
 	ck_assert_uint_eq(count(out, "class=\"speedup\""), 2);
@@ -339,6 +352,8 @@ START_TEST(test_placement_chart_large)
 		d[i].region_id = (uint32_t)i;
 		d[i].order = (uint32_t)(N - i);
 		d[i].pim = rand_r(&seed) % 2;
+		d[i].marginal = i % 10 == 0;
+		d[i].marginal_on = d[i].marginal ? 1u << 2 : 0;
 		d[i].name = "some-long-region-name";
 		for (int k = 0; k < 4; k++) {
 			c[i][k] = *f.dp[i % 4]->conditions[k];
@@ -372,6 +387,12 @@ START_TEST(test_placement_chart_large)
 	}
 	/* the rule's marks and the strip's pieces each count every region once */
 	ck_assert_uint_eq(regions, 2 * N);
+	/* and the rings every marginal decision once (one in ten), aggregated like the marks */
+	size_t marginal = 0;
+	for (const char *p = strstr(out, "data-marginal"); p; p = strstr(p + 1, "data-marginal"))
+		marginal += strncmp(p, "data-marginals=\"", 16) == 0 ? strtoul(p + 16, NULL, 10) : 1;
+	ck_assert_uint_eq(marginal, N / 10);
+	ck_assert_uint_gt(count(out, "data-marginals=\""), 0);
 	ck_assert_uint_gt(count(out, "data-regions=\""), 0); /* some aggregated */
 	free(out);
 }

@@ -1263,6 +1263,9 @@ START_TEST(test_result_memory)
 		r[i].n_operands = 1;
 		set_nrd(&r[i], (double)(i % 7) * 1000);
 	}
+	/* what a caller holds per region (placement.h; LP64) */
+	if (sizeof(void *) == 8)
+		ck_assert_uint_eq(sizeof(struct placement_region), 160);
 	run(r, N, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, NULL, 0, &res);
 	ck_assert_uint_ge(res.mem_size, (size_t)58 * N);
 	ck_assert_uint_le(res.mem_size, (size_t)58 * N + 4096);
@@ -1332,6 +1335,280 @@ START_TEST(test_decisions_match_totals)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ marginal decisions */
+
+/*
+ * C1 within the measured noise of T_ctx.  N_par 1024, N_total 2^20: C1's right side is
+ * T_ctx + 2^20 / 25.6e9 = 10 + 40.96 = 50.96 µs.  T_host 50 µs with a spread of 0.1: noise
+ * 0.5 · 0.1 · 50 µs = 2.5 µs >= |50 − 50.96| = 0.96 µs, so C1 is marginal.  n_rd 10000 gives
+ * BW_read 10000 · 64 / 50 µs = 12.8 GB/s (noise 0.64 GB/s, far from θ 2 GB/s): were C1 to hold,
+ * C3 would put the region on PIM, so the decision (host) is marginal, on C1 alone.
+ */
+START_TEST(test_marginal_c1)
+{
+	struct placement_params p = tparams();
+	struct placement_region r = reg(1, "small", 0, 1024, 1 << 20, 50e-6);
+	struct placement_decision d;
+
+	set_nrd(&r, 10000);
+	r.t_host_spread = 0.1;
+	placement_decide_region(&r, &p, &d);
+	ck_assert_int_eq(d.side, PL_HOST);
+	ck_assert_int_eq(d.cond[PL_C1].state, PL_COND_FALSE);
+	ck_rel(d.cond[PL_C1].rhs, 50.96e-6);
+	ck_rel(d.cond[PL_C1].noise, 2.5e-6);
+	ck_assert(d.cond[PL_C1].marginal);
+	ck_assert(!d.cond[PL_C2].marginal);
+	ck_rel(d.cond[PL_C3].noise, 0.64e9);
+	ck_assert(!d.cond[PL_C3].marginal);
+	ck_assert(d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 1u << PL_C1);
+	ck_has(reason(&d), "; Stage 2 not evaluated [marginal: within the measured noise of T_ctx (C1, ±2.50 us)]");
+
+	/* a spread of 0.01: noise 0.25 µs < 0.96 µs, not marginal */
+	r.t_host_spread = 0.01;
+	placement_decide_region(&r, &p, &d);
+	ck_rel(d.cond[PL_C1].noise, 0.25e-6);
+	ck_assert(!d.cond[PL_C1].marginal);
+	ck_assert(!d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 0);
+	ck_assert_ptr_null(strstr(reason(&d), "marginal"));
+
+	/* no spread known (one repetition, imported counts): never marginal, however close */
+	r.t_host_spread = 0;
+	r.t_host = 50.96e-6;
+	placement_decide_region(&r, &p, &d);
+	ck_assert_double_eq(d.cond[PL_C1].noise, 0);
+	ck_assert(!d.cond[PL_C1].marginal);
+	ck_assert(!d.marginal);
+
+	/* on the other side: T_host 52 µs holds C1 (noise 2.6 µs >= 1.04 µs): PIM, marginal on C1 */
+	r.t_host = 52e-6;
+	r.t_host_spread = 0.1;
+	placement_decide_region(&r, &p, &d);
+	ck_assert_int_eq(d.side, PL_PIM);
+	ck_assert(d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 1u << PL_C1);
+}
+END_TEST
+
+/* C1's noise that cannot change the side: C2 fails, or Stage 2 would fail anyway. */
+START_TEST(test_marginal_needs_a_flip)
+{
+	struct placement_params p = tparams();
+	struct placement_region r = reg(1, "narrow", 0, 16, 1 << 20, 50e-6);
+	struct placement_decision d;
+
+	/* N_par 16 < N_core 64: C2 keeps it on the host whatever T_host is */
+	set_nrd(&r, 10000);
+	r.t_host_spread = 0.1;
+	placement_decide_region(&r, &p, &d);
+	ck_assert(d.cond[PL_C1].marginal);
+	ck_assert(!d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 0);
+
+	/* N_par 1024, but n_rd 100: BW_read 0.128 GB/s, far below θ (noise 6.4 MB/s), no store
+	 * counts: Stage 2 fails whether C1 holds or not */
+	r.n_par = 1024;
+	r.n_rd = 100;
+	placement_decide_region(&r, &p, &d);
+	ck_assert(d.cond[PL_C1].marginal);
+	ck_assert_int_eq(d.cond[PL_C4].state, PL_COND_SKIPPED);
+	ck_assert_double_eq(d.cond[PL_C4].noise, 0); /* f_store not measured: no noise */
+	ck_assert(!d.marginal);
+
+	/* nothing measured: T_host 0, no spread, nothing marginal */
+	struct placement_region none = reg(2, "none", 1, 1024, 1 << 20, 0);
+	none.evidence = PL_EVIDENCE_NONE;
+	placement_decide_region(&none, &p, &d);
+	for (int c = 0; c < PL_N_COND; c++)
+		ck_assert(!d.cond[c].marginal);
+	ck_assert(!d.marginal);
+}
+END_TEST
+
+/*
+ * C3 and C4 near θ and σ.  T_host 100 µs (C1: 100 vs 50.96 µs, noise 10 µs at a spread of 0.2:
+ * clear).  n_rd 3281.25: BW_read 3281.25 · 64 / 100 µs = 2.1 GB/s, noise 0.5 · 0.2 · 2.1 = 0.21
+ * GB/s >= |2.1 − 2.0|: C3 marginal.  With f_store 0.8 (noise 0.08, 0.4 from σ) C4 holds clearly
+ * and keeps the region on PIM: not marginal.  With f_store 0.42 (c_store 42 of 100 cycles; noise
+ * 0.042 >= 0.02) both are marginal, and only both failing together moves it: marginal on C3 and C4.
+ */
+START_TEST(test_marginal_c3_c4)
+{
+	struct placement_params p = tparams();
+	struct placement_region r = reg(1, "gemv", 0, 4096, 1 << 20, 100e-6);
+	struct placement_decision d;
+
+	set_nrd(&r, 3281.25);
+	set_store(&r, 80, 10, 5, 5);
+	r.t_host_spread = 0.2;
+	placement_decide_region(&r, &p, &d);
+	ck_assert_int_eq(d.side, PL_PIM);
+	ck_assert(!d.cond[PL_C1].marginal);
+	ck_rel(d.cond[PL_C3].lhs, 2.1e9);
+	ck_rel(d.cond[PL_C3].noise, 0.21e9);
+	ck_assert(d.cond[PL_C3].marginal);
+	ck_rel(d.cond[PL_C4].noise, 0.08);
+	ck_assert(!d.cond[PL_C4].marginal);
+	ck_assert(!d.marginal);
+
+	set_store(&r, 42, 30, 20, 8);
+	placement_decide_region(&r, &p, &d);
+	ck_assert_int_eq(d.side, PL_PIM);
+	ck_rel(d.cond[PL_C4].lhs, 0.42);
+	ck_rel(d.cond[PL_C4].noise, 0.042);
+	ck_assert(d.cond[PL_C4].marginal);
+	ck_assert(d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 1u << PL_C3 | 1u << PL_C4);
+	ck_has(reason(&d), "[marginal: within the measured noise of θ (C3, ±0.21 GB/s) and σ (C4, ±0.042)]");
+
+	/* the other side of θ: BW_read 1.9 GB/s (n_rd 2968.75), noise 0.19 >= 0.1, C4 failing
+	 * clearly (f_store 0.1): host, marginal on C3 */
+	set_nrd(&r, 2968.75);
+	set_store(&r, 10, 50, 20, 20);
+	placement_decide_region(&r, &p, &d);
+	ck_assert_int_eq(d.side, PL_HOST);
+	ck_assert(d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 1u << PL_C3);
+}
+END_TEST
+
+/*
+ * B_cpu's spread widens a derived θ's noise.  θ = 0.12 · 16.754 GB/s = 2.01048 GB/s; BW_read
+ * 2.1 GB/s; no spread of T_host known.  b_cpu_spread 0.1: noise 0.5 · 0.1 · 2.01048 = 0.100524
+ * GB/s >= 0.08952: marginal.  An explicit θ, or counts measured on another host (whose B_cpu's
+ * spread is not known), have no such noise.  Both spreads (T_host 0.2): 0.5 · (0.2 · 2.1 + 0.1 ·
+ * 2.01048) GB/s = 0.310524 GB/s.
+ */
+START_TEST(test_marginal_b_cpu_spread)
+{
+	struct placement_params p = tparams();
+	struct placement_region r = reg(1, "gemv", 0, 4096, 1 << 20, 100e-6);
+	struct placement_decision d;
+	struct pim_error err = { 0 };
+
+	p.theta = 0;
+	p.theta_ratio = 0.12;
+	p.b_cpu = 16.754e9;
+	p.b_cpu_spread = 0.1;
+	set_nrd(&r, 3281.25);
+	placement_decide_region(&r, &p, &d);
+	ck_rel(d.cond[PL_C3].rhs, 2.01048e9);
+	ck_rel(d.cond[PL_C3].noise, 0.100524e9);
+	ck_assert(d.cond[PL_C3].marginal);
+	ck_assert(d.marginal);
+	ck_assert_uint_eq(d.marginal_on, 1u << PL_C3);
+	ck_assert_double_eq(d.cond[PL_C1].noise, 0); /* T_host's spread not known */
+
+	r.t_host_spread = 0.2;
+	placement_decide_region(&r, &p, &d);
+	ck_rel(d.cond[PL_C3].noise, 0.310524e9);
+
+	r.t_host_spread = 0;
+	r.evidence = PL_EVIDENCE_IMPORTED;
+	r.b_cpu_source = 16.754e9; /* the same θ, from the measuring host's B_cpu */
+	placement_decide_region(&r, &p, &d);
+	ck_assert(d.theta_from_source);
+	ck_assert_double_eq(d.cond[PL_C3].noise, 0);
+	ck_assert(!d.marginal);
+
+	r.evidence = PL_EVIDENCE_COUNTERS;
+	r.b_cpu_source = 0;
+	p.theta = 2e9; /* explicit: exact */
+	placement_decide_region(&r, &p, &d);
+	ck_assert_double_eq(d.cond[PL_C3].noise, 0);
+	ck_assert(!d.marginal);
+
+	/* bad inputs are refused, named */
+	p.b_cpu_spread = -0.1;
+	expect_bad(p, "b_cpu_spread=-0.1");
+	p.b_cpu_spread = NAN;
+	expect_bad(p, "b_cpu_spread=nan");
+	p.b_cpu_spread = 0;
+	r.t_host_spread = -1;
+	ck_assert_int_eq(placement_region_validate(&r, 3, &err), -EINVAL);
+	ck_has(err.msg, "regions[3] (id 1, gemv): t_host_spread must be a finite relative spread >= 0");
+	r.t_host_spread = INFINITY;
+	ck_assert_int_eq(placement_region_validate(&r, 3, &err), -EINVAL);
+}
+END_TEST
+
+/*
+ * The estimate counts marginal decisions, as placement_decision_get() rebuilds them, per core
+ * count.  Regions (spread 0.1): 0 the marginal-C1 region of test_marginal_c1 (host), 1 the same
+ * at 52 µs (PIM), 2 clear (T_host 1 ms, BW 0.64 GB/s: host), 3 the same as 0 without a spread.
+ * At 64 cores: 2 marginal, 1 on PIM, both on C1.  At 128 cores C1's right side is 10 + 20.48 =
+ * 30.48 µs: 50 and 52 µs hold it clearly (noise 2.5, 2.6 µs), and nothing is marginal.
+ */
+START_TEST(test_marginal_counts)
+{
+	struct placement_params p = tparams();
+	struct placement_region r[4] = {
+		reg(1, "a", 0, 1024, 1 << 20, 50e-6),
+		reg(2, "b", 1, 1024, 1 << 20, 52e-6),
+		reg(3, "c", 2, 1024, 1 << 20, 1e-3),
+		reg(4, "d", 3, 1024, 1 << 20, 50e-6),
+	};
+	static const double cores[] = { 64, 128 };
+	struct placement_result res;
+
+	for (int i = 0; i < 4; i++) {
+		set_nrd(&r[i], 10000);
+		r[i].t_host_spread = i == 3 ? 0 : 0.1;
+	}
+	run(r, 4, &p, PL_GRAN_LOOP, PL_MOVE_UPPER, cores, 2, &res);
+	const struct placement_estimate *e = &res.estimates[0];
+	ck_assert_uint_eq(e->n_marginal, 2);
+	ck_assert_uint_eq(e->n_marginal_pim, 1);
+	ck_assert_uint_eq(e->n_marginal_on[PL_C1], 2);
+	ck_assert_uint_eq(e->n_marginal_on[PL_C3], 0);
+	const struct placement_decision *d = edecs(&res, e);
+	ck_assert(d[0].marginal && d[1].marginal && !d[2].marginal && !d[3].marginal);
+	ck_assert_int_eq(d[1].side, PL_PIM);
+	ck_assert_uint_eq(res.estimates[1].n_marginal, 0);
+	ck_assert_uint_eq(res.estimates[1].n_marginal_pim, 0);
+	placement_result_free(&res);
+}
+END_TEST
+
+/*
+ * Operator and block granularity take the spread of their unit.  Operator: members of 30 µs
+ * (spread 0.1) and 10 µs (spread 0.3), trip 1: the group's T_host 40 µs, its spread weighted by
+ * time (30 · 0.1 + 10 · 0.3) / 40 = 0.15, C1's noise 0.5 · 0.15 · 40 µs = 3 µs.  Block: a nest of
+ * 50 µs in n_outer 1024 blocks, spread 0.1: each block 50/1024 µs, noise 0.05 · 50/1024 µs.
+ */
+START_TEST(test_marginal_granularity)
+{
+	struct placement_params p = tparams();
+	struct placement_region r[2] = {
+		reg(1, "x", 0, 1024, 1 << 19, 30e-6),
+		reg(2, "y", 1, 1024, 1 << 19, 10e-6),
+	};
+	struct placement_result res;
+	struct placement_decision d;
+
+	r[0].op = r[1].op = "op";
+	r[0].t_host_spread = 0.1;
+	r[1].t_host_spread = 0.3;
+	run(r, 2, &p, PL_GRAN_OPERATOR, PL_MOVE_UPPER, NULL, 0, &res);
+	placement_decision_get(&res, 0, 1, &d);
+	ck_assert_uint_eq(d.unit_size, 2);
+	ck_rel(d.cond[PL_C1].lhs, 40e-6);
+	ck_rel(d.cond[PL_C1].noise, 3e-6);
+	placement_result_free(&res);
+
+	struct placement_region b = reg(3, "nest", 0, 1024, 1 << 20, 50e-6);
+	b.n_outer = 1024;
+	b.t_host_spread = 0.1;
+	run(&b, 1, &p, PL_GRAN_BLOCK, PL_MOVE_UPPER, NULL, 0, &res);
+	placement_decision_get(&res, 0, 0, &d);
+	ck_rel(d.cond[PL_C1].lhs, 50e-6 / 1024);
+	ck_rel(d.cond[PL_C1].noise, 0.05 * 50e-6 / 1024);
+	placement_result_free(&res);
+}
+END_TEST
+
 static Suite *placement_suite(void)
 {
 	Suite *s = suite_create("placement");
@@ -1364,6 +1641,12 @@ static Suite *placement_suite(void)
 		{ "reuse_same_as_fresh", test_reuse_same_as_fresh },
 		{ "result_memory", test_result_memory },
 		{ "decisions_match_totals", test_decisions_match_totals },
+		{ "marginal_c1", test_marginal_c1 },
+		{ "marginal_needs_a_flip", test_marginal_needs_a_flip },
+		{ "marginal_c3_c4", test_marginal_c3_c4 },
+		{ "marginal_b_cpu_spread", test_marginal_b_cpu_spread },
+		{ "marginal_counts", test_marginal_counts },
+		{ "marginal_granularity", test_marginal_granularity },
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(tests); i++) {

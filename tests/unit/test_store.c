@@ -451,6 +451,25 @@ START_TEST(metrics_and_decisions)
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid2, &err), 0);
 	ck_assert_int_eq(pid, pid2); /* found, not duplicated */
+	ck_assert(pf.b_cpu == 0 && !pf.b_cpu_method[0]); /* not measured */
+	/* a measured B_cpu with how it was measured (sql/0008), read back when b_cpu is 0 */
+	struct store_platform probe = pf;
+	probe.b_cpu = 17.5e9;
+	probe.b_cpu_spread = 0.04;
+	snprintf(probe.b_cpu_method, sizeof probe.b_cpu_method, "test probe");
+	probe.b_cpu_measured_at = 1700000000;
+	probe.b_cpu_busy = true;
+	snprintf(probe.b_cpu_load, sizeof probe.b_cpu_load, "busy: 4 runnable tasks on 2 CPUs");
+	snprintf(probe.b_cpu_host, sizeof probe.b_cpu_host, "2 CPUs, 23.5 GiB");
+	ck_assert_int_eq(store_platform_set_b_cpu(s, pid, &probe, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid2, &err), 0);
+	ck_assert(pf.b_cpu == 17.5e9 && pf.b_cpu_spread == 0.04 && pf.b_cpu_busy);
+	ck_assert_str_eq(pf.b_cpu_method, "test probe");
+	ck_assert_int_eq(pf.b_cpu_measured_at, 1700000000);
+	ck_assert_str_eq(pf.b_cpu_load, "busy: 4 runnable tasks on 2 CPUs");
+	ck_assert_str_eq(pf.b_cpu_host, "2 CPUs, 23.5 GiB");
+	probe.b_cpu = 0;
+	ck_assert_int_eq(store_platform_set_b_cpu(s, pid, &probe, &err), -EINVAL);
 	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 
