@@ -405,6 +405,27 @@ bench: deps all $(BENCH_BIN)
 	@echo "== bench/bench_extract.sh"
 	@$(MAKE) --no-print-directory bench-extract
 
+# LLMs at real width (needs MLIR 19 and python3-torch: make deps).  bench-hostcode: per ONNX
+# node class, pim-extract's host code timed region by region (hostcode-run, its own hooks)
+# beside PyTorch's CPU time for the same op, in one run; demo-llm: GPT-J-6B- and LLaMA-7B-shaped
+# decode steps exported, extracted, profiled by a private pimd and placed, beside Torch-PIM's
+# Fig. 3(f) (pictures in $(B)/demo-llm/).
+$(B)/bench/hostcode-run: bench/hostcode_run.c $(B)/libpimcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_compiler) -Iclient $(DEPFLAGS) -rdynamic -o $@ $< $(B)/libpimcommon.a \
+		$(LIBS_COMMON) -ldl
+
+ifeq ($(MLIR_AVAILABLE),1)
+bench-hostcode: deps $(PIM_EXTRACT) $(B)/bench/hostcode-run
+	sh bench/bench_hostcode.sh $(B)
+
+demo-llm: deps $(PIM_EXTRACT) $(B)/pimd $(B)/pimd-worker $(B)/pimctl
+	sh bench/demo_llm.sh $(B)
+else
+bench-hostcode demo-llm:
+	$(MLIR_MISSING)
+endif
+
 jitq-report: $(B)/bench/bench_jitq_report
 	$(B)/bench/bench_jitq_report
 
@@ -420,8 +441,12 @@ help:
 	@echo "                acknowledged data on an ext4 that fails (minutes)"
 	@echo "make bench      benchmarks (ratios measured side by side in one run), then bench-extract"
 	@echo "make bench-extract  GPT-2 small (124 M parameters) exported, through pim-extract, profiled"
+	@echo "make bench-hostcode  pim-extract's host code per ONNX node class at LLM width, timed"
+	@echo "                beside PyTorch's CPU time for the same op (ratios, goals)"
+	@echo "make demo-llm   GPT-J-6B- and LLaMA-7B-shaped decode steps (d 4096) exported, profiled"
+	@echo "                and placed, beside Torch-PIM's Fig. 3(f); pictures in $(B)/demo-llm/"
 	@echo "make jitq-report  JIT-Q figures of the models beside the paper's"
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: check-bcpu jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo pictures install bench help stress stress-durable demo-decoder
+.PHONY: check-bcpu jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo pictures install bench help stress stress-durable demo-decoder bench-hostcode demo-llm

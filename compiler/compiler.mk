@@ -27,8 +27,10 @@ COMPILER_SAVED_GOAL := $(.DEFAULT_GOAL)
 # llvm-19-dev: the llvm-c headers and libLLVM-19.so link name (clang-19 only recommends it).
 MLIR_DEB_PKGS := libmlir-19-dev mlir-19-tools clang-19 llvm-19-dev
 # The ONNX importer's onnx.proto (libonnx-dev), ONNX's backend tests (libonnx-testdata), and
-# the PyTorch path's exporter and test-data writer (python3-torch 1.13, python3-onnx).
-ONNX_DEB_PKGS := libonnx-dev libonnx-testdata python3-torch python3-onnx
+# the PyTorch path's exporter and test-data writer (python3-torch 1.13, python3-onnx), and the
+# BLAS python3-torch recommends (PyTorch's side of make bench-hostcode; Debian's reference BLAS
+# is no baseline for a GEMV).
+ONNX_DEB_PKGS := libonnx-dev libonnx-testdata python3-torch python3-onnx libopenblas0-pthread
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
 # check-onnx runs the library of every test it imports; make check one in ONNX_CHECK_EVERY.

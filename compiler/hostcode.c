@@ -62,15 +62,17 @@ static uint64_t shaped_bytes(MlirType t)
 }
 
 /*
- * The dimension to run innermost, or -1 to keep the order: the last index of the largest
- * operand, when it is a plain loop dimension of extent > 1 and no operand of that size is
- * walked with unit stride by the innermost loop already.
+ * The dimension to run innermost, or -1 to keep the order: the loop dimension that the most
+ * operand bytes have as their last index (a plain dimension of extent > 1: walked with unit
+ * stride when it runs innermost), when that is more than the innermost one has already.  A
+ * GEMV with its weight [in, out] runs over the weight's rows and the output; a GEMM whose right
+ * operand is stored [k, n] runs its n loop innermost (the ikj order), over that operand and the
+ * output; ties keep the order.
  */
 static intptr_t innermost_wanted(MlirOperation g, MlirAttribute maps, intptr_t n)
 {
-	intptr_t nm = mlirArrayAttrGetNumElements(maps), want = -1;
-	uint64_t best = 0;
-	bool kept = false;
+	intptr_t nm = mlirArrayAttrGetNumElements(maps), want = n - 1;
+	uint64_t score[EXTRACT_DIMS_MAX] = { 0 };
 
 	for (intptr_t i = 0; i < nm && i < mlirOperationGetNumOperands(g); i++) {
 		MlirType t = mlirValueGetType(mlirOperationGetOperand(g, i));
@@ -82,18 +84,16 @@ static intptr_t innermost_wanted(MlirOperation g, MlirAttribute maps, intptr_t n
 		if (nr != mlirShapedTypeGetRank(t) || nr == 0)
 			continue;
 		MlirAffineExpr last = mlirAffineMapGetResult(am, nr - 1);
-		intptr_t d = mlirAffineExprIsADim(last) ? mlirAffineDimExprGetPosition(last) : -1;
-		bool unit = d >= 0 && mlirShapedTypeGetDimSize(t, nr - 1) > 1;
-		if (b > best) {
-			best = b;
-			want = unit ? d : -1;
-			kept = unit && d == n - 1;
-		} else if (b == best && unit && (d == n - 1 || want < 0)) {
-			want = d;
-			kept = kept || d == n - 1;
-		}
+		if (!mlirAffineExprIsADim(last) || mlirShapedTypeGetDimSize(t, nr - 1) <= 1)
+			continue;
+		intptr_t d = mlirAffineDimExprGetPosition(last);
+		if (d >= 0 && d < n)
+			score[d] += b;
 	}
-	return kept || want < 0 || want >= n ? -1 : want;
+	for (intptr_t d = 0; d < n; d++)
+		if (score[d] > score[want])
+			want = d;
+	return want == n - 1 ? -1 : want;
 }
 
 /* Moves loop dimension j of generic g to the innermost place. */
@@ -218,6 +218,19 @@ static bool all_parallel(MlirOperation g)
 	return all;
 }
 
+/* A payload that only yields one of its inputs: a transpose, broadcast or slice copy, which
+ * costs nothing to repeat once fused (its consumer reads the source through a new map). */
+static bool is_copy(MlirOperation g)
+{
+	MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
+	MlirOperation y = mlirBlockIsNull(b) ? (MlirOperation){ NULL } : mlirBlockGetFirstOperation(b);
+
+	if (mlirOperationIsNull(y) || !mlirx_op_is(y, "linalg.yield") || mlirOperationGetNumOperands(y) != 1)
+		return false;
+	MlirValue v = mlirOperationGetOperand(y, 0);
+	return mlirValueIsABlockArgument(v) && mlirBlockEqual(mlirBlockArgumentGetOwner(v), b);
+}
+
 /*
  * How many times consumer g would compute each element of its input i if the producer were
  * fused into it: the product of the extents of g's loops that input i's indexing map does not
@@ -302,6 +315,75 @@ static void remove_keep_uses(struct extract *x)
 	free(l.ops);
 }
 
+/* Ops in the payload of g but its terminator, or SIZE_MAX when one of them is not cheap
+ * arithmetic (math functions, calls, loads). */
+static size_t cheap_payload_ops(MlirOperation g)
+{
+	MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
+	size_t n = 0;
+
+	for (MlirOperation op = mlirBlockGetFirstOperation(b); !mlirOperationIsNull(op);
+	     op = mlirOperationGetNextInBlock(op)) {
+		if (mlirx_op_is(op, "linalg.yield"))
+			continue;
+		if (!mlirx_op_in_dialect(op, "arith") || mlirx_op_is(op, "arith.divf") ||
+		    mlirx_op_is(op, "arith.remf"))
+			return SIZE_MAX;
+		n++;
+	}
+	return n;
+}
+
+/* True when generic g reads operand k as an input the fusion pass will fuse producer p into:
+ * in p's block, and every element once (no broadcast across a loop of g, see below). */
+static bool reads_fusably(MlirOperation g, intptr_t k, MlirOperation p)
+{
+	if (!mlirx_op_is(g, "linalg.generic") ||
+	    !mlirBlockEqual(mlirOperationGetBlock(g), mlirOperationGetBlock(p)))
+		return false;
+	MlirAttribute seg = mlirOperationGetAttributeByName(g, mlirx_s("operandSegmentSizes"));
+	if (mlirAttributeIsNull(seg) || !mlirAttributeIsADenseI32Array(seg) ||
+	    mlirDenseArrayGetNumElements(seg) != 2 || k >= mlirDenseI32ArrayGetElement(seg, 0))
+		return false;
+	return recompute_factor(g, k) == 1;
+}
+
+/*
+ * An elementwise producer of a few cheap operations (x - mean in a norm) whose result several
+ * generics read is cloned for each of them, so that each clone is fused into its reader: the
+ * readers compute it again instead of the host writing it to memory and reading it back.
+ */
+static int clone_cheap_producers(struct op_list *l)
+{
+	/* Last first: a reader that is itself cloned has its clones in place before its producer
+	 * counts its readers. */
+	for (size_t i = l->n; i-- > 0;) {
+		MlirOperation p = l->ops[i];
+		if (mlirOperationGetNumResults(p) != 1 || !all_parallel(p) || cheap_payload_ops(p) > 2)
+			continue;
+		MlirValue v = mlirOperationGetResult(p, 0);
+		MlirOpOperand u = mlirValueGetFirstUse(v);
+		if (mlirOpOperandIsNull(u) || mlirOpOperandIsNull(mlirOpOperandGetNextUse(u)))
+			continue;
+		bool fusable = true;
+		for (MlirOpOperand w = u; fusable && !mlirOpOperandIsNull(w); w = mlirOpOperandGetNextUse(w))
+			fusable = reads_fusably(mlirOpOperandGetOwner(w), mlirOpOperandGetOperandNumber(w), p);
+		if (!fusable)
+			continue;
+		/* Every use but the first gets a clone of its own, right before its reader. */
+		for (u = mlirOpOperandGetNextUse(mlirValueGetFirstUse(v)); !mlirOpOperandIsNull(u);
+		     u = mlirOpOperandGetNextUse(mlirValueGetFirstUse(v))) {
+			MlirOperation reader = mlirOpOperandGetOwner(u);
+			MlirOperation c = mlirOperationClone(p);
+			if (mlirOperationIsNull(c))
+				return -ENOMEM;
+			mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(reader), reader, c);
+			mlirOperationSetOperand(reader, mlirOpOperandGetOperandNumber(u), mlirOperationGetResult(c, 0));
+		}
+	}
+	return 0;
+}
+
 /* pim.name of the generics that have one, by location: a fused op is made afresh at its
  * consumer's location, without the consumer's attributes. */
 struct named {
@@ -376,13 +458,19 @@ int hostcode_fuse(struct extract *x, struct pim_error *err)
 	entry = extract_entry_op(x);
 	if (mlirOperationIsNull(entry))
 		return err_set(err, -EINVAL, "internal error: @%s disappeared", x->entry);
+	if ((r = collect(entry, "linalg.generic", &l)) < 0 || (r = clone_cheap_producers(&l)) < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	l.n = 0;
 	if ((r = collect(entry, "linalg.generic", &l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
 	}
 	/* An elementwise producer is not fused into a reduction that would compute it again for
 	 * every step of a loop it does not depend on (a normalised vector into the GEMV reading
-	 * it: once per output column).  A second use keeps the pass from fusing it. */
+	 * it: once per output column); a copy (transpose, broadcast) is, since it computes
+	 * nothing.  A second use keeps the pass from fusing it. */
 	for (size_t i = 0; i < l.n && r == 0; i++) {
 		MlirOperation g = l.ops[i];
 		if (all_parallel(g))
@@ -392,7 +480,8 @@ int hostcode_fuse(struct extract *x, struct pim_error *err)
 			if (!mlirValueIsAOpResult(v) || !has_one_use(v))
 				continue;
 			MlirOperation p = mlirOpResultGetOwner(v);
-			if (mlirx_op_is(p, "linalg.generic") && all_parallel(p) && recompute_factor(g, j) > 1)
+			if (mlirx_op_is(p, "linalg.generic") && all_parallel(p) && !is_copy(p) &&
+			    recompute_factor(g, j) > 1)
 				r = add_keep_use(x, g, v, kept++);
 		}
 	}
@@ -600,11 +689,35 @@ static int replace_by_call(MlirOperation op, const char *callee)
 	return 0;
 }
 
+/* arith.maximumf/minimumf on f32 or f64 as LLVM's llvm.intr.maximum/minimum: arith-expand
+ * (which the model's pipeline runs for bf16) would otherwise rewrite them into compares and
+ * selects, a form the vectoriser does not take for a reduction (softmax's max). */
+static int max_min_to_llvm(MlirOperation op)
+{
+	const char *name = mlirx_op_is(op, "arith.maximumf") ? "llvm.intr.maximum" :
+			   mlirx_op_is(op, "arith.minimumf") ? "llvm.intr.minimum" : NULL;
+	if (!name || mlirOperationGetNumOperands(op) != 2 || mlirOperationGetNumResults(op) != 1)
+		return 0;
+	MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+	if (!mlirTypeIsAF32(t) && !mlirTypeIsAF64(t))
+		return 0;
+	MlirValue args[2] = { mlirOperationGetOperand(op, 0), mlirOperationGetOperand(op, 1) };
+	MlirOperationState st = mlirOperationStateGet(mlirx_s(name), mlirOperationGetLocation(op));
+	mlirOperationStateAddOperands(&st, 2, args);
+	mlirOperationStateAddResults(&st, 1, &t);
+	MlirOperation m = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(m))
+		return -EINVAL;
+	mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, m);
+	mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), mlirOperationGetResult(m, 0));
+	mlirOperationDestroy(op);
+	return 1;
+}
+
 static bool fastmath_op(MlirOperation op)
 {
 	static const char *const names[] = { "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
-					     "arith.negf", "arith.maximumf", "arith.minimumf",
-					     "arith.maxnumf", "arith.minnumf" };
+					     "arith.negf", "arith.maxnumf", "arith.minnumf" };
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (mlirx_op_is(op, names[i]))
 			return true;
@@ -630,6 +743,13 @@ int hostcode_prepare(struct extract *x, struct pim_error *err)
 	}
 	for (size_t i = 0; i < l.n; i++) {
 		MlirOperation op = l.ops[i];
+		if ((r = max_min_to_llvm(op)) != 0) {
+			if (r < 0) {
+				free(l.ops);
+				return err_set(err, r, "internal error: cannot build llvm.intr.maximum");
+			}
+			continue;
+		}
 		if (fastmath_op(op))
 			mlirOperationSetAttributeByName(op, mlirx_s("fastmath"), fm);
 		else if ((mlirx_op_is(op, "math.tanh") || mlirx_op_is(op, "math.erf")) &&

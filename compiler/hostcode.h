@@ -4,17 +4,17 @@
  * run, so that the time pimd measures for a nest is the time its host would really take.
  *
  *   hostcode_order_loops (stage 3, on the bufferized generic ops): the loop dimensions of every
- *     linalg.generic are reordered so that the innermost one walks its largest operand with
- *     unit stride where that operand's last index is a plain loop dimension (a GEMV whose
- *     weight is stored [in, out] streams the weight row by row instead of jumping a row per
- *     step).  Only the moved dimension changes place, so the reduction dimensions keep their
- *     order among themselves and every output element is accumulated in the same order as
- *     before.
+ *     linalg.generic are reordered so that the innermost one is the dimension the most operand
+ *     bytes have as their last index, walked with unit stride (a GEMV whose weight is stored
+ *     [in, out] streams the weight row by row instead of jumping a row per step).  Only the
+ *     moved dimension changes place, so the reduction dimensions keep their order among
+ *     themselves and every output element is accumulated in the same order as before.
  *   hostcode_prepare (model library, before lowering to LLVM): floating-point arithmetic may
  *     be reassociated and contracted (fastmath<reassoc,contract>, what -ffast-math gives C
- *     code's reductions; no finite-math or NaN assumptions), and math.tanh and math.erf on f32
+ *     code's reductions; no finite-math or NaN assumptions), math.tanh and math.erf on f32
  *     become inline arithmetic around math.exp, which the vectoriser maps to the C library's
- *     vector functions (libmvec), instead of scalar calls of tanhf and erff.
+ *     vector functions (libmvec), instead of scalar calls of tanhf and erff, and
+ *     arith.maximumf/minimumf become llvm.intr.maximum/minimum, which vectorise as reductions.
  * The instruction set the library is built for is common/cpulevel.h's.
  */
 #ifndef PIM_COMPILER_HOSTCODE_H
@@ -26,11 +26,13 @@ int hostcode_order_loops(struct extract *x, struct pim_error *err);
 
 /*
  * Stage 1 (tensors, before instrumentation), --nests fused: the nests a compiler makes for the
- * host.  linalg-fuse-elementwise-ops fuses every elementwise producer with one use into its
- * consumer (chains of elementwise ops become one nest; a transpose that only feeds a
- * contraction becomes the contraction's indexing), except into a reduction that would compute
- * the producer again for every step of a loop the producer does not depend on (a normalised
- * vector into the GEMV that reads it).
+ * host.  An elementwise op of one or two cheap arithmetic operations that several ops read in
+ * full (a residual add, x - mean in a norm) is cloned for each reader; then
+ * linalg-fuse-elementwise-ops fuses every elementwise producer with one use into its consumer
+ * (chains of elementwise ops become one nest; a transpose that only feeds a contraction becomes
+ * the contraction's indexing), except into a reduction that would compute the producer again
+ * for every step of a loop the producer does not depend on (a normalised vector into the GEMV
+ * that reads it); a pure copy is fused there too, since it computes nothing.
  */
 int hostcode_fuse(struct extract *x, struct pim_error *err);
 

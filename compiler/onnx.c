@@ -3020,9 +3020,28 @@ static int op_gather(struct imp *m)
 		}
 		return output(m, 0, o);
 	}
-	/* A nest over the result reading the indices; the table is read with tensor.extract. */
 	char tx[256];
 	vtype(tx, sizeof tx, x);
+	/* One index known at import (a layer's slice of a stacked cache): a view of x, as a
+	 * compiler makes it; whoever reads it reads x in place. */
+	if (ix->data && numel(ix) == 1) {
+		int64_t v = get_i(ix, 0);
+		char to[256], pos[200] = "", sz[200] = "", one[200] = "";
+		size_t k1 = 0, k2 = 0, k3 = 0;
+		tensor_type(to, sizeof to, x->dt, orank, od);
+		for (size_t d = 0; d < x->rank; d++) {
+			k1 += (size_t)snprintf(pos + k1, sizeof pos - k1, "%s%" PRId64, d ? ", " : "",
+					       d == a ? (v < 0 ? v + dim : v) : 0);
+			k2 += (size_t)snprintf(sz + k2, sizeof sz - k2, "%s%" PRId64, d ? ", " : "",
+					       d == a ? 1 : x->dims[d]);
+			k3 += (size_t)snprintf(one + k3, sizeof one - k3, "%s1", d ? ", " : "");
+		}
+		long sl = new_ssa(m);
+		strbuf_printf(&m->body, "    %%v%ld = tensor.extract_slice %%v%ld[%s] [%s] [%s] : %s to %s %s\n", sl,
+			      ssa_of(m, x), pos, sz, one, tx, to, m->loc);
+		return (o = val_ssa(x->dt, orank, od, sl)) ? output(m, 0, o) : oom(m);
+	}
+	/* A nest over the result reading the indices; the table is read with tensor.extract. */
 	long table = ssa_of(m, x);
 	struct gop g, go;
 	gop_set(&g, ssa_of(m, ix), ix->dt, ix->rank, ix->dims);

@@ -4,13 +4,13 @@
 //   RMSNorm with constant weights (ones, folded into the scaling nests' payloads).
 // The new token's K and V would be appended to the cache; the block attends over the cache as
 // given (the cache update is a copy, not a loop nest).
-// 19 loop nests, in program order (each accumulator's zero fill is the first step of its nest):
-//    0- 1 rms1 (sum of squares, scale)              2    qkv (matmul 1x256x768)
-//    3- 4 scores (q.K per head, scale)              5- 8 softmax over the cache (4 nests)
-//    9    context (p.V per head)                   10    out projection (matmul)
-//   11    residual add                             12-13 rms2
-//   14-15 gate and up projections                  16    silu(gate) * up
-//   17    down projection                          18    residual add
+// 17 loop nests, in program order (fills are the first step of their nests; the scaling of the
+//    0- 1 rms1 (sum of squares, scale)            scores is fused into softmax's max, the
+//    2    qkv (matmul 1x256x768)                  first residual add into the nests reading it):
+//    3    scores (q.K per head)                    4- 7 softmax over the cache (4 nests)
+//    8    context (p.V per head)                   9    out projection (matmul)
+//   10-11 rms2 (x + out computed again in each)   12-13 gate and up projections
+//   14    silu(gate) * up                         15    down projection     16 residual add
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row2 = affine_map<(d0, d1) -> (d0)>
 #col2 = affine_map<(d0, d1) -> (d1)>

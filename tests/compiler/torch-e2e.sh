@@ -19,7 +19,11 @@
 #      numpy's outputs; one refusal naming every unsupported node;
 #   6. the decode step with external data (same manifest, PyTorch's outputs) and with
 #      --weights zero (same regions, zeroed weights, smaller library, labelled manifest,
-#      profiled and placed under pimd, the label in pimctl model show).
+#      profiled and placed under pimd, the label in pimctl model show);
+#   7. llm.py's GPT-J- and LLaMA-shaped decode steps at width 256 against PyTorch's outputs;
+#   8. at d 256, the GEMV torch writes for nn.Linear (MatMul, weight [in, out]) no slower than
+#      the Gemm [out, in] one by more than 1.3x, and the same placement from a quiet fresh
+#      store and one started and profiled under load.
 # Ends with "torch e2e: N passed, M failed"; exit status 0 only when nothing failed.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 1
@@ -570,7 +574,22 @@ else
 fi
 private_pimd_stop
 
-# 7. Host code and stable answers at d 256: nn.Linear on a [1, 1, 256] input exports as MatMul
+# 7. The GPT-J-6B- and LLaMA-7B-shaped decode steps of make demo-llm (examples/torch/llm.py) at
+# width 256, one layer: extracted (nests fused, a layer's cache slice a view) and run against
+# PyTorch's outputs.
+for n in gptj llama; do
+	if "$PYTHON" -W ignore "$ROOT/examples/torch/llm.py" "$T/llm" --models "$n" --width 256 --layers 1 \
+		> "$T/llm.out" 2>&1 &&
+		"$X" -o "$T/llm-$n.json" --emit-model "$T/llm-$n.so" "$T/llm/$n-decode.onnx" >> "$T/llm.out" 2>&1 &&
+		"$B/tests/compiler/onnx-run" "$T/llm-$n.json" "$T/llm-$n.so" "$T/llm/$n-decode" 1e-5 1e-6 \
+			>> "$T/llm.out" 2>&1; then
+		ok "llm.py $n at width 256: $("$PYTHON" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["regions"]))' "$T/llm-$n.json") nests, the library's outputs are PyTorch's"
+	else
+		bad "llm.py $n at width 256:"; cat "$T/llm.out"
+	fi
+done
+
+# 8. Host code and stable answers at d 256: nn.Linear on a [1, 1, 256] input exports as MatMul
 # with its weight stored [in, out], on [1, 256] with a bias as Gemm with [out, in]; the
 # MatMul's nest is no slower than the Gemm's by more than 1.3x (medians of 20 runs, profiled
 # side by side), and the placement (every decision that neither run calls marginal) is the

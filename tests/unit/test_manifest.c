@@ -194,7 +194,7 @@ START_TEST(bundled_example_is_valid)
 	Pim__Manifest *m = NULL;
 	int r = manifest_read_file("examples/decoder-block.json", &m, &err);
 	ck_assert_msg(r == 0, "%s", err.msg);
-	ck_assert_uint_eq(m->n_regions, 19);
+	ck_assert_uint_eq(m->n_regions, 17);
 	pim__manifest__free_unpacked(m, NULL);
 }
 END_TEST
