@@ -601,9 +601,12 @@ torch.manual_seed(3)
 class M(nn.Module):
     def __init__(s):
         super().__init__()
+        s.ln = nn.LayerNorm(256)
         s.a, s.b = nn.Linear(256, 256, bias=False), nn.Linear(256, 256)
+        s.c, s.d = nn.Linear(256, 1024), nn.Linear(1024, 256)
     def forward(s, x):
-        return torch.tanh(s.a(x)) + 1.0, s.b(x.reshape(1, 256))
+        h = s.a(s.ln(x))
+        return x + s.d(torch.nn.functional.gelu(s.c(h), approximate="tanh")), s.b(x.reshape(1, 256))
 torch.onnx.export(M(), torch.randn(1, 1, 256), sys.argv[1], opset_version=17)
 PY
 d256_place() { # d256_place OUT.json: load, profile, place in the running pimd
@@ -633,7 +636,7 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 q, l = (json.load(open(p)) for p in sys.argv[2:4])
 t = {r["name"]: r["t_host"] for r in q["estimates"][0]["regions"]}
-mm = [r["name"] for r in m["regions"] if r["op"] == "MatMul"]
+mm = [r["name"] for r in m["regions"] if r["op"] == "MatMul" and r["n_total"] == 65536]
 gemm = [r["name"] for r in m["regions"] if r["op"] == "Gemm" and r["n_total"] == 65536]
 assert len(mm) == 1 and len(gemm) == 1, m["regions"]
 ratio = t[mm[0]] / t[gemm[0]]
@@ -647,8 +650,8 @@ for eq, el in zip(q["estimates"], l["estimates"]):
             continue
         assert a["place"] == b["place"], "N_core %d, %s: %s quiet, %s under load" % (eq["n_core"], a["name"], a["place"], b["place"])
         same += 1
-assert same >= 6, same
-print("MatMul/Gemm %.2fx; %d decisions the same, B_cpu %.2f / %.2f GB/s" % (ratio, same,
+assert same >= len(m["regions"]), (same, len(m["regions"]))
+print("MatMul/Gemm %.2fx; %d of %d decisions the same, B_cpu %.2f / %.2f GB/s" % (ratio, same, 3 * len(m["regions"]),
       q["params"]["b_cpu"] / 1e9, l["params"]["b_cpu"] / 1e9))
 PY
 	ok "d 256: $(tail -1 "$T/d256.out")"
