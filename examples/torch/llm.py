@@ -74,6 +74,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from onnx import TensorProto, numpy_helper
 
+from export import RMSNorm, rotate_half  # examples/torch/export.py, beside this file
+
 PAST = 128  # cached tokens; the new token is at position PAST
 D_REAL = 4096
 
@@ -158,20 +160,7 @@ class GptjBlock(nn.Module):
 
 
 # ---------------------------------------------------------------- LLaMA
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d) + 0.1 * torch.randn(d))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
-
+# RMSNorm and rotate_half are export.py's (its LLaMA-style block).
 
 class LlamaAttention(nn.Module):
     def __init__(self, c):
