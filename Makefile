@@ -238,6 +238,7 @@ check-man:
 check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
 	sh tests/e2e/run.sh $(B)
 	sh tests/e2e/cgroup.sh $(B)
+	sh tests/e2e/jobs.sh $(B)
 	sh tests/e2e/bcpu.sh $(B)
 
 # B_cpu measured under load as when quiet, ROUNDS times (default 1; check-e2e runs one).

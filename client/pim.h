@@ -134,7 +134,8 @@ struct pim_profile_job {
 	char model[129];
 	char backend[16];          /* counters, timing (pending until the worker starts) */
 	char backend_reason[512];
-	char message[512];         /* failure (the signal or limit named) or summary */
+	char message[512];         /* failure (the signal or limit named; "cancelled: " and why)
+				    * or summary */
 	unsigned regions_done, regions_total;
 	uint64_t repetitions_done, repetitions_total;
 	uint64_t samples;
@@ -144,6 +145,10 @@ struct pim_profile_job {
 int pim_profile_start(pim_client *c, const char *model, int library_fd,
 		      const struct pim_profile_options *opt, struct pim_profile_job *job);
 int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job);
+/* Cancels a queued or running job of the caller's (root: anyone's); job is its state after,
+ * "failed" with the message "cancelled: by uid N".  A job that has ended, or another user's,
+ * is refused. */
+int pim_profile_cancel(pim_client *c, uint64_t id, struct pim_profile_job *job);
 
 /* ---------------------------------------------------------------- JIT-Q plans
  *

@@ -693,6 +693,26 @@ int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
 	return r;
 }
 
+int pim_profile_cancel(pim_client *c, uint64_t id, struct pim_profile_job *job)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProfileCancel body = PIM__PROFILE_CANCEL__INIT;
+	Pim__Response *resp;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	body.job = id;
+	req.body_case = PIM__REQUEST__BODY_PROFILE_CANCEL;
+	req.profile_cancel = &body;
+	r = call(c, &req, PIM__RESPONSE__BODY_PROFILE, &resp);
+	if (r == 0) {
+		job_from(job, resp->profile);
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
 /* ---------------------------------------------------------------- JIT-Q plans */
 
 #define JITQ_LAYERS_MAX 4096u /* jitq.h JITQ_MAX_LAYERS */

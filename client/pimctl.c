@@ -47,6 +47,7 @@ static void usage(FILE *f)
 		"                            run the model library under counters (or timing) as you\n"
 		"  profile --status JOB [--wait]\n"
 		"                            a profiling job's state\n"
+		"  profile --cancel JOB        cancel a queued or running job of yours\n"
 		"  placement MODEL [--cores N,N...] [--granularity loop|operator|block]\n"
 		"            [--movement upper|resident] [--param NAME=VALUE]... [--summary]\n"
 		"            [--verbose] [--svg FILE]\n"
@@ -97,6 +98,19 @@ static int _printf_(1, 2) usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/* s as text for the terminal (text_for_terminal: controls and bidirectional controls escaped,
+ * so that a name cannot rewrite or reorder what is shown); valid until 8 more calls. */
+static const char *tty(const char *s)
+{
+	static char *ring[8];
+	static unsigned next;
+	char *e = text_for_terminal(s);
+
+	free(ring[next % 8]);
+	ring[next++ % 8] = e;
+	return e ? e : "?";
+}
+
 static int connect_client(struct ctl *ctl)
 {
 	ctl->client = pim_client_new();
@@ -106,7 +120,7 @@ static int connect_client(struct ctl *ctl)
 	}
 	int r = pim_client_connect(ctl->client, ctl->socket, "pimctl");
 	if (r < 0) {
-		fprintf(stderr, "pimctl: %s%s\n", pim_client_error(ctl->client),
+		fprintf(stderr, "pimctl: %s%s\n", tty(pim_client_error(ctl->client)),
 			r == -ENOENT || r == -ECONNREFUSED ? "; --socket PATH selects another socket" : "");
 		/* pimd answered but refused (too many clients, protocol version): a daemon error */
 		return pim_client_remote_error(ctl->client) ? EXIT_DAEMON : EXIT_CONNECT;
@@ -117,7 +131,7 @@ static int connect_client(struct ctl *ctl)
 /* A failed request: pimd refused it or it was invalid here (1), or the connection broke (3). */
 static int request_failed(struct ctl *ctl, int r)
 {
-	fprintf(stderr, "pimctl: %s\n", pim_client_error(ctl->client));
+	fprintf(stderr, "pimctl: %s\n", tty(pim_client_error(ctl->client)));
 	if (pim_client_remote_error(ctl->client))
 		return EXIT_DAEMON;
 	switch (r) {
@@ -429,7 +443,7 @@ static int cmd_model_load(struct ctl *ctl, const char *path, bool replace)
 
 	/* Validate locally first: a clear message naming the field, without a round trip. */
 	if (manifest_read_file(path, &m, &err) < 0) {
-		fprintf(stderr, "pimctl: %s\n", err.msg);
+		fprintf(stderr, "pimctl: %s\n", tty(err.msg));
 		return EXIT_DAEMON;
 	}
 	size_t len = pim__manifest__get_packed_size(m);
@@ -455,7 +469,7 @@ static int cmd_model_load(struct ctl *ctl, const char *path, bool replace)
 		print_json(o);
 	} else
 		printf("%s model %s: %u regions, %u allocations\n", replaced ? "Replaced" : "Loaded",
-		       info.name, info.regions, info.allocations);
+		       tty(info.name), info.regions, info.allocations);
 	return EXIT_OK;
 }
 
@@ -480,7 +494,7 @@ static int cmd_model_list(struct ctl *ctl)
 			char b[32], t[32];
 			human_bytes(b, sizeof b, v[i].allocation_bytes);
 			format_time(t, sizeof t, v[i].loaded_at);
-			printf("%-24s %8u %8u %12s %6u  %s\n", v[i].name, v[i].regions, v[i].allocations, b,
+			printf("%-24s %8u %8u %12s %6u  %s\n", tty(v[i].name), v[i].regions, v[i].allocations, b,
 			       v[i].owner_uid, t);
 		}
 	}
@@ -553,14 +567,14 @@ static int cmd_model_show(struct ctl *ctl, const char *name)
 	human_bytes(b, sizeof b, info.allocation_bytes);
 	format_time(t, sizeof t, info.loaded_at);
 	printf("Model %s\n  source:      %s\n  loaded:      %s by uid %u\n  regions:     %u (%zu with "
-	       "metrics on this platform)\n  allocations: %u (%s)\n\n", info.name,
-	       *info.source ? info.source : "-", t, info.owner_uid, info.regions, sr->n_metrics,
+	       "metrics on this platform)\n  allocations: %u (%s)\n\n", tty(info.name),
+	       *info.source ? tty(info.source) : "-", t, info.owner_uid, info.regions, sr->n_metrics,
 	       info.allocations, b);
 	printf("%6s %-8s %12s  %s\n", "ALLOC", "KIND", "BYTES", "NAME");
 	for (size_t i = 0; i < m->n_allocations; i++) {
 		const Pim__Allocation *a = m->allocations[i];
 		printf("%6u %-8s %12" PRIu64 "  %s\n", a->id, manifest_alloc_kind_name(a->kind), a->bytes,
-		       *a->name ? a->name : "-");
+		       *a->name ? tty(a->name) : "-");
 	}
 	printf("\n%5s %6s %-20s %-22s %12s %14s %8s %10s %-9s  %s\n", "ORDER", "REGION", "NAME", "OP", "N_PAR",
 	       "N_TOTAL", "TRIP", "T_HOST", "EVIDENCE", "OPERANDS (alloc:role:bytes)");
@@ -570,7 +584,7 @@ static int cmd_model_show(struct ctl *ctl, const char *name)
 		char th[32];
 		fmt_time(th, sizeof th, x ? x->t_host : 0);
 		printf("%5u %6u %-20.20s %-22.22s %12" PRIu64 " %14" PRIu64 " %8" PRIu64 " %10s %-9s ", g->order,
-		       g->id, g->name, g->op, g->n_par, g->n_total, g->trip ? g->trip : 1, th,
+		       g->id, tty(g->name), tty(g->op), g->n_par, g->n_total, g->trip ? g->trip : 1, th,
 		       x ? evidence_name(x->evidence) : "-");
 		for (size_t j = 0; j < g->n_operands; j++)
 			printf(" %u:%s:%" PRIu64, g->operands[j]->allocation_id,
@@ -591,7 +605,7 @@ static int cmd_model_rm(struct ctl *ctl, const char *name)
 		json_object_object_add(o, "removed", json_object_new_string(name));
 		print_json(o);
 	} else
-		printf("Removed model %s\n", name);
+		printf("Removed model %s\n", tty(name));
 	return EXIT_OK;
 }
 
@@ -629,7 +643,7 @@ static int call_body(struct ctl *ctl, Pim__Request *req, Pim__Response__BodyCase
 		return EXIT_CONNECT;
 	}
 	if (resp->body_case == PIM__RESPONSE__BODY_ERROR) {
-		fprintf(stderr, "pimctl: %s\n", resp->error->message);
+		fprintf(stderr, "pimctl: %s\n", tty(resp->error->message));
 		pim__response__free_unpacked(resp, NULL);
 		return EXIT_DAEMON;
 	}
@@ -915,8 +929,8 @@ static void decision_row(const Pim__RegionDecision *d, bool verbose)
 	char place[8];
 	snprintf(place, sizeof place, "%s%s", d->pim ? "PIM" : "host", d->marginal ? "~" : "");
 	printf("%6u %-18.18s %-16.16s %10" PRIu64 " %12" PRIu64 " %10s %9s %7s %-5s %-*s%s%s\n", d->region_id,
-	       d->name, d->op, d->n_par, d->n_total, t, bw, fs, conds, verbose ? 5 : 0, place,
-	       verbose ? " " : "", verbose ? d->reason : "");
+	       tty(d->name), tty(d->op), d->n_par, d->n_total, t, bw, fs, conds, verbose ? 5 : 0, place,
+	       verbose ? " " : "", verbose ? tty(d->reason) : "");
 }
 
 static void decision_header(bool verbose)
@@ -1008,7 +1022,7 @@ static void reason_summary(const Pim__PlacementReply *r, const Pim__PlacementEst
 
 static void placement_print(const Pim__PlacementReply *r, bool verbose)
 {
-	printf("Placement of %s: granularity %s, movement model %s%s\n", r->model, r->granularity,
+	printf("Placement of %s: granularity %s, movement model %s%s\n", tty(r->model), r->granularity,
 	       r->movement, r->cached ? " (stored answer)" : "");
 	if (r->params)
 		printf("Platform %s; theta %.2f GB/s, sigma %.2f, T_ctx %g s, f_pim %g Hz, B_cpu %.2f GB/s\n",
@@ -1316,7 +1330,7 @@ static int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
  * suggested theta per sigma. */
 static void calibrate_print(const Pim__CalibrateReply *c, const char *model, bool all)
 {
-	printf("Calibration of %s: %u labelled regions, %u beneficial\n", model, c->labelled,
+	printf("Calibration of %s: %u labelled regions, %u beneficial\n", tty(model), c->labelled,
 	       c->beneficial);
 	printf("%11s %5s %9s %6s %6s %9s\n", "THETA", "SIGMA", "SELECTED", "FP", "FN", "ACCURACY");
 	for (size_t i = 0; i < c->n_points; i++) {
@@ -2080,7 +2094,7 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 	const char *model = NULL, *library = NULL;
 	uint32_t regions[1024];
 	int wait = -1; /* default: wait for a new job, not for --status */
-	bool have_status = false;
+	bool have_status = false, cancel = false;
 	uint64_t status_id = 0;
 	int r = 0;
 
@@ -2111,13 +2125,16 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 				r = usage_error("--regions: empty list (leave the option out to measure every region)");
 			opt.regions = regions;
 			opt.n_regions = k;
-		} else if (strcmp(a, "--status") == 0 && v) {
+		} else if ((strcmp(a, "--status") == 0 || strcmp(a, "--cancel") == 0) && v) {
 			char *end;
 			errno = 0;
 			status_id = strtoull(v, &end, 10);
 			if (errno || *end || end == v || v[0] == '-')
-				r = usage_error("--status: '%s' is not a job id", v);
+				r = usage_error("%s: '%s' is not a job id", a, v);
+			if (have_status)
+				r = usage_error("profile: --status and --cancel name one job, once");
 			have_status = true;
+			cancel = strcmp(a, "--cancel") == 0;
 		} else if (strcmp(a, "--no-wait") == 0) {
 			wait = 0;
 			continue;
@@ -2142,10 +2159,12 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 		wait = !have_status;
 	if (have_status) {
 		if (model || library || opt.repetitions || opt.warmups || opt.timeout_ms || opt.regions)
-			return usage_error("profile --status JOB takes only --wait or --no-wait");
+			return usage_error("profile %s JOB takes only --wait or --no-wait",
+					   cancel ? "--cancel" : "--status");
 		if ((r = connect_client(ctl)))
 			return r;
-		if ((r = pim_profile_status(ctl->client, status_id, &job)) < 0)
+		if ((r = cancel ? pim_profile_cancel(ctl->client, status_id, &job)
+				: pim_profile_status(ctl->client, status_id, &job)) < 0)
 			return request_failed(ctl, r);
 	} else {
 		if (!model || !library)
@@ -2178,7 +2197,8 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 		print_json(job_json(&job));
 	else
 		job_print(&job);
-	return strcmp(job.state, "failed") == 0 ? EXIT_DAEMON : EXIT_OK;
+	/* (a job cancelled as asked ends failed: the request went well) */
+	return strcmp(job.state, "failed") == 0 && !cancel ? EXIT_DAEMON : EXIT_OK;
 }
 
 static int run_model(struct ctl *ctl, int argc, char **argv)

@@ -73,6 +73,45 @@ static bool is_control(uint32_t cp)
 	return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
 }
 
+/* Unicode's Bidi_Control characters (UAX #9): ALM, LRM and RLM, LRE..RLO (U+202A-U+202E),
+ * LRI..PDI (U+2066-U+2069).  On a terminal they reorder what follows them: "abc\u202Etxt.exe"
+ * shows as "abcexe.txt". */
+static bool is_bidi_control(uint32_t cp)
+{
+	return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+	       (cp >= 0x2066 && cp <= 0x2069);
+}
+
+char *text_for_terminal(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)(s ? s : "");
+	size_t n = strlen((const char *)u), o = 0;
+	char *out = malloc(6 * n + 1); /* at most "\u001B" (6 bytes) for each byte */
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		size_t k = utf8_decode(u + i, n - i, &cp);
+		if (k == 0 || is_control(cp) || is_bidi_control(cp)) {
+			/* \xFF for a byte, \u202E for a character (every one escaped is below U+10000) */
+			unsigned digits = k == 0 ? 2 : 4;
+			uint32_t v = k == 0 ? u[i] : cp;
+			out[o++] = '\\';
+			out[o++] = k == 0 ? 'x' : 'u';
+			for (unsigned d = digits; d-- > 0;)
+				out[o++] = "0123456789ABCDEF"[(v >> (4 * d)) & 0xf];
+			i += k == 0 ? 1 : k;
+			continue;
+		}
+		memcpy(out + o, u + i, k);
+		o += k;
+		i += k;
+	}
+	out[o] = 0;
+	return out;
+}
+
 int text_check_n(const char *field, const char *s, size_t len, size_t max, unsigned flags,
 		 struct pim_error *err)
 {

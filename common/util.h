@@ -90,6 +90,13 @@ int text_check(const char *field, const char *s, size_t max, unsigned flags, str
 size_t text_prefix(const char *s, size_t max);
 #define TEXT_ECHO(s, max) (int)text_prefix((s) ? (s) : "", (max)), ((s) ? (s) : "")
 
+/* s (NULL: "") as text for a terminal, newly allocated (NULL: out of memory): a control
+ * character (C0, DEL, C1) or a bidirectional control (U+061C, U+200E, U+200F, U+202A-U+202E,
+ * U+2066-U+2069, which reorder the text a terminal shows after them) becomes "\uXXXX", a byte
+ * that is not well-formed UTF-8 "\xXX"; everything else is kept.  pimctl's text output
+ * (pimctl(1), --json keeps the bytes). */
+char *text_for_terminal(const char *s);
+
 /* Strips leading and trailing white space (isspace) in place; returns the first kept byte. */
 char *text_trim(char *s);
 

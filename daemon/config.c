@@ -124,6 +124,10 @@ static const struct key keys[] = {
 	{ "b_wb", DBL(b_wb) },
 	{ "b_pim_core", DBL(b_pim_core) },
 	{ "line_bytes", DBL(line_bytes) },
+	/* JIT-Q plans: the same names as in pimctl jitq plan --set and JitqPlan */
+	{ "speedup_mx9", KEY_DOUBLE, offsetof(struct config, jitq_speedup[0]), 0, 64 },
+	{ "speedup_mx6", KEY_DOUBLE, offsetof(struct config, jitq_speedup[1]), 0, 64 },
+	{ "speedup_mx4", KEY_DOUBLE, offsetof(struct config, jitq_speedup[2]), 0, 64 },
 };
 
 static int set_key(struct config *c, const struct key *k, const char *v, const char *where,
@@ -192,6 +196,9 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 		if (errno || end == v || *end || !isfinite(d) || d < 0)
 			return err_set(err, -EINVAL, "%s: %s \"%s\" must be a finite number >= 0 (e.g. 2.0e9)",
 				       where, k->name, v);
+		if (k->max && d > (double)k->max)
+			return err_set(err, -EINVAL, "%s: %s \"%s\" must be at most %" PRIu64, where,
+				       k->name, v, k->max);
 		*(double *)field = d;
 		return 0;
 	}

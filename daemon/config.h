@@ -36,6 +36,8 @@ struct config {
 	uint64_t max_buffered_bytes;      /* all connections: request and response bytes held */
 	uint32_t busy_timeout_ms;         /* SQLite busy timeout */
 	struct placement_params placement; /* platform parameters of the placement rule (doc/design.md §3) */
+	double jitq_speedup[3];           /* speedup_mx9/mx6/mx4: the accelerator's GEMM throughput per
+					     MX format x its BF16 rate (JIT-Q plans); 0 = the default */
 	uint32_t profile_concurrency;     /* profiling workers at once (1: measurements don't disturb) */
 	uint32_t profile_queue_max;       /* jobs waiting at most */
 	uint32_t profile_repetitions;     /* K, when a request gives none */

@@ -34,13 +34,14 @@ struct preset {
  * Shapes from the model papers (the model list from JIT-Q §5, Fig. 10-12).  The JIT-Q excerpt
  * does not give its per-device batch or tensor-slicing degree (its §5.1.3 is not in the seed);
  * where the model paper gives a slicing degree it is used, micro-batches are assumptions: larger
- * for the small models (JIT-Q §5: "increasing SL or B, as in bert-340M, gpt-2-1.5B, ..."), 1 for
- * the 175B and 1T models as in Narayanan et al.'s large configurations.
+ * for the small models (JIT-Q §5: "increasing SL or B, as in bert-340M, gpt-2-1.5B, ..."), and
+ * for the 175B and 1T models the least tokens per micro-batch, JITQ_PAPER_TOKENS (jitq.h).
  */
 static const struct preset presets[] = {
-	{ "bert-340M", 24, 1024, 16, 512, 8, 1, 1, 30522,
+	{ "bert-340M", 24, 1024, 16, 512, 16, 1, 1, 30522,
 	  "BERT-Large, Devlin et al. NAACL 2019 (L 24, H 1024, A 16, seq 512, vocab 30522); "
-	  "micro-batch 8 and t 1 assumed" },
+	  "t 1 assumed, micro-batch 16 (8192 tokens, as gpt-2-1.5B: JIT-Q §5.2 names both among "
+	  "the models whose sequence or batch raise the slack above the 4096-token floor)" },
 	{ "gpt-2-1.5B", 48, 1600, 25, 1024, 8, 1, 2, 50257,
 	  "GPT-2 XL, Radford et al. 2019 (48 layers, d 1600, context 1024, vocab 50257; 25 heads "
 	  "in the released config); micro-batch 8, t 1 and 2 pipeline stages (a device's state "
@@ -52,13 +53,16 @@ static const struct preset presets[] = {
 	  "Turing-NLG, Microsoft Research blog Feb 2020 (78 layers, h 4256, 28 heads, Megatron "
 	  "tensor slicing over 4 GPUs); seq 1024, micro-batch 8, GPT-2 vocab and 2 pipeline "
 	  "stages (a device's state fits 80 GiB) assumed" },
-	{ "gpt-3-175B", 96, 12288, 96, 2048, 1, 8, 8, 50257,
+	{ "gpt-3-175B", 96, 12288, 96, 2048, 2, 8, 8, 50257,
 	  "GPT-3, Brown et al. 2020 Table 2.1 (96 layers, d 12288, 96 heads, context 2048); t 8 "
 	  "and p 8 (12 blocks per device) as the 145B row of Narayanan et al. SC'21 Table 1; "
-	  "micro-batch 1 assumed" },
-	{ "future-1T", 128, 25600, 160, 2048, 1, 8, 64, 51200,
+	  "micro-batch 2 (4096 tokens: slack is proportional to tokens, and 4096 give JIT-Q's "
+	  "BF16 -> MX9 slack floor, 3.7x, which no format assumption enters)" },
+	{ "future-1T", 128, 25600, 160, 2048, 2, 8, 64, 51200,
 	  "1T GPT of Narayanan et al. SC'21 Table 1 (128 layers, h 25600, 160 heads, t 8, p 64, "
-	  "seq 2048, vocab 51200); micro-batch 1 assumed" },
+	  "seq 2048, vocab 51200); micro-batch 2 (4096 tokens: slack is proportional to tokens, "
+	  "and 4096 give JIT-Q's BF16 -> MX9 slack floor, 3.7x, which no format assumption "
+	  "enters)" },
 };
 
 const char *jitq_model_preset_name(size_t i)
@@ -262,12 +266,21 @@ double jitq_linear_pim_time(void *ctx, uint64_t rows, uint64_t cols, enum mx_dir
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+void jitq_accel_speedup_bits(double speedup[3])
+{
+	/* Time per GEMM proportional to bits per element, 9 : 6 : 4, MX9 at the BF16 rate. */
+	speedup[MX_FMT_MX9] = 9.0 / 9;
+	speedup[MX_FMT_MX6] = 9.0 / 6;
+	speedup[MX_FMT_MX4] = 9.0 / 4;
+}
+
 void jitq_config_init(struct jitq_config *c)
 {
 	memset(c, 0, sizeof *c);
 	jitq_model_preset("gpt-3-175B", &c->model);
 	c->accel.peak_flops = 312e12;
 	c->accel.efficiency = 0.52;
+	jitq_accel_speedup_bits(c->accel.speedup);
 	c->pim.channels = 5 * 16;
 	c->fp.grad_bytes = 2;
 	c->fp.optim_bytes = 8;
@@ -311,6 +324,12 @@ int jitq_config_set(struct jitq_config *c, const char *key, const char *value,
 		{ "bus_share", offsetof(struct jitq_config, bus_share), 1 },
 		{ "mem_share", offsetof(struct jitq_config, mem_share), 1 },
 		{ "head_start", offsetof(struct jitq_config, head_start_blocks), 1e6 },
+		{ "speedup_mx9", offsetof(struct jitq_config, accel.speedup[MX_FMT_MX9]),
+		  JITQ_SPEEDUP_MAX },
+		{ "speedup_mx6", offsetof(struct jitq_config, accel.speedup[MX_FMT_MX6]),
+		  JITQ_SPEEDUP_MAX },
+		{ "speedup_mx4", offsetof(struct jitq_config, accel.speedup[MX_FMT_MX4]),
+		  JITQ_SPEEDUP_MAX },
 	};
 	char *end;
 
@@ -331,9 +350,12 @@ int jitq_config_set(struct jitq_config *c, const char *key, const char *value,
 			continue;
 		errno = 0;
 		double v = strtod(value, &end);
-		if (errno || end == value || *end || !isfinite(v) || v < 0 || v > reals[i].hi)
-			return err_set(err, -EINVAL, "%s \"%.*s\" must be a number between 0 and %g",
-				       key, TEXT_ECHO(value, 32), reals[i].hi);
+		bool open0 = strncmp(key, "speedup_", 8) == 0; /* a throughput: 0 is no GEMM */
+		if (errno || end == value || *end || !isfinite(v) || v < 0 || (open0 && v == 0) ||
+		    v > reals[i].hi)
+			return err_set(err, -EINVAL, "%s \"%.*s\" must be a number %s %g", key,
+				       TEXT_ECHO(value, 32),
+				       open0 ? "more than 0 and at most" : "between 0 and", reals[i].hi);
 		*(double *)((char *)c + reals[i].off) = v;
 		return 0;
 	}
@@ -414,6 +436,12 @@ static int config_validate(const struct jitq_config *c, struct pim_error *err)
 	} else if ((r = check_real(err, "accel.peak_flops", a->peak_flops, 0, 1e21, true)) < 0 ||
 		   (r = check_real(err, "accel.efficiency", a->efficiency, 0, 1, true)) < 0) {
 		return r;
+	}
+	for (int f = 0; f < 3; f++) {
+		char name[40];
+		snprintf(name, sizeof name, "accel.speedup[%s]", jitq_fmt_name((enum mx_format)f));
+		if ((r = check_real(err, name, a->speedup[f], 0, JITQ_SPEEDUP_MAX, true)) < 0)
+			return r;
 	}
 	return 0;
 }
@@ -765,7 +793,7 @@ int jitq_plan(const struct jitq_config *cfg, struct jitq_plan **out, struct pim_
 		memcpy(times + n, cfg->accel.bwd_s, n * sizeof(double));
 	} else {
 		double b = m->batch, s = m->seq, h = m->hidden, t = m->tslice;
-		double rate = c->accel.peak_flops * c->accel.efficiency;
+		double rate = c->accel.peak_flops * c->accel.efficiency * c->accel.speedup[c->fmt];
 		plan->flops_fwd = (24 * b * s * h * h + 4 * b * s * s * h) / t;
 		plan->flops_bwd = (c->fp.act == JITQ_ACT_RECOMPUTE ? 3 : 2) * plan->flops_fwd;
 		for (size_t i = 0; i < n; i++) {
@@ -845,6 +873,13 @@ static const char *act_desc(enum jitq_act a)
 	return "invalid";
 }
 
+static bool speedup_is_bits(const double v[3])
+{
+	double b[3];
+	jitq_accel_speedup_bits(b);
+	return memcmp(b, v, sizeof b) == 0;
+}
+
 size_t jitq_plan_format(const struct jitq_plan *p, bool per_block, char *buf, size_t len)
 {
 	struct out o = { buf, len, 0 };
@@ -866,9 +901,10 @@ size_t jitq_plan_format(const struct jitq_plan *p, bool per_block, char *buf, si
 	    c->layout == JITQ_LAYOUT_IN_OUT ? "col" : "row",
 	    c->layout == JITQ_LAYOUT_IN_OUT ? "row" : "col");
 	if (p->flops_fwd > 0)
-		put(&o, "accelerator: %.4g FLOP/s x %.3g; per block %.4g FLOP forward (24bsh^2 + "
-			"4bs^2h)/t, %.4g backward\n",
-		    c->accel.peak_flops, c->accel.efficiency, p->flops_fwd, p->flops_bwd);
+		put(&o, "accelerator: %.4g FLOP/s x %.3g x %s speedup %.3g; per block %.4g FLOP "
+			"forward (24bsh^2 + 4bs^2h)/t, %.4g backward\n",
+		    c->accel.peak_flops, c->accel.efficiency, jitq_fmt_name(c->fmt),
+		    c->accel.speedup[c->fmt], p->flops_fwd, p->flops_bwd);
 	else
 		put(&o, "accelerator: measured per-block times\n");
 	put(&o, "tensors per block (local slice, PIM time row / col, %u PIM cost queries):\n",
@@ -920,6 +956,12 @@ size_t jitq_plan_format(const struct jitq_plan *p, bool per_block, char *buf, si
 	    m->batch, m->seq, m->tslice, m->pstages ? m->pstages : 1, p->layers);
 	put(&o, "  MX %s: %u B per 16 elements; JIT-Q holds (lookahead + 1) blocks' copies\n",
 	    jitq_fmt_name(c->fmt), fmt_block_bytes(c->fmt));
+	put(&o, "  accelerator throughput per format, x the BF16 rate (peak x efficiency): mx9 %.3g, "
+		"mx6 %.3g, mx4 %.3g%s\n",
+	    c->accel.speedup[MX_FMT_MX9], c->accel.speedup[MX_FMT_MX6], c->accel.speedup[MX_FMT_MX4],
+	    speedup_is_bits(c->accel.speedup)
+		    ? " (time per GEMM 9 : 6 : 4, bits per element; MX9 at the BF16 rate)"
+		    : "");
 	put(&o, "  PIM: one FIFO server over %u pseudo-channels; head start %.3g block(s) before "
 		"each phase; cost from the plugged-in PIM model\n",
 	    c->pim.channels, c->head_start_blocks);

@@ -89,6 +89,19 @@ struct jitq_model {
 	const char *source; /* citation of shape and defaults (static string); NULL for custom */
 };
 
+/*
+ * The level of the slack: tokens per micro-batch (b·s) of the presets with the fewest, gpt-3-175B
+ * and future-1T (micro-batch 2 at sequence 2048).  JIT-Q §5.2 puts all variation of the slack
+ * across its models on sequence length and batch ("increasing SL or B ... increases the input
+ * tensor size, but does not impact weight tensors"): per block the GEMM FLOPs and the weights to
+ * quantize both scale with h²/t, so slack ∝ b·s, and the paper's "at least" figures are those of
+ * its models with the fewest tokens.  Its BF16 -> MX9 floor, 3.7x, is the one figure no format
+ * assumption enters (MX9 runs at the BF16 rate, accel.speedup): micro-batch 1 (2048 tokens) puts
+ * it at half that, 4096 tokens meets it.  This one figure sets the level; the other five slack
+ * figures (MX6, MX4; FP32 MX9, MX6, MX4) follow from it and the format ratios.
+ */
+#define JITQ_PAPER_TOKENS 4096u
+
 /* Fills out with a preset ("bert-340M", "gpt-2-1.5B", "mega-lm-8.3B", "t-nlg-17B",
  * "gpt-3-175B", "future-1T"; case-insensitive).  0 or -ENOENT. */
 int jitq_model_preset(const char *name, struct jitq_model *out);
@@ -101,15 +114,28 @@ uint32_t jitq_local_layers(const struct jitq_model *m);
 
 /*
  * Accelerator.  Without measured times a block's forward time is
- *   F_fwd / (peak_flops · efficiency),  F_fwd = (24·b·s·h² + 4·b·s²·h) / t
+ *   F_fwd / (peak_flops · efficiency · speedup[fmt]),  F_fwd = (24·b·s·h² + 4·b·s²·h) / t
  * and backward is 2·F_fwd (3·F_fwd with JITQ_ACT_RECOMPUTE).  With measured times (per block,
  * in layer order, seconds, both arrays of `layers` entries) those are used instead.
+ *
+ * Throughput per format.  The GEMMs of a block run in the MX target format, and JIT-Q (§1)
+ * names "higher throughput compute" as what low-precision formats buy; its slack figures
+ * (BF16 source: MX9 3.7, MX6 2.4, MX4 1.6 = 9 : 6 : 4 within 3%; FP32: MX6 0.76, MX4 0.51 =
+ * 6 : 4) are those of an accelerator whose time per GEMM is proportional to the format's bits
+ * per element while the PIM time hardly depends on the format.  speedup[f] states that
+ * throughput as a multiple of the BF16 rate peak_flops · efficiency.  Default (the paper's
+ * ratios): MX9 runs at the BF16 rate (its elements carry BF16's sign and 7 mantissa bits, the
+ * 8-bit exponent moves into the block's shared scale, so an MX9 product needs the BF16
+ * multiplier), MX6 at 9/6 = 1.5x and MX4 at 9/4 = 2.25x: time per GEMM 9 : 6 : 4.
  */
+#define JITQ_SPEEDUP_MAX 64.0
 struct jitq_accel {
 	double peak_flops; /* FLOP/s; default 312e12 (A100 BF16 dense, NVIDIA A100 datasheet) */
 	double efficiency; /* default 0.52 (163 of 312 TFLOP/s per GPU for the 1T model,
 			      Narayanan et al. SC'21 "Efficient Large-Scale Language Model Training
 			      on GPU Clusters Using Megatron-LM") */
+	double speedup[3]; /* [enum mx_format]: GEMM throughput in the format / the BF16 rate,
+			      (0, JITQ_SPEEDUP_MAX]; default 1, 1.5, 2.25 (time 9 : 6 : 4) */
 	const double *fwd_s; /* measured forward time per block, or NULL */
 	const double *bwd_s; /* measured backward time per block, or NULL (both or neither) */
 	size_t n_times;      /* entries in each array (must equal the device's blocks,
@@ -172,6 +198,10 @@ struct jitq_config {
 	double mem_share;
 };
 
+/* The default accel.speedup: time per GEMM proportional to the format's bits per element,
+ * MX9 : MX6 : MX4 = 9 : 6 : 4, MX9 at the BF16 rate (1, 1.5, 2.25). */
+void jitq_accel_speedup_bits(double speedup[3]);
+
 /* Defaults above, with a NULL PIM cost (the caller must set pim.quant_time_s) and model
  * gpt-3-175B. */
 void jitq_config_init(struct jitq_config *c);
@@ -188,7 +218,8 @@ void jitq_config_paper(struct jitq_config *c);
 /*
  * Sets one scheduler assumption by name: grad_bytes, optim_bytes, optim_shards (integers),
  * activations (full|selective|recompute|none), layout (in-out|out-in), bus_share, mem_share
- * (0 to 1), head_start (blocks, 0 to 1e6), lookahead (1 to JITQ_MAX_LOOKAHEAD).  0; -ENOENT for
+ * (0 to 1), head_start (blocks, 0 to 1e6), lookahead (1 to JITQ_MAX_LOOKAHEAD), speedup_mx9,
+ * speedup_mx6, speedup_mx4 (accel.speedup, more than 0 to JITQ_SPEEDUP_MAX).  0; -ENOENT for
  * a key that is not the scheduler's (err untouched); -EINVAL with err for a bad value.
  */
 int jitq_config_set(struct jitq_config *c, const char *key, const char *value,

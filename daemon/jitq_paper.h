@@ -10,7 +10,9 @@
  *             "below tiled" is 1 - time / tiled time, per direction and for both directions
  *             summed (every weight is quantized both ways in a training step).
  *   slack     the smallest, over the six presets, of min(forward, backward) least slack of a
- *             plan (strided-opt, preset micro-batch and parallelism).
+ *             plan (strided-opt, preset micro-batch and parallelism, accelerator throughput
+ *             per format accel.speedup: time per GEMM 9 : 6 : 4, MX9 at the BF16 rate).  One
+ *             figure, BF16 -> MX9, sets the level (JITQ_PAPER_TOKENS); the others follow.
  *   lookahead the largest lookahead a plan chose, over the presets.
  *   capacity  savings over keeping both (or one) low-precision copies, per model: the plan
  *             with pipeline 1 (the paper's figures count the whole model's state), "up to"

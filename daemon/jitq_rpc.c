@@ -105,6 +105,7 @@ struct plan_cache_entry {
 	size_t request_len, reply_len;
 	struct pimsim_params pim;
 	bool pim_configured;
+	double speedup[3]; /* pimd.conf's speedup_mx9/mx6/mx4 */
 };
 
 static struct {
@@ -127,7 +128,8 @@ static bool plan_cache_match(const struct plan_cache_entry *e, const uint8_t *ke
 			     const struct rpc_context *ctx)
 {
 	return e->request && e->request_len == len && memcmp(e->request, key, len) == 0 &&
-	       e->pim_configured == ctx->pim_configured && memcmp(&e->pim, ctx->pim, sizeof e->pim) == 0;
+	       e->pim_configured == ctx->pim_configured && memcmp(&e->pim, ctx->pim, sizeof e->pim) == 0 &&
+	       memcmp(e->speedup, ctx->jitq_speedup, sizeof e->speedup) == 0;
 }
 
 /* The stored answer to the request with key, unpacked; NULL when there is none. */
@@ -162,7 +164,8 @@ static void plan_cache_put(const struct rpc_context *ctx, const uint8_t *key, si
 	plan_cache.next = (plan_cache.next + 1) % PLAN_CACHE_SLOTS;
 	free(e->request);
 	free(e->reply);
-	*e = (struct plan_cache_entry){ request, reply, len, n, *ctx->pim, ctx->pim_configured };
+	*e = (struct plan_cache_entry){ request, reply, len, n, *ctx->pim, ctx->pim_configured,
+					{ ctx->jitq_speedup[0], ctx->jitq_speedup[1], ctx->jitq_speedup[2] } };
 	pthread_mutex_unlock(&plan_cache.lock);
 }
 
@@ -280,6 +283,15 @@ static int plan_options(const struct rpc_context *ctx, const Pim__JitqPlan *q, b
 		cfg->accel.peak_flops = q->peak_flops;
 	if (q->efficiency)
 		cfg->accel.efficiency = q->efficiency;
+	const double speedup[3] = { q->speedup_mx9, q->speedup_mx6, q->speedup_mx4 };
+	for (int f = 0; f < 3; f++) {
+		if (!isfinite(speedup[f]) || speedup[f] < 0 || speedup[f] > JITQ_SPEEDUP_MAX)
+			return err_set(err, -EINVAL, "speedup_%s %g: more than 0 and at most %g "
+				       "(0: the default)", jitq_fmt_name((enum mx_format)f),
+				       speedup[f], JITQ_SPEEDUP_MAX);
+		if (speedup[f] > 0)
+			cfg->accel.speedup[f] = speedup[f];
+	}
 	if (q->n_fwd_times != q->n_bwd_times)
 		return err_set(err, -EINVAL, "measured times: %zu forward but %zu backward values (give both "
 			       "or neither)", q->n_fwd_times, q->n_bwd_times);
@@ -315,6 +327,9 @@ static int plan_inputs(const struct rpc_context *ctx, const Pim__JitqPlan *q, st
 	*in = (struct plan_inputs){ .pp = *ctx->pim, .cost.mapping = PIMSIM_STRIDED_OPT };
 	in->cost.params = &in->pp;
 	jitq_config_init(&in->cfg);
+	for (int f = 0; f < 3; f++) /* pimd.conf's, before the request's settings and fields */
+		if (ctx->jitq_speedup[f] > 0)
+			in->cfg.accel.speedup[f] = ctx->jitq_speedup[f];
 	if ((r = plan_model(q->model, &in->cfg.model, err)) < 0 ||
 	    (r = plan_settings(q, in, &stacks_set, err)) < 0)
 		return r;
@@ -362,8 +377,14 @@ static void plan_assumptions(struct reply *b, Pim__JitqPlanReply *r, const struc
 			     "supplied by the caller");
 	else
 		reply_append(b, &r->assumptions, &r->n_assumptions, "accelerator: %.0f TFLOP/s peak x %.2f "
-			     "efficiency; forward GEMM FLOPs 24bsh^2 + 4bs^2h per block, backward 2x forward",
-			     cfg->accel.peak_flops / 1e12, cfg->accel.efficiency);
+			     "efficiency in BF16, x %.3g in %s (throughput per format x the BF16 rate: "
+			     "mx9 %.3g, mx6 %.3g, mx4 %.3g; default 1, 1.5, 2.25: time per GEMM "
+			     "9 : 6 : 4, bits per element); forward GEMM FLOPs 24bsh^2 + 4bs^2h per "
+			     "block, backward 2x forward",
+			     cfg->accel.peak_flops / 1e12, cfg->accel.efficiency,
+			     cfg->accel.speedup[cfg->fmt], jitq_fmt_name(cfg->fmt),
+			     cfg->accel.speedup[MX_FMT_MX9], cfg->accel.speedup[MX_FMT_MX6],
+			     cfg->accel.speedup[MX_FMT_MX4]);
 	reply_append(b, &r->assumptions, &r->n_assumptions, "PIM: HBM-PIM model (pimsim), %u stacks x %u "
 		     "pseudo-channels, %u banks each, tCK %u ps, mapping %s, kernel %s (cond_shift_range "
 		     "%u, lane_shift_lanes %u), read/write turnaround %s (tRTW %u, tWTR %u), refresh %s "

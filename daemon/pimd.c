@@ -218,6 +218,11 @@ static void on_signal(struct watch *w, uint32_t events)
 		case SIGHUP:
 			reload(d);
 			break;
+		case SIGCHLD:
+			/* workers are reaped by the profiler (their pidfds); anything else a job
+			 * made pimd's child is reaped here */
+			profiler_reap_strays(d->profiler);
+			break;
 		}
 	}
 }
@@ -239,6 +244,7 @@ static int setup_signals(struct pimd *d)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return -errno;
 	int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -418,7 +424,19 @@ static int open_store(struct pimd *d, char *db_path, size_t len)
 		log_error("State directory %s: %s", d->cfg.state_dir, strerror(-r));
 		return r;
 	}
-	snprintf(db_path, len, "%s/pimd.db", d->cfg.state_dir);
+	/* The directory may be reached through a link (systemd's DynamicUser= makes one); the
+	 * database is opened without following any (pimd(8), SECURITY). */
+	char dir[PATH_MAX];
+	if (!realpath(d->cfg.state_dir, dir)) {
+		r = -errno;
+		log_error("State directory %s: %s", d->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	snprintf(db_path, len, "%s/pimd.db", dir);
+	if ((r = store_check_trust(dir, db_path, geteuid(), &err)) < 0) {
+		log_error("Refusing the state directory: %s", err.msg);
+		return r;
+	}
 	if ((r = store_open(db_path, d->cfg.busy_timeout_ms, &d->store, &err)) < 0) {
 		log_error("Cannot open the store: %s", err.msg);
 		return r;

@@ -83,6 +83,10 @@ struct job {
 	struct job_write *last;    /* the run's end, allocated with the job */
 	bool insitu;               /* an in-situ run: samples_seen counts what its client sent */
 	bool creating;             /* queued, its run's row with the writer: it cannot start yet */
+	/* cancelled (job_cancel): it never starts, or its worker was killed; it ends failed with
+	 * "cancelled: " and why.  gone: its model was removed or replaced, and its run with it */
+	bool cancelled, gone, gone_seen;
+	char cancel_why[96];
 };
 
 /*
@@ -139,6 +143,15 @@ struct profiler {
 		char message[512];
 	} unrecorded[UNRECORDED_MAX];
 	unsigned n_unrecorded;
+	/* Jobs cancelled with their model, whose runs went with it: what ProfileStatus tells of
+	 * them until a restart; the latest. */
+	struct {
+		int64_t run;
+		uid_t uid;
+		char model[MANIFEST_NAME_MAX + 1];
+		char why[96];
+	} gone[UNRECORDED_MAX];
+	unsigned n_gone;
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -206,8 +219,8 @@ static int job_write_run(struct store *s, void *data, struct pim_error *err)
 	char failure[256] = "";
 	int r;
 
-	if (jw->head_done)
-		return job_end_run(s, jw, failure, err); /* a further part of the metrics */
+	if (jw->head_done || (jw->final && j->gone))
+		return job_end_run(s, jw, failure, err); /* a further part of the metrics, or no row */
 	if (jw->open && (r = store_run_create(s, j->model_id, j->pf->platform->row, j->uid, j->warmups,
 					       j->reps, jw->regions_total, &jw->run, err)) < 0)
 		return r;
@@ -245,6 +258,10 @@ static void job_submit(struct job *j, struct job_write *jw)
 	jw->j = j;
 	jw->run = j->run;
 	j->writes++;
+	if (j->gone && !jw->final) {
+		job_write_done(jw, 0, NULL); /* its run is gone: nothing more to store */
+		return;
+	}
 	int r = store_write_via(&j->pf->writer, j->pf->store,
 				&(struct store_write){ job_write_run, job_write_done, jw, job_part_done });
 	if (r < 0) {
@@ -551,6 +568,18 @@ static int job_end_run(struct store *s, struct job_write *jw, const char *failur
 			    .part = store_in_group(s) ? DERIVE_PART : 0 };
 	int r;
 
+	if (j->cancelled) {
+		/* (read here: job_cancel changes nothing of a job once it ends) */
+		snprintf(msg, len, "cancelled: %s", j->cancel_why);
+		jw->ok = false;
+		if (j->gone)
+			return 0; /* its run went with its model */
+		struct store_run_update u = { .state = "failed", .message = msg, .worker_uid = -1,
+					      .regions_done = -1, .finished = true,
+					      .repetitions_done = (int64_t)j->reps_done,
+					      .repetitions_total = (int64_t)j->reps_total };
+		return store_run_update(s, jw->run, &u, err);
+	}
 	if (j->store_failed)
 		failure = j->store_error;
 	else if (!failure[0] && ok && (r = derive_run(&d, jw->derive_from)) != 0) {
@@ -612,6 +641,45 @@ static void job_end(struct job *j)
 }
 
 static void profiler_kick(struct profiler *pf);
+static void job_cancel(struct job *j, const char *why, bool gone);
+static bool job_model_gone(struct profiler *pf, const struct job *j, char *why, size_t len);
+
+void profiler_models_changed(struct profiler *pf)
+{
+	for (struct job *j = pf->jobs; j; j = j->next)
+		j->gone_seen = !j->cancelled && !j->ending && !j->insitu &&
+			       job_model_gone(pf, j, j->cancel_why, sizeof j->cancel_why);
+	/* from the start each time: cancelling one may end others, and start or free jobs */
+	for (;;) {
+		struct job *j = pf->jobs;
+		while (j && !(j->gone_seen && !j->cancelled))
+			j = j->next;
+		if (!j)
+			return;
+		j->gone_seen = false;
+		char why[sizeof j->cancel_why];
+		memcpy(why, j->cancel_why, sizeof why);
+		job_cancel(j, why, true);
+	}
+}
+
+void profiler_reap_strays(struct profiler *pf)
+{
+	size_t n = 0;
+	for (struct job *j = pf->jobs; j; j = j->next)
+		n += j->w != NULL;
+	_cleanup_(freep) pid_t *keep = n ? calloc(n, sizeof *keep) : NULL;
+	if (n && !keep)
+		return; /* the next SIGCHLD or job's end tries again */
+	size_t k = 0;
+	for (struct job *j = pf->jobs; j; j = j->next)
+		if (j->w)
+			keep[k++] = worker_pid(j->w);
+	unsigned reaped = worker_reap_strays(keep, k);
+	if (reaped)
+		log_warning("Reaped %u process%s that a profiling job made pimd's child%s (clone with "
+			    "CLONE_PARENT)", reaped, reaped == 1 ? "" : "es", reaped == 1 ? "" : "ren");
+}
 
 /* On the event loop: j's end is stored (r 0) or not; j goes, and the next job may start. */
 static void job_ended(struct job *j, struct job_write *jw, int r, const struct pim_error *err)
@@ -625,14 +693,24 @@ static void job_ended(struct job *j, struct job_write *jw, int r, const struct p
 		snprintf(pf->unrecorded[i].message, sizeof pf->unrecorded[i].message,
 			 "%s; the store could not record this end: %s", jw->msg, err->msg);
 	}
+	if (j->gone) {
+		unsigned i = pf->n_gone++ % UNRECORDED_MAX;
+		pf->gone[i].run = j->run;
+		pf->gone[i].uid = j->uid;
+		snprintf(pf->gone[i].model, sizeof pf->gone[i].model, "%s", j->model);
+		snprintf(pf->gone[i].why, sizeof pf->gone[i].why, "%s", j->cancel_why);
+	}
 	if (jw->ok)
 		log_info("Profile job %" PRId64 " (model \"%s\") done: %s", j->run, j->model, jw->msg);
+	else if (j->cancelled)
+		log_info("Profile job %" PRId64 " (model \"%s\") ended: %s", j->run, j->model, jw->msg);
 	else
 		log_warning("Profile job %" PRId64 " (model \"%s\") failed: %s", j->run, j->model,
 			    r < 0 ? err->msg : jw->msg);
 	job_write_free(jw);
 	job_unlink(j);
 	job_free(j);
+	profiler_reap_strays(pf);
 	profiler_kick(pf);
 }
 
@@ -659,6 +737,54 @@ static void job_try_finish(struct job *j)
 		snprintf(st.message, sizeof st.message, "could not reap the worker: %s", strerror(-r));
 	}
 	job_finish(j, &st); /* may free j */
+}
+
+/* What job_cancel does once j's run is stored: stops its worker (its end comes as any
+ * worker's), or ends it at once when it has none. */
+static void job_stop(struct job *j)
+{
+	if (j->running) {
+		if (j->w)
+			worker_kill(j->w);
+		return;
+	}
+	struct worker_status st = { .end = WORKER_END_FAILED };
+	job_finish(j, &st); /* may free j */
+}
+
+/* Cancels j (a job of a worker, queued or running), which ends failed with "cancelled: " and
+ * why; gone: its model, and its run with it, is no longer in the store. */
+static void job_cancel(struct job *j, const char *why, bool gone)
+{
+	if (j->cancelled || j->ending || j->insitu)
+		return;
+	j->cancelled = true;
+	j->gone = gone;
+	snprintf(j->cancel_why, sizeof j->cancel_why, "%s", why);
+	if (gone) {
+		j->store_failed = true; /* no sample is stored any more */
+		j->nbuf = 0;
+	}
+	if (j->creating) {
+		log_info("Profile job of model \"%s\" for uid %u cancelled before it was queued: %s",
+			 j->model, (unsigned)j->uid, why);
+		return; /* profile_start_done stops it once its run is stored */
+	}
+	log_info("Profile job %" PRId64 " (model \"%s\", %s) cancelled: %s", j->run, j->model,
+		 j->running ? "running" : "queued", why);
+	job_stop(j); /* may free j */
+}
+
+/* Whether the model j was queued for is gone from the store, and why ("model replaced" when
+ * another of its name was loaded since, "model removed"). */
+static bool job_model_gone(struct profiler *pf, const struct job *j, char *why, size_t len)
+{
+	int64_t version, id;
+	if (store_model_version(pf->store, j->model_id, &version, NULL) != -ENOENT)
+		return false; /* there, or the store cannot tell now: the job goes on */
+	snprintf(why, len, "model %s", store_model_id(pf->store, j->model, &id, NULL) == 0 ? "replaced"
+											    : "removed");
+	return true;
 }
 
 static void job_read(struct job *j)
@@ -803,7 +929,7 @@ void profile_turns_take(struct profile_turns *t, uid_t uid)
 /* A queued job that may start: its run is stored. */
 static bool job_waiting(const struct job *j)
 {
-	return !j->running && !j->creating;
+	return !j->running && !j->creating && !j->cancelled;
 }
 
 /* The waiting job to start next (profile_turns_pick), NULL when none waits. */
@@ -836,6 +962,11 @@ static void profiler_kick(struct profiler *pf)
 {
 	struct job *j;
 	while (!pf->stopping && pf->n_running < pf->concurrency && (j = next_job(pf))) {
+		char why[64];
+		if (job_model_gone(pf, j, why, sizeof why)) {
+			job_cancel(j, why, true); /* no worker starts for a model that is gone */
+			continue;
+		}
 		profile_turns_take(&pf->turns, j->uid);
 		job_start(j); /* may finish (and free) the job at once */
 	}
@@ -1163,13 +1294,51 @@ static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_erro
 		       (unsigned)gid);
 }
 
+/* The run of a job cancelled with its model, gone with it: NULL when none (or no memory). */
+static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run)
+{
+	const char *model = NULL, *why = NULL;
+	uid_t uid = 0;
+	for (const struct job *j = pf->jobs; j && !model; j = j->next)
+		if (j->run == run && j->gone && !j->creating) {
+			model = j->model;
+			why = j->cancel_why;
+			uid = j->uid;
+		}
+	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_gone && !model; i++)
+		if (pf->gone[i].run == run) {
+			model = pf->gone[i].model;
+			why = pf->gone[i].why;
+			uid = pf->gone[i].uid;
+		}
+	if (!model)
+		return NULL;
+	Pim__ProfileReply *p = malloc(sizeof *p);
+	if (!p)
+		return NULL;
+	pim__profile_reply__init(p);
+	p->job = (uint64_t)run;
+	p->uid = uid;
+	p->state = strdup("failed");
+	p->model = strdup(model);
+	if (!p->state || !p->model || asprintf(&p->message, "cancelled: %s", why) < 0) {
+		p->message = NULL;
+		pim__profile_reply__free_unpacked(p, NULL);
+		return NULL;
+	}
+	return p;
+}
+
 static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run)
 {
 	struct pim_error err = { 0 };
 	Pim__ProfileReply *p;
 
-	if (store_run_get(pf->store, run, &p, &err) < 0)
-		return reply_error_from(id, &err);
+	if (store_run_get(pf->store, run, &p, &err) < 0) {
+		if (err.code != -ENOENT || !(p = gone_reply(pf, run)))
+			return reply_error_from(id, &err);
+		return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
+	}
 	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_unrecorded; i++)
 		if (pf->unrecorded[i].run == run) {
 			char *state = strdup("failed"), *msg = strdup(pf->unrecorded[i].message);
@@ -1187,7 +1356,19 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 	/* the live position of a queued or running job, between progress writes: its repetitions,
 	 * its timeout and how much of it the worker has used (pimctl's progress line) */
 	for (struct job *j = pf->jobs; j; j = j->next)
-		if (j->run == run) {
+		if (j->run == run && j->cancelled && !j->creating) {
+			/* its worker is being stopped: it reads as it will end */
+			char *state = strdup("failed"), *msg = NULL;
+			if (!state || asprintf(&msg, "cancelled: %s", j->cancel_why) < 0) {
+				free(state);
+				pim__profile_reply__free_unpacked(p, NULL);
+				return NULL;
+			}
+			free(p->state);
+			free(p->message);
+			p->state = state;
+			p->message = msg;
+		} else if (j->run == run) {
 			p->repetitions_done = j->reps_done;
 			if (j->reps_total)
 				p->repetitions_total = j->reps_total;
@@ -1232,6 +1413,12 @@ static void profile_start_done(void *data, int r, const struct pim_error *err)
 	}
 	j->run = ps->jw.run;
 	j->creating = false;
+	if (j->cancelled) {
+		log_info("Profile job %" PRId64 " (model \"%s\") cancelled: %s", j->run, j->model,
+			 j->cancel_why);
+		job_stop(j); /* may free j */
+		return;
+	}
 	log_info("Profile job %" PRId64 " queued: model \"%s\" for uid %u, %u repetitions, %u regions",
 		 j->run, j->model, (unsigned)j->uid, j->reps, ps->jw.regions_total);
 	profiler_kick(ps->pf); /* may finish (and free) the job at once */
@@ -1241,6 +1428,9 @@ static Pim__Response *profile_start_reply(void *data)
 {
 	struct profile_start *ps = data;
 
+	if (ps->r < 0 && ps->jw.j->cancelled)
+		return reply_error(ps->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "profile: %s while the "
+				   "job was being queued (%s)", ps->jw.j->cancel_why, ps->err.msg);
 	if (ps->r < 0)
 		return reply_error_from(ps->id, &ps->err);
 	return status_response(ps->pf, ps->id, ps->jw.run);
@@ -1295,7 +1485,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 				   "%s", err.msg);
 	unsigned mine = 0;
 	for (const struct job *o = pf->jobs; o; o = o->next)
-		mine += !o->running && o->uid == peer->cred.uid;
+		mine += !o->running && !o->cancelled && o->uid == peer->cred.uid;
 	if (mine >= pf->queue_per_uid)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
 				   "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
@@ -1358,6 +1548,41 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	return reply_defer(defer, &(struct rpc_deferred){
 		.write = { profile_start_write, profile_start_done, ps, NULL }, .store = pf->store,
 		.finish = profile_start_reply, .release = profile_start_release, .data = ps });
+}
+
+Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+{
+	uint64_t job = req->profile_cancel->job;
+	uid_t uid = peer->cred.uid;
+	struct job *j = pf->jobs;
+
+	while (j && (j->creating || (uint64_t)j->run != job))
+		j = j->next;
+	if (!j || j->ending || j->cancelled) {
+		/* no worker's job queued or running: unknown (the store says so), ended (its state
+		 * says how), or an in-situ run (not one of the profiler's jobs) */
+		Pim__Response *r = job > INT64_MAX ? NULL : status_response(pf, req->id, (int64_t)job);
+		if (!r || r->body_case != PIM__RESPONSE__BODY_PROFILE)
+			return r ? r : reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND,
+						   "no profile job %" PRIu64, job);
+		const char *state = j && j->cancelled ? "cancelled" : r->profile->state;
+		bool ended = j || strcmp(state, "done") == 0 || strcmp(state, "failed") == 0;
+		char msg[256];
+		snprintf(msg, sizeof msg, ended ? "profile job %" PRIu64 " has ended (%s): there is "
+						  "nothing to cancel"
+						: "profile job %" PRIu64 " is an in-situ run (%s): it "
+						  "ends when its client's connection closes", job, state);
+		pim__response__free_unpacked(r, NULL);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", msg);
+	}
+	if (uid != 0 && uid != j->uid)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_PERMISSION_DENIED,
+				   "profile job %" PRIu64 " belongs to uid %u: only its owner or root may "
+				   "cancel it", job, (unsigned)j->uid);
+	char why[64];
+	snprintf(why, sizeof why, "by uid %u", (unsigned)uid);
+	job_cancel(j, why, false); /* may free j */
+	return status_response(pf, req->id, (int64_t)job);
 }
 
 Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)

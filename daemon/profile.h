@@ -31,6 +31,9 @@ void profiler_stop(struct profiler *pf);
  * writer is gone). */
 void profiler_free(struct profiler *pf);
 void profiler_apply_config(struct profiler *pf, const struct config *cfg);
+/* Reaps the daemon's children that are none of its workers (worker_reap_strays): on SIGCHLD,
+ * and after each job. */
+void profiler_reap_strays(struct profiler *pf);
 unsigned profiler_active(const struct profiler *pf);
 /* How jobs are contained: a cgroup per job in cgroup (kept by the caller, freed after the
  * profiler), or the process groups alone when NULL; containment says it for pimctl status. */
@@ -43,6 +46,12 @@ const char *profiler_containment(const struct profiler *pf);
 Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
 				  struct rpc_deferred *defer);
 Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req);
+/* ProfileCancel: the owner of a queued or running job, or root, cancels it; it ends failed with
+ * "cancelled: by uid N". */
+Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
+/* Models were removed or replaced: their jobs are cancelled ("cancelled: model replaced"), the
+ * running ones' workers killed at once. */
+void profiler_models_changed(struct profiler *pf);
 
 /* In-situ samples (SampleBatch) of a connection, answered once they are stored (by the writer,
  * through defer), and its end. */

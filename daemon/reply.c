@@ -165,6 +165,8 @@ Pim__ErrorCode reply_code_from_errno(int e)
 		return PIM__ERROR_CODE__ERROR_BUSY;
 	case -EPROTO:
 		return PIM__ERROR_CODE__ERROR_PROTOCOL;
+	case -EROFS: /* the database (pimd's business), not a refusal of the client */
+		return PIM__ERROR_CODE__ERROR_INTERNAL;
 	case -EPROTONOSUPPORT:
 		return PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION;
 	case -EOPNOTSUPP:

@@ -30,6 +30,7 @@ struct rpc_context {
 	const struct placement_params *params; /* configured placement parameters */
 	const struct pimsim_params *pim;      /* HBM-PIM organisation and timing (JIT-Q) */
 	bool pim_configured;                  /* pim comes from a pim_config file */
+	double jitq_speedup[3];               /* configured accelerator speedup per MX format; 0: default */
 	uint64_t started_ns;
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */

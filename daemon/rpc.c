@@ -533,6 +533,7 @@ void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg)
 	ctx->params = &cfg->placement;
 	ctx->max_frame_bytes = cfg->max_frame_bytes;
 	ctx->pim_configured = cfg->pim_config[0] != 0;
+	memcpy(ctx->jitq_speedup, cfg->jitq_speedup, sizeof ctx->jitq_speedup);
 }
 
 /* RPC_OFF_LOOP when the stored model of that name is large, else RPC_ANYWHERE. */
@@ -629,6 +630,8 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return profiler_rpc_start(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROFILE_STATUS:
 		return profiler_rpc_status(ctx->profiler, req);
+	case PIM__REQUEST__BODY_PROFILE_CANCEL:
+		return profiler_rpc_cancel(ctx->profiler, peer, req);
 	case PIM__REQUEST__BODY_SAMPLE_BATCH:
 		return profiler_rpc_samples(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROBE_BANDWIDTH:

@@ -17,6 +17,7 @@
 #include "decode.h"
 #include "frame.h"
 #include "log.h"
+#include "profile.h"
 
 /* Frames decoded per wakeup of one connection, so one busy client cannot starve the others. */
 #define FRAMES_PER_WAKEUP 32
@@ -131,6 +132,7 @@ struct worker_thread {
 	struct work *done;               /* under mu, finished, newest first */
 	struct watch ev;                 /* eventfd: the thread finished something */
 	struct store *store;             /* the thread's connection to the store */
+	struct pim_error start_err;      /* why it last could not start (code 0: it could) */
 };
 
 struct server {
@@ -162,6 +164,15 @@ static void changed(struct server *s)
 {
 	if (s->change_fn)
 		s->change_fn(s, s->change_data);
+}
+
+/* A model was removed or replaced, maybe: its jobs are cancelled (before anything else of
+ * the loop can start one of them). */
+static void models_changed(struct server *s)
+{
+	if (s->ctx->profiler)
+		profiler_models_changed(s->ctx->profiler);
+	changed(s);
 }
 
 static void server_update_timer(struct server *s);
@@ -617,6 +628,18 @@ static void write_group_run(struct worker_thread *t, struct work *list, unsigned
 	}
 }
 
+/* The database was found read-only (a mode, an immutable attribute or a file system that has
+ * since changed): a connection opened anew writes again once the file is writable; until then
+ * each job fails with what SQLite says ("read-only database"). */
+static void work_reconnect(struct worker_thread *t)
+{
+	struct pim_error err = { 0 };
+
+	if (store_reconnect(t->store, &err) == 0)
+		log_notice("The %s's connection to the store had found the database read-only; "
+			   "reopened it", t->name);
+}
+
 static void *work_main(void *data)
 {
 	struct worker_thread *t = data;
@@ -642,6 +665,8 @@ static void *work_main(void *data)
 		if (!t->queued)
 			t->queued_tail = &t->queued;
 		pthread_mutex_unlock(&t->mu);
+		if (store_found_readonly(t->store))
+			work_reconnect(t);
 		if (t->group)
 			write_group_run(t, w, n);
 		else if (w->frame)
@@ -700,7 +725,7 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 	if (j->model_change) {
 		/* the thread's connection changed the models */
 		store_forget_cached(s->ctx->store);
-		changed(s);
+		models_changed(s);
 	}
 }
 
@@ -766,9 +791,12 @@ static int work_start(struct server *s, struct worker_thread *t)
 
 	/* SQLite connections are not shared between threads: the thread gets its own. */
 	if ((r = store_open_again(s->ctx->store, s->busy_timeout_ms, &t->store, &err)) < 0) {
+		/* tried again at the next request: a database made writable again heals */
 		log_error("Cannot open the store for the %s: %s", t->name, err.msg);
+		t->start_err = err;
 		return r;
 	}
+	t->start_err = (struct pim_error){ 0 };
 	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
@@ -812,7 +840,8 @@ static int work_queue(struct server *s, struct conn *c, struct worker_thread *t,
 		return -ESHUTDOWN;
 	}
 	if (!t->started && (r = work_start(s, t)) < 0) {
-		log_error("Cannot start the %s: %s", t->name, strerror(-r));
+		if (!t->start_err.code) /* (the store's message was logged) */
+			log_error("Cannot start the %s: %s", t->name, strerror(-r));
 		work_release(s, w);
 		return r;
 	}
@@ -938,6 +967,18 @@ static void work_stop(struct server *s, struct worker_thread *t)
 	t->started = false;
 }
 
+/* The answer to request id that thread t could not take: why, when its store could not be
+ * opened (a read-only database is no refusal of the client: ERROR_INTERNAL, the cause named). */
+static Pim__Response *work_refusal(uint64_t id, const struct worker_thread *t)
+{
+	if (!t->started && t->start_err.code)
+		return reply_error(id, reply_code_from_errno(t->start_err.code),
+				   "cannot hand the request to pimd's %s: %s; retry later", t->name,
+				   t->start_err.msg);
+	return reply_error(id, PIM__ERROR_CODE__ERROR_INTERNAL,
+			   "cannot hand the request to pimd's %s; retry later", t->name);
+}
+
 /* Answers a decoded frame on the event loop (d's request is freed here). */
 static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 {
@@ -976,9 +1017,7 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 		 * meanwhile, so the responses stay in the order of the requests. */
 		if (work_submit(c, &defer) == 0)
 			return;
-		resp = reply_error(id, PIM__ERROR_CODE__ERROR_INTERNAL,
-				   "cannot hand the request to pimd's %s; retry later",
-				   defer.write.write ? s->writer.name : s->wt.name);
+		resp = work_refusal(id, defer.write.write ? &s->writer : &s->wt);
 	}
 	if (!resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
@@ -988,7 +1027,7 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 	if (after == RPC_CLOSE)
 		c->closing = true;
 	if (model_change)
-		changed(s);
+		models_changed(s);
 }
 
 static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
@@ -1014,8 +1053,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 	if (t) {
 		if (work_submit_frame(c, t, payload, len) == 0)
 			return;
-		Pim__Response *r = reply_error(0, PIM__ERROR_CODE__ERROR_INTERNAL,
-					       "cannot hand the request to pimd's %s; retry later", t->name);
+		Pim__Response *r = work_refusal(0, t);
 		if (!r || conn_queue(c, r) < 0)
 			c->closing = true;
 		return;

@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,6 +192,7 @@ struct store {
 	unsigned version;
 	int models;  /* cached model count (-1: unknown); pimd is the only writer of its store */
 	bool grouped; /* in a group of changes: each one is a savepoint (store_group_begin) */
+	bool found_readonly; /* a statement failed with SQLITE_READONLY: store_reconnect */
 	sqlite3_stmt *stmt[ST__MAX];
 };
 
@@ -199,8 +202,15 @@ static int db_err(struct store *s, struct pim_error *err, const char *what)
 	int e = (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ? -EBUSY
 		: (code & 0xff) == SQLITE_FULL ? -ENOSPC
 		: (code & 0xff) == SQLITE_CONSTRAINT ? -EINVAL
-		: (code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_PERM ? -EACCES
+		: (code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_PERM ? -EROFS
 		: -EIO;
+	if (e == -EROFS) {
+		/* not a refusal of the client: the file, its directory or the file system */
+		s->found_readonly = true;
+		return err_set(err, e, "%s: %s: read-only database (%s); pimd needs to write the "
+			       "database, its directory and its -wal and -shm files", s->path, what,
+			       sqlite3_errmsg(s->db));
+	}
 	return err_set(err, e, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
@@ -385,11 +395,20 @@ static int store_connect(struct store *s, const char *path, unsigned busy_timeou
 	s->path = strdup(path);
 	if (!s->path || asprintf(&s->reserve_path, "%s-reserve", path) < 0)
 		return err_set(err, -ENOMEM, "out of memory");
+	/* NOFOLLOW: a symbolic link put in place of the database is refused, not written through
+	 * (pimd(8), SECURITY). */
 	r = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
+			    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW, NULL);
 	if (r != SQLITE_OK)
 		return s->db ? db_err(s, err, "opening the database")
 			     : err_set(err, -ENOMEM, "out of memory opening %s", path);
+	/* SQLITE_OPEN_READWRITE opens a file it may not write read-only, silently, and the
+	 * connection would stay so after the file is writable again: refused instead, and the
+	 * next connection is tried afresh (store_reconnect). */
+	if (sqlite3_db_readonly(s->db, "main") == 1)
+		return err_set(err, -EROFS, "%s: read-only database: pimd's user cannot write it (mode, "
+			       "immutable attribute or read-only file system); make it writable for "
+			       "pimd's user", path);
 	store_set_busy_timeout(s, busy_timeout_ms);
 	/* synchronous=FULL: in WAL mode every commit is fsync()ed before it returns, so what a
 	 * client is told is stored survives an OS crash or a filesystem going read-only (NORMAL
@@ -461,6 +480,95 @@ int store_open_again(const struct store *first, unsigned busy_timeout_ms, struct
 		return r;
 	}
 	*out = s;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- whom the store trusts
+ *
+ * As OpenSSH's StrictModes: what another user can write, another user can make pimd believe
+ * (a database in which they own root's models, or a link that makes pimd write elsewhere). */
+
+static int check_owner(const char *what, const char *path, const struct stat *st, uid_t uid,
+		       struct pim_error *err)
+{
+	if (st->st_uid != uid && st->st_uid != 0)
+		return err_set(err, -EPERM, "%s %s belongs to uid %u, not to pimd's user (uid %u) or "
+			       "root: refused, another user could have changed it; chown it to uid %u "
+			       "or use another state directory", what, path, (unsigned)st->st_uid,
+			       (unsigned)uid, (unsigned)uid);
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return err_set(err, -EPERM, "%s %s is writable by %s (mode %04o): refused, another "
+			       "user could replace the database; chmod go-w %s", what, path,
+			       st->st_mode & S_IWOTH ? "others" : "its group",
+			       (unsigned)(st->st_mode & 07777), path);
+	return 0;
+}
+
+int store_check_trust(const char *dir, const char *db_path, uid_t uid, struct pim_error *err)
+{
+	/* (the reserve is opened without following a link, and is only room: reserve_fill) */
+	static const char *const sidecar[] = { "", "-wal", "-shm" };
+	struct stat st;
+	int r;
+
+	if (stat(dir, &st) < 0)
+		return err_set(err, -errno, "state directory %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return err_set(err, -ENOTDIR, "state directory %s: not a directory", dir);
+	if ((r = check_owner("state directory", dir, &st, uid, err)) < 0)
+		return r;
+	for (size_t i = 0; i < sizeof sidecar / sizeof *sidecar; i++) {
+		char path[PATH_MAX];
+		if ((size_t)snprintf(path, sizeof path, "%s%s", db_path, sidecar[i]) >= sizeof path)
+			return err_set(err, -ENAMETOOLONG, "%s%s: path too long", db_path, sidecar[i]);
+		if (lstat(path, &st) < 0) {
+			if (errno == ENOENT)
+				continue; /* made by pimd */
+			return err_set(err, -errno, "database file %s: %s", path, strerror(errno));
+		}
+		if (S_ISLNK(st.st_mode))
+			return err_set(err, -ELOOP, "database file %s is a symbolic link: refused, pimd "
+				       "writes its database only in its state directory; remove the link "
+				       "(and move the file it points to there, if it is pimd's)", path);
+		if (!S_ISREG(st.st_mode))
+			return err_set(err, -EINVAL, "database file %s: not a regular file", path);
+		if ((r = check_owner("database file", path, &st, uid, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+bool store_found_readonly(struct store *s)
+{
+	return s->found_readonly || sqlite3_db_readonly(s->db, "main") == 1;
+}
+
+int store_reconnect(struct store *s, struct pim_error *err)
+{
+	struct store t = { .shared = s->shared };
+	int r;
+
+	/* a new connection first: s keeps its own until the new one is ready */
+	if ((r = store_connect(&t, s->path, s->busy_timeout_ms, err)) < 0 ||
+	    (r = store_prepare(&t, err)) < 0) {
+		for (int i = 0; i < ST__MAX; i++)
+			sqlite3_finalize(t.stmt[i]);
+		sqlite3_close(t.db);
+		free(t.path);
+		free(t.reserve_path);
+		return r;
+	}
+	for (int i = 0; i < ST__MAX; i++) {
+		sqlite3_finalize(s->stmt[i]);
+		s->stmt[i] = t.stmt[i];
+	}
+	sqlite3_close(s->db);
+	s->db = t.db;
+	free(t.path);
+	free(t.reserve_path);
+	s->models = -1;
+	s->found_readonly = false;
+	store_set_busy_timeout(s, s->busy_timeout_ms); /* the busy handler's data is s */
 	return 0;
 }
 

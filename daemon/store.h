@@ -35,6 +35,12 @@ struct store;
  * on disk before the call returns), foreign_keys=ON and the busy timeout, refuses a damaged
  * database (store_quick_check) and migrates it to the latest version. */
 int store_open(const char *path, unsigned busy_timeout_ms, struct store **out, struct pim_error *err);
+/* Whether pimd may trust its state directory dir and the database db_path in it (and its
+ * -wal and -shm files), as OpenSSH's StrictModes: each must belong to uid (pimd's
+ * user) or root and be writable by neither group nor others; the files must not be symbolic
+ * links.  -EPERM, -ELOOP (a link) or another negative errno, with a message that says what to
+ * change. */
+int store_check_trust(const char *dir, const char *db_path, uid_t uid, struct pim_error *err);
 /* As store_open, with an explicit migration list (tests). */
 int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
 		    unsigned n_migs, struct store **out, struct pim_error *err);
@@ -45,6 +51,12 @@ int store_open_with(const char *path, unsigned busy_timeout_ms, const struct sto
 int store_open_again(const struct store *first, unsigned busy_timeout_ms, struct store **out,
 		     struct pim_error *err);
 void store_close(struct store *s);
+/* Whether a statement of s failed because the database was read-only (SQLITE_READONLY: -EROFS)
+ * or the connection is read-only: store_reconnect then opens it again. */
+bool store_found_readonly(struct store *s);
+/* Replaces the connection of s by a new one to the same file; s is unchanged on failure
+ * (-EROFS while the database is still read-only). */
+int store_reconnect(struct store *s, struct pim_error *err);
 void store_set_busy_timeout(struct store *s, unsigned busy_timeout_ms);
 
 unsigned store_schema_version(struct store *s);

@@ -25,6 +25,7 @@
  */
 #include "worker.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -36,6 +37,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -769,6 +771,10 @@ static int set_limits(const struct worker_job *job, struct pim_error *err)
 	return 0;
 }
 
+#ifndef SYS_clone3
+#define SYS_clone3 435 /* the same on x86-64 and arm64 */
+#endif
+
 #if defined(__x86_64__)
 #define WORKER_AUDIT_ARCH AUDIT_ARCH_X86_64
 #elif defined(__aarch64__)
@@ -776,8 +782,11 @@ static int set_limits(const struct worker_job *job, struct pim_error *err)
 #endif
 
 /* Every process the model starts stays in the worker's process group, where the parent's
- * kill(-pgid) reaches it: setsid() and setpgid() fail with EPERM. Other architectures' and
- * x32 system calls fail with ENOSYS (no way around the filter through a second ABI). */
+ * kill(-pgid) reaches it: setsid() and setpgid() fail with EPERM.  None becomes pimd's child:
+ * clone() with CLONE_PARENT fails with EPERM (its child would be a sibling of the worker, which
+ * pimd would have to reap), and clone3(), whose flags are in a structure the filter cannot read,
+ * with ENOSYS, so that the C library falls back to clone().  Other architectures' and x32
+ * system calls fail with ENOSYS (no way around the filter through a second ABI). */
 static int install_seccomp(struct pim_error *err)
 {
 #ifdef WORKER_AUDIT_ARCH
@@ -790,6 +799,14 @@ static int install_seccomp(struct pim_error *err)
 		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
 #endif
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 3),
+		/* the flags are clone's first argument on both architectures; CLONE_PARENT is in
+		 * their low 32 bits (little-endian: the first word) */
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_PARENT, 3, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setsid, 1, 0),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setpgid, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
@@ -1576,6 +1593,69 @@ int worker_reap(struct worker *w, struct worker_status *st)
 	if (st)
 		*st = w->status;
 	return 1;
+}
+
+static bool pid_kept(pid_t pid, const pid_t *keep, size_t n_keep)
+{
+	for (size_t i = 0; i < n_keep; i++)
+		if (keep[i] == pid)
+			return true;
+	return false;
+}
+
+/* __WALL: a clone() child may have been made with an exit signal other than SIGCHLD. */
+static bool reap_one(pid_t pid)
+{
+	int ws;
+	return waitpid(pid, &ws, WNOHANG | __WALL) == pid;
+}
+
+static void closedirp(DIR **d)
+{
+	if (*d)
+		closedir(*d);
+}
+
+/* The children of every thread of this process (each thread's own list) in kernels with
+ * CONFIG_PROC_CHILDREN; -1 when there is no such file. */
+static int reap_listed(const pid_t *keep, size_t n_keep, unsigned *reaped)
+{
+	_cleanup_(closedirp) DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	bool listed = false;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
+		_cleanup_(fclosep) FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		listed = true;
+		long pid;
+		while (fscanf(f, "%ld", &pid) == 1)
+			if (pid > 0 && !pid_kept((pid_t)pid, keep, n_keep) && reap_one((pid_t)pid))
+				(*reaped)++;
+	}
+	return listed ? 0 : -1;
+}
+
+unsigned worker_reap_strays(const pid_t *keep, size_t n_keep)
+{
+	unsigned reaped = 0;
+	if (reap_listed(keep, n_keep, &reaped) == 0)
+		return reaped;
+	/* Without the lists: the first exited child each time, until it is a worker's. */
+	for (;;) {
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL) < 0 || si.si_pid == 0 ||
+		    pid_kept(si.si_pid, keep, n_keep) || !reap_one(si.si_pid))
+			return reaped;
+		reaped++;
+	}
 }
 
 void worker_free(struct worker *w)

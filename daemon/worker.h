@@ -290,6 +290,14 @@ uint64_t worker_deadline(const struct worker *w);
  * the worker's last ERROR record is known); negative errno on failure. Idempotent once ended. */
 int worker_reap(struct worker *w, struct worker_status *st);
 
+/* Reaps every child of this process that has exited and is not one of the n_keep workers in
+ * keep (whose ends worker_reap collects): processes a job made the daemon's children, by clone()
+ * with CLONE_PARENT from a worker where the seccomp filter does not stop it.  The daemon is no
+ * child subreaper (PR_SET_CHILD_SUBREAPER): orphans of a job go to the nearest one above it, or
+ * init, and never to it.  Children are found in /proc/self/task/TID/children, else one by one
+ * with waitid(P_ALL).  Returns how many it reaped. */
+unsigned worker_reap_strays(const pid_t *keep, size_t n_keep);
+
 /* Kills (SIGKILL to the process group) and reaps a worker still running, closes the fds. */
 void worker_free(struct worker *w);
 /* SIGKILL to the worker's process group now (the job is abandoned). */

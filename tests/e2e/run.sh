@@ -70,6 +70,34 @@ expect_rc 0 '"n_total":196608' "pimctl --json model show" \
 	"$PIMCTL" --socket "$S" --json model show decoder-block
 expect_rc 1 'no model named "nope"' "show of a missing model (exit 1)" \
 	"$PIMCTL" --socket "$S" model show nope
+# A right-to-left override (U+202E) reorders what a terminal shows after it: pimctl's text
+# output escapes it, in names, sources and pimd's messages, as it does other controls; --json
+# keeps the bytes.  (Model names are refused with it; region names and sources are free text.)
+RLO=$(printf '\342\200\256')
+sed -e "s/\"name\": \"decoder-block\"/\"name\": \"rlo-kcolb\"/" -e "s/\"source\": \"/&src${RLO}nosj.exe /" \
+	-e "s/\"name\": \"qkv.matvec\"/\"name\": \"qkv${RLO}xevtam\"/" "$EXAMPLE" > "$T/rlo.json"
+expect_rc 0 'Loaded model rlo-kcolb' "a model whose region name and source hold U+202E loads" \
+	"$PIMCTL" --socket "$S" model load "$T/rlo.json"
+expect_rc 0 'qkv\\u202Exevtam .*linalg.matvec' "pimctl model show escapes U+202E in a region's name" \
+	"$PIMCTL" --socket "$S" model show rlo-kcolb
+expect_rc 0 'source:      src\\u202Enosj.exe ' "pimctl model show escapes U+202E in the source" \
+	"$PIMCTL" --socket "$S" model show rlo-kcolb
+check "pimctl model show writes no bidirectional control" \
+	sh -c "! '$PIMCTL' --socket '$S' model show rlo-kcolb | grep -q '$RLO'"
+expect_rc 0 "\"name\":\"qkv${RLO}xevtam\"" "pimctl --json model show keeps the bytes" \
+	"$PIMCTL" --socket "$S" --json model show rlo-kcolb
+expect_rc 0 "\"source\":\"src${RLO}nosj.exe " "pimctl --json model list keeps the bytes" \
+	"$PIMCTL" --socket "$S" --json model list
+"$PIMCTL" --socket "$S" model rm rlo-kcolb > /dev/null
+sed "s/\"name\": \"decoder-block\"/\"name\": \"rlo-${RLO}kcolb\"/" "$EXAMPLE" > "$T/rlo-name.json"
+expect_rc 1 'rlo-\\u202Ekcolb" is not a valid model name' "a model name with U+202E is refused, and echoed escaped" \
+	"$PIMCTL" --socket "$S" model load "$T/rlo-name.json"
+check "and the refusal writes no bidirectional control" \
+	sh -c "! '$PIMCTL' --socket '$S' model load '$T/rlo-name.json' 2>&1 | grep -q '$RLO'"
+expect_rc 1 'rlo-\\u202Ekcolb" is not a valid model name' "pimd's message echoing U+202E is shown escaped" \
+	"$PIMCTL" --socket "$S" model show "rlo-${RLO}kcolb"
+check "pimctl's messages write no bidirectional control" \
+	sh -c "! '$PIMCTL' --socket '$S' model show 'rlo-${RLO}kcolb' 2>&1 | grep -q '$RLO'"
 printf '{ "name": "x", "allocations": [], "regions": [] }' > "$T/bad.json"
 expect_rc 1 "allocations: a manifest needs at least one allocation" "invalid manifest named field" \
 	"$PIMCTL" --socket "$S" model load "$T/bad.json"
@@ -310,6 +338,8 @@ expect_rc 1 'setting:1: kernel "fast" must be exact or paper' "jitq plan: a bad 
 	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --kernel fast
 expect_rc 1 'mem_share "2" must be a number between 0 and 1' "jitq plan: a bad scheduler setting is refused" \
 	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --set mem_share=2
+expect_rc 0 "x mx4 speedup 3;" "jitq plan: the accelerator's throughput per format as an input" \
+	"$PIMCTL" --socket "$S" jitq plan --model bert-340M --format mx4 --set speedup_mx4=3
 check "libpimclient: a JIT-Q plan looked up per block boundary" "$TOOL" jitq "$S"
 check "libpimclient: the same plan again, kept from the first answer" "$TOOL" jitq "$S"
 check "a repeated jitq plan answers the same; another setting, another plan" sh -c "
@@ -428,7 +458,7 @@ expect_rc 1 "schema version 99 is newer than this pimd knows" "a newer database 
 sqlite3 "$T/state/pimd.db" "PRAGMA user_version = $V"
 # a copy of the store whose last pages are overwritten: refused, naming the file and what to do
 # (vacuumed first, so that the last pages hold data rather than free pages)
-mkdir -p "$T/damaged"
+mkdir -p -m 0750 "$T/damaged"
 cp "$T/state/pimd.db" "$T/damaged/pimd.db"
 sqlite3 "$T/damaged/pimd.db" 'VACUUM'
 PS=$(sqlite3 "$T/damaged/pimd.db" 'PRAGMA page_size') PC=$(sqlite3 "$T/damaged/pimd.db" 'PRAGMA page_count')
@@ -445,6 +475,67 @@ expect_rc 1 "bad.conf:1: max_frame_bytes" "a bad config file stops start-up" \
 expect_rc 1 "No such file" "an explicit missing config is an error" \
 	"$PIMD" --foreground --socket "$S" --state-dir "$T/state" --config "$T/missing.conf"
 expect_rc 2 "unrecognized option" "pimd usage error" "$PIMD" --frobnicate
+
+# ------------------------------------------------------------ a state directory pimd cannot trust
+# As OpenSSH's StrictModes: what another user can write, or a link put in place of the
+# database, is refused at start, and nothing is written.
+mkdir -m 0777 "$T/open"
+expect_rc 1 "state directory $T/open is writable by others (mode 0777): refused" \
+	"a state directory writable by others (0777) is refused at start" \
+	timeout 20 "$PIMD" --foreground --socket "$T/open.sock" --state-dir "$T/open"
+check "and nothing is written in it" [ -z "$(ls -A "$T/open")" ]
+mkdir -m 0700 "$T/linked"
+ln -s "$T/elsewhere.db" "$T/linked/pimd.db"
+expect_rc 1 "database file $T/linked/pimd.db is a symbolic link: refused" \
+	"a database that is a symbolic link (to nothing) is refused at start" \
+	timeout 20 "$PIMD" --foreground --socket "$T/linked.sock" --state-dir "$T/linked"
+check "and no database is written where it points" [ ! -e "$T/elsewhere.db" ]
+rm "$T/linked/pimd.db"
+cp "$T/state/pimd.db" "$T/elsewhere.db"
+ln -s "$T/elsewhere.db" "$T/linked/pimd.db"
+expect_rc 1 "is a symbolic link: refused" "a database that is a symbolic link (to a database) is refused at start" \
+	timeout 20 "$PIMD" --foreground --socket "$T/linked.sock" --state-dir "$T/linked"
+if [ "$(id -u)" = 0 ]; then
+	mkdir -m 0750 "$T/theirs"
+	cp "$T/state/pimd.db" "$T/theirs/pimd.db"
+	chown -R 65534:65534 "$T/theirs"
+	expect_rc 1 "state directory $T/theirs belongs to uid 65534, not to pimd's user (uid 0) or root: refused" \
+		"a state directory and database of another user are refused at start" \
+		timeout 20 "$PIMD" --foreground --socket "$T/theirs.sock" --state-dir "$T/theirs"
+fi
+
+# ------------------------------------------------------------ a database read-only for a while
+# pimd.db made 0444 while pimd runs, before its writer first opens it: the write fails naming
+# the cause; made writable again, the next write succeeds without a restart.  (Root writes a
+# 0444 file anyway: pimd runs as nobody then.)
+R=$T/ro AS_RO=
+if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null 2>&1; then
+	mkdir -m 0700 "$R" "$R/state"
+	cp "$PIMD" "$R/pimd"
+	# the store of the pimd above: B_cpu is known, no probe at start
+	cp "$T/state/pimd.db" "$R/state/pimd.db"
+	sed 's/"name": "decoder-block"/"name": "after-ro"/' "$EXAMPLE" > "$R/m.json"
+	if [ "$(id -u)" = 0 ]; then
+		chmod 0755 "$T"
+		chown -R 65534:65534 "$R"
+		AS_RO="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	fi
+	$AS_RO "$R/pimd" --foreground --socket "$R/s" --state-dir "$R/state" 2>"$R/log" &
+	RPID=$!
+	if wait_ready "$R/s"; then
+		chmod 0444 "$R/state/pimd.db"
+		expect_rc 1 "pimd.db: read-only database" "a write to a database made 0444 fails naming the cause" \
+			"$PIMCTL" --socket "$R/s" model load "$R/m.json"
+		chmod 0644 "$R/state/pimd.db"
+		expect_rc 0 "Loaded model after-ro" "writable again, the next write succeeds without a restart" \
+			"$PIMCTL" --socket "$R/s" model load "$R/m.json"
+		expect_rc 0 "after-ro" "and the model is stored" "$PIMCTL" --socket "$R/s" model list
+	else
+		bad "a pimd for the read-only test starts"; sed 's/^/     | /' "$R/log"
+	fi
+	kill -TERM "$RPID"; wait "$RPID"
+	chmod 0700 "$T"
+fi
 
 # ------------------------------------------------------------ detached pimd
 env -u NOTIFY_SOCKET -u LISTEN_FDS -u INVOCATION_ID \

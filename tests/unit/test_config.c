@@ -83,6 +83,13 @@ START_TEST(values_and_comments)
 	ck_assert(c.placement.b_cpu == 2e10);
 	ck_assert_uint_eq(c.profile_repetitions, 25);
 	ck_assert_str_eq(c.pim_config, "/etc/pimd/hbm.conf");
+	/* JIT-Q: the accelerator's throughput per MX format; 0 (unset) leaves the planner's */
+	ck_assert(c.jitq_speedup[0] == 0 && c.jitq_speedup[1] == 0 && c.jitq_speedup[2] == 0);
+	ck_assert_int_eq(parse(&c, "speedup_mx6 = 3\nspeedup_mx4 = 4.5\n", &err), 0);
+	ck_assert(c.jitq_speedup[0] == 0 && c.jitq_speedup[1] == 3 && c.jitq_speedup[2] == 4.5);
+	config_init(&c);
+	ck_assert_int_lt(parse(&c, "speedup_mx9 = 65\n", &err), 0);
+	ck_assert_str_eq(err.msg, "test.conf:1: speedup_mx9 \"65\" must be at most 64");
 }
 END_TEST
 

@@ -61,6 +61,9 @@ static struct jitq_config small_config(void)
 	c.model.tslice = 1;
 	c.accel.peak_flops = 1e9;
 	c.accel.efficiency = 0.5;
+	/* One speed for every format here; test_speedup_per_format checks the default ratios. */
+	for (int f = 0; f < 3; f++)
+		c.accel.speedup[f] = 1;
 	tcost = (struct test_cost){ .k = { 0x1p-14, 0x1p-13 } };
 	c.pim.quant_time_s = test_cost_fn;
 	c.pim.ctx = &tcost;
@@ -89,6 +92,43 @@ static void plan_fails(const struct jitq_config *c, int code, const char *msg)
 }
 
 /* ---- FLOPs, accelerator time, shapes ------------------------------------------------------ */
+
+START_TEST(test_speedup_per_format)
+{
+	struct jitq_config c = small_config();
+	struct pim_error err = { 0 };
+	/* The default: time per GEMM 9 : 6 : 4, MX9 at the BF16 rate. */
+	static const double want[3] = { 1.0, 1.5, 2.25 };
+	double slack[3];
+
+	jitq_accel_speedup_bits(c.accel.speedup);
+	for (int f = 0; f < 3; f++) {
+		c.fmt = (enum mx_format)f;
+		struct jitq_plan *p = plan_ok(&c);
+		ck_assert_double_eq(p->cfg.accel.speedup[f], want[f]);
+		/* 6815744 FLOP / (1e9 · 0.5 · speedup): 13.631488 ms, 9.0876587 ms, 6.0584391 ms */
+		ck_rel(p->phase[JITQ_PHASE_FWD].blocks[0].accel_s, 6815744.0 / 5e8 / want[f]);
+		ck_rel(p->phase[JITQ_PHASE_BWD].blocks[0].accel_s, 2 * 6815744.0 / 5e8 / want[f]);
+		slack[f] = p->phase[JITQ_PHASE_FWD].slack_min;
+		char buf[8192];
+		jitq_plan_format(p, false, buf, sizeof buf);
+		ck_has(buf, "accelerator throughput per format, x the BF16 rate (peak x efficiency): "
+			    "mx9 1, mx6 1.5, mx4 2.25 (time per GEMM 9 : 6 : 4");
+		jitq_plan_free(p);
+	}
+	/* The PIM cost of this test does not depend on the format: slack 9 : 6 : 4. */
+	ck_rel(slack[MX_FMT_MX9] / slack[MX_FMT_MX6], 1.5);
+	ck_rel(slack[MX_FMT_MX9] / slack[MX_FMT_MX4], 2.25);
+
+	ck_assert_int_eq(jitq_config_set(&c, "speedup_mx4", "3", &err), 0);
+	ck_assert_double_eq(c.accel.speedup[MX_FMT_MX4], 3);
+	ck_assert_int_eq(jitq_config_set(&c, "speedup_mx6", "0", &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "speedup_mx6 \"0\" must be a number more than 0 and at most 64");
+	ck_assert_int_eq(jitq_config_set(&c, "speedup_mx9", "65", &err), -EINVAL);
+	c.accel.speedup[MX_FMT_MX9] = -1;
+	plan_fails(&c, -EINVAL, "accel.speedup[mx9] = -1 is out of range (0, 64]");
+}
+END_TEST
 
 START_TEST(test_flops_and_times)
 {
@@ -477,6 +517,12 @@ START_TEST(test_presets)
 		ck_assert_uint_eq(m.heads, want[i].heads);
 		ck_assert_uint_eq(m.seq, want[i].seq);
 		ck_assert_uint_eq(m.tslice, want[i].tslice);
+		/* tokens per micro-batch: the slack floor's level for the two largest, twice it
+		 * for the models JIT-Q names as having more (bert-340M, gpt-2-1.5B) */
+		if (i >= 4)
+			ck_assert_uint_eq(m.batch * m.seq, JITQ_PAPER_TOKENS);
+		else if (i < 2)
+			ck_assert_uint_eq(m.batch * m.seq, 2 * JITQ_PAPER_TOKENS);
 		ck_assert_ptr_nonnull(m.source);
 		ck_assert_int_eq(jitq_model_validate(&m, NULL), 0);
 
@@ -793,6 +839,7 @@ int main(void)
 
 	tc = test_case(s, "times");
 	tcase_add_test(tc, test_flops_and_times);
+	tcase_add_test(tc, test_speedup_per_format);
 	tcase_add_test(tc, test_measured_times);
 	tc = test_case(s, "lookahead");
 	tcase_add_test(tc, test_slack_lookahead_i1);

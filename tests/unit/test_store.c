@@ -2,10 +2,13 @@
 /* Unit tests of daemon/store.c: migrations, the model tables, ownership. */
 #include <sqlite3.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "manifest.h"
-#include "store.h"
+#include "store.c" /* its connection, to make it read-only (connection_found_read_only_reconnects) */
 #include "test_util.h"
 
 static char dir[64];
@@ -1123,6 +1126,160 @@ START_TEST(reserve_beside_the_database)
 }
 END_TEST
 
+/* The steps of read_only_database_is_refused, as a user the file mode binds; 0, or the failed
+ * step with its message in msg. */
+static int read_only_steps(char *msg, size_t len)
+{
+	struct store *s, *s2;
+	struct pim_error err = { 0 };
+	bool replaced;
+	int step = 0;
+#define STEP(cond)                                                                   \
+	do {                                                                         \
+		step++;                                                              \
+		if (!(cond)) {                                                       \
+			snprintf(msg, len, "step %d: %s", step, err.msg);            \
+			return step;                                                 \
+		}                                                                    \
+	} while (0)
+
+	STEP(store_open(path, 1000, &s, &err) == 0);
+	/* 0444 while pimd runs: a new connection (a thread's first) is refused, not opened
+	 * read-only for good */
+	STEP(chmod(path, 0444) == 0);
+	STEP(store_open_again(s, 1000, &s2, &err) == -EROFS);
+	STEP(strstr(err.msg, "read-only database") && strstr(err.msg, path));
+	STEP(store_open(path, 1000, &s2, &err) == -EROFS);
+	/* writable again: the next connection writes */
+	STEP(chmod(path, 0644) == 0);
+	STEP(store_open_again(s, 1000, &s2, &err) == 0);
+	STEP(!store_found_readonly(s2));
+	Pim__Manifest *m = manifest("after", 2);
+	STEP(store_model_put(s2, m, getuid(), false, &replaced, NULL, &err) == 0);
+	pim__manifest__free_unpacked(m, NULL);
+	store_close(s2);
+	store_close(s);
+	return 0;
+#undef STEP
+}
+
+/* A database that is read-only when a connection opens: refused (SQLite would open it
+ * read-only, silently, for as long as the connection lives), and opened once writable. */
+START_TEST(read_only_database_is_refused)
+{
+	char msg[600] = "";
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(fds[0]);
+		/* root writes a 0444 file anyway: the steps run as nobody */
+		if (geteuid() == 0 && (chown(dir, 65534, 65534) < 0 || setgroups(0, NULL) < 0 ||
+				       setresgid(65534, 65534, 65534) < 0 ||
+				       setresuid(65534, 65534, 65534) < 0))
+			_exit(99);
+		int r = read_only_steps(msg, sizeof msg);
+		if (write(fds[1], msg, strlen(msg)) < 0)
+			r = 98;
+		_exit(r);
+	}
+	close(fds[1]);
+	ssize_t n = read(fds[0], msg, sizeof msg - 1);
+	msg[n > 0 ? n : 0] = 0;
+	close(fds[0]);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit %d: %s",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1, msg);
+}
+END_TEST
+
+/* A connection whose writes fail for a read-only database (SQLITE_READONLY, here from
+ * query_only) says so, not "permission denied", and is opened again. */
+START_TEST(connection_found_read_only_reconnects)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert(!store_found_readonly(s));
+	ck_assert_int_eq(sqlite3_exec(s->db, "PRAGMA query_only = ON", NULL, NULL, NULL), SQLITE_OK);
+	Pim__Manifest *m = manifest("moved", 2);
+	int r = store_model_put(s, m, 0, false, &replaced, NULL, &err);
+	ck_assert_msg(r == -EROFS, "%d %s", r, err.msg);
+	ck_assert_msg(strstr(err.msg, "read-only database"), "%s", err.msg);
+	ck_assert(store_found_readonly(s));
+	ck_assert_msg(store_reconnect(s, &err) == 0, "%s", err.msg);
+	ck_assert(!store_found_readonly(s));
+	ck_assert_msg(store_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
+	unsigned n = 0;
+	ck_assert_int_eq(store_model_count(s, &n, &err), 0);
+	ck_assert_uint_eq(n, 1);
+	pim__manifest__free_unpacked(m, NULL);
+	store_close(s);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models WHERE name = 'moved'"), 1);
+}
+END_TEST
+
+/* StrictModes: a state directory or database another user can write or own, and a database
+ * that is a symbolic link, are refused; what pimd made itself is trusted. */
+START_TEST(untrusted_state_directory_is_refused)
+{
+	struct pim_error err = { 0 };
+	struct store *s;
+	char link[200], other[200];
+	uid_t me = geteuid();
+
+	ck_assert_msg(store_check_trust(dir, path, me, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	store_close(s);
+	ck_assert_msg(store_check_trust(dir, path, me, &err) == 0, "%s", err.msg);
+
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	ck_assert_int_eq(store_check_trust(dir, path, me, &err), -EPERM);
+	ck_assert_msg(strstr(err.msg, "state directory") && strstr(err.msg, "writable by others") &&
+		      strstr(err.msg, "mode 0777"), "%s", err.msg);
+	ck_assert_int_eq(chmod(dir, 0770), 0);
+	ck_assert_int_eq(store_check_trust(dir, path, me, &err), -EPERM);
+	ck_assert_msg(strstr(err.msg, "writable by its group"), "%s", err.msg);
+	ck_assert_int_eq(chmod(dir, 0750), 0); /* StateDirectoryMode=0750 */
+	ck_assert_msg(store_check_trust(dir, path, me, &err) == 0, "%s", err.msg);
+
+	ck_assert_int_eq(chmod(path, 0666), 0);
+	ck_assert_int_eq(store_check_trust(dir, path, me, &err), -EPERM);
+	ck_assert_msg(strstr(err.msg, "database file") && strstr(err.msg, "writable by others"), "%s",
+		      err.msg);
+	ck_assert_int_eq(chmod(path, 0600), 0);
+
+	/* owned by another user (root may own it: it is trusted anyway) */
+	if (me == 0) {
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(store_check_trust(dir, path, 0, &err), -EPERM);
+		ck_assert_int_eq(chown(path, 0, 0), 0);
+	} else
+		ck_assert_int_eq(store_check_trust(dir, path, me + 1, &err), -EPERM);
+	ck_assert_msg(strstr(err.msg, "belongs to uid") && strstr(err.msg, "not to pimd's user"), "%s",
+		      err.msg);
+
+	/* the database or its write-ahead log as a link, to a file or to nothing */
+	snprintf(other, sizeof other, "%s/elsewhere.db", dir);
+	snprintf(link, sizeof link, "%s-wal", path);
+	unlink(link);
+	ck_assert_int_eq(symlink(other, link), 0);
+	ck_assert_int_eq(store_check_trust(dir, path, me, &err), -ELOOP);
+	ck_assert_msg(strstr(err.msg, "is a symbolic link"), "%s", err.msg);
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(symlink(other, path), 0);
+	ck_assert_int_eq(store_check_trust(dir, path, me, &err), -ELOOP);
+	/* and opening through it writes nothing there */
+	ck_assert_int_lt(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(access(other, F_OK), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -1146,5 +1303,8 @@ int main(void)
 	tcase_add_test(tc, changes_handed_to_a_writer);
 	tcase_add_test(tc, damaged_database_is_refused);
 	tcase_add_test(tc, reserve_beside_the_database);
+	tcase_add_test(tc, read_only_database_is_refused);
+	tcase_add_test(tc, connection_found_read_only_reconnects);
+	tcase_add_test(tc, untrusted_state_directory_is_refused);
 	return test_run_suite(s);
 }

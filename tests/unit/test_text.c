@@ -315,6 +315,36 @@ START_TEST(strbuf_grows_and_stops_at_its_limit)
 }
 END_TEST
 
+/* Text for a terminal (pimctl): controls and bidirectional controls escaped, the rest kept. */
+static void ck_terminal(const char *in, const char *want)
+{
+	char *got = text_for_terminal(in);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_str_eq(got, want);
+	free(got);
+}
+
+START_TEST(terminal_text_escapes_controls_and_bidi_overrides)
+{
+	ck_terminal(NULL, "");
+	ck_terminal("decoder-block", "decoder-block");
+	ck_terminal("\xc3\xa9\xe2\x82\xac\xe4\xb8\xad", "\xc3\xa9\xe2\x82\xac\xe4\xb8\xad"); /* é € 中 */
+	/* "evil<RLO>txt.exe" shows as "evilexe.txt" on a terminal */
+	ck_terminal("evil\xe2\x80\xaetxt.exe", "evil\\u202Etxt.exe");
+	/* every bidirectional control: ALM, LRM, RLM, LRE..RLO, LRI..PDI */
+	ck_terminal("\xd8\x9c\xe2\x80\x8e\xe2\x80\x8f", "\\u061C\\u200E\\u200F");
+	ck_terminal("\xe2\x80\xaa\xe2\x80\xab\xe2\x80\xac\xe2\x80\xad\xe2\x80\xae",
+		    "\\u202A\\u202B\\u202C\\u202D\\u202E");
+	ck_terminal("\xe2\x81\xa6\xe2\x81\xa7\xe2\x81\xa8\xe2\x81\xa9", "\\u2066\\u2067\\u2068\\u2069");
+	/* their neighbours are ordinary characters: ZWJ U+200D, U+2029, U+202F, U+2065, U+206A */
+	ck_terminal("\xe2\x80\x8d\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa",
+		    "\xe2\x80\x8d\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa");
+	/* C0 (an escape sequence), DEL, C1, and bytes that are not UTF-8 */
+	ck_terminal("\x1b[2Jx\ty\x7f\xc2\x9b", "\\u001B[2Jx\\u0009y\\u007F\\u009B");
+	ck_terminal("a\xff\xe2\x80", "a\\xFF\\xE2\\x80");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("text");
@@ -325,5 +355,6 @@ int main(void)
 	tcase_add_test(tc, trim_in_place);
 	tcase_add_test(tc, key_value_lines);
 	tcase_add_test(tc, strbuf_grows_and_stops_at_its_limit);
+	tcase_add_test(tc, terminal_text_escapes_controls_and_bidi_overrides);
 	return test_run_suite(s);
 }

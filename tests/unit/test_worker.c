@@ -943,6 +943,55 @@ START_TEST(test_job_leaves_no_process_holding_the_pipe)
 }
 END_TEST
 
+/* tests/models/cloneparent.c: region 0 when every clone/clone3 with CLONE_PARENT was refused,
+ * 7 when one made a child of this process. */
+START_TEST(test_clone_parent_refused)
+{
+	int fd = open_model("cloneparent");
+	const uint64_t args[] = { 8 };
+	const int32_t regions[] = { 0, 7 };
+	struct worker_job job;
+	base_job(&job, fd, args, 1, regions, 2);
+	job.reps = 1;
+	job.warmups = 0;
+	struct run run;
+	run_job(&job, &run);
+	close(fd);
+
+	assert_ok(&run);
+	ck_assert_ptr_nonnull(find_sample(&run, 0, 0, 0));
+	ck_assert_msg(!find_sample(&run, 7, 0, 0), "clone(CLONE_PARENT) made a child of the daemon");
+	ck_assert_uint_eq(worker_reap_strays(NULL, 0), 0);
+}
+END_TEST
+
+static pid_t child_exiting(unsigned long exit_signal)
+{
+	pid_t pid = (pid_t)syscall(SYS_clone, exit_signal, 0, 0, 0, 0);
+	if (pid == 0)
+		syscall(SYS_exit, 0);
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+/* Children that are no workers are reaped, those with no exit signal too; a kept one is not. */
+START_TEST(test_reap_strays)
+{
+	pid_t kept = child_exiting(SIGCHLD), stray = child_exiting(SIGCHLD), silent = child_exiting(0);
+	const pid_t all[] = { kept, stray, silent };
+	for (size_t i = 0; i < 3; i++) { /* each has exited (still unreaped) */
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		ck_assert_int_eq(waitid(P_PID, (id_t)all[i], &si, WEXITED | WNOWAIT | __WALL), 0);
+	}
+	ck_assert_uint_ge(worker_reap_strays(&kept, 1), 2);
+	ck_assert_int_eq(waitpid(stray, NULL, WNOHANG | __WALL), -1);
+	ck_assert_int_eq(errno, ECHILD);
+	ck_assert_int_eq(waitpid(silent, NULL, WNOHANG | __WALL), -1);
+	ck_assert_int_eq(waitpid(kept, NULL, 0), kept);
+}
+END_TEST
+
 START_TEST(test_wire_round_trip)
 {
 	int fd = open_model("compute");
@@ -1231,6 +1280,8 @@ static Suite *worker_suite(void)
 	tcase_add_test(tc, test_worker_sees_no_parent_memory);
 	tcase_add_test(tc, test_job_leaves_no_process);
 	tcase_add_test(tc, test_job_leaves_no_process_holding_the_pipe);
+	tcase_add_test(tc, test_clone_parent_refused);
+	tcase_add_test(tc, test_reap_strays);
 	tcase_add_test(tc, test_wire_round_trip);
 	tcase_add_test(tc, test_missing_helper_named);
 
