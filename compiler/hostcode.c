@@ -609,6 +609,16 @@ static const char MATH_HELPERS[] =
 	"  %r = math.copysign %m, %x : f32\n"
 	"  return %r : f32\n"
 	"}\n"
+	"func.func private @pim_one_plus_tanh_f32(%u: f32) -> f32 {\n"
+	"  %m2 = arith.constant -2.0 : f32\n"
+	"  %one = arith.constant 1.0 : f32\n"
+	"  %two = arith.constant 2.0 : f32\n"
+	"  %t = arith.mulf %u, %m2 : f32\n"
+	"  %e = math.exp %t : f32\n"
+	"  %d = arith.addf %e, %one : f32\n"
+	"  %r = arith.divf %two, %d : f32\n"
+	"  return %r : f32\n"
+	"}\n"
 	"func.func private @pim_erf_f32(%x: f32) -> f32 {\n"
 	"  %ax = math.absf %x : f32\n"
 	"  %one = arith.constant 1.0 : f32\n"
@@ -663,6 +673,54 @@ static const char MATH_HELPERS[] =
 static bool is_f32(MlirValue v)
 {
 	return mlirTypeIsAF32(mlirValueGetType(v));
+}
+
+static bool is_const(MlirValue v, double want)
+{
+	if (!mlirValueIsAOpResult(v) || !mlirx_op_is(mlirOpResultGetOwner(v), "arith.constant"))
+		return false;
+	MlirAttribute a = mlirOperationGetAttributeByName(mlirOpResultGetOwner(v), mlirx_s("value"));
+	return !mlirAttributeIsNull(a) && mlirAttributeIsAFloat(a) && mlirFloatAttrGetValueDouble(a) == want;
+}
+
+/*
+ * 1 + tanh(u) on f32 (the tanh GELU: 0.5 x (1 + tanh(u))) as 2 / (1 + exp(-2u)): the same value
+ * with one exp and one divide, and no cancellation where tanh(u) is near -1.  Returns 1 when op
+ * was such an add and is gone.
+ */
+static int one_plus_tanh(MlirOperation op)
+{
+	if (!mlirx_op_is(op, "arith.addf") || mlirOperationGetNumOperands(op) != 2 ||
+	    !is_f32(mlirOperationGetResult(op, 0)))
+		return 0;
+	for (int k = 0; k < 2; k++) {
+		MlirValue t = mlirOperationGetOperand(op, k), c = mlirOperationGetOperand(op, 1 - k);
+		if (!mlirValueIsAOpResult(t) || !mlirx_op_is(mlirOpResultGetOwner(t), "math.tanh") ||
+		    !is_const(c, 1.0))
+			continue;
+		MlirOpOperand u = mlirValueGetFirstUse(t);
+		if (mlirOpOperandIsNull(u) || !mlirOpOperandIsNull(mlirOpOperandGetNextUse(u)))
+			continue;
+		MlirOperation tanh = mlirOpResultGetOwner(t);
+		MlirValue arg = mlirOperationGetOperand(tanh, 0);
+		MlirContext ctx = mlirOperationGetContext(op);
+		MlirType f32 = mlirF32TypeGet(ctx);
+		MlirOperationState st = mlirOperationStateGet(mlirx_s("func.call"), mlirOperationGetLocation(op));
+		MlirNamedAttribute a = mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("callee")),
+							     mlirFlatSymbolRefAttrGet(ctx, mlirx_s("pim_one_plus_tanh_f32")));
+		mlirOperationStateAddOperands(&st, 1, &arg);
+		mlirOperationStateAddResults(&st, 1, &f32);
+		mlirOperationStateAddAttributes(&st, 1, &a);
+		MlirOperation call = mlirOperationCreate(&st);
+		if (mlirOperationIsNull(call))
+			return -EINVAL;
+		mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, call);
+		mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), mlirOperationGetResult(call, 0));
+		mlirOperationDestroy(op);
+		mlirOperationDestroy(tanh);
+		return 1;
+	}
+	return 0;
 }
 
 /* Replaces op (one f32 operand, one f32 result) by a call of @callee. */
@@ -740,6 +798,21 @@ int hostcode_prepare(struct extract *x, struct pim_error *err)
 	if (mlirAttributeIsNull(fm)) {
 		free(l.ops);
 		return err_set(err, -EINVAL, "internal error: cannot make the fastmath attribute");
+	}
+	/* First 1 + tanh(u) (it removes tanh ops), then the rest on a fresh list. */
+	for (size_t i = 0; i < l.n; i++) {
+		if (!mlirx_op_is(l.ops[i], "arith.addf"))
+			continue;
+		if ((r = one_plus_tanh(l.ops[i])) < 0) {
+			free(l.ops);
+			return err_set(err, r, "internal error: cannot build a call of @pim_one_plus_tanh_f32");
+		}
+		need_helpers = need_helpers || r > 0;
+	}
+	l.n = 0;
+	if ((r = collect(mod, NULL, &l)) < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
 	}
 	for (size_t i = 0; i < l.n; i++) {
 		MlirOperation op = l.ops[i];

@@ -13,7 +13,8 @@
  *     be reassociated and contracted (fastmath<reassoc,contract>, what -ffast-math gives C
  *     code's reductions; no finite-math or NaN assumptions), math.tanh and math.erf on f32
  *     become inline arithmetic around math.exp, which the vectoriser maps to the C library's
- *     vector functions (libmvec), instead of scalar calls of tanhf and erff, and
+ *     vector functions (libmvec), instead of scalar calls of tanhf and erff (1 + tanh(u), the
+ *     tanh GELU's, as 2 / (1 + exp(-2u))), and
  *     arith.maximumf/minimumf become llvm.intr.maximum/minimum, which vectorise as reductions.
  * The instruction set the library is built for is common/cpulevel.h's.
  */

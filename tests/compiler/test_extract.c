@@ -972,8 +972,9 @@ START_TEST(gemv_weight_layouts)
 }
 END_TEST
 
-/* tanh and erf, computed inline (compiler/hostcode.c), against libm over [-12, 12], tiny and
- * special values: |error| <= 4e-7 + 2e-6 |want|; NaN stays NaN, ±inf gives ±1, -0 gives -0. */
+/* tanh, erf and 1 + tanh, computed inline (compiler/hostcode.c), against libm over [-12, 12],
+ * tiny and special values: |error| <= 4e-7 + 2e-6 |want|; NaN stays NaN, ±inf gives ±1, -0
+ * gives -0. */
 START_TEST(math_inline_accuracy)
 {
 	enum { N = 4096 };
@@ -984,7 +985,7 @@ START_TEST(math_inline_accuracy)
 
 	snprintf(so, sizeof so, "%s/math.so", dir);
 	model_open(&mr, so, m);
-	float *x = mr.args[0], *t = mr.args[1], *e = mr.args[2];
+	float *x = mr.args[0], *t = mr.args[1], *e = mr.args[2], *g = mr.args[3];
 	for (size_t i = 0; i < N - 8; i++)
 		x[i] = -12.0f + 24.0f * (float)i / (float)(N - 9);
 	const float special[8] = { 1e-30f, -3e-5f, 0.0624f, 0.0626f, -0.0f, INFINITY, -INFINITY, NAN };
@@ -993,7 +994,7 @@ START_TEST(math_inline_accuracy)
 	for (size_t i = 0; i < N; i++) {
 		float wt = tanhf(x[i]), we = erff(x[i]);
 		if (isnan(x[i])) {
-			ck_assert(isnan(t[i]) && isnan(e[i]));
+			ck_assert(isnan(t[i]) && isnan(e[i]) && isnan(g[i]));
 			continue;
 		}
 		ck_assert_msg(fabsf(t[i] - wt) <= 4e-7f + 2e-6f * fabsf(wt), "tanh(%g) = %.9g, libm %.9g",
@@ -1001,6 +1002,11 @@ START_TEST(math_inline_accuracy)
 		ck_assert_msg(fabsf(e[i] - we) <= 4e-7f + 2e-6f * fabsf(we), "erf(%g) = %.9g, libm %.9g",
 			      (double)x[i], (double)e[i], (double)we);
 		ck_assert(signbit(t[i]) == signbit(x[i]) && signbit(e[i]) == signbit(x[i]));
+		/* 1 + tanh as 2 / (1 + exp(-2x)): no cancellation near tanh = -1, so against the
+		 * double-precision value it is within a few ulp relative, where 1 + tanhf is not. */
+		double wg = 1.0 + tanh((double)x[i]);
+		ck_assert_msg(fabs(g[i] - wg) <= 1e-7 + 1e-6 * fabs(wg), "1 + tanh(%g) = %.9g, want %.9g",
+			      (double)x[i], (double)g[i], wg);
 	}
 	/* No call of libm's scalar tanhf or erff is left: their names are not in the library's
 	 * dynamic string table. */
