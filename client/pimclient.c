@@ -673,18 +673,14 @@ out:
 	return r;
 }
 
-int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
+/* A request answered with a ProfileReply, read into job. */
+static int profile_job_call(pim_client *c, Pim__Request *req, struct pim_profile_job *job)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
 	Pim__Response *resp;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	body.job = id;
-	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
-	req.profile_status = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_PROFILE, &resp);
+	r = call(c, req, PIM__RESPONSE__BODY_PROFILE, &resp);
 	if (r == 0) {
 		job_from(job, resp->profile);
 		pim__response__free_unpacked(resp, NULL);
@@ -693,24 +689,26 @@ int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
 	return r;
 }
 
+int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
+
+	body.job = id;
+	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
+	req.profile_status = &body;
+	return profile_job_call(c, &req, job);
+}
+
 int pim_profile_cancel(pim_client *c, uint64_t id, struct pim_profile_job *job)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
 	Pim__ProfileCancel body = PIM__PROFILE_CANCEL__INIT;
-	Pim__Response *resp;
-	int r;
 
-	pthread_mutex_lock(&c->lock);
 	body.job = id;
 	req.body_case = PIM__REQUEST__BODY_PROFILE_CANCEL;
 	req.profile_cancel = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_PROFILE, &resp);
-	if (r == 0) {
-		job_from(job, resp->profile);
-		pim__response__free_unpacked(resp, NULL);
-	}
-	pthread_mutex_unlock(&c->lock);
-	return r;
+	return profile_job_call(c, &req, job);
 }
 
 /* ---------------------------------------------------------------- JIT-Q plans */

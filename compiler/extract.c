@@ -440,11 +440,6 @@ static uint64_t storage_bytes(unsigned bits)
 	return (bits + 7) / 8;
 }
 
-struct linalg_list {
-	MlirOperation *ops;
-	size_t n, cap;
-};
-
 /*
  * tensor.concat does not bufferize in MLIR 19 ("op was not bufferized"): each one becomes a
  * tensor.empty of the result and one tensor.insert_slice per operand at its offset along the
@@ -515,19 +510,12 @@ static int lower_concat(struct extract *x, MlirOperation op, struct pim_error *e
 
 static int collect_concat(struct extract *x, MlirOperation op, void *ud)
 {
-	struct linalg_list *l = ud;
+	struct mlirx_ops *l = ud;
 
 	if (!mlirx_op_is(op, "tensor.concat"))
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		l->ops = p;
-		l->cap = cap;
-	}
-	l->ops[l->n++] = op;
+	if (mlirx_ops_add(l, op) < 0)
+		return -ENOMEM;
 	return 1;
 }
 
@@ -654,26 +642,19 @@ static int zero_weights(struct extract *x, MlirOperation op, void *ud)
 
 static int collect_constants(struct extract *x, MlirOperation op, void *ud)
 {
-	struct linalg_list *l = ud;
+	struct mlirx_ops *l = ud;
 
 	if (!mlirx_op_is(op, "arith.constant"))
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		l->ops = p;
-		l->cap = cap;
-	}
-	l->ops[l->n++] = op;
+	if (mlirx_ops_add(l, op) < 0)
+		return -ENOMEM;
 	return 0;
 }
 
 /* --weights zero over the entry function (zero_weights). */
 static int zero_all_weights(struct extract *x, MlirOperation entry, struct pim_error *err)
 {
-	struct linalg_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	int r = walk_nested(x, entry, collect_constants, &l);
 
 	if (r < 0) {
@@ -693,7 +674,7 @@ static int zero_all_weights(struct extract *x, MlirOperation entry, struct pim_e
 static int rewrite_for_bufferization(struct extract *x, struct pim_error *err)
 {
 	MlirOperation entry = extract_entry_op(x);
-	struct linalg_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	int r = walk_nested(x, entry, collect_concat, &l);
 
 	if (r < 0) {
@@ -715,19 +696,12 @@ static int rewrite_for_bufferization(struct extract *x, struct pim_error *err)
 
 static int collect_linalg(struct extract *x, MlirOperation op, void *ud)
 {
-	struct linalg_list *l = ud;
+	struct mlirx_ops *l = ud;
 
 	if (!mlirx_op_in_dialect(op, "linalg"))
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		l->ops = p;
-		l->cap = cap;
-	}
-	l->ops[l->n++] = op;
+	if (mlirx_ops_add(l, op) < 0)
+		return -ENOMEM;
 	return 1; /* the payload of a linalg op is not a region of its own */
 }
 
@@ -905,7 +879,7 @@ static int instrument(struct extract *x, struct pim_error *err)
 {
 	MlirOperation entry = extract_entry_op(x);
 	_cleanup_(freep) MlirOperation *ops = NULL;
-	struct linalg_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	int r = walk_nested(x, entry, collect_linalg, &l);
 
 	ops = l.ops;
@@ -1127,26 +1101,19 @@ static bool defined_inside(MlirValue v, MlirOperation g)
 
 struct payload_loads {
 	MlirOperation g;
-	struct linalg_list loads;
+	struct mlirx_ops loads;
 };
 
 static int collect_loads(struct extract *x, MlirOperation op, void *ud)
 {
 	struct payload_loads *pl = ud;
-	struct linalg_list *l = &pl->loads;
+	struct mlirx_ops *l = &pl->loads;
 
 	if (!mlirx_op_is(op, "memref.load") || mlirOperationGetNumOperands(op) < 1 ||
 	    defined_inside(mlirOperationGetOperand(op, 0), pl->g))
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 8;
-		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		l->ops = p;
-		l->cap = cap;
-	}
-	l->ops[l->n++] = op;
+	if (mlirx_ops_add(l, op) < 0)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -1302,26 +1269,12 @@ static int read_arguments(struct extract *x, MlirOperation entry, struct pim_err
 	return 0;
 }
 
-struct hook_list {
-	MlirOperation *enter;
-	size_t n, cap;
-};
-
 static int collect_enters(struct extract *x, MlirOperation op, void *ud)
 {
-	struct hook_list *h = ud;
-
 	if (!is_call_to(op, HOOK_ENTER))
 		return 0;
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 64;
-		MlirOperation *p = realloc(h->enter, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		h->enter = p;
-		h->cap = cap;
-	}
-	h->enter[h->n++] = op;
+	if (mlirx_ops_add(ud, op) < 0)
+		return -ENOMEM;
 	return 1;
 }
 
@@ -1329,25 +1282,25 @@ static int collect_enters(struct extract *x, MlirOperation op, void *ud)
 static int find_brackets(struct extract *x, MlirOperation entry, MlirOperation *by_id, size_t n,
 			 struct pim_error *err)
 {
-	struct hook_list h = { 0 };
+	struct mlirx_ops h = { 0 };
 	int r = walk_nested(x, entry, collect_enters, &h);
 
 	if (r < 0) {
-		free(h.enter);
+		free(h.ops);
 		return err_set(err, r, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++)
 		by_id[i] = (MlirOperation){ NULL };
 	for (size_t i = 0; i < h.n; i++) {
 		int64_t id;
-		if (hook_id(h.enter[i], &id) < 0 || id < 0 || (uint64_t)id >= n ||
+		if (hook_id(h.ops[i], &id) < 0 || id < 0 || (uint64_t)id >= n ||
 		    !mlirOperationIsNull(by_id[id])) {
-			r = refuse(err, x, h.enter[i], "internal error: region hook lost or duplicated by a pass");
+			r = refuse(err, x, h.ops[i], "internal error: region hook lost or duplicated by a pass");
 			break;
 		}
-		by_id[id] = h.enter[i];
+		by_id[id] = h.ops[i];
 	}
-	free(h.enter);
+	free(h.ops);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++)
@@ -1409,7 +1362,7 @@ static int read_regions(struct extract *x, struct pim_error *err)
 	_cleanup_(freep) MlirOperation *by_id = calloc(n_src, sizeof *by_id);
 	_cleanup_(freep) MlirOperation *src_op = calloc(n_src, sizeof *src_op);
 	_cleanup_(freep) MlirOperation *ops = NULL;
-	struct linalg_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	int r;
 
 	if (!by_id || !src_op)

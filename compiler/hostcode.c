@@ -10,44 +10,6 @@
 
 /* ---------------------------------------------------------------- walking */
 
-struct op_list {
-	MlirOperation *ops;
-	size_t n, cap;
-};
-
-static int list_add(struct op_list *l, MlirOperation op)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		l->ops = p;
-		l->cap = cap;
-	}
-	l->ops[l->n++] = op;
-	return 0;
-}
-
-/* Every operation nested in root (not root itself) named name, or every one when name is
- * NULL, in pre-order. */
-static int collect(MlirOperation root, const char *name, struct op_list *l)
-{
-	for (intptr_t r = 0; r < mlirOperationGetNumRegions(root); r++) {
-		MlirRegion reg = mlirOperationGetRegion(root, r);
-		for (MlirBlock b = mlirRegionGetFirstBlock(reg); !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
-			for (MlirOperation op = mlirBlockGetFirstOperation(b); !mlirOperationIsNull(op);
-			     op = mlirOperationGetNextInBlock(op)) {
-				int k;
-				if ((!name || mlirx_op_is(op, name)) && (k = list_add(l, op)) < 0)
-					return k;
-				if ((k = collect(op, name, l)) < 0)
-					return k;
-			}
-	}
-	return 0;
-}
-
 /* ---------------------------------------------------------------- loop order */
 
 static uint64_t shaped_bytes(MlirType t)
@@ -141,8 +103,8 @@ static int move_innermost(MlirContext ctx, MlirOperation g, MlirAttribute maps, 
 	free(nmaps);
 
 	/* linalg.index D in the payload names a loop dimension too. */
-	struct op_list idx = { 0 };
-	int r = collect(g, "linalg.index", &idx);
+	struct mlirx_ops idx = { 0 };
+	int r = mlirx_ops_collect(g, "linalg.index", &idx);
 	for (size_t i = 0; r == 0 && i < idx.n; i++) {
 		MlirAttribute a = mlirOperationGetAttributeByName(idx.ops[i], mlirx_s("dim"));
 		int64_t d = mlirAttributeIsNull(a) ? -1 : mlirIntegerAttrGetValueInt(a);
@@ -159,12 +121,12 @@ static int move_innermost(MlirContext ctx, MlirOperation g, MlirAttribute maps, 
 int hostcode_order_loops(struct extract *x, struct pim_error *err)
 {
 	MlirOperation entry = extract_entry_op(x);
-	struct op_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	int r;
 
 	if (mlirOperationIsNull(entry))
 		return err_set(err, -EINVAL, "internal error: @%s disappeared", x->entry);
-	if ((r = collect(entry, "linalg.generic", &l)) < 0) {
+	if ((r = mlirx_ops_collect(entry, "linalg.generic", &l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
 	}
@@ -294,10 +256,10 @@ static int add_keep_use(struct extract *x, MlirOperation op, MlirValue v, unsign
 /* The calls and declarations add_keep_use made. */
 static void remove_keep_uses(struct extract *x)
 {
-	struct op_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	char name[128];
 
-	if (collect(mlirModuleGetOperation(x->module), NULL, &l) < 0) {
+	if (mlirx_ops_collect(mlirModuleGetOperation(x->module), NULL, &l) < 0) {
 		free(l.ops);
 		return;
 	}
@@ -353,7 +315,7 @@ static bool reads_fusably(MlirOperation g, intptr_t k, MlirOperation p)
  * generics read is cloned for each of them, so that each clone is fused into its reader: the
  * readers compute it again instead of the host writing it to memory and reading it back.
  */
-static int clone_cheap_producers(struct op_list *l)
+static int clone_cheap_producers(struct mlirx_ops *l)
 {
 	/* Last first: a reader that is itself cloned has its clones in place before its producer
 	 * counts its readers. */
@@ -391,7 +353,7 @@ struct named {
 	MlirAttribute name;
 };
 
-static int collect_names(struct extract *x, const struct op_list *l, struct named **out, size_t *n)
+static int collect_names(struct extract *x, const struct mlirx_ops *l, struct named **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
@@ -411,13 +373,13 @@ static int collect_names(struct extract *x, const struct op_list *l, struct name
 
 static int restore_names(struct extract *x, const struct named *nm, size_t n)
 {
-	struct op_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	char loc[MANIFEST_TEXT_MAX + 1];
 	int r;
 
 	if (!n)
 		return 0;
-	if ((r = collect(extract_entry_op(x), "linalg.generic", &l)) < 0) {
+	if ((r = mlirx_ops_collect(extract_entry_op(x), "linalg.generic", &l)) < 0) {
 		free(l.ops);
 		return r;
 	}
@@ -437,8 +399,8 @@ static int restore_names(struct extract *x, const struct named *nm, size_t n)
 
 static bool has_linalg(MlirOperation entry)
 {
-	struct op_list l = { 0 };
-	bool any = !mlirOperationIsNull(entry) && collect(entry, NULL, &l) == 0 && l.n > 0;
+	struct mlirx_ops l = { 0 };
+	bool any = !mlirOperationIsNull(entry) && mlirx_ops_collect(entry, NULL, &l) == 0 && l.n > 0;
 	size_t k = 0;
 	while (any && k < l.n && !mlirx_op_in_dialect(l.ops[k], "linalg"))
 		k++;
@@ -451,19 +413,19 @@ int hostcode_fuse(struct extract *x, struct pim_error *err)
 	struct named *names = NULL;
 	size_t n_names = 0;
 	MlirOperation entry;
-	struct op_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	unsigned kept = 0;
 	int r;
 
 	entry = extract_entry_op(x);
 	if (mlirOperationIsNull(entry))
 		return err_set(err, -EINVAL, "internal error: @%s disappeared", x->entry);
-	if ((r = collect(entry, "linalg.generic", &l)) < 0 || (r = clone_cheap_producers(&l)) < 0) {
+	if ((r = mlirx_ops_collect(entry, "linalg.generic", &l)) < 0 || (r = clone_cheap_producers(&l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
 	}
 	l.n = 0;
-	if ((r = collect(entry, "linalg.generic", &l)) < 0) {
+	if ((r = mlirx_ops_collect(entry, "linalg.generic", &l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
 	}
@@ -683,6 +645,29 @@ static bool is_const(MlirValue v, double want)
 	return !mlirAttributeIsNull(a) && mlirAttributeIsAFloat(a) && mlirFloatAttrGetValueDouble(a) == want;
 }
 
+/* Replaces op (one f32 result) by a call of @callee on arg (f32). */
+static int replace_by_call(MlirOperation op, const char *callee, MlirValue arg)
+{
+	MlirLocation loc = mlirOperationGetLocation(op);
+	MlirContext ctx = mlirOperationGetContext(op);
+	MlirType f32 = mlirF32TypeGet(ctx);
+	MlirOperationState st = mlirOperationStateGet(mlirx_s("func.call"), loc);
+	MlirNamedAttribute a = mlirNamedAttributeGet(
+		mlirIdentifierGet(ctx, mlirx_s("callee")),
+		mlirFlatSymbolRefAttrGet(ctx, mlirx_s(callee)));
+
+	mlirOperationStateAddOperands(&st, 1, &arg);
+	mlirOperationStateAddResults(&st, 1, &f32);
+	mlirOperationStateAddAttributes(&st, 1, &a);
+	MlirOperation call = mlirOperationCreate(&st);
+	if (mlirOperationIsNull(call))
+		return -EINVAL;
+	mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, call);
+	mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), mlirOperationGetResult(call, 0));
+	mlirOperationDestroy(op);
+	return 0;
+}
+
 /*
  * 1 + tanh(u) on f32 (the tanh GELU: 0.5 x (1 + tanh(u))) as 2 / (1 + exp(-2u)): the same value
  * with one exp and one divide, and no cancellation where tanh(u) is near -1.  Returns 1 when op
@@ -702,50 +687,14 @@ static int one_plus_tanh(MlirOperation op)
 		if (mlirOpOperandIsNull(u) || !mlirOpOperandIsNull(mlirOpOperandGetNextUse(u)))
 			continue;
 		MlirOperation tanh = mlirOpResultGetOwner(t);
-		MlirValue arg = mlirOperationGetOperand(tanh, 0);
-		MlirContext ctx = mlirOperationGetContext(op);
-		MlirType f32 = mlirF32TypeGet(ctx);
-		MlirOperationState st = mlirOperationStateGet(mlirx_s("func.call"), mlirOperationGetLocation(op));
-		MlirNamedAttribute a = mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirx_s("callee")),
-							     mlirFlatSymbolRefAttrGet(ctx, mlirx_s("pim_one_plus_tanh_f32")));
-		mlirOperationStateAddOperands(&st, 1, &arg);
-		mlirOperationStateAddResults(&st, 1, &f32);
-		mlirOperationStateAddAttributes(&st, 1, &a);
-		MlirOperation call = mlirOperationCreate(&st);
-		if (mlirOperationIsNull(call))
+		if (replace_by_call(op, "pim_one_plus_tanh_f32", mlirOperationGetOperand(tanh, 0)) < 0)
 			return -EINVAL;
-		mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, call);
-		mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), mlirOperationGetResult(call, 0));
-		mlirOperationDestroy(op);
 		mlirOperationDestroy(tanh);
 		return 1;
 	}
 	return 0;
 }
 
-/* Replaces op (one f32 operand, one f32 result) by a call of @callee. */
-static int replace_by_call(MlirOperation op, const char *callee)
-{
-	MlirLocation loc = mlirOperationGetLocation(op);
-	MlirContext ctx = mlirOperationGetContext(op);
-	MlirValue arg = mlirOperationGetOperand(op, 0);
-	MlirType f32 = mlirF32TypeGet(ctx);
-	MlirOperationState st = mlirOperationStateGet(mlirx_s("func.call"), loc);
-	MlirNamedAttribute a = mlirNamedAttributeGet(
-		mlirIdentifierGet(ctx, mlirx_s("callee")),
-		mlirFlatSymbolRefAttrGet(ctx, mlirx_s(callee)));
-
-	mlirOperationStateAddOperands(&st, 1, &arg);
-	mlirOperationStateAddResults(&st, 1, &f32);
-	mlirOperationStateAddAttributes(&st, 1, &a);
-	MlirOperation call = mlirOperationCreate(&st);
-	if (mlirOperationIsNull(call))
-		return -EINVAL;
-	mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, call);
-	mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), mlirOperationGetResult(call, 0));
-	mlirOperationDestroy(op);
-	return 0;
-}
 
 /* arith.maximumf/minimumf on f32 or f64 as LLVM's llvm.intr.maximum/minimum: arith-expand
  * (which the model's pipeline runs for bf16) would otherwise rewrite them into compares and
@@ -786,11 +735,11 @@ int hostcode_prepare(struct extract *x, struct pim_error *err)
 {
 	MlirOperation mod = mlirModuleGetOperation(x->module);
 	MlirContext ctx = x->mx.ctx;
-	struct op_list l = { 0 };
+	struct mlirx_ops l = { 0 };
 	bool need_helpers = false;
 	int r;
 
-	if ((r = collect(mod, NULL, &l)) < 0) {
+	if ((r = mlirx_ops_collect(mod, NULL, &l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
 	}
@@ -810,7 +759,7 @@ int hostcode_prepare(struct extract *x, struct pim_error *err)
 		need_helpers = need_helpers || r > 0;
 	}
 	l.n = 0;
-	if ((r = collect(mod, NULL, &l)) < 0) {
+	if ((r = mlirx_ops_collect(mod, NULL, &l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
 	}
@@ -829,7 +778,7 @@ int hostcode_prepare(struct extract *x, struct pim_error *err)
 			 mlirOperationGetNumOperands(op) == 1 && is_f32(mlirOperationGetOperand(op, 0)) &&
 			 mlirOperationGetNumResults(op) == 1 && is_f32(mlirOperationGetResult(op, 0))) {
 			const char *callee = mlirx_op_is(op, "math.tanh") ? "pim_tanh_f32" : "pim_erf_f32";
-			if (replace_by_call(op, callee) < 0) {
+			if (replace_by_call(op, callee, mlirOperationGetOperand(op, 0)) < 0) {
 				free(l.ops);
 				return err_set(err, -EINVAL, "internal error: cannot build a call of @%s", callee);
 			}

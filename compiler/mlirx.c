@@ -279,3 +279,36 @@ int mlirx_write_module(MlirModule module, const char *path, struct pim_error *er
 		return err_set(err, -EIO, "%s: write failed", path);
 	return 0;
 }
+
+/* ---------------------------------------------------------------- operation lists */
+
+int mlirx_ops_add(struct mlirx_ops *l, MlirOperation op)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		MlirOperation *p = realloc(l->ops, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		l->ops = p;
+		l->cap = cap;
+	}
+	l->ops[l->n++] = op;
+	return 0;
+}
+
+int mlirx_ops_collect(MlirOperation root, const char *name, struct mlirx_ops *l)
+{
+	for (intptr_t r = 0; r < mlirOperationGetNumRegions(root); r++) {
+		MlirRegion reg = mlirOperationGetRegion(root, r);
+		for (MlirBlock b = mlirRegionGetFirstBlock(reg); !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+			for (MlirOperation op = mlirBlockGetFirstOperation(b); !mlirOperationIsNull(op);
+			     op = mlirOperationGetNextInBlock(op)) {
+				int k;
+				if ((!name || mlirx_op_is(op, name)) && (k = mlirx_ops_add(l, op)) < 0)
+					return k;
+				if ((k = mlirx_ops_collect(op, name, l)) < 0)
+					return k;
+			}
+	}
+	return 0;
+}

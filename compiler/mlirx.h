@@ -77,6 +77,18 @@ unsigned mlirx_elem_bits(MlirType t);
 /* String of a string attribute or a flat symbol reference; NULL-terminated copy into out. */
 bool mlirx_attr_str(MlirAttribute a, char *out, size_t n);
 
+/* A growing list of operations (free ops when done). */
+struct mlirx_ops {
+	MlirOperation *ops;
+	size_t n, cap;
+};
+
+/* Appends op; -ENOMEM when the list cannot grow. */
+int mlirx_ops_add(struct mlirx_ops *l, MlirOperation op);
+/* Appends every operation nested in root (not root itself) named name, or every one when name
+ * is NULL, in pre-order. */
+int mlirx_ops_collect(MlirOperation root, const char *name, struct mlirx_ops *l);
+
 static inline MlirStringRef mlirx_s(const char *s) { return mlirStringRefCreateFromCString(s); }
 
 #endif
