@@ -1238,6 +1238,33 @@ static int read_operands(struct extract *x, MlirOperation entry, MlirOperation g
 	return read_dims(x, g, reg, err);
 }
 
+/* The input of an init folded into reg's nest (a bias the accumulator starts from), read
+ * once as the nest begins: an operand of the region. */
+static int read_init_input(struct extract *x, MlirOperation entry, MlirOperation init,
+			   struct extract_region *reg, struct pim_error *err)
+{
+	MlirValue v = mlirOperationGetOperand(init, 0);
+	MlirType t = mlirValueGetType(v);
+
+	if (!mlirTypeIsAShaped(t))
+		return 0;
+	if (!mlirTypeIsAMemRef(t) || !memref_bytes(t))
+		return refuse(err, x, init, "the input of an accumulator's init is not a static buffer");
+	struct extract_operand *p = realloc(reg->operands, (reg->n_operands + 1) * sizeof *p);
+	if (!p)
+		return err_set(err, -ENOMEM, "out of memory");
+	reg->operands = p;
+	struct extract_operand *o = &p[reg->n_operands];
+	*o = (struct extract_operand){ .bytes = memref_bytes(t), .role = PIM__OPERAND_ROLE__OPERAND_ROLE_IN };
+	MlirType et = mlirShapedTypeGetElementType(t);
+	o->elem_bits = mlirx_elem_bits(et);
+	mlirx_type_str(et, o->elem_type, sizeof o->elem_type);
+	int r = resolve_alloc(x, entry, init, 0, v, &o->alloc, err);
+	if (r == 0)
+		reg->n_operands++;
+	return r;
+}
+
 static int read_arguments(struct extract *x, MlirOperation entry, struct pim_error *err)
 {
 	MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(entry, 0));
@@ -1408,7 +1435,7 @@ static int read_regions(struct extract *x, struct pim_error *err)
 		/* Fills that only initialise the accumulators of the op after them are part of its
 		 * nest (softmax's max: the maxima and their indices). */
 		size_t t = i;
-		while (t < l.n && hostcode_is_fill(l.ops[t]))
+		while (t < l.n && hostcode_is_init(l.ops[t]))
 			t++;
 		bool fold = t > i && t < l.n;
 		for (size_t f = i; fold && f < t; f++)
@@ -1436,6 +1463,10 @@ static int read_regions(struct extract *x, struct pim_error *err)
 		x->n_regions++;
 		if ((r = read_operands(x, entry, g, reg, err)) < 0)
 			return r;
+		for (MlirOperation f = first; fold && !mlirOperationEqual(f, g); f = mlirOperationGetNextInBlock(f))
+			if (hostcode_is_init(f) && !hostcode_is_fill(f) &&
+			    (r = read_init_input(x, entry, f, reg, err)) < 0)
+				return r;
 	}
 	if (number_node_nests(x) < 0)
 		return err_set(err, -ENOMEM, "out of memory");

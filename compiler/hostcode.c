@@ -346,6 +346,163 @@ static int clone_cheap_producers(struct mlirx_ops *l)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- bias into the accumulator */
+
+/* True when v is an arith.constant float zero (either sign). */
+static bool is_float_zero(MlirValue v)
+{
+	if (!mlirValueIsAOpResult(v))
+		return false;
+	MlirOperation c = mlirOpResultGetOwner(v);
+	if (!mlirx_op_is(c, "arith.constant"))
+		return false;
+	MlirAttribute a = mlirOperationGetAttributeByName(c, mlirx_s("value"));
+	return !mlirAttributeIsNull(a) && mlirAttributeIsAFloat(a) && mlirFloatAttrGetValueDouble(a) == 0.0;
+}
+
+/* True when v is available before op: an argument of op's block or the result of an op that
+ * precedes op in it. */
+static bool defined_before(MlirValue v, MlirOperation op)
+{
+	MlirBlock b = mlirOperationGetBlock(op);
+
+	if (mlirValueIsABlockArgument(v))
+		return mlirBlockEqual(mlirBlockArgumentGetOwner(v), b);
+	MlirOperation d = mlirOpResultGetOwner(v);
+	if (!mlirBlockEqual(mlirOperationGetBlock(d), b))
+		return false;
+	for (MlirOperation p = d; !mlirOperationIsNull(p); p = mlirOperationGetNextInBlock(p))
+		if (mlirOperationEqual(p, op))
+			return true;
+	return false;
+}
+
+/* Makes v available before op: true when it is, or when its definition is a constant or a
+ * view of a global (what the weights are) whose own operands can be made available, which is
+ * then moved before op. */
+static bool hoist_before(MlirValue v, MlirOperation op, int depth)
+{
+	static const char *const movable[] = { "arith.constant", "memref.get_global",
+					       "bufferization.to_tensor", "tensor.empty" };
+
+	if (defined_before(v, op))
+		return true;
+	if (depth > 3 || !mlirValueIsAOpResult(v))
+		return false;
+	MlirOperation d = mlirOpResultGetOwner(v);
+	size_t i = 0;
+	while (i < ELEMENTSOF(movable) && !mlirx_op_is(d, movable[i]))
+		i++;
+	if (i == ELEMENTSOF(movable) || !mlirBlockEqual(mlirOperationGetBlock(d), mlirOperationGetBlock(op)) ||
+	    mlirOperationGetNumRegions(d) != 0)
+		return false;
+	for (intptr_t k = 0; k < mlirOperationGetNumOperands(d); k++)
+		if (!hoist_before(mlirOperationGetOperand(d, k), op, depth + 1))
+			return false;
+	mlirOperationMoveBefore(d, op);
+	return true;
+}
+
+static bool map_is_identity(MlirAttribute maps, intptr_t i)
+{
+	return mlirAffineMapIsIdentity(mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, i)));
+}
+
+/*
+ * The input (0 or 1) that e adds to its input k, when e is an all-parallel generic of two
+ * inputs and one output whose payload is only that addition (a bias add), reading input k and
+ * writing its output through identity maps; -1 otherwise.
+ */
+static intptr_t bias_add_other(MlirOperation e, intptr_t k)
+{
+	MlirAttribute seg = mlirOperationGetAttributeByName(e, mlirx_s("operandSegmentSizes"));
+	MlirAttribute maps = mlirOperationGetAttributeByName(e, mlirx_s("indexing_maps"));
+
+	if (!mlirx_op_is(e, "linalg.generic") || mlirOperationGetNumResults(e) != 1 || !all_parallel(e) ||
+	    mlirAttributeIsNull(seg) || !mlirAttributeIsADenseI32Array(seg) ||
+	    mlirDenseArrayGetNumElements(seg) != 2 || mlirDenseI32ArrayGetElement(seg, 0) != 2 ||
+	    mlirDenseI32ArrayGetElement(seg, 1) != 1 || mlirAttributeIsNull(maps) ||
+	    mlirArrayAttrGetNumElements(maps) != 3 || k > 1 || !map_is_identity(maps, k) ||
+	    !map_is_identity(maps, 2))
+		return -1;
+	MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(e, 0));
+	MlirOperation add = mlirBlockIsNull(b) ? (MlirOperation){ NULL } : mlirBlockGetFirstOperation(b);
+	if (mlirOperationIsNull(add) || !mlirx_op_is(add, "arith.addf") || mlirBlockGetNumArguments(b) != 3)
+		return -1;
+	MlirOperation y = mlirOperationGetNextInBlock(add);
+	if (mlirOperationIsNull(y) || !mlirx_op_is(y, "linalg.yield") || mlirOperationGetNumOperands(y) != 1 ||
+	    !mlirValueEqual(mlirOperationGetOperand(y, 0), mlirOperationGetResult(add, 0)))
+		return -1;
+	MlirValue a0 = mlirOperationGetOperand(add, 0), a1 = mlirOperationGetOperand(add, 1);
+	MlirValue bk = mlirBlockGetArgument(b, k), bj = mlirBlockGetArgument(b, 1 - k);
+	if (!(mlirValueEqual(a0, bk) && mlirValueEqual(a1, bj)) && !(mlirValueEqual(a0, bj) && mlirValueEqual(a1, bk)))
+		return -1;
+	/* A bias is broadcast (indexed by fewer dimensions than the sum): a residual, of the
+	 * sum's shape and often of its size, is added after the products as the source does, or
+	 * the products would be rounded at the residual's magnitude. */
+	MlirAffineMap bm = mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, 1 - k));
+	return mlirAffineMapGetNumResults(bm) < mlirAffineMapGetNumDims(bm) ? 1 - k : -1;
+}
+
+/*
+ * A contraction whose accumulator is zero-filled and whose only reader adds a bias to it
+ * (nn.Linear's MatMul and Add, Gemm's C) starts from the bias instead: the add becomes the
+ * broadcast copy that initialises the accumulator, the way BLAS's beta = 1 and PyTorch's addmm
+ * do, so the host does not write the product to memory and read it back for one addition.
+ * Reassociates the sum (hostcode_prepare's fastmath<reassoc> allows as much).
+ */
+static int fold_bias(MlirOperation c)
+{
+	intptr_t n = mlirOperationGetNumOperands(c);
+
+	if (all_parallel(c) || mlirOperationGetNumResults(c) != 1 || n < 1)
+		return 0;
+	MlirValue init = mlirOperationGetOperand(c, n - 1), res = mlirOperationGetResult(c, 0);
+	if (!mlirValueIsAOpResult(init) || !has_one_use(init) || !has_one_use(res))
+		return 0;
+	MlirOperation f = mlirOpResultGetOwner(init);
+	if (!mlirx_op_is(f, "linalg.fill") || mlirOperationGetNumOperands(f) != 2 ||
+	    !is_float_zero(mlirOperationGetOperand(f, 0)))
+		return 0;
+	MlirOpOperand u = mlirValueGetFirstUse(res);
+	MlirOperation e = mlirOpOperandGetOwner(u);
+	intptr_t k = (intptr_t)mlirOpOperandGetOperandNumber(u), j = bias_add_other(e, k);
+	if (j < 0 || !mlirTypeEqual(mlirValueGetType(mlirOperationGetResult(e, 0)), mlirValueGetType(res)))
+		return 0;
+	MlirValue bias = mlirOperationGetOperand(e, j), empty = mlirOperationGetOperand(f, 1);
+	if (!defined_before(empty, c) || !hoist_before(bias, c, 0))
+		return 0;
+
+	/* e: ins(bias) outs(the accumulator's empty tensor), yielding the bias, before c. */
+	MlirContext ctx = mlirOperationGetContext(e);
+	MlirAttribute maps = mlirOperationGetAttributeByName(e, mlirx_s("indexing_maps"));
+	MlirAttribute nmaps[2] = { mlirArrayAttrGetElement(maps, j), mlirArrayAttrGetElement(maps, 2) };
+	MlirValue ops[2] = { bias, empty };
+	MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(e, 0));
+	MlirOperation add = mlirBlockGetFirstOperation(b), y = mlirOperationGetNextInBlock(add);
+	MlirOperation old_out = mlirValueIsAOpResult(mlirOperationGetOperand(e, 2)) ?
+					mlirOpResultGetOwner(mlirOperationGetOperand(e, 2)) :
+					(MlirOperation){ NULL };
+	int32_t seg[2] = { 1, 1 };
+
+	mlirOperationSetOperand(y, 0, mlirBlockGetArgument(b, j));
+	mlirOperationDestroy(add);
+	mlirBlockEraseArgument(b, (unsigned)k);
+	mlirOperationSetOperands(e, 2, ops);
+	mlirOperationSetAttributeByName(e, mlirx_s("operandSegmentSizes"), mlirDenseI32ArrayGet(ctx, 2, seg));
+	mlirOperationSetAttributeByName(e, mlirx_s("indexing_maps"), mlirArrayAttrGet(ctx, 2, nmaps));
+	mlirOperationMoveBefore(e, c);
+	/* Readers of the sum read the contraction, which now accumulates into the bias. */
+	MlirValue sum = mlirOperationGetResult(e, 0);
+	mlirValueReplaceAllUsesOfWith(sum, res);
+	mlirOperationSetOperand(c, n - 1, sum);
+	mlirOperationDestroy(f);
+	if (!mlirOperationIsNull(old_out) && mlirx_op_is(old_out, "tensor.empty") &&
+	    mlirOpOperandIsNull(mlirValueGetFirstUse(mlirOperationGetResult(old_out, 0))))
+		mlirOperationDestroy(old_out);
+	return 1;
+}
+
 /* pim.name of the generics that have one, by location: a fused op is made afresh at its
  * consumer's location, without the consumer's attributes. */
 struct named {
@@ -420,6 +577,13 @@ int hostcode_fuse(struct extract *x, struct pim_error *err)
 	entry = extract_entry_op(x);
 	if (mlirOperationIsNull(entry))
 		return err_set(err, -EINVAL, "internal error: @%s disappeared", x->entry);
+	if ((r = mlirx_ops_collect(entry, "linalg.generic", &l)) < 0) {
+		free(l.ops);
+		return err_set(err, r, "out of memory");
+	}
+	for (size_t i = 0; i < l.n; i++)
+		fold_bias(l.ops[i]);
+	l.n = 0;
 	if ((r = mlirx_ops_collect(entry, "linalg.generic", &l)) < 0 || (r = clone_cheap_producers(&l)) < 0) {
 		free(l.ops);
 		return err_set(err, r, "out of memory");
@@ -494,6 +658,16 @@ bool hostcode_is_fill(MlirOperation g)
 	return !mlirValueIsABlockArgument(v) || !mlirBlockEqual(mlirBlockArgumentGetOwner(v), b);
 }
 
+bool hostcode_is_init(MlirOperation g)
+{
+	if (hostcode_is_fill(g))
+		return true;
+	MlirAttribute seg = mlirOperationGetAttributeByName(g, mlirx_s("operandSegmentSizes"));
+	return mlirx_op_is(g, "linalg.generic") && mlirOperationGetNumOperands(g) == 2 && !mlirAttributeIsNull(seg) &&
+	       mlirAttributeIsADenseI32Array(seg) && mlirDenseArrayGetNumElements(seg) == 2 &&
+	       mlirDenseI32ArrayGetElement(seg, 0) == 1 && all_parallel(g) && is_copy(g);
+}
+
 /* Ops that may sit between a fill and its contraction inside one bracket: they do no work. */
 static bool inert(MlirOperation op)
 {
@@ -508,12 +682,12 @@ static bool inert(MlirOperation op)
 
 bool hostcode_fill_folds(MlirOperation fill, MlirOperation next)
 {
-	if (!hostcode_is_fill(fill) || !mlirx_op_is(next, "linalg.generic") ||
+	if (!hostcode_is_init(fill) || !mlirx_op_is(next, "linalg.generic") ||
 	    !mlirBlockEqual(mlirOperationGetBlock(fill), mlirOperationGetBlock(next)))
 		return false;
 	for (MlirOperation op = mlirOperationGetNextInBlock(fill); !mlirOperationEqual(op, next);
 	     op = mlirOperationGetNextInBlock(op))
-		if (mlirOperationIsNull(op) || !(inert(op) || hostcode_is_fill(op)))
+		if (mlirOperationIsNull(op) || !(inert(op) || hostcode_is_init(op)))
 			return false;
 	MlirAttribute seg = mlirOperationGetAttributeByName(next, mlirx_s("operandSegmentSizes"));
 	if (mlirAttributeIsNull(seg) || !mlirAttributeIsADenseI32Array(seg) ||

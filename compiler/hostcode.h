@@ -27,7 +27,8 @@ int hostcode_order_loops(struct extract *x, struct pim_error *err);
 
 /*
  * Stage 1 (tensors, before instrumentation), --nests fused: the nests a compiler makes for the
- * host.  An elementwise op of one or two cheap arithmetic operations that several ops read in
+ * host.  A contraction whose zero-filled accumulator only a bias add reads starts from the bias
+ * instead (BLAS's beta = 1, PyTorch's addmm: nn.Linear's MatMul and Add are one nest).  An elementwise op of one or two cheap arithmetic operations that several ops read in
  * full (a residual add, x - mean in a norm) is cloned for each reader; then
  * linalg-fuse-elementwise-ops fuses every elementwise producer with one use into its consumer
  * (chains of elementwise ops become one nest; a transpose that only feeds a contraction becomes
@@ -40,12 +41,17 @@ int hostcode_fuse(struct extract *x, struct pim_error *err);
 /* A generalized linalg.fill: ins(scalar) outs(buffer), a payload that yields the scalar. */
 bool hostcode_is_fill(MlirOperation g);
 
+/* A fill, or a copy of one buffer into another (ins(buffer) outs(buffer), all loops parallel,
+ * a payload that yields the input: the bias hostcode_fuse made a contraction start from). */
+bool hostcode_is_init(MlirOperation g);
+
 /*
- * True when fill (a generalized linalg.fill, stage 3) only initialises an accumulator of next,
- * a later op of its block: next's payload reads the filled buffer as an output and only inert
- * ops (constants, allocations, views) and other fills lie between them.  Such a fill belongs to next's
- * nest, as a compiler fuses it into the first iteration of the reduction: one region, whose
- * bracket holds both loops (extract.h: extract_region.folded).
+ * True when fill (an init, stage 3) only initialises an accumulator of next, a later op of its
+ * block: next's payload reads the filled buffer as an output and only inert ops (constants,
+ * allocations, views) and other inits lie between them.  Such an init belongs to next's nest,
+ * as a compiler fuses it into the first iteration of the reduction: one region, whose bracket
+ * holds both loops (extract.h: extract_region.folded_loops); an init's input is an operand of
+ * the region.
  */
 bool hostcode_fill_folds(MlirOperation fill, MlirOperation next);
 int hostcode_prepare(struct extract *x, struct pim_error *err);

@@ -62,6 +62,52 @@ static const char memref_copy_source[] =
 	"\t}\n"
 	"}\n\n";
 
+/*
+ * Buffers of the model (finalize-memref-to-llvm{use-generic-functions}), kept for the next
+ * buffer of the same size and alignment as a runtime's arena keeps them: malloc gives large
+ * blocks and the top of the heap back to the kernel when they are freed, and every call would
+ * fault those pages in again inside the nests that first write them (30 us for 16 KiB).  Each
+ * call of a model asks for the same sizes, so after the first every buffer is one the last call
+ * used.  The cache holds at most BUF_SLOTS blocks and BUF_BYTES bytes; the block's size and
+ * alignment sit in the 16 bytes before what the caller gets.
+ */
+static const char buffers_source[] =
+	"#include <pthread.h>\n\n"
+	"#define PIM_BUF_SLOTS 512\n#define PIM_BUF_BYTES ((size_t)1 << 31)\n"
+	"static struct { char *p; size_t n, a; } pim_buf[PIM_BUF_SLOTS];\n"
+	"static size_t pim_buf_n, pim_buf_bytes;\n"
+	"static pthread_mutex_t pim_buf_lock = PTHREAD_MUTEX_INITIALIZER;\n\n"
+	"static void *pim_buf_get(size_t a, size_t n)\n{\n"
+	"\tchar *p = NULL;\n\n"
+	"\tif (a < 16)\n\t\ta = 16;\n"
+	"\tpthread_mutex_lock(&pim_buf_lock);\n"
+	"\tfor (size_t i = pim_buf_n; i-- > 0;)\n"
+	"\t\tif (pim_buf[i].n == n && pim_buf[i].a == a) {\n"
+	"\t\t\tp = pim_buf[i].p;\n\t\t\tpim_buf_bytes -= n;\n"
+	"\t\t\tpim_buf[i] = pim_buf[--pim_buf_n];\n\t\t\tbreak;\n\t\t}\n"
+	"\tpthread_mutex_unlock(&pim_buf_lock);\n"
+	"\tif (p)\n\t\treturn p;\n"
+	"\tif (n > SIZE_MAX / 2 - a)\n\t\treturn NULL;\n"
+	"\tchar *base = aligned_alloc(a, (a + n + a - 1) / a * a);\n"
+	"\tif (!base)\n\t\treturn NULL;\n"
+	"\tp = base + a;\n"
+	"\tmemcpy(p - 16, &n, sizeof n);\n\tmemcpy(p - 8, &a, sizeof a);\n"
+	"\treturn p;\n}\n\n"
+	"__attribute__((visibility(\"hidden\"))) void *_mlir_memref_to_llvm_alloc(size_t n)\n"
+	"{\n\treturn pim_buf_get(16, n);\n}\n\n"
+	"__attribute__((visibility(\"hidden\"))) void *_mlir_memref_to_llvm_aligned_alloc(size_t a, size_t n)\n"
+	"{\n\treturn pim_buf_get(a, n);\n}\n\n"
+	"__attribute__((visibility(\"hidden\"))) void _mlir_memref_to_llvm_free(void *v)\n{\n"
+	"\tchar *p = v;\n\tsize_t n, a;\n\n"
+	"\tif (!p)\n\t\treturn;\n"
+	"\tmemcpy(&n, p - 16, sizeof n);\n\tmemcpy(&a, p - 8, sizeof a);\n"
+	"\tpthread_mutex_lock(&pim_buf_lock);\n"
+	"\tif (pim_buf_n < PIM_BUF_SLOTS && n <= PIM_BUF_BYTES - pim_buf_bytes) {\n"
+	"\t\tpim_buf[pim_buf_n].p = p;\n\t\tpim_buf[pim_buf_n].n = n;\n\t\tpim_buf[pim_buf_n++].a = a;\n"
+	"\t\tpim_buf_bytes += n;\n\t\tp = NULL;\n\t}\n"
+	"\tpthread_mutex_unlock(&pim_buf_lock);\n"
+	"\tif (p)\n\t\tfree(p - a);\n}\n\n";
+
 char *model_wrapper_source(const struct extract *x, uint64_t digest)
 {
 	struct strbuf b = { 0 };
@@ -88,14 +134,7 @@ char *model_wrapper_source(const struct extract *x, uint64_t digest)
 	for (size_t i = 0; i < x->n_args; i++)
 		strbuf_printf(&b, "%sstruct pim_md%zu *", i ? ", " : "", x->args[i].rank);
 	strbuf_printf(&b, "%s) __asm__(\"_mlir_ciface_%s\");\n\n", x->n_args ? "" : "void", x->entry);
-	strbuf_printf(&b,
-		   "/* Buffers of the model (finalize-memref-to-llvm{use-generic-functions}). */\n"
-		   "__attribute__((visibility(\"hidden\"))) void *_mlir_memref_to_llvm_alloc(size_t n)\n"
-		   "{\n\treturn malloc(n);\n}\n\n"
-		   "__attribute__((visibility(\"hidden\"))) void *_mlir_memref_to_llvm_aligned_alloc(size_t a, size_t n)\n"
-		   "{\n\treturn aligned_alloc(a, (n + a - 1) / a * a);\n}\n\n"
-		   "__attribute__((visibility(\"hidden\"))) void _mlir_memref_to_llvm_free(void *p)\n"
-		   "{\n\tfree(p);\n}\n\n");
+	strbuf_printf(&b, "%s", buffers_source);
 	/* memref.copy between strided views (a pad's interior) lowers to a call of the MLIR
 	 * runtime's memrefCopy; this is that function, so the library needs no MLIR runtime. */
 	strbuf_printf(&b, "%s", memref_copy_source);

@@ -1730,7 +1730,9 @@ static int op_gemm(struct imp *m)
 	fmt_float(la, sizeof la, alpha, a->dt);
 	fmt_float(lb, sizeof lb, beta, a->dt);
 	struct val *ins[2] = { y, c };
-	if (c && beta != 0.0)
+	if (c && beta == 1.0 && alpha == 1.0)
+		snprintf(tmpl, sizeof tmpl, "#0 = arith.addf $0, $1 : $T\n#0"); /* a bias, as MatMul + Add */
+	else if (c && beta != 0.0)
 		snprintf(tmpl, sizeof tmpl,
 			 "#0 = arith.constant %s : $T\n#1 = arith.mulf $0, #0 : $T\n#2 = arith.constant %s : $T\n"
 			 "#3 = arith.mulf $1, #2 : $T\n#4 = arith.addf #1, #3 : $T\n#4", la, lb);

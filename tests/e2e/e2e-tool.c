@@ -20,6 +20,9 @@
  *                                 pimd's CPU time over them stays small; then it serves.
  *   e2e-tool amplify SOCKET       frames of empty entries are refused before they expand.
  *   e2e-tool compact SOCKET N     a valid manifest of N regions in its densest form loads.
+ *   e2e-tool crowd SOCKET N SECONDS MS         N clients send status requests back to back
+ *                                              for SECONDS: p99 of the round trips <= MS ms
+ *   e2e-tool crowd-fresh SOCKET N SECONDS MS   the same, each request on a new connection
  *   e2e-tool calibrate-p99 SOCKET N POINTS MS  status round trips keep p99 < MS ms while a
  *                                 calibration of N labelled regions x POINTS thetas runs.
  *   e2e-tool load-p99 SOCKET PID N MS MIB  the same while a manifest of N regions is loaded,
@@ -1244,6 +1247,99 @@ static void status_report(const char *what, double took, const double *lat, size
 	CHECK(p99 < p99_ms, "status p99 %.2f ms during %s, goal < %.0f ms", p99, what, p99_ms);
 }
 
+/* A crowd: n clients, each a thread with its own connection, sending status requests back to
+ * back (the next as soon as the answer is read) for `seconds`; every round trip is timed. */
+struct crowd_member {
+	const char *path;
+	pthread_barrier_t *start;
+	double until;
+	double *lat;
+	size_t n, cap;
+	int err;
+	bool fresh;
+	char why[160];
+};
+
+static void *crowd_main(void *data)
+{
+	struct crowd_member *m = data;
+	pim_client *c = pim_client_new();
+	struct pim_status st;
+
+	if (!c || pim_client_connect(c, m->path, "crowd") < 0) {
+		m->err = 1;
+		snprintf(m->why, sizeof m->why, "connect: %s", c ? pim_client_error(c) : "out of memory");
+	}
+	pthread_barrier_wait(m->start);
+	while (!m->err && m->n < m->cap && mono_s() < m->until) {
+		double a = mono_s();
+		if (m->fresh && pim_client_connect(c, m->path, "crowd") < 0) {
+			m->err = 1;
+			snprintf(m->why, sizeof m->why, "connect: %s", pim_client_error(c));
+			break;
+		}
+		if (pim_status(c, &st) < 0) {
+			m->err = 2;
+			snprintf(m->why, sizeof m->why, "status: %s", pim_client_error(c));
+			break;
+		}
+		m->lat[m->n++] = (mono_s() - a) * 1e3;
+	}
+	pim_client_free(c);
+	return NULL;
+}
+
+static int cmd_crowd(const char *path, int n, double seconds, double p99_ms, bool fresh)
+{
+	struct crowd_member *m = calloc((size_t)n, sizeof *m);
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	pthread_barrier_t start;
+	size_t total = 0, failed = 0;
+
+	CHECK(m && t && n > 0 && pthread_barrier_init(&start, NULL, (unsigned)n + 1) == 0, "oom");
+	for (int i = 0; i < n; i++) {
+		m[i] = (struct crowd_member){ .path = path, .start = &start, .cap = 1 << 16, .fresh = fresh };
+		m[i].lat = malloc(m[i].cap * sizeof *m[i].lat);
+		CHECK(m[i].lat && pthread_create(&t[i], NULL, crowd_main, &m[i]) == 0, "thread %d", i);
+	}
+	double t0 = mono_s();
+	for (int i = 0; i < n; i++)
+		m[i].until = t0 + seconds;
+	pthread_barrier_wait(&start);
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		total += m[i].n;
+		failed += m[i].err != 0;
+	}
+	double took = mono_s() - t0, load[3] = { 0 };
+	for (int i = 0; i < n; i++)
+		if (m[i].err) {
+			CHECK(0, "%zu of %d clients were not served; the first: %s", failed, n, m[i].why);
+		}
+	double *all = malloc((total ? total : 1) * sizeof *all);
+	CHECK(all && total > 0, "no round trip");
+	for (int i = 0, k = 0; i < n; k += (int)m[i].n, i++)
+		memcpy(all + k, m[i].lat, m[i].n * sizeof *all);
+	qsort(all, total, sizeof *all, cmp_double);
+	getloadavg(load, 3);
+	size_t least = SIZE_MAX;
+	for (int i = 0; i < n; i++)
+		least = m[i].n < least ? m[i].n : least;
+	printf("crowd: %d clients, status back to back%s for %.1f s: %zu round trips (%.0f/s), the least "
+	       "served client %zu; p50 %.2f ms, p99 %.2f ms, max %.2f ms; load average %.1f\n",
+	       n, fresh ? ", each on a new connection (connect, Hello, Status)" : "", took, total, total / took, least, all[total / 2], all[(size_t)ceil((double)total * 0.99) - 1],
+	       all[total - 1], load[0]);
+	CHECK(all[(size_t)ceil((double)total * 0.99) - 1] <= p99_ms, "status p99 above %.0f ms", p99_ms);
+	CHECK(least > 0, "a client got no answer in %.1f s", took);
+	for (int i = 0; i < n; i++)
+		free(m[i].lat);
+	free(all);
+	free(m);
+	free(t);
+	pthread_barrier_destroy(&start);
+	return 0;
+}
+
 /* Another client writing meanwhile: a 10-region model loaded (replaced) about every 50 ms on
  * its own connection, each round trip timed. */
 struct writer {
@@ -2110,6 +2206,10 @@ int main(int argc, char **argv)
 		return cmd_synth(argv[2], argv[3], (size_t)strtoul(argv[4], NULL, 10), argc == 6 ? atof(argv[5]) : 0);
 	if (argc == 4 && strcmp(argv[1], "compact") == 0)
 		return cmd_compact(argv[2], (size_t)strtoul(argv[3], NULL, 10));
+	if (argc == 6 && strcmp(argv[1], "crowd") == 0)
+		return cmd_crowd(argv[2], atoi(argv[3]), atof(argv[4]), atof(argv[5]), false);
+	if (argc == 6 && strcmp(argv[1], "crowd-fresh") == 0)
+		return cmd_crowd(argv[2], atoi(argv[3]), atof(argv[4]), atof(argv[5]), true);
 	if (argc == 6 && strcmp(argv[1], "calibrate-p99") == 0)
 		return cmd_calibrate_p99(argv[2], (size_t)strtoul(argv[3], NULL, 10),
 					 (size_t)strtoul(argv[4], NULL, 10), atof(argv[5]));
