@@ -118,7 +118,8 @@ int pim_call(pim_client *c, const void *request, size_t len, void **response, si
  *
  * pim_profile_start() sends the model library as a descriptor (SCM_RIGHTS) with the request;
  * pimd runs it in a worker under the caller's uid and gid and stores what it measures.  The
- * job runs on; poll it with pim_profile_status() until state is "done" or "failed".
+ * job runs on; poll it with pim_profile_status() until state is "done", "failed" or
+ * "cancelled".
  */
 struct pim_profile_options {
 	unsigned repetitions;      /* 0: pimd's default */
@@ -130,7 +131,7 @@ struct pim_profile_options {
 
 struct pim_profile_job {
 	uint64_t id;
-	char state[16];            /* queued, running, done, failed */
+	char state[16];            /* queued, running, done, failed, cancelled */
 	char model[129];
 	char backend[16];          /* counters, timing (pending until the worker starts) */
 	char backend_reason[512];

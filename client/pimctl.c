@@ -2020,7 +2020,8 @@ static json_object *job_json(const struct pim_profile_job *j)
 
 static bool job_finished(const struct pim_profile_job *j)
 {
-	return strcmp(j->state, "done") == 0 || strcmp(j->state, "failed") == 0;
+	return strcmp(j->state, "done") == 0 || strcmp(j->state, "failed") == 0 ||
+	       strcmp(j->state, "cancelled") == 0;
 }
 
 /* The progress line of a profiling job: its state, regions and repetitions done, and how long
@@ -2057,7 +2058,8 @@ static int profile_wait(struct ctl *ctl, struct pim_profile_job *j)
 		Pim__Response *resp;
 		if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_PROFILE, &resp)))
 			break;
-		end = strcmp(resp->profile->state, "done") == 0 || strcmp(resp->profile->state, "failed") == 0;
+		end = strcmp(resp->profile->state, "done") == 0 || strcmp(resp->profile->state, "failed") == 0 ||
+		      strcmp(resp->profile->state, "cancelled") == 0;
 		if (!end)
 			progress_job(&p, resp->profile);
 		pim__response__free_unpacked(resp, NULL);
@@ -2197,8 +2199,10 @@ static int cmd_profile(struct ctl *ctl, int argc, char **argv)
 		print_json(job_json(&job));
 	else
 		job_print(&job);
-	/* (a job cancelled as asked ends failed: the request went well) */
-	return strcmp(job.state, "failed") == 0 && !cancel ? EXIT_DAEMON : EXIT_OK;
+	/* (a job waited for that failed or was cancelled did not run: an error; --cancel that
+	 * cancelled it went well) */
+	return (strcmp(job.state, "failed") == 0 || strcmp(job.state, "cancelled") == 0) && !cancel ?
+		       EXIT_DAEMON : EXIT_OK;
 }
 
 static int run_model(struct ctl *ctl, int argc, char **argv)

@@ -574,7 +574,7 @@ static int job_end_run(struct store *s, struct job_write *jw, const char *failur
 		jw->ok = false;
 		if (j->gone)
 			return 0; /* its run went with its model */
-		struct store_run_update u = { .state = "failed", .message = msg, .worker_uid = -1,
+		struct store_run_update u = { .state = "cancelled", .message = msg, .worker_uid = -1,
 					      .regions_done = -1, .finished = true,
 					      .repetitions_done = (int64_t)j->reps_done,
 					      .repetitions_total = (int64_t)j->reps_total };
@@ -1319,7 +1319,7 @@ static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run)
 	pim__profile_reply__init(p);
 	p->job = (uint64_t)run;
 	p->uid = uid;
-	p->state = strdup("failed");
+	p->state = strdup("cancelled");
 	p->model = strdup(model);
 	if (!p->state || !p->model || asprintf(&p->message, "cancelled: %s", why) < 0) {
 		p->message = NULL;
@@ -1358,7 +1358,7 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 	for (struct job *j = pf->jobs; j; j = j->next)
 		if (j->run == run && j->cancelled && !j->creating) {
 			/* its worker is being stopped: it reads as it will end */
-			char *state = strdup("failed"), *msg = NULL;
+			char *state = strdup("cancelled"), *msg = NULL;
 			if (!state || asprintf(&msg, "cancelled: %s", j->cancel_why) < 0) {
 				free(state);
 				pim__profile_reply__free_unpacked(p, NULL);
@@ -1566,7 +1566,8 @@ Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, c
 			return r ? r : reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND,
 						   "no profile job %" PRIu64, job);
 		const char *state = j && j->cancelled ? "cancelled" : r->profile->state;
-		bool ended = j || strcmp(state, "done") == 0 || strcmp(state, "failed") == 0;
+		bool ended = j || strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
+			     strcmp(state, "cancelled") == 0;
 		char msg[256];
 		snprintf(msg, sizeof msg, ended ? "profile job %" PRIu64 " has ended (%s): there is "
 						  "nothing to cancel"

@@ -311,6 +311,29 @@ static int read_user_version(sqlite3 *db, unsigned *v)
 	return r;
 }
 
+/* True (and *msg a description to sqlite3_free) when PRAGMA foreign_key_check finds a row
+ * whose reference has no parent, or cannot run. */
+static bool foreign_keys_broken(sqlite3 *db, char **msg)
+{
+	sqlite3_stmt *st;
+	bool broken;
+
+	if (sqlite3_prepare_v2(db, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK) {
+		*msg = sqlite3_mprintf("PRAGMA foreign_key_check: %s", sqlite3_errmsg(db));
+		return true;
+	}
+	int r = sqlite3_step(st);
+	broken = r != SQLITE_DONE;
+	if (r == SQLITE_ROW)
+		*msg = sqlite3_mprintf("a row of table %s refers to a missing row of %s",
+				       (const char *)sqlite3_column_text(st, 0),
+				       (const char *)sqlite3_column_text(st, 2));
+	else if (broken)
+		*msg = sqlite3_mprintf("PRAGMA foreign_key_check: %s", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return broken;
+}
+
 static int migrate(struct store *s, const struct store_migration *migs, unsigned n,
 		   struct pim_error *err)
 {
@@ -322,16 +345,24 @@ static int migrate(struct store *s, const struct store_migration *migs, unsigned
 		return err_set(err, -EPROTONOSUPPORT, "%s: database schema version %u is newer than "
 			       "this pimd knows (%u); use a newer pimd or another state directory",
 			       s->path, v, n);
+	/* Foreign keys off while migrations run (a table made again is dropped, and with them
+	 * on, dropping it would delete the rows that reference it), checked before each commits. */
+	if (v < n && sqlite3_exec(s->db, "PRAGMA foreign_keys = OFF", NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(s, err, "turning foreign keys off for the migrations");
 	for (unsigned i = v; i < n; i++) {
 		char *msg = NULL;
 		char bump[64];
-		if (migs[i].version != i + 1)
+		if (migs[i].version != i + 1) {
+			sqlite3_exec(s->db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
 			return err_set(err, -EINVAL, "migration %s has version %u, expected %u",
 				       migs[i].name, migs[i].version, i + 1);
+		}
 		/* The migration and its version bump commit together or not at all. */
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK)
 			goto fail;
 		if (sqlite3_exec(s->db, migs[i].sql, NULL, NULL, &msg) != SQLITE_OK)
+			goto fail;
+		if (foreign_keys_broken(s->db, &msg))
 			goto fail;
 		snprintf(bump, sizeof bump, "PRAGMA user_version = %u", i + 1);
 		if (sqlite3_exec(s->db, bump, NULL, NULL, &msg) != SQLITE_OK)
@@ -344,8 +375,11 @@ static int migrate(struct store *s, const struct store_migration *migs, unsigned
 			msg ? msg : sqlite3_errmsg(s->db));
 		sqlite3_free(msg);
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_exec(s->db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
 		return err->code ? err->code : -EIO;
 	}
+	if (v < n && sqlite3_exec(s->db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(s, err, "turning foreign keys on after the migrations");
 	s->version = n;
 	return 0;
 }

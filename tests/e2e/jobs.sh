@@ -114,14 +114,14 @@ expect_rc 1 "no profile job 999999" "cancelling an unknown job fails" \
 	"$PIMCTL" --socket "$S" profile --cancel 999999
 expect_rc 2 "--cancel: 'x' is not a job id" "a job id that is no number is a usage error" \
 	"$PIMCTL" --socket "$S" profile --cancel x
-expect_rc 0 "failed.*cancelled: by uid $U" "the owner cancels a queued job" \
+expect_rc 0 "cancelled.*cancelled: by uid $U" "the owner cancels a queued job" \
 	"$PIMCTL" --socket "$S" profile --cancel "$H2"
-expect_rc 0 "\"state\":\"failed\".*\"message\":\"cancelled: by uid $U\"" "it reads as cancelled, by whom" \
+expect_rc 0 "\"state\":\"cancelled\".*\"message\":\"cancelled: by uid $U\"" "it reads as cancelled, by whom" \
 	status_of "$H2"
 expect_rc 0 "Profile job" "the uid's queue counts live jobs only: one more is queued" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait
 H4=$(job_of)
-expect_rc 1 "profile job $H2 has ended (failed): there is nothing to cancel" \
+expect_rc 1 "profile job $H2 has ended (cancelled): there is nothing to cancel" \
 	"cancelling a job that has ended fails" "$PIMCTL" --socket "$S" profile --cancel "$H2"
 
 # replacing the model cancels the running job (its worker killed at once) and the queued ones
@@ -129,7 +129,7 @@ expect_rc 0 "Replaced model fault" "the model is replaced under its jobs" \
 	"$PIMCTL" --socket "$S" model load "$MJ/fault.json" --replace
 check "the running job's worker is gone within 2 s" gone_within "${W1:-0}" 20
 for j in "$H1" "$H3" "$H4"; do
-	expect_rc 0 '"state":"failed".*"message":"cancelled: model replaced"' \
+	expect_rc 0 '"state":"cancelled".*"message":"cancelled: model replaced"' \
 		"job $j reads as cancelled: model replaced" status_of "$j"
 done
 sleep 0.3
@@ -144,7 +144,7 @@ W5=$(worker_of "$H5")
 check "a new job runs on the replaced model (worker ${W5:-none})" [ -n "$W5" ]
 expect_rc 0 "Removed\|removed" "the model is removed" "$PIMCTL" --socket "$S" model rm fault
 check "the removed model's worker is gone within 2 s" gone_within "${W5:-0}" 20
-expect_rc 0 '"state":"failed".*"message":"cancelled: model removed"' \
+expect_rc 0 '"state":"cancelled".*"message":"cancelled: model removed"' \
 	"its job reads as cancelled: model removed" status_of "$H5"
 
 # the owner cancels a running job: its worker dies at once
@@ -157,7 +157,7 @@ check "its worker is gone within 2 s" gone_within "${W6:-0}" 20
 i=0; while ! grep -q "Profile job $H6 (model \"fault\") ended: cancelled: by uid $U" "$T/log" && [ $i -lt 40 ]; do
 	sleep 0.05; i=$((i + 1)); done
 check "its end is stored as cancelled" sh -c \
-	"[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT state, message FROM profile_runs WHERE id = ${H6:-0}')\" = 'failed|cancelled: by uid $U' ]"
+	"[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT state, message FROM profile_runs WHERE id = ${H6:-0}')\" = 'cancelled|cancelled: by uid $U' ]"
 Z=$(zombies_of "$PID")
 check "and no zombie under pimd after all of it ($Z)" [ "$Z" = 0 ]
 expect_rc 0 "daemon serves" "the daemon still serves" sh -c "'$PIMCTL' --socket '$S' status >/dev/null && echo daemon serves"

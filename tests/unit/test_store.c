@@ -108,6 +108,50 @@ START_TEST(failed_migration_rolls_back)
 }
 END_TEST
 
+/* 0009 makes profile_runs again to allow 'cancelled': a store at version 8 keeps every run,
+ * sample and decision, its cancelled runs read 'cancelled', and the references, the cascade on
+ * a model's removal and the run id high-water mark work as before. */
+START_TEST(cancelled_runs_migrated)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+
+	ck_assert_uint_ge(store_n_migrations, 9);
+	ck_assert_int_eq(store_open_with(path, 1000, store_migrations, 8, &s, &err), 0);
+	store_close(s);
+	raw_exec("INSERT INTO platforms (id, name, created_at) VALUES (1, 'p', 0);"
+		 "INSERT INTO models (id, name, owner_uid, loaded_at, n_regions, n_allocations, allocation_bytes) "
+		 "VALUES (1, 'm', 5, 0, 1, 1, 64);"
+		 "INSERT INTO profile_runs (id, model_id, platform_id, owner_uid, backend, state, message, created_at) VALUES "
+		 "(7, 1, 1, 5, 'timing', 'failed', 'cancelled: by uid 5', 0), "
+		 "(8, 1, 1, 5, 'timing', 'failed', 'the worker failed', 0), "
+		 "(9, 1, 1, 5, 'timing', 'done', '1 regions measured', 0);"
+		 "INSERT INTO samples (run_id, region_id, grp, rep, time_ns) VALUES (7, 0, 0, 0, 5), (9, 0, 0, 0, 6);");
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_uint_eq(store_schema_version(s), store_n_migrations);
+	ck_assert_int_eq(store_check_integrity(s, &err), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), 2);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs WHERE id = 7 AND state = 'cancelled' "
+				 "AND message = 'cancelled: by uid 5'"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs WHERE id = 8 AND state = 'failed'"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs WHERE id = 9 AND state = 'done'"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	/* the new state is accepted, another is not */
+	raw_exec("UPDATE profile_runs SET state = 'cancelled' WHERE id = 8");
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs WHERE state = 'cancelled'"), 2);
+	/* the trigger of 0003 is back: a new run raises the high-water mark */
+	raw_exec("INSERT INTO profile_runs (id, model_id, platform_id, owner_uid, backend, state, created_at) "
+		 "VALUES (12, 1, 1, 5, 'timing', 'queued', 0)");
+	ck_assert_int_eq(raw_int("SELECT id FROM run_id_high"), 12);
+	/* pimd's connection has foreign keys on again: removing the model removes its runs and
+	 * their samples */
+	ck_assert_int_eq(store_model_remove(s, "m", 0, &err), 0);
+	store_close(s);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), 0);
+}
+END_TEST
+
 static Pim__Manifest *manifest(const char *name, unsigned regions)
 {
 	char buf[8192];
@@ -1288,6 +1332,7 @@ int main(void)
 	tcase_add_test(tc, fresh_database_is_migrated);
 	tcase_add_test(tc, newer_database_is_refused);
 	tcase_add_test(tc, failed_migration_rolls_back);
+	tcase_add_test(tc, cancelled_runs_migrated);
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, model_walk_in_program_order);
 	tcase_add_test(tc, failed_put_leaves_nothing);
