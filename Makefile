@@ -175,7 +175,7 @@ unit: $(UNIT_BIN) $(MODEL_SO) $(B)/pimd-worker
 clean:
 	rm -rf $(B) build-asan build-fuzz
 
-.PHONY: all unit clean check-fleet
+.PHONY: all unit clean check-fleet bench-fleet
 
 # ---------------------------------------------------------------- end-to-end helpers
 $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(CORE_LIBS)
@@ -289,7 +289,7 @@ check-install: all
 
 # make check: everything, from a fresh Debian 12 machine (it installs what it needs when root).
 check: deps
-	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/tests/e2e-tool \
+	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/bench/fleet-hosts $(B)/tests/e2e-tool \
 		$(B)/tests/e2e-rawtext $(B)/tests/header-c99.o
 	$(MAKE) --no-print-directory check-purity
 	$(MAKE) --no-print-directory check-man
@@ -416,6 +416,17 @@ $(B)/bench/%: bench/%.c $(B)/libpimclient.a $(CORE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -o $@ $< $(B)/libpimclient.a $(CORE_LIBS) \
 		$(LIBS_DAEMON) -lpthread
+
+# The fleet catalogue at scale (doc/fleet.md): fleet-hosts speaks for FLEET_HOSTS simulated hosts
+# with pimd's publishing code, and a real pimd places a model it never measured.
+FLEET_HOSTS ?= 1000
+FLEET_REGIONS ?= 10000
+$(B)/bench/fleet-hosts: bench/fleet_hosts.c $(CORE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -o $@ $< $(CORE_LIBS) $(LIBS_DAEMON) -lpthread
+
+bench-fleet: all $(B)/bench/fleet-hosts
+	pg_virtualenv -o log_min_messages=panic -o max_wal_size=4GB -t sh bench/bench_fleet.sh $(B) $(FLEET_HOSTS) $(FLEET_REGIONS)
 
 bench: deps all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; \

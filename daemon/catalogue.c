@@ -184,7 +184,8 @@ PGconn *catalogue_pg_connect(const char *conninfo, unsigned timeout_ms, unsigned
 	char timeout[16], options[64];
 	/* libpq takes whole seconds, at least 2 */
 	snprintf(timeout, sizeof timeout, "%u", timeout_ms < 2000 ? 2 : (timeout_ms + 999) / 1000);
-	snprintf(options, sizeof options, "-c statement_timeout=%u", timeout_ms);
+	/* JIT compiles a plan for ~100 ms: more than a lookup of 10,000 regions takes without it */
+	snprintf(options, sizeof options, "-c statement_timeout=%u -c jit=off", timeout_ms);
 	const char *const keys[] = { "dbname", "connect_timeout", "options", "fallback_application_name", NULL };
 	const char *const vals[] = { conninfo, timeout, options, "pimd", NULL };
 	PGconn *pg = PQconnectdbParams(keys, vals, 1);
@@ -423,33 +424,36 @@ static PGconn *look_conn(struct catalogue *c, struct pim_error *err)
 
 /* ---------------------------------------------------------------- looking a model up */
 
-static const char SQL_LOOKUP[] =
-	"WITH best AS (SELECT id, host_id, measured_at, backend FROM pim_catalogue.runs WHERE model_hash = $1 AND "
-	"platform_key = $2 AND kind = 'measured' ORDER BY measured_at DESC, id DESC LIMIT 1), "
-	"pick AS (SELECT m.region_id, m.evidence, m.t_host, m.t_host_spread, m.n_rd, m.c_store, m.c_be1, m.c_be2, "
-	"m.c_be3, m.bw_read_estimate, m.source_b_cpu, b.host_id, b.measured_at, b.backend FROM best b "
-	"JOIN pim_catalogue.region_metrics m ON m.run_id = b.id "
-	"UNION ALL SELECT * FROM (SELECT DISTINCT ON (m.region_id) m.region_id, m.evidence, m.t_host, m.t_host_spread, "
-	"m.n_rd, m.c_store, m.c_be1, m.c_be2, m.c_be3, m.bw_read_estimate, m.source_b_cpu, r.host_id, r.measured_at, "
-	"r.backend FROM pim_catalogue.runs r JOIN pim_catalogue.region_metrics m ON m.run_id = r.id "
-	"WHERE r.model_hash = $1 AND r.platform_key = $2 AND r.kind = 'imported' AND NOT EXISTS (SELECT 1 FROM best b "
-	"JOIN pim_catalogue.region_metrics x ON x.run_id = b.id AND x.region_id = m.region_id) "
-	"ORDER BY m.region_id, r.measured_at DESC, r.id DESC) imported) "
-	"SELECT region_id, evidence, t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, bw_read_estimate, "
-	"source_b_cpu, host_id, extract(epoch FROM measured_at)::bigint, backend FROM pick ORDER BY region_id";
+#define SQL_LOOKUP_TEXT \
+	"WITH best AS (SELECT id, host_id, measured_at, backend FROM pim_catalogue.runs WHERE model_hash = $1 AND " \
+	"platform_key = $2 AND kind = 'measured' ORDER BY measured_at DESC, id DESC LIMIT 1), " \
+	"pick AS (SELECT m.region_id, m.evidence, m.t_host, m.t_host_spread, m.n_rd, m.c_store, m.c_be1, m.c_be2, " \
+	"m.c_be3, m.bw_read_estimate, m.source_b_cpu, b.host_id, b.measured_at, b.backend FROM best b " \
+	"JOIN pim_catalogue.region_metrics m ON m.run_id = b.id " \
+	"UNION ALL SELECT * FROM (SELECT DISTINCT ON (m.region_id) m.region_id, m.evidence, m.t_host, m.t_host_spread, " \
+	"m.n_rd, m.c_store, m.c_be1, m.c_be2, m.c_be3, m.bw_read_estimate, m.source_b_cpu, r.host_id, r.measured_at, " \
+	"r.backend FROM pim_catalogue.runs r JOIN pim_catalogue.region_metrics m ON m.run_id = r.id " \
+	"WHERE r.model_hash = $1 AND r.platform_key = $2 AND r.kind = 'imported' AND NOT EXISTS (SELECT 1 FROM best b " \
+	"JOIN pim_catalogue.region_metrics x ON x.run_id = b.id AND x.region_id = m.region_id) " \
+	"ORDER BY m.region_id, r.measured_at DESC, r.id DESC) imported) " \
+	"SELECT region_id, evidence, t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, bw_read_estimate, " \
+	"source_b_cpu, host_id, extract(epoch FROM measured_at)::bigint, backend FROM pick ORDER BY region_id"
+#define STRINGIFY_N_(x) #x
+#define STRINGIFY_N(x) STRINGIFY_N_(x)
+static const char SQL_LOOKUP_CURSOR[] = "DECLARE lookup NO SCROLL CURSOR FOR " SQL_LOOKUP_TEXT;
 
 /* A number of a row: finite, and >= 0 unless it may be negative; NULL is absent (*have false). */
-static int column_number(const PGresult *res, int i, double *v, bool *have)
+static int column_number(const PGresult *res, int row, int i, double *v, bool *have)
 {
 	char *end;
 
 	*v = 0;
 	if (have)
 		*have = false;
-	if (PQgetisnull(res, 0, i))
+	if (PQgetisnull(res, row, i))
 		return have ? 0 : -EINVAL;
-	*v = strtod(PQgetvalue(res, 0, i), &end);
-	if (*end || end == PQgetvalue(res, 0, i) || !isfinite(*v) || *v < 0)
+	*v = strtod(PQgetvalue(res, row, i), &end);
+	if (*end || end == PQgetvalue(res, row, i) || !isfinite(*v) || *v < 0)
 		return -EINVAL;
 	if (have)
 		*have = true;
@@ -468,12 +472,12 @@ static bool token_ok(const char *s, size_t max)
 }
 
 /* A row of SQL_LOOKUP as metrics, each value checked (the catalogue is another host's word). */
-static int lookup_row(const PGresult *res, Pim__RegionMetrics *m, char *host, char *backend)
+static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m, char *host, char *backend)
 {
 	char *end;
 	bool have, have_n_rd, have_store;
-	unsigned long long id = strtoull(PQgetvalue(res, 0, 0), &end, 10);
-	const char *ev = PQgetvalue(res, 0, 1);
+	unsigned long long id = strtoull(PQgetvalue(res, row, 0), &end, 10);
+	const char *ev = PQgetvalue(res, row, 1);
 
 	if (*end || id > UINT32_MAX)
 		return -EINVAL;
@@ -481,23 +485,23 @@ static int lookup_row(const PGresult *res, Pim__RegionMetrics *m, char *host, ch
 	m->evidence = strcmp(ev, "counters") == 0 ? PIM__EVIDENCE__EVIDENCE_COUNTERS
 		      : strcmp(ev, "estimate") == 0 ? PIM__EVIDENCE__EVIDENCE_ESTIMATE
 		      : strcmp(ev, "imported") == 0 ? PIM__EVIDENCE__EVIDENCE_IMPORTED : PIM__EVIDENCE__EVIDENCE_NONE;
-	if (m->evidence == PIM__EVIDENCE__EVIDENCE_NONE || column_number(res, 2, &m->t_host, NULL) < 0 ||
-	    !(m->t_host > 0) || column_number(res, 3, &m->t_host_spread, &have) < 0 ||
-	    column_number(res, 4, &m->n_rd, &have_n_rd) < 0 || column_number(res, 5, &m->c_store, &have_store) < 0)
+	if (m->evidence == PIM__EVIDENCE__EVIDENCE_NONE || column_number(res, row, 2, &m->t_host, NULL) < 0 ||
+	    !(m->t_host > 0) || column_number(res, row, 3, &m->t_host_spread, &have) < 0 ||
+	    column_number(res, row, 4, &m->n_rd, &have_n_rd) < 0 || column_number(res, row, 5, &m->c_store, &have_store) < 0)
 		return -EINVAL;
 	m->have_n_rd = have_n_rd;
 	m->have_store = have_store;
 	/* the three backend events come with the store-bound count, or not at all */
-	if (m->have_store && (column_number(res, 6, &m->c_be1, NULL) < 0 || column_number(res, 7, &m->c_be2, NULL) < 0 ||
-			      column_number(res, 8, &m->c_be3, NULL) < 0))
+	if (m->have_store && (column_number(res, row, 6, &m->c_be1, NULL) < 0 || column_number(res, row, 7, &m->c_be2, NULL) < 0 ||
+			      column_number(res, row, 8, &m->c_be3, NULL) < 0))
 		return -EINVAL;
-	if (column_number(res, 9, &m->bw_read_estimate, &have) < 0 || column_number(res, 10, &m->source_b_cpu, &have) < 0)
+	if (column_number(res, row, 9, &m->bw_read_estimate, &have) < 0 || column_number(res, row, 10, &m->source_b_cpu, &have) < 0)
 		return -EINVAL;
-	if (!token_ok(PQgetvalue(res, 0, 11), CONFIG_HOST_ID_MAX) || !token_ok(PQgetvalue(res, 0, 13), 15))
+	if (!token_ok(PQgetvalue(res, row, 11), CONFIG_HOST_ID_MAX) || !token_ok(PQgetvalue(res, row, 13), 15))
 		return -EINVAL;
-	snprintf(host, CONFIG_HOST_ID_MAX + 1, "%s", PQgetvalue(res, 0, 11));
-	snprintf(backend, 16, "%s", PQgetvalue(res, 0, 13));
-	long long at = strtoll(PQgetvalue(res, 0, 12), &end, 10);
+	snprintf(host, CONFIG_HOST_ID_MAX + 1, "%s", PQgetvalue(res, row, 11));
+	snprintf(backend, 16, "%s", PQgetvalue(res, row, 13));
+	long long at = strtoll(PQgetvalue(res, row, 12), &end, 10);
 	if (*end || at < 0)
 		return -EINVAL;
 	m->origin_measured_at = at;
@@ -506,67 +510,83 @@ static int lookup_row(const PGresult *res, Pim__RegionMetrics *m, char *host, ch
 	return 0;
 }
 
-/* Streams the model's metrics from the catalogue into s (one group of changes): the number of
- * regions stored, or < 0 (err says whether the catalogue or the store failed: *store_failed). */
+/* Rows of the lookup fetched at a time (a cursor): memory stays bounded whatever the model. */
+#define LOOKUP_BATCH 10000
+
+/* One batch of the lookup's rows into s: rows taken (*stored) and skipped (*bad); < 0 when the
+ * store failed (*store_failed) or the batch is not what was asked for. */
+static int lookup_batch(PGresult *res, struct store *s, int64_t model_id, int64_t platform_row, uint64_t n_regions,
+			uint64_t *rows, uint64_t *stored, int *bad, bool *store_failed, struct pim_error *err)
+{
+	char host[CONFIG_HOST_ID_MAX + 1], backend[16], source[96];
+
+	if (PQnfields(res) != 14)
+		return err_set(err, -EPROTO, "the catalogue's lookup returned %d columns", PQnfields(res));
+	for (int i = 0; i < PQntuples(res); i++) {
+		Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
+		struct pim_error e = { 0 };
+		if (++*rows > n_regions)
+			return err_set(err, -EPROTO, "the catalogue returned more rows than the model's %" PRIu64
+				       " regions", n_regions);
+		if (lookup_row(res, i, &m, host, backend) < 0) {
+			++*bad;
+			continue;
+		}
+		snprintf(source, sizeof source, "fleet catalogue: host %s, %s backend", host, backend);
+		m.source = source;
+		int r = store_fetched_put(s, model_id, platform_row, &m, &e);
+		if (r == -ENOENT) {
+			++*bad; /* a region the model lacks */
+		} else if (r < 0) {
+			*store_failed = true;
+			return err_set(err, r, "%s", e.msg);
+		} else
+			++*stored;
+	}
+	return 0;
+}
+
+/* The model's metrics from the catalogue into s (one transaction, fetched through a cursor):
+ * the number of regions stored, or < 0 (*store_failed says whether the store failed). */
 static int lookup_into(struct catalogue *c, PGconn *pg, struct store *s, int64_t model_id, int64_t platform_row,
 		       const char *hash, uint64_t n_regions, bool *store_failed, struct pim_error *err)
 {
 	const char *vals[2] = { hash, c->platform_key };
-	char host[CONFIG_HOST_ID_MAX + 1], backend[16];
-	uint64_t rows = 0;
-	bool committed;
-	int r = 0, bad = 0;
+	uint64_t rows = 0, stored = 0;
+	int r, bad = 0;
 
 	*store_failed = false;
-	if (!PQsendQueryParams(pg, SQL_LOOKUP, 2, NULL, vals, NULL, NULL, 0) || !PQsetSingleRowMode(pg))
-		return err_set(err, -EIO, "%s", PQerrorMessage(pg));
-	if (store_group_begin(s, err) < 0) {
+	if ((r = exec_ok(pg, "BEGIN READ ONLY", 0, NULL, err)) < 0)
+		return r;
+	if ((r = exec_ok(pg, SQL_LOOKUP_CURSOR, 2, vals, err)) < 0)
+		goto out;
+	if ((r = store_fetched_begin(s, err)) < 0) {
 		*store_failed = true;
-		r = err->code;
+		goto out;
 	}
-	PGresult *res;
-	while ((res = PQgetResult(pg))) {
-		ExecStatusType k = PQresultStatus(res);
-		if (k == PGRES_SINGLE_TUPLE && r >= 0 && PQnfields(res) == 14) {
-			Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
-			char source[96];
-			if (++rows > n_regions) {
-				r = err_set(err, -EPROTO, "the catalogue returned more rows than the model's %" PRIu64
-					    " regions", n_regions);
-			} else if (lookup_row(res, &m, host, backend) < 0) {
-				bad++;
-			} else {
-				snprintf(source, sizeof source, "fleet catalogue: host %s, %s backend", host, backend);
-				m.source = source;
-				struct pim_error e = { 0 };
-				if (store_metrics_put(s, model_id, platform_row, 0, &m, &e) < 0) {
-					if (e.code != -ENOENT) { /* a region the model lacks: skipped */
-						*store_failed = true;
-						r = err_set(err, e.code, "%s", e.msg);
-					} else
-						bad++;
-				}
-			}
-		} else if (k != PGRES_TUPLES_OK && k != PGRES_SINGLE_TUPLE && r >= 0) {
+	for (;;) {
+		PGresult *res = exec(pg, "FETCH " STRINGIFY_N(LOOKUP_BATCH) " FROM lookup", 0, NULL);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			r = err_set(err, -EIO, "%s", PQresultErrorMessage(res));
-		}
+		else if (PQntuples(res) > 0)
+			r = lookup_batch(res, s, model_id, platform_row, n_regions, &rows, &stored, &bad, store_failed, err);
+		bool done = r < 0 || PQntuples(res) < LOOKUP_BATCH;
 		PQclear(res);
+		if (done)
+			break;
 	}
+	/* nothing of a failed lookup is kept: the next query asks again */
+	int k = store_fetched_end(s, model_id, r >= 0, r >= 0 ? err : NULL);
+	if (r >= 0 && k < 0) {
+		*store_failed = true;
+		r = k;
+	}
+out:
+	exec_ok(pg, r < 0 && PQtransactionStatus(pg) == PQTRANS_INERROR ? "ROLLBACK" : "COMMIT", 0, NULL, NULL);
 	if (bad)
 		log_warning("Fleet catalogue: %d rows for model %s were not valid metrics of its regions; skipped", bad,
 			    hash);
-	if (!store_in_group(s))
-		return r < 0 ? r : err_set(err, -EIO, "the store's group of changes ended");
-	if (r < 0) {
-		/* nothing of a failed lookup is kept: the next query asks again */
-		store_group_abort(s);
-		return r;
-	}
-	if (store_group_commit(s, &committed, err) < 0) {
-		*store_failed = true;
-		return err->code;
-	}
-	return (int)(rows - (uint64_t)bad);
+	return r < 0 ? r : (int)stored;
 }
 
 int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, const char *model,
@@ -589,6 +609,7 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 	c->st.lookups++;
 	pthread_mutex_unlock(&c->mu);
 	pthread_mutex_lock(&c->look_mu);
+	uint64_t t0 = now_ns();
 	PGconn *pg = look_conn(c, &e);
 	r = pg ? lookup_into(c, pg, s, model_id, platform_row, hash, n_regions, &store_failed, &e) : e.code;
 	if (pg && r < 0 && !store_failed) {
@@ -612,8 +633,8 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 	c->st.lookup_hits += r > 0;
 	pthread_mutex_unlock(&c->mu);
 	if (r > 0)
-		log_info("Model \"%s\" (%.12s) has no metrics here: %d regions taken from the fleet catalogue", model,
-			 hash, r);
+		log_info("Model \"%s\" (%.12s) has no metrics here: %d regions taken from the fleet catalogue in "
+			 "%.1f ms", model, hash, r, (double)(now_ns() - t0) / 1e6);
 	return 0;
 }
 
@@ -621,20 +642,23 @@ int catalogue_pg_lookup_rows(PGconn *pg, const char *hash, const char *platform_
 			     struct pim_error *err)
 {
 	const char *vals[2] = { hash, platform_key };
-	PGresult *res;
-	int r = 0;
+	int r;
 
 	*rows = 0;
-	if (!PQsendQueryParams(pg, SQL_LOOKUP, 2, NULL, vals, NULL, NULL, 0) || !PQsetSingleRowMode(pg))
-		return err_set(err, -EIO, "%s", PQerrorMessage(pg));
-	while ((res = PQgetResult(pg))) {
-		ExecStatusType k = PQresultStatus(res);
-		if (k == PGRES_SINGLE_TUPLE)
-			(*rows)++;
-		else if (k != PGRES_TUPLES_OK && r == 0)
-			r = err_set(err, -EIO, "%s", PQresultErrorMessage(res));
-		PQclear(res);
-	}
+	if ((r = exec_ok(pg, "BEGIN READ ONLY", 0, NULL, err)) < 0)
+		return r;
+	if ((r = exec_ok(pg, SQL_LOOKUP_CURSOR, 2, vals, err)) >= 0)
+		for (;;) {
+			PGresult *res = exec(pg, "FETCH " STRINGIFY_N(LOOKUP_BATCH) " FROM lookup", 0, NULL);
+			int n = PQntuples(res);
+			if (PQresultStatus(res) != PGRES_TUPLES_OK)
+				r = err_set(err, -EIO, "%s", PQresultErrorMessage(res));
+			*rows += (size_t)n;
+			PQclear(res);
+			if (r < 0 || n < LOOKUP_BATCH)
+				break;
+		}
+	exec_ok(pg, r < 0 ? "ROLLBACK" : "COMMIT", 0, NULL, NULL);
 	return r;
 }
 

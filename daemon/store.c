@@ -73,6 +73,9 @@ enum stmt_id {
 	ST_OUTBOX_FAIL,
 	ST_OUTBOX_ATTEMPT,
 	ST_OUTBOX_DEPTH,
+	ST_METRICS_FETCHED,
+	ST_VERSION_BUMP,
+	ST_MODEL_VERSION_SET,
 	ST__MAX
 };
 
@@ -211,6 +214,14 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_OUTBOX_DELETE] = "DELETE FROM catalogue_outbox WHERE id = ?1",
 	[ST_OUTBOX_FAIL] = "UPDATE catalogue_outbox SET failed = ?2 WHERE id = ?1",
 	[ST_OUTBOX_ATTEMPT] = "UPDATE catalogue_outbox SET attempts = attempts + 1 WHERE id = ?1",
+	/* metrics from the catalogue: a region the model lacks fails the foreign key */
+	[ST_METRICS_FETCHED] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, evidence, t_host, "
+			       "t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, bw_read_estimate, source, updated_at, "
+			       "source_b_cpu, origin_host, origin_measured_at, origin_backend) VALUES (?1, ?2, ?3, ?4, "
+			       "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+	/* the metrics_version trigger's work, once for all rows fetched (sql/0009) */
+	[ST_VERSION_BUMP] = "UPDATE model_version_high SET n = n + 1",
+	[ST_MODEL_VERSION_SET] = "UPDATE models SET version = (SELECT n FROM model_version_high) WHERE id = ?1",
 	[ST_OUTBOX_DEPTH] = "SELECT count(*) FILTER (WHERE failed IS NULL), count(*) FILTER (WHERE failed IS NOT NULL) "
 			    "FROM catalogue_outbox",
 };
@@ -2498,6 +2509,69 @@ int store_outbox_fail(struct store *s, int64_t id, const char *why, struct pim_e
 int store_outbox_attempt(struct store *s, int64_t id, struct pim_error *err)
 {
 	return outbox_exec(s, ST_OUTBOX_ATTEMPT, id, NULL, "counting a publish attempt", err);
+}
+
+int store_fetched_begin(struct store *s, struct pim_error *err)
+{
+	return exec_simple(s, ST_BEGIN, err);
+}
+
+int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
+		      struct pim_error *err)
+{
+	const char *ev = evidence_text(m->evidence);
+	sqlite3_stmt *st = stmt_get(s, ST_METRICS_FETCHED);
+
+	if (!ev || !(m->t_host > 0) || !isfinite(m->t_host) || !m->origin_host || !*m->origin_host)
+		return err_set(err, -EINVAL, "metrics of region %u: not valid", m->region_id);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, m->region_id);
+	sqlite3_bind_int64(st, 3, platform_id);
+	sqlite3_bind_text(st, 4, ev, -1, SQLITE_STATIC);
+	sqlite3_bind_double(st, 5, m->t_host);
+	sqlite3_bind_double(st, 6, m->t_host_spread);
+	bind_opt(st, 7, m->have_n_rd, m->n_rd);
+	bind_opt(st, 8, m->have_store, m->c_store);
+	bind_opt(st, 9, m->have_store, m->c_be1);
+	bind_opt(st, 10, m->have_store, m->c_be2);
+	bind_opt(st, 11, m->have_store, m->c_be3);
+	bind_opt(st, 12, m->bw_read_estimate > 0, m->bw_read_estimate);
+	sqlite3_bind_text(st, 13, m->source ? m->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 14, (int64_t)time(NULL));
+	bind_opt(st, 15, m->source_b_cpu > 0, m->source_b_cpu);
+	sqlite3_bind_text(st, 16, m->origin_host, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 17, m->origin_measured_at);
+	sqlite3_bind_text(st, 18, m->origin_backend ? m->origin_backend : "", -1, SQLITE_STATIC);
+	int r = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE)
+		return 0;
+	if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+		return err_set(err, -ENOENT, "the model has no region %u", m->region_id);
+	return db_err(s, err, "storing metrics from the catalogue");
+}
+
+int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err)
+{
+	int r;
+
+	if (!keep) {
+		rollback(s);
+		return 0;
+	}
+	sqlite3_stmt *st = stmt_get(s, ST_DECISIONS_DELETE);
+	sqlite3_bind_int64(st, 1, model_id);
+	if ((r = step_done(s, st, "dropping stored decisions", err)) < 0 ||
+	    (r = exec_simple(s, ST_VERSION_BUMP, err)) < 0)
+		goto fail;
+	st = stmt_get(s, ST_MODEL_VERSION_SET);
+	sqlite3_bind_int64(st, 1, model_id);
+	if ((r = step_done(s, st, "changing the model's version", err)) < 0 || (r = commit_durable(s, err)) < 0)
+		goto fail;
+	return 0;
+fail:
+	rollback(s);
+	return r;
 }
 
 int store_outbox_depth(struct store *s, uint64_t *pending, uint64_t *failed, struct pim_error *err)

@@ -341,6 +341,17 @@ int store_model_hash(struct store *s, int64_t model_id, char hash[65], struct pi
 int store_model_measured(struct store *s, const char *name, int64_t platform_id, int64_t *model_id,
 			 bool *measured, struct pim_error *err);
 
+/*
+ * Metrics fetched from the catalogue, in one transaction: begin, a row each (with origin_host
+ * set; -ENOENT for a region the model lacks, the rest stands), end (keep: committed durably,
+ * with the model's stored answers dropped; else nothing of it stays).  A statement fewer per
+ * row than store_metrics_put: a new host's first answer waits for all of them.
+ */
+int store_fetched_begin(struct store *s, struct pim_error *err);
+int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
+		      struct pim_error *err);
+int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err);
+
 /* What a row of the outbox says of where its metrics come from (platform.h: fleet_key and
  * fleet_json). */
 struct store_outbox_origin {

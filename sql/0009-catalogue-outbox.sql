@@ -31,3 +31,13 @@ ALTER TABLE models ADD COLUMN content_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE metrics ADD COLUMN origin_host TEXT;
 ALTER TABLE metrics ADD COLUMN origin_measured_at INTEGER;
 ALTER TABLE metrics ADD COLUMN origin_backend TEXT;
+
+-- A model's version changes with each row of its metrics (0005), but the rows fetched from the
+-- catalogue for one model arrive together, in one transaction that bumps the version once
+-- (store_fetched_end): a new host's first answer does not wait for 10,000 updates of models.
+DROP TRIGGER metrics_version;
+CREATE TRIGGER metrics_version AFTER INSERT ON metrics WHEN NEW.origin_host IS NULL
+BEGIN
+	UPDATE model_version_high SET n = n + 1;
+	UPDATE models SET version = (SELECT n FROM model_version_high) WHERE id = NEW.model_id;
+END;
