@@ -612,6 +612,15 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 	uint64_t t0 = now_ns();
 	PGconn *pg = look_conn(c, &e);
 	r = pg ? lookup_into(c, pg, s, model_id, platform_row, hash, n_regions, &store_failed, &e) : e.code;
+	if (pg && r < 0 && !store_failed && PQstatus(pg) != CONNECTION_OK) {
+		/* a connection kept since before PostgreSQL restarted fails at its first use: once
+		 * more on a new one */
+		PQfinish(c->look);
+		c->look = NULL;
+		e = (struct pim_error){ 0 };
+		pg = look_conn(c, &e);
+		r = pg ? lookup_into(c, pg, s, model_id, platform_row, hash, n_regions, &store_failed, &e) : e.code;
+	}
 	if (pg && r < 0 && !store_failed) {
 		note_failure(c, "looking up", e.msg);
 		if (PQstatus(pg) != CONNECTION_OK) {
@@ -717,6 +726,17 @@ int catalogue_list(struct catalogue *c, unsigned limit, int (*fn)(void *ctx, con
 		return err->code;
 	}
 	PGresult *res = exec(pg, SQL_LIST, 1, vals);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQstatus(pg) != CONNECTION_OK) {
+		/* kept since before PostgreSQL restarted: once more on a new connection */
+		PQclear(res);
+		PQfinish(c->look);
+		c->look = NULL;
+		if (!(pg = look_conn(c, err))) {
+			pthread_mutex_unlock(&c->look_mu);
+			return err->code;
+		}
+		res = exec(pg, SQL_LIST, 1, vals);
+	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		char why[512];
 		pq_message(why, sizeof why, PQresultErrorMessage(res));

@@ -1542,13 +1542,6 @@ int store_group_commit(struct store *s, bool *committed, struct pim_error *err)
 	return sync_verify(s, err);
 }
 
-void store_group_abort(struct store *s)
-{
-	s->grouped = false;
-	if (!sqlite3_get_autocommit(s->db))
-		exec_simple(s, ST_ROLLBACK, NULL);
-}
-
 bool store_in_group(const struct store *s)
 {
 	return s->grouped;

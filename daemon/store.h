@@ -166,8 +166,6 @@ void store_forget_cached(struct store *s);
  * file system is for a change made alone. */
 int store_group_begin(struct store *s, struct pim_error *err);
 int store_group_commit(struct store *s, bool *committed, struct pim_error *err);
-/* Ends a group with nothing of it stored. */
-void store_group_abort(struct store *s);
 
 /*
  * A change written by another thread than the one that asks for it (pimd's writer thread,
