@@ -19,7 +19,7 @@ SOVERSION  := 0
 
 CC      ?= gcc
 B       ?= build
-PKGS    := libsystemd libprotobuf-c sqlite3 json-c check
+PKGS    := libsystemd libprotobuf-c sqlite3 json-c check libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 WARN    ?= -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2 -Wno-format-truncation -Wvla
 CFLAGS  ?= -O2 -g
@@ -38,7 +38,7 @@ DEPFLAGS = -MMD -MP -MF $@.d -MT $@
 # What pimd and the tests link: pimd's core and the shared code (defined before compiler.mk).
 CORE_LIBS := $(B)/libpimcore.a $(B)/libpimcommon.a
 LIBS_COMMON := $(shell pkg-config --libs libprotobuf-c json-c 2>/dev/null) -lm
-LIBS_DAEMON := $(shell pkg-config --libs libsystemd libprotobuf-c sqlite3 json-c 2>/dev/null) -lpfm -lm
+LIBS_DAEMON := $(shell pkg-config --libs libsystemd libprotobuf-c sqlite3 json-c libpq 2>/dev/null) -lpfm -lm
 LIBS_CHECK  := $(shell pkg-config --libs check 2>/dev/null)
 
 -include compiler/compiler.mk
@@ -59,12 +59,22 @@ COMMON_SRC := $(wildcard common/*.c)
 COMMON_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC)) $(B)/obj/gen/pim.pb-c.o
 DAEMON_MAIN := daemon/pimd.c daemon/pimd_worker.c
 MIGRATIONS := $(sort $(wildcard sql/[0-9][0-9][0-9][0-9]-*.sql))
+# The fleet catalogue's schema (PostgreSQL), applied by pimd's catalogue thread.
+CATALOGUE_MIGRATIONS := $(sort $(wildcard sql/catalogue/[0-9][0-9][0-9][0-9]-*.sql))
 CORE_SRC := $(filter-out $(DAEMON_MAIN),$(wildcard daemon/*.c))
-CORE_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC)) $(B)/obj/gen/migrations.o
+CORE_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CORE_SRC)) $(B)/obj/gen/migrations.o $(B)/obj/gen/catalogue_migrations.o
 
 $(B)/gen/migrations.c: $(MIGRATIONS) sql/embed.sh
 	@mkdir -p $(dir $@)
 	sh sql/embed.sh $@ $(MIGRATIONS)
+
+$(B)/gen/catalogue_migrations.c: $(CATALOGUE_MIGRATIONS) sql/embed.sh
+	@mkdir -p $(dir $@)
+	sh sql/embed.sh $@ -n catalogue_migrations $(CATALOGUE_MIGRATIONS)
+
+$(B)/obj/gen/catalogue_migrations.o: $(B)/gen/catalogue_migrations.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_daemon) -fPIC $(DEPFLAGS) -c -o $@ $<
 
 $(B)/obj/gen/pim.pb-c.o: $(B)/proto/pim.pb-c.c
 	@mkdir -p $(dir $@)
@@ -165,7 +175,7 @@ unit: $(UNIT_BIN) $(MODEL_SO) $(B)/pimd-worker
 clean:
 	rm -rf $(B) build-asan build-fuzz
 
-.PHONY: all unit clean
+.PHONY: all unit clean check-fleet bench-fleet
 
 # ---------------------------------------------------------------- end-to-end helpers
 $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(CORE_LIBS)
@@ -184,7 +194,7 @@ $(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
 # parse every SVG and render it in a headless browser.
 DEB_PKGS := gcc make pkg-config libpfm4-dev libsystemd-dev libprotobuf-c-dev protobuf-c-compiler \
 	libsqlite3-dev sqlite3 libjson-c-dev check libsubunit-dev mandoc systemd util-linux procps \
-	e2fsprogs libxml2-utils jq chromium \
+	e2fsprogs libxml2-utils jq chromium libpq-dev postgresql-15 \
 	$(MLIR_DEB_PKGS) $(ONNX_DEB_PKGS)
 
 # A machine without package lists (a fresh minimal install) needs "apt-get update" first.
@@ -222,7 +232,7 @@ check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 
 # The pure modules (README, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
-PURE_MODULES := common/util common/strbuf common/svg client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
+PURE_MODULES := common/util common/strbuf common/svg common/sha256 client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_ocp \
 	daemon/pimsim daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events daemon/bandwidth
 PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
 
@@ -240,6 +250,10 @@ check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
 	sh tests/e2e/cgroup.sh $(B)
 	sh tests/e2e/jobs.sh $(B)
 	sh tests/e2e/bcpu.sh $(B)
+
+# The fleet catalogue end to end, against a throw-away PostgreSQL cluster (pg_virtualenv).
+check-fleet: all $(MODEL_SO)
+	pg_virtualenv -o log_min_messages=panic -t sh tests/e2e/fleet.sh $(B)
 
 # B_cpu measured under load as when quiet, ROUNDS times (default 1; check-e2e runs one).
 check-bcpu: all $(B)/tests/e2e-tool
@@ -275,13 +289,14 @@ check-install: all
 
 # make check: everything, from a fresh Debian 12 machine (it installs what it needs when root).
 check: deps
-	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/tests/e2e-tool \
+	$(MAKE) --no-print-directory all $(UNIT_BIN) $(MODEL_SO) $(BENCH_BIN) $(B)/bench/fleet-hosts $(B)/tests/e2e-tool \
 		$(B)/tests/e2e-rawtext $(B)/tests/header-c99.o
 	$(MAKE) --no-print-directory check-purity
 	$(MAKE) --no-print-directory check-man
 	$(MAKE) --no-print-directory check-units
 	$(MAKE) --no-print-directory check-install
 	$(MAKE) --no-print-directory check-e2e
+	$(MAKE) --no-print-directory check-fleet
 	$(MAKE) --no-print-directory check-charts
 	$(MAKE) --no-print-directory check-fuzz-replay
 	$(MAKE) --no-print-directory check-compiler
@@ -383,6 +398,8 @@ install: all
 	install -m 0644 systemd/pimd.socket $(DESTDIR)$(UNITDIR)/pimd.socket
 	install -m 0644 systemd/pimd.sysusers $(DESTDIR)$(SYSUSERSDIR)/pimd.conf
 	install -m 0644 systemd/pimd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/pimd.conf
+	install -d $(DESTDIR)$(DATADIR)/pimd
+	install -m 0644 systemd/pimd-catalogue.conf $(DESTDIR)$(DATADIR)/pimd/pimd-catalogue.conf
 	install -d $(DESTDIR)$(DATADIR)/bash-completion/completions
 	install -m 0644 client/pimctl.bash-completion $(DESTDIR)$(DATADIR)/bash-completion/completions/pimctl
 	install -m 0644 man/pimctl.1 $(DESTDIR)$(MANDIR)/man1/
@@ -399,6 +416,17 @@ $(B)/bench/%: bench/%.c $(B)/libpimclient.a $(CORE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -o $@ $< $(B)/libpimclient.a $(CORE_LIBS) \
 		$(LIBS_DAEMON) -lpthread
+
+# The fleet catalogue at scale (doc/fleet.md): fleet-hosts speaks for FLEET_HOSTS simulated hosts
+# with pimd's publishing code, and a real pimd places a model it never measured.
+FLEET_HOSTS ?= 1000
+FLEET_REGIONS ?= 10000
+$(B)/bench/fleet-hosts: bench/fleet_hosts.c $(CORE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -o $@ $< $(CORE_LIBS) $(LIBS_DAEMON) -lpthread
+
+bench-fleet: all $(B)/bench/fleet-hosts
+	pg_virtualenv -o log_min_messages=panic -o max_wal_size=4GB -t sh bench/bench_fleet.sh $(B) $(FLEET_HOSTS) $(FLEET_REGIONS)
 
 bench: deps all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; \

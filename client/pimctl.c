@@ -60,6 +60,9 @@ static void usage(FILE *f)
 		"            [--param NAME=VALUE]... [--all] [--svg FILE]\n"
 		"                            sweep theta (GB/s) against labelled regions;\n"
 		"                            --svg also draws accuracy against theta\n"
+		"  catalogue status          the fleet catalogue: reachable, outbox, last publish\n"
+		"  catalogue list [--limit N]\n"
+		"                            models and platforms measured across the fleet\n"
 		"  jitq plan --model PRESET | --layers N --hidden H [--heads A] [--seq S] [--batch B]\n"
 		"            [--tslice T] [--pipeline P] [--format mx9|mx6|mx4] [--from bf16|fp32]\n"
 		"            [--mapping tiled|strided|strided-opt] [--peak-flops F] [--efficiency E]\n"
@@ -400,6 +403,165 @@ static int cmd_status(struct ctl *ctl)
 }
 
 /* pimctl platform probe: B_cpu measured again (root or pimd's user). */
+/* ---------------------------------------------------------------- the fleet catalogue */
+
+static const char *when_text(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (t <= 0 || !gmtime_r(&tt, &tm))
+		return "never";
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm);
+	return buf;
+}
+
+static json_object *catalogue_status_json(const Pim__CatalogueStatusReply *r)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "configured", json_object_new_boolean(r->configured));
+	if (!r->configured)
+		return o;
+	json_object_object_add(o, "reachable", json_object_new_boolean(r->reachable));
+	json_object_object_add(o, "target", json_object_new_string(r->target));
+	json_object_object_add(o, "host_id", json_object_new_string(r->host_id));
+	json_object_object_add(o, "platform_key", json_object_new_string(r->platform_key));
+	json_object_object_add(o, "outbox_depth", json_object_new_int64((int64_t)r->outbox_depth));
+	json_object_object_add(o, "outbox_failed", json_object_new_int64((int64_t)r->outbox_failed));
+	json_object_object_add(o, "last_publish_at", json_object_new_int64(r->last_publish_at));
+	json_object_object_add(o, "published", json_object_new_int64((int64_t)r->published));
+	json_object_object_add(o, "conflicts", json_object_new_int64((int64_t)r->conflicts));
+	json_object_object_add(o, "last_error", json_object_new_string(r->last_error));
+	json_object_object_add(o, "last_error_at", json_object_new_int64(r->last_error_at));
+	json_object_object_add(o, "retry_in_ms", json_object_new_int64(r->retry_in_ms));
+	json_object_object_add(o, "schema_version", json_object_new_int64(r->schema_version));
+	json_object_object_add(o, "lookups", json_object_new_int64((int64_t)r->lookups));
+	json_object_object_add(o, "lookup_hits", json_object_new_int64((int64_t)r->lookup_hits));
+	return o;
+}
+
+static void catalogue_status_print(const Pim__CatalogueStatusReply *r)
+{
+	char a[40], b[40];
+
+	printf("Catalogue %s: %s\n", tty(r->target), r->reachable ? "reachable" : "UNREACHABLE");
+	if (!r->reachable && r->last_error[0])
+		printf("  error:          %s (%s)%s\n", tty(r->last_error), when_text(r->last_error_at, a, sizeof a),
+		       r->retry_in_ms ? "" : "");
+	if (!r->reachable && r->retry_in_ms)
+		printf("  next attempt:   in %.1f s\n", r->retry_in_ms / 1000.0);
+	printf("  host id:        %s\n  platform key:   %s\n", tty(r->host_id), tty(r->platform_key));
+	printf("  outbox:         %" PRIu64 " waiting%s", r->outbox_depth, r->outbox_failed ? ", " : "\n");
+	if (r->outbox_failed)
+		printf("%" PRIu64 " refused by the catalogue (see the journal)\n", r->outbox_failed);
+	printf("  last publish:   %s\n  published:      %" PRIu64 " since pimd started, %" PRIu64
+	       " conflicts (already there)\n", when_text(r->last_publish_at, b, sizeof b), r->published,
+	       r->conflicts);
+	printf("  lookups:        %" PRIu64 ", %" PRIu64 " found the model\n  schema:         version %u\n",
+	       r->lookups, r->lookup_hits, r->schema_version);
+	if (r->reachable && r->last_error[0])
+		printf("  last error:     %s (%s)\n", tty(r->last_error), when_text(r->last_error_at, a, sizeof a));
+}
+
+/* Exit status 0 when the catalogue is reachable, 1 when not or none is configured. */
+static int cmd_catalogue_status(struct ctl *ctl)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__CatalogueStatus body = PIM__CATALOGUE_STATUS__INIT;
+	Pim__Response *resp;
+	int r;
+
+	req.body_case = PIM__REQUEST__BODY_CATALOGUE_STATUS;
+	req.catalogue_status = &body;
+	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_CATALOGUE_STATUS, &resp)))
+		return r;
+	const Pim__CatalogueStatusReply *cs = resp->catalogue_status;
+	if (ctl->json)
+		print_json(catalogue_status_json(cs));
+	else if (!cs->configured)
+		printf("No fleet catalogue is configured (pimd.conf(5): catalogue)\n");
+	else
+		catalogue_status_print(cs);
+	r = cs->configured && cs->reachable ? EXIT_OK : EXIT_DAEMON;
+	pim__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+static int cmd_catalogue_list(struct ctl *ctl, unsigned limit)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__CatalogueList body = PIM__CATALOGUE_LIST__INIT;
+	Pim__Response *resp;
+	char when[40];
+	int r;
+
+	body.limit = limit;
+	req.body_case = PIM__REQUEST__BODY_CATALOGUE_LIST;
+	req.catalogue_list = &body;
+	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_CATALOGUE_LIST, &resp)))
+		return r;
+	const Pim__CatalogueListReply *l = resp->catalogue_list;
+	if (ctl->json) {
+		json_object *o = json_object_new_object(), *a = json_object_new_array();
+		for (size_t i = 0; i < l->n_entries; i++) {
+			const Pim__CatalogueListEntry *e = l->entries[i];
+			json_object *je = json_object_new_object();
+			json_object_object_add(je, "model", json_object_new_string(e->model_name));
+			json_object_object_add(je, "model_hash", json_object_new_string(e->model_hash));
+			json_object_object_add(je, "platform_key", json_object_new_string(e->platform_key));
+			json_object_object_add(je, "this_platform", json_object_new_boolean(strcmp(e->platform_key,
+											    l->platform_key) == 0));
+			json_object_object_add(je, "hosts", json_object_new_int64(e->hosts));
+			json_object_object_add(je, "runs", json_object_new_int64(e->runs));
+			json_object_object_add(je, "imports", json_object_new_int64(e->imports));
+			json_object_object_add(je, "regions", json_object_new_int64(e->regions));
+			json_object_object_add(je, "last_measured_at", json_object_new_int64(e->last_measured_at));
+			json_object_array_add(a, je);
+		}
+		json_object_object_add(o, "entries", a);
+		json_object_object_add(o, "truncated", json_object_new_boolean(l->truncated));
+		json_object_object_add(o, "platform_key", json_object_new_string(l->platform_key));
+		print_json(o);
+	} else {
+		printf("%-24s %-12s %6s %5s %7s %8s  %-20s %s\n", "MODEL", "HASH", "HOSTS", "RUNS", "IMPORTS", "REGIONS",
+		       "LAST MEASURED", "PLATFORM");
+		for (size_t i = 0; i < l->n_entries; i++) {
+			const Pim__CatalogueListEntry *e = l->entries[i];
+			printf("%-24s %-12.12s %6u %5u %7u %8u  %-20.20s %s%s\n", tty(e->model_name), e->model_hash,
+			       e->hosts, e->runs, e->imports, e->regions, when_text(e->last_measured_at, when, sizeof when),
+			       tty(e->platform_key), strcmp(e->platform_key, l->platform_key) == 0 ? " (this host's)" : "");
+		}
+		if (l->truncated)
+			printf("(more rows: --limit)\n");
+	}
+	pim__response__free_unpacked(resp, NULL);
+	return EXIT_OK;
+}
+
+static int run_catalogue(struct ctl *ctl, int argc, char **argv)
+{
+	unsigned limit = 0;
+	int r;
+
+	if (argc < 1 || (strcmp(argv[0], "status") != 0 && strcmp(argv[0], "list") != 0))
+		return usage_error("catalogue: unknown or missing subcommand%s%s (status, list)", argc ? " " : "",
+				   argc ? argv[0] : "");
+	bool list = strcmp(argv[0], "list") == 0;
+	for (int i = 1; i < argc; i++) {
+		char *end;
+		if (list && strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+			unsigned long v = strtoul(argv[++i], &end, 10);
+			if (*end || v == 0 || v > 10000)
+				return usage_error("catalogue list: --limit takes 1..10000");
+			limit = (unsigned)v;
+		} else
+			return usage_error("catalogue %s: unexpected argument '%s'", argv[0], argv[i]);
+	}
+	if ((r = connect_client(ctl)) != EXIT_OK)
+		return r;
+	return list ? cmd_catalogue_list(ctl, limit) : cmd_catalogue_status(ctl);
+}
+
 static int cmd_platform_probe(struct ctl *ctl)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
@@ -799,6 +961,19 @@ static json_object *placement_json(const Pim__PlacementReply *r)
 	json_object_object_add(o, "platform", json_object_new_string(r->platform));
 	json_object_object_add(o, "cached", json_object_new_boolean(r->cached));
 	json_object_object_add(o, "regions_with_metrics", json_object_new_int64(r->regions_with_metrics));
+	if (r->catalogue) {
+		const Pim__CatalogueOrigin *c = r->catalogue;
+		json_object *jc = json_object_new_object();
+		json_object_object_add(jc, "host", json_object_new_string(c->host));
+		json_object_object_add(jc, "measured_at", json_object_new_int64(c->measured_at));
+		json_object_object_add(jc, "backend", json_object_new_string(c->backend));
+		json_object_object_add(jc, "regions", json_object_new_int64(c->regions));
+		json_object_object_add(jc, "hosts", json_object_new_int64(c->hosts));
+		json_object_object_add(jc, "model_hash", json_object_new_string(c->model_hash));
+		json_object_object_add(jc, "platform_key", json_object_new_string(c->platform_key));
+		json_object_object_add(jc, "fetched", json_object_new_boolean(c->fetched));
+		json_object_object_add(o, "catalogue", jc);
+	}
 	if (r->b_cpu_probe)
 		json_object_object_add(o, "b_cpu_probe", b_cpu_json(r->b_cpu_probe));
 	json_object *pp = json_object_new_object();
@@ -1028,6 +1203,13 @@ static void placement_print(const Pim__PlacementReply *r, bool verbose)
 		printf("Platform %s; theta %.2f GB/s, sigma %.2f, T_ctx %g s, f_pim %g Hz, B_cpu %.2f GB/s\n",
 		       r->platform, r->params->theta / 1e9, r->params->sigma, r->params->t_ctx,
 		       r->params->f_pim, r->params->b_cpu / 1e9);
+	if (r->catalogue) {
+		char when[40];
+		printf("Metrics of %u regions from the fleet catalogue: host %s, %s, %s backend%s\n",
+		       r->catalogue->regions, tty(r->catalogue->host),
+		       when_text(r->catalogue->measured_at, when, sizeof when), tty(r->catalogue->backend),
+		       r->catalogue->fetched ? " (fetched now)" : "");
+	}
 	if (r->params && r->b_cpu_probe) {
 		printf("B_cpu %s:\n", r->b_cpu_probe->source);
 		b_cpu_print(r->b_cpu_probe, "  ");
@@ -2309,6 +2491,8 @@ int main(int argc, char **argv)
 			r = cmd_platform_probe(&ctl);
 	} else if (strcmp(cmd, "model") == 0) {
 		r = run_model(&ctl, argc, argv);
+	} else if (strcmp(cmd, "catalogue") == 0) {
+		r = run_catalogue(&ctl, argc, argv);
 	} else if (strcmp(cmd, "profile") == 0) {
 		r = cmd_profile(&ctl, argc, argv);
 	} else if (strcmp(cmd, "placement") == 0) {

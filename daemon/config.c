@@ -43,6 +43,7 @@ void config_init(struct config *c)
 	c->job_cgroups = CGROUP_MODE_AUTO;
 	c->allow_root_jobs = false;
 	c->profile_group[0] = 0;
+	c->catalogue_timeout_ms = 5000;
 }
 
 static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -71,7 +72,7 @@ static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *out)
 }
 
 enum key_type { KEY_PATH_SOCKET, KEY_PATH_DIR, KEY_PATH_FILE, KEY_LOG_LEVEL, KEY_U32, KEY_U64, KEY_DOUBLE,
-		KEY_BOOL, KEY_GROUP, KEY_CGROUP_MODE };
+		KEY_BOOL, KEY_GROUP, KEY_CGROUP_MODE, KEY_CATALOGUE, KEY_HOST_ID, KEY_PLATFORM_KEY };
 
 struct key {
 	const char *name;
@@ -111,6 +112,11 @@ static const struct key keys[] = {
 	{ "job_cgroups", KEY_CGROUP_MODE, offsetof(struct config, job_cgroups), 0, 0 },
 	{ "allow_root_jobs", KEY_BOOL, offsetof(struct config, allow_root_jobs), 0, 0 },
 	{ "profile_group", KEY_GROUP, offsetof(struct config, profile_group), 0, 0 },
+	/* the fleet catalogue */
+	{ "catalogue", KEY_CATALOGUE, offsetof(struct config, catalogue), 0, 0 },
+	{ "catalogue_host_id", KEY_HOST_ID, offsetof(struct config, catalogue_host_id), 0, 0 },
+	{ "catalogue_platform", KEY_PLATFORM_KEY, offsetof(struct config, catalogue_platform), 0, 0 },
+	{ "catalogue_timeout_ms", U32(catalogue_timeout_ms, 1000, 600000) },
 	/* placement parameters: the same names as in pimctl placement --param and PlacementParams */
 	{ "n_core", DBL(n_core) },
 	{ "f_pim", DBL(f_pim) },
@@ -129,6 +135,51 @@ static const struct key keys[] = {
 	{ "speedup_mx6", KEY_DOUBLE, offsetof(struct config, jitq_speedup[1]), 0, 64 },
 	{ "speedup_mx4", KEY_DOUBLE, offsetof(struct config, jitq_speedup[2]), 0, 64 },
 };
+
+/*
+ * A libpq connection string as the catalogue key takes it: a postgresql:// (or postgres://) URI,
+ * or keyword=value pairs (service=NAME).  A password in it is refused: pimd.conf is readable by
+ * more than pimd, and libpq reads the password from PGPASSFILE (pimd(8), Fleet catalogue).
+ */
+static int check_catalogue(const char *v, const char *where, struct pim_error *err)
+{
+	bool uri = strncmp(v, "postgresql://", 13) == 0 || strncmp(v, "postgres://", 11) == 0;
+
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return err_set(err, -EINVAL, "%s: catalogue contains a control character", where);
+	if (uri) {
+		const char *auth = strstr(v, "://") + 3;
+		size_t n = strcspn(auth, "/?");
+		const char *at = memchr(auth, '@', n);
+		if ((at && memchr(auth, ':', (size_t)(at - auth))) || strstr(v, "password="))
+			return err_set(err, -EINVAL, "%s: catalogue must not carry a password: put it in a "
+				       "credentials file (PGPASSFILE, pimd(8))", where);
+		return 0;
+	}
+	if (!strchr(v, '='))
+		return err_set(err, -EINVAL, "%s: catalogue \"%s\" is neither a postgresql:// URI nor "
+			       "keyword=value pairs (service=NAME)", where, v);
+	if (strstr(v, "password"))
+		return err_set(err, -EINVAL, "%s: catalogue must not carry a password: put it in a "
+			       "credentials file (PGPASSFILE, pimd(8))", where);
+	return 0;
+}
+
+/* A host id or platform key: printable ASCII without spaces or quotes, 1..max bytes. */
+static int check_token(const char *v, size_t max, const char *name, const char *where,
+		       struct pim_error *err)
+{
+	size_t len = strlen(v);
+	bool ok = len > 0 && len <= max;
+
+	for (size_t i = 0; ok && i < len; i++)
+		ok = v[i] > 0x20 && v[i] < 0x7f && v[i] != '"' && v[i] != '\'' && v[i] != '\\';
+	if (!ok)
+		return err_set(err, -EINVAL, "%s: %s must be 1..%zu printable characters without spaces "
+			       "or quotes", where, name, max);
+	return 0;
+}
 
 static int set_key(struct config *c, const struct key *k, const char *v, const char *where,
 		   struct pim_error *err)
@@ -177,6 +228,22 @@ static int set_key(struct config *c, const struct key *k, const char *v, const c
 			return err_set(err, -EINVAL, "%s: %s \"%s\" must be auto, yes or no", where,
 				       k->name, v);
 		return 0;
+	case KEY_CATALOGUE:
+		if (strlen(v) >= CONFIG_CATALOGUE_MAX)
+			return err_set(err, -ENAMETOOLONG, "%s: catalogue is longer than %d bytes", where,
+				       CONFIG_CATALOGUE_MAX - 1);
+		if ((r = check_catalogue(v, where, err)) < 0)
+			return r;
+		memcpy(field, v, strlen(v) + 1);
+		return 0;
+	case KEY_HOST_ID:
+	case KEY_PLATFORM_KEY: {
+		size_t max = k->type == KEY_HOST_ID ? CONFIG_HOST_ID_MAX : CONFIG_PLATFORM_KEY_MAX;
+		if ((r = check_token(v, max, k->name, where, err)) < 0)
+			return r;
+		memcpy(field, v, strlen(v) + 1);
+		return 0;
+	}
 	case KEY_GROUP: {
 		/* a name as useradd(8) takes it, or a number; resolved when a job needs it */
 		size_t len = strlen(v);

@@ -20,6 +20,9 @@
 #define CONFIG_DEFAULT_STATE_DIR "/var/lib/pimd"
 #define CONFIG_FILE_MAX (1024 * 1024)
 #define CONFIG_NAME_MAX 64                /* a group name or number */
+#define CONFIG_CATALOGUE_MAX 1024         /* the catalogue's connection string */
+#define CONFIG_HOST_ID_MAX 64
+#define CONFIG_PLATFORM_KEY_MAX 255
 
 struct config {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -51,6 +54,12 @@ struct config {
 	enum cgroup_mode job_cgroups;     /* a cgroup per job: auto, yes, no (read at start) */
 	bool allow_root_jobs;             /* run jobs for uid 0 */
 	char profile_group[CONFIG_NAME_MAX + 1]; /* users jobs may run as; "": the socket's group */
+	/* The fleet catalogue (catalogue.h): a libpq URI or "service=NAME"; "": none.  Never a
+	 * password (config_parse refuses one): PGPASSFILE. */
+	char catalogue[CONFIG_CATALOGUE_MAX];
+	char catalogue_host_id[CONFIG_HOST_ID_MAX + 1];     /* "": /etc/machine-id */
+	char catalogue_platform[CONFIG_PLATFORM_KEY_MAX + 1]; /* "": the detected platform key */
+	uint32_t catalogue_timeout_ms;    /* connect and statement timeout */
 };
 
 void config_init(struct config *c);

@@ -17,6 +17,7 @@
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
 
+#include "catalogue.h"
 #include "config.h"
 #include "log.h"
 #include "loop.h"
@@ -39,6 +40,7 @@ struct pimd {
 	struct platform platform;
 	struct pimsim_params pim;
 	struct profiler *profiler;
+	struct catalogue *catalogue; /* NULL without a catalogue key */
 	struct cgroup_tree *cgroup; /* a cgroup per profiling job; NULL: process groups */
 	struct rpc_context ctx;
 	struct watch sig, wd;
@@ -180,6 +182,10 @@ static void reload(struct pimd *d)
 			log_warning("socket and state_dir changes take effect only after a restart");
 		if (c.job_cgroups != d->cfg.job_cgroups)
 			log_warning("job_cgroups changes take effect only after a restart");
+		if (strcmp(c.catalogue, d->cfg.catalogue) || strcmp(c.catalogue_host_id, d->cfg.catalogue_host_id) ||
+		    strcmp(c.catalogue_platform, d->cfg.catalogue_platform) ||
+		    c.catalogue_timeout_ms != d->cfg.catalogue_timeout_ms)
+			log_warning("catalogue settings take effect only after a restart");
 		log_set_level(c.log_level);
 		raise_fd_limit(&c);
 		server_apply_config(d->server, &c);
@@ -407,6 +413,10 @@ static void print_config(const struct config *c)
 	       c->profile_max_samples, c->profile_queue_per_uid, c->allow_root_jobs ? "yes" : "no",
 	       c->profile_group[0] ? c->profile_group : "(the socket's group)",
 	       c->profile_max_processes, modes[c->job_cgroups]);
+	printf("catalogue = %s\ncatalogue_host_id = %s\ncatalogue_platform = %s\ncatalogue_timeout_ms = %u\n",
+	       c->catalogue[0] ? c->catalogue : "(none: no fleet catalogue)",
+	       c->catalogue_host_id[0] ? c->catalogue_host_id : "(/etc/machine-id)",
+	       c->catalogue_platform[0] ? c->catalogue_platform : "(detected)", c->catalogue_timeout_ms);
 	const struct placement_params *p = &c->placement;
 	printf("n_core = %g\nf_pim = %g\ni_min = %g\nt_ctx = %g\nb_cpu = %g\ntheta = %g\n"
 	       "theta_ratio = %g\nsigma = %g\nb_rd = %g\nb_wb = %g\nb_pim_core = %g\n"
@@ -508,6 +518,9 @@ static int detect_platform(struct pimd *d)
 					   m.b_cpu_load);
 		}
 	}
+	/* the key under which this host publishes (none without a catalogue: nothing is queued) */
+	if (d->cfg.catalogue[0])
+		platform_fleet_describe(&d->platform, d->cfg.catalogue_platform);
 	if (d->platform.counters)
 		log_info("Platform %s: %s", d->platform.id.name, d->platform.backend_reason);
 	else
@@ -551,6 +564,10 @@ static int start(struct pimd *d)
 	/* What the profiler and the handlers store on their own goes to the writer thread. */
 	d->ctx.writer = server_writer(d->server);
 	profiler_set_writer(d->profiler, &d->ctx.writer);
+	if ((r = catalogue_check_config(&d->cfg, &err)) < 0) {
+		log_error("%s", err.msg);
+		return r;
+	}
 	if (!d->foreground && (r = detach()) < 0) {
 		log_error("Cannot detach: %s", strerror(-r));
 		return r;
@@ -562,6 +579,15 @@ static int start(struct pimd *d)
 	}
 	if ((r = setup_watchdog(d)) < 0)
 		log_warning("Watchdog not armed: %s", strerror(-r));
+	/* After detaching: its thread would not survive the fork.  The connection string was
+	 * checked by config_parse before. */
+	if (d->cfg.catalogue[0]) {
+		if ((r = catalogue_new(&d->cfg, &d->platform, d->store, &d->catalogue, &err)) < 0) {
+			log_error("Cannot set up the fleet catalogue: %s", err.msg);
+			return r;
+		}
+		d->ctx.catalogue = d->catalogue;
+	}
 	server_set_change_hook(d->server, on_change, d);
 	return 0;
 }
@@ -607,6 +633,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (check_only) {
+		if (catalogue_check_config(&d.cfg, &err) < 0) {
+			log_error("%s", err.msg);
+			return 1;
+		}
 		print_config(&d.cfg);
 		return 0;
 	}
@@ -629,6 +659,7 @@ int main(int argc, char **argv)
 	 * writer writes what it was given before it stops; the profiler writes the rest itself. */
 	profiler_stop(d.profiler);
 	server_free(d.server);
+	catalogue_free(d.catalogue);
 	profiler_set_writer(d.profiler, NULL);
 	profiler_free(d.profiler);
 	unsigned left = cgroup_tree_free(d.cgroup, 2000);

@@ -4,8 +4,10 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "calibrate.h"
+#include "catalogue.h"
 #include "log.h"
 #include "manifest.h"
 #include "perfcsv.h"
@@ -28,7 +30,18 @@ struct loaded {
 	size_t n_estimates, n_counters, n_imported;
 	size_t n_imported_unknown_b_cpu; /* imported without the measuring host's B_cpu */
 	size_t n_with_spread;            /* with a measured spread of T_host (marginal decisions) */
+	/* regions whose metrics came from the fleet catalogue, and from where (the host with the
+	 * most of them; up to LOADED_HOSTS hosts counted) */
+	size_t n_catalogue;
+	struct loaded_origin {
+		char host[CONFIG_HOST_ID_MAX + 1];
+		char backend[16];
+		int64_t measured_at;
+		size_t regions;
+	} origins[8];
+	size_t n_origins;
 };
+#define LOADED_HOSTS 8
 
 static void loaded_free(struct loaded *l)
 {
@@ -130,6 +143,27 @@ static int loaded_operand(void *ctx, const struct store_operand_row *o)
 	return 0;
 }
 
+/* A region's metrics came from the catalogue: counted with their host. */
+static void loaded_origin_add(struct loaded *l, const Pim__RegionMetrics *mt)
+{
+	size_t i;
+
+	l->n_catalogue++;
+	for (i = 0; i < l->n_origins; i++)
+		if (strcmp(l->origins[i].host, mt->origin_host) == 0)
+			break;
+	if (i == l->n_origins) {
+		if (i == LOADED_HOSTS)
+			return;
+		l->n_origins++;
+		snprintf(l->origins[i].host, sizeof l->origins[i].host, "%s", mt->origin_host);
+		snprintf(l->origins[i].backend, sizeof l->origins[i].backend, "%s", mt->origin_backend);
+	}
+	l->origins[i].regions++;
+	if (mt->origin_measured_at > l->origins[i].measured_at)
+		l->origins[i].measured_at = mt->origin_measured_at;
+}
+
 /* The stored metrics of a region, as the placement rule reads them. */
 static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim__RegionMetrics *mt)
 {
@@ -159,6 +193,8 @@ static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim
 		p->have_bw_read_estimate = true;
 		p->bw_read_estimate = mt->bw_read_estimate;
 	}
+	if (mt->origin_host && *mt->origin_host)
+		loaded_origin_add(l, mt);
 	l->n_estimates += mt->evidence == PIM__EVIDENCE__EVIDENCE_ESTIMATE;
 	l->n_counters += mt->evidence == PIM__EVIDENCE__EVIDENCE_COUNTERS;
 	l->n_imported += mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED;
@@ -463,6 +499,61 @@ static void evidence_notes(struct reply *b, Pim__PlacementReply *r, const struct
 		reply_append(b, &r->notes, &r->n_notes, "%zu regions use hardware counters measured on this host", l->n_counters);
 }
 
+/* Where an answer's metrics measured elsewhere came from: its origin and a note (fill: what the
+ * catalogue did for this answer, NULL when it was not asked). */
+static void catalogue_notes(struct reply *b, Pim__PlacementReply *r, const struct loaded *l,
+			    const struct rpc_context *ctx, const struct catalogue_fill *fill)
+{
+	if (fill && fill->asked && fill->error[0])
+		reply_append(b, &r->notes, &r->n_notes, "this host has no metrics of the model and the fleet catalogue "
+			     "was not asked or did not answer (%s): the answer rests on this host's store alone",
+			     fill->error);
+	else if (fill && fill->asked && !fill->fetched)
+		reply_append(b, &r->notes, &r->n_notes, "the fleet catalogue has no metrics of this model (its content "
+			     "hash) on this platform (%s)", ctx->platform->fleet_key);
+	if (!l->n_catalogue)
+		return;
+	const struct loaded_origin *o = &l->origins[0];
+	for (size_t i = 1; i < l->n_origins; i++)
+		if (l->origins[i].regions > o->regions)
+			o = &l->origins[i];
+	Pim__CatalogueOrigin *m = reply_message(b, &pim__catalogue_origin__descriptor);
+	if (!m)
+		return;
+	m->host = reply_strdup(b, o->host);
+	m->measured_at = o->measured_at;
+	m->backend = reply_strdup(b, o->backend);
+	m->regions = (uint32_t)l->n_catalogue;
+	m->hosts = (uint32_t)l->n_origins;
+	m->platform_key = reply_strdup(b, ctx->platform->fleet_key);
+	m->fetched = fill && fill->fetched > 0;
+	char hash[65] = "";
+	if (store_model_hash(ctx->store, l->model_id, hash, NULL) == 0)
+		m->model_hash = reply_strdup(b, hash);
+	r->catalogue = m;
+	char when[32] = "an unknown date";
+	time_t t = (time_t)o->measured_at;
+	struct tm tm;
+	if (gmtime_r(&t, &tm))
+		strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+	reply_append(b, &r->notes, &r->n_notes, "%zu of %zu regions use metrics from the fleet catalogue, measured on "
+		     "host %s on %s with the %s backend%s (%s%s); this host has not measured them", l->n_catalogue,
+		     l->n_regions, o->host, when, o->backend, l->n_origins > 1 ? " and on other hosts" : "",
+		     m->fetched ? "fetched for this answer, kept in the local store" : "kept in the local store",
+		     strcmp(o->backend, "timing") == 0 ? "; timing-backend estimates" : "");
+}
+
+/* For a model this host has not measured, the catalogue's metrics into the store first
+ * (catalogue.h); only off the event loop (rpc_where sends such a query there). */
+static int fill_from_catalogue(struct rpc_context *ctx, const char *name, struct catalogue_fill *fill,
+			       struct pim_error *err)
+{
+	memset(fill, 0, sizeof *fill);
+	if (!ctx->catalogue || !ctx->may_block || !manifest_name_valid(name))
+		return 0;
+	return catalogue_fill(ctx->catalogue, ctx->store, ctx->platform->row, name, fill, err);
+}
+
 /* What "marginal" rests on: the regions with a measured spread, and B_cpu's. */
 static void marginal_notes(struct reply *b, Pim__PlacementReply *r, const struct loaded *l,
 			   const struct placement_params *p)
@@ -596,6 +687,9 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	if (merge_params(ctx, q->params, &p, &err) < 0)
 		return reply_error_from(req->id, &err);
 
+	struct catalogue_fill fill;
+	if (fill_from_catalogue(ctx, q->model, &fill, &err) < 0)
+		return reply_error_from(req->id, &err);
 	double one = p.n_core;
 	const double *cores = q->n_core_counts ? q->core_counts : &one;
 	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
@@ -604,6 +698,8 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	Pim__PlacementReply *cached = cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
 	if (cached) {
 		cached->cached = true;
+		if (cached->catalogue)
+			cached->catalogue->fetched = false;
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
 	}
 	if (load(ctx, q->model, &l, &err) < 0) {
@@ -643,6 +739,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				pr->estimates[pr->n_estimates++] = e;
 		}
 		evidence_notes(&b, pr, &l, ctx);
+		catalogue_notes(&b, pr, &l, ctx, &fill);
 		marginal_notes(&b, pr, &l, &p);
 		reply_append(&b, &pr->notes, &pr->n_notes, "the speedup is an estimate, not a prediction: each "
 			   "offloaded region's T_pim is the larger of a lower bound on compute (N_total x I_min / "
@@ -652,13 +749,32 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 						 : "the resident model's estimate, below Eq. 8's upper bound");
 	}
 	placement_result_free(&res);
-	if (!b.oom)
+	/* (an answer that says the catalogue did not answer is not kept: the next one asks again) */
+	if (!b.oom && !(fill.asked && !fill.fetched))
 		cache_put(ctx, &l, key, &pr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
 }
 
 /* ---------------------------------------------------------------- import-perf */
+
+/* Imported counts go to the fleet catalogue's outbox, labelled imported, with the uid that
+ * imported them (never preferred there over a measurement); nothing without a catalogue. */
+static int import_for_catalogue(struct rpc_context *ctx, int64_t model_id, uint32_t region, uid_t uid,
+				struct pim_error *err)
+{
+	const struct platform *p = ctx->platform;
+	char hash[65];
+	int r;
+
+	if (!p->fleet_key[0])
+		return 0;
+	if ((r = store_model_hash(ctx->store, model_id, hash, err)) < 0)
+		return r;
+	struct store_outbox_origin o = { .model_hash = hash, .platform_key = p->fleet_key,
+					 .platform_json = p->fleet_json, .backend = "imported" };
+	return store_outbox_add_import(ctx->store, model_id, p->row, region, uid, &o, err);
+}
 
 Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct rpc_peer *peer,
 					 const Pim__Request *req)
@@ -722,7 +838,8 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 	snprintf(source, sizeof source, "perf stat import: %u events%s", csv->n_events,
 		 csv->multiplexed ? ", some scaled by perf (multiplexed)" : "");
 	m.source = source;
-	if ((k = store_metrics_put(ctx->store, model_id, ctx->platform->row, 0, &m, &err)) < 0)
+	if ((k = store_metrics_put(ctx->store, model_id, ctx->platform->row, 0, &m, &err)) < 0 ||
+	    (k = import_for_catalogue(ctx, model_id, q->region_id, peer->cred.uid, &err)) < 0)
 		return reply_error_from(req->id, &err);
 	log_info("Imported perf counts for model \"%s\" region %u (%u events)", q->model, q->region_id,
 		 csv->n_events);
@@ -948,7 +1065,8 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "movement \"%.*s\" is not one of upper, resident",
 				   TEXT_ECHO(q->movement, 32));
-	if (merge_params(ctx, q->params, &p, &err) < 0)
+	struct catalogue_fill fill;
+	if (merge_params(ctx, q->params, &p, &err) < 0 || fill_from_catalogue(ctx, q->model, &fill, &err) < 0)
 		return reply_error_from(req->id, &err);
 	char key[1024];
 	cache_key(key, sizeof key, "decisions-v1", &p, placement_granularity_name(gran),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "platform.h"
 
+#include <json-c/json.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
@@ -59,6 +60,117 @@ int platform_detect(struct platform *p, struct pim_error *err)
 		snprintf(p->backend_reason, sizeof p->backend_reason, "%s", p->probe.reason);
 	(void)err;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- the fleet's platform key */
+
+struct cpu_id {
+	char vendor[64], family[32], model[32], stepping[32], microcode[32];
+};
+
+/* "key : value" of the first processor in /proc/cpuinfo (x86: vendor_id, cpu family, model,
+ * stepping, microcode; Arm: CPU implementer, architecture, part, revision). */
+static void cpu_id_read(struct cpu_id *c)
+{
+	static const struct { const char *key; size_t off, len; } fields[] = {
+		{ "vendor_id", offsetof(struct cpu_id, vendor), sizeof c->vendor },
+		{ "CPU implementer", offsetof(struct cpu_id, vendor), sizeof c->vendor },
+		{ "cpu family", offsetof(struct cpu_id, family), sizeof c->family },
+		{ "CPU architecture", offsetof(struct cpu_id, family), sizeof c->family },
+		{ "model", offsetof(struct cpu_id, model), sizeof c->model },
+		{ "CPU part", offsetof(struct cpu_id, model), sizeof c->model },
+		{ "stepping", offsetof(struct cpu_id, stepping), sizeof c->stepping },
+		{ "CPU revision", offsetof(struct cpu_id, stepping), sizeof c->stepping },
+		{ "microcode", offsetof(struct cpu_id, microcode), sizeof c->microcode },
+	};
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[512];
+
+	snprintf(c->vendor, sizeof c->vendor, "unknown");
+	snprintf(c->family, sizeof c->family, "?");
+	snprintf(c->model, sizeof c->model, "?");
+	snprintf(c->stepping, sizeof c->stepping, "?");
+	snprintf(c->microcode, sizeof c->microcode, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f) && line[0] != '\n') {
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		char *v = colon + 1, *k = line;
+		while (colon > k && (colon[-1] == ' ' || colon[-1] == '\t'))
+			colon--;
+		*colon = 0;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		v[strcspn(v, "\n")] = 0;
+		/* no space or ':' in a key's fields: the key stays one token per field */
+		for (char *q = v; *q; q++)
+			if (*q == ' ' || *q == ':' || *q == '"' || *q == '\\')
+				*q = '_';
+		for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+			if (strcmp(k, fields[i].key) == 0 && *v)
+				snprintf((char *)c + fields[i].off, fields[i].len, "%s", v);
+	}
+	fclose(f);
+}
+
+static unsigned numa_nodes(void)
+{
+	FILE *f = fopen("/sys/devices/system/node/online", "re");
+	unsigned n = 0, a, b;
+	int k;
+
+	if (!f)
+		return 1;
+	while ((k = fscanf(f, "%u-%u", &a, &b)) >= 1) {
+		n += k == 2 && b >= a ? b - a + 1 : 1;
+		if (fgetc(f) != ',')
+			break;
+	}
+	fclose(f);
+	return n ? n : 1;
+}
+
+void platform_fleet_describe(struct platform *p, const char *override)
+{
+	struct cpu_id c;
+	long cpus = sysconf(_SC_NPROCESSORS_CONF), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	/* MemTotal is what the kernel did not reserve: rounded to whole GiB, hosts with the same
+	 * DIMMs and kernel agree */
+	unsigned long long gib = pages > 0 && page > 0 ? ((unsigned long long)pages * (unsigned long long)page +
+							  (1ull << 29)) >> 30 : 0;
+	unsigned nodes = numa_nodes();
+	char backend[96];
+
+	cpu_id_read(&c);
+	if (p->counters)
+		snprintf(backend, sizeof backend, "counters-%s", p->id.pmu);
+	else
+		snprintf(backend, sizeof backend, "timing");
+	if (override && *override)
+		snprintf(p->fleet_key, sizeof p->fleet_key, "%s", override);
+	else
+		snprintf(p->fleet_key, sizeof p->fleet_key, "%s-%s-%s-%s:%ldcpu:%lluG:%un:%s", c.vendor, c.family,
+			 c.model, c.stepping, cpus > 0 ? cpus : 1, gib, nodes, backend);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "vendor", json_object_new_string(c.vendor));
+	json_object_object_add(o, "family", json_object_new_string(c.family));
+	json_object_object_add(o, "model", json_object_new_string(c.model));
+	json_object_object_add(o, "stepping", json_object_new_string(c.stepping));
+	json_object_object_add(o, "microcode", json_object_new_string(c.microcode));
+	json_object_object_add(o, "cpu_model", json_object_new_string(p->id.cpu_model));
+	json_object_object_add(o, "cpus", json_object_new_int64(cpus > 0 ? cpus : 1));
+	json_object_object_add(o, "memory_gib", json_object_new_int64((int64_t)gib));
+	json_object_object_add(o, "numa_nodes", json_object_new_int64(nodes));
+	json_object_object_add(o, "kernel", json_object_new_string(p->id.kernel));
+	json_object_object_add(o, "backend", json_object_new_string(p->counters ? "counters" : "timing"));
+	json_object_object_add(o, "pmu", json_object_new_string(p->id.pmu));
+	json_object_object_add(o, "b_cpu", json_object_new_double(p->id.b_cpu));
+	json_object_object_add(o, "b_cpu_spread", json_object_new_double(p->id.b_cpu_spread));
+	json_object_object_add(o, "key_overridden", json_object_new_boolean(override && *override));
+	snprintf(p->fleet_json, sizeof p->fleet_json, "%s", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
 }
 
 /* ---------------------------------------------------------------- B_cpu */

@@ -18,6 +18,11 @@ struct platform {
 	const struct event_table *table; /* event table of the core PMU (generic if unknown) */
 	struct counters_probe probe;
 	char backend_reason[512];      /* plain words, for the journal and pimctl status */
+	/* This host in the fleet catalogue (platform_fleet_describe), empty without one: the key
+	 * another host must have for metrics measured here to serve it, and this host as published
+	 * with each run (JSON).  Set before pimd's threads start, never changed after. */
+	char fleet_key[256];
+	char fleet_json[1024];
 };
 
 /* Detects the platform; never fails for lack of a PMU (that is the timing backend). */
@@ -42,6 +47,17 @@ int platform_detect(struct platform *p, struct pim_error *err);
 #define PLATFORM_PROBE_BYTES_UNFLUSHED (256u << 20)
 int platform_probe_bandwidth(struct store_platform *p, struct bandwidth_result *res,
 			     struct pim_error *err);
+
+/*
+ * The platform key of the fleet catalogue, the rule of "same platform" (pimd(8), Fleet
+ * catalogue): CPU vendor, family, model and stepping, the number of CPUs, the memory installed
+ * (GiB, rounded) and NUMA nodes, and the counter backend with its PMU.  Microcode, kernel and
+ * B_cpu with its spread are published beside it, not part of it: they change with updates that
+ * do not change what a loop nest costs enough to measure it again.  override (catalogue_platform,
+ * not NULL or empty) replaces the key: hosts an operator declares equal, or a test.  Fills
+ * p->fleet_key and p->fleet_json; call after B_cpu is known.
+ */
+void platform_fleet_describe(struct platform *p, const char *override);
 
 /* This host's CPUs online and memory, as b_cpu_host records them ("2 CPUs, 23.5 GiB"): B_cpu
  * is measured again at start when they differ from the stored measurement's. */

@@ -552,6 +552,25 @@ static int derive_run(struct derive *d, uint32_t from)
 	return r < 0 ? r : d->error < 0 ? d->error : r;
 }
 
+/* On the writer thread: a finished run goes to the fleet catalogue's outbox, in the group that
+ * records its end (catalogue.h); nothing without a catalogue. */
+static int queue_for_catalogue(struct store *s, const struct job *j, int64_t run, const char *msg, unsigned stored,
+			       struct pim_error *err)
+{
+	const struct platform *p = j->pf->platform;
+	char hash[65];
+	int r;
+
+	if (!p->fleet_key[0] || stored == 0)
+		return 0;
+	if ((r = store_model_hash(s, j->model_id, hash, err)) < 0)
+		return r;
+	struct store_outbox_origin o = { .model_hash = hash, .platform_key = p->fleet_key,
+					 .platform_json = p->fleet_json,
+					 .backend = j->n_groups ? "counters" : "timing" };
+	return store_outbox_add_run(s, run, &o, msg, stored, err);
+}
+
 /* On the writer thread: the end of jw's run (its samples stored, or failure says why not):
  * the metrics when it went well, then its final row. */
 static int job_end_run(struct store *s, struct job_write *jw, const char *failure, struct pim_error *err)
@@ -618,6 +637,8 @@ static int job_end_run(struct store *s, struct job_write *jw, const char *failur
 	}
 	jw->ok = ok && !failure[0];
 	jw->stored = d.stored;
+	if (jw->ok && (r = queue_for_catalogue(s, j, jw->run, msg, d.stored, err)) < 0)
+		return r;
 	struct store_run_update u = { .state = jw->ok ? "done" : "failed", .message = msg, .worker_uid = -1,
 				      .regions_done = d.stored, .finished = true,
 				      .repetitions_done = j->insitu ? -1 : (int64_t)j->reps_done,

@@ -42,6 +42,11 @@ struct rpc_context {
 	/* The manifest regions of the request being answered, left in its frame (decode.h:
 	 * decode_request_lean); NULL when they are in the request. */
 	struct decode_regions *regions;
+	/* The fleet catalogue (catalogue.h), or NULL without one. */
+	struct catalogue *catalogue;
+	/* Answered off the event loop (the transport's work thread): it may wait for the
+	 * catalogue. */
+	bool may_block;
 };
 
 /* What the transport knows about the peer of a request. */

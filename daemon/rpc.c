@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalogue.h"
 #include "decode.h"
 #include "frame.h"
 #include "log.h"
@@ -519,6 +520,95 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 	return reply_finish(&b);
 }
 
+/* ---------------------------------------------------------------- the fleet catalogue */
+
+static Pim__Response *do_catalogue_status(struct rpc_context *ctx, const Pim__Request *req)
+{
+	struct catalogue_status st;
+	struct reply b;
+
+	Pim__CatalogueStatusReply *r = reply_start(&b, req->id, PIM__RESPONSE__BODY_CATALOGUE_STATUS);
+	if (!r || !ctx->catalogue)
+		return reply_finish(&b); /* configured = false */
+	catalogue_status(ctx->catalogue, &st);
+	r->configured = true;
+	r->reachable = st.reachable;
+	r->target = reply_strdup(&b, st.target);
+	r->host_id = reply_strdup(&b, st.host_id);
+	r->platform_key = reply_strdup(&b, st.platform_key);
+	r->outbox_depth = st.outbox_depth;
+	r->outbox_failed = st.outbox_failed;
+	r->last_publish_at = st.last_publish_at;
+	r->published = st.published;
+	r->conflicts = st.conflicts;
+	r->last_error = reply_strdup(&b, st.last_error);
+	r->last_error_at = st.last_error_at;
+	r->retry_in_ms = st.retry_in_ms;
+	r->schema_version = st.schema_version;
+	r->lookups = st.lookups;
+	r->lookup_hits = st.lookup_hits;
+	return reply_finish(&b);
+}
+
+struct list_build {
+	struct reply *b;
+	Pim__CatalogueListReply *r;
+	size_t cap;
+};
+
+static int list_entry(void *data, const struct catalogue_entry *e)
+{
+	struct list_build *lb = data;
+	Pim__CatalogueListReply *r = lb->r;
+
+	if (r->n_entries == lb->cap)
+		return -ENOMEM; /* (cap is the limit: the catalogue gives no more) */
+	Pim__CatalogueListEntry *m = reply_message(lb->b, &pim__catalogue_list_entry__descriptor);
+	if (!m)
+		return -ENOMEM;
+	m->model_hash = reply_strdup(lb->b, e->model_hash);
+	m->model_name = reply_strdup(lb->b, e->model_name);
+	m->platform_key = reply_strdup(lb->b, e->platform_key);
+	m->hosts = e->hosts;
+	m->runs = e->runs;
+	m->imports = e->imports;
+	m->last_measured_at = e->last_measured_at;
+	m->regions = e->regions;
+	r->entries[r->n_entries++] = m;
+	return 0;
+}
+
+/* Answered on the work thread (rpc_where): it waits for PostgreSQL. */
+static Pim__Response *do_catalogue_list(struct rpc_context *ctx, const Pim__Request *req)
+{
+	struct pim_error err = { 0 };
+	unsigned limit = req->catalogue_list->limit ? req->catalogue_list->limit : 1000;
+	struct reply b;
+	bool truncated = false;
+
+	if (!ctx->catalogue)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED, "no fleet catalogue is configured "
+				   "(pimd.conf(5): catalogue)");
+	if (!ctx->may_block)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY, "the catalogue is listed off the event loop "
+				   "only; retry later");
+	if (limit > CATALOGUE_LIST_MAX)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "limit %u: at most %u rows",
+				   limit, CATALOGUE_LIST_MAX);
+	Pim__CatalogueListReply *r = reply_start(&b, req->id, PIM__RESPONSE__BODY_CATALOGUE_LIST);
+	if (!r)
+		return reply_finish(&b);
+	struct list_build lb = { .b = &b, .r = r, .cap = limit };
+	r->entries = reply_calloc(&b, limit, sizeof *r->entries);
+	if (!r->entries)
+		return reply_finish(&b);
+	if (catalogue_list(ctx->catalogue, limit, list_entry, &lb, &truncated, &err) < 0)
+		return reply_fail(&b, &err);
+	r->truncated = truncated;
+	r->platform_key = reply_strdup(&b, ctx->platform->fleet_key);
+	return reply_finish(&b);
+}
+
 void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platform *platform,
 		      const struct config *cfg, const struct pimsim_params *pim,
 		      struct profiler *profiler)
@@ -547,6 +637,19 @@ static enum rpc_where model_where(struct rpc_context *ctx, const char *name)
 	return RPC_ANYWHERE;
 }
 
+/* A placement answer: as model_where, and off the loop when it may ask the fleet catalogue (the
+ * model has no metrics here). */
+static enum rpc_where answer_where(struct rpc_context *ctx, const char *name)
+{
+	int64_t id;
+	bool measured = true;
+
+	if (ctx->catalogue && manifest_name_valid(name) &&
+	    store_model_measured(ctx->store, name, ctx->platform->row, &id, &measured, NULL) == 0 && !measured)
+		return RPC_OFF_LOOP;
+	return model_where(ctx, name);
+}
+
 enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req)
 {
 	switch (req->body_case) {
@@ -563,9 +666,11 @@ enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req)
 	case PIM__REQUEST__BODY_MODEL_SHOW:
 		return model_where(ctx, req->model_show->name);
 	case PIM__REQUEST__BODY_PLACEMENT:
-		return model_where(ctx, req->placement->model);
+		return answer_where(ctx, req->placement->model);
 	case PIM__REQUEST__BODY_DECISIONS:
-		return model_where(ctx, req->decisions->model);
+		return answer_where(ctx, req->decisions->model);
+	case PIM__REQUEST__BODY_CATALOGUE_LIST:
+		return RPC_OFF_LOOP;
 	case PIM__REQUEST__BODY_CALIBRATE:
 		return model_where(ctx, req->calibrate->model);
 	case PIM__REQUEST__BODY_MODEL_LIST:
@@ -636,6 +741,10 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return profiler_rpc_samples(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROBE_BANDWIDTH:
 		return do_probe_bandwidth(ctx, peer, req, defer);
+	case PIM__REQUEST__BODY_CATALOGUE_STATUS:
+		return do_catalogue_status(ctx, req);
+	case PIM__REQUEST__BODY_CATALOGUE_LIST:
+		return do_catalogue_list(ctx, req);
 	default:
 		/* A newer client may send bodies this daemon does not know; that is not fatal. */
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,

@@ -916,6 +916,7 @@ static int work_submit_frame(struct conn *c, struct worker_thread *t, uint8_t *p
 	j->ctx = *s->ctx;
 	j->ctx.profiler = NULL;
 	j->ctx.writer = (struct store_writer){ 0 }; /* the thread writes with its own store */
+	j->ctx.may_block = true;
 	/* A reload may change the parameters on the loop meanwhile. */
 	j->params = *s->ctx->params;
 	j->pim = *s->ctx->pim;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sha256.h"
 #include "sys.h"
 
 enum stmt_id {
@@ -62,6 +63,19 @@ enum stmt_id {
 	ST_RUN_SELECT,
 	ST_RUNS_ABANDON,
 	ST_SAMPLES_SELECT,
+	ST_MODEL_HASH_GET,
+	ST_MODEL_HASH_SET,
+	ST_MODEL_MEASURED,
+	ST_OUTBOX_ADD_RUN,
+	ST_OUTBOX_ADD_IMPORT,
+	ST_OUTBOX_NEXT,
+	ST_OUTBOX_DELETE,
+	ST_OUTBOX_FAIL,
+	ST_OUTBOX_ATTEMPT,
+	ST_OUTBOX_DEPTH,
+	ST_METRICS_FETCHED,
+	ST_VERSION_BUMP,
+	ST_MODEL_VERSION_SET,
 	ST__MAX
 };
 
@@ -127,10 +141,12 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_REGION_EXISTS] = "SELECT 1 FROM regions WHERE model_id = ?1 AND region_id = ?2",
 	[ST_METRICS_UPSERT] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, run_id, "
 			      "evidence, t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, "
-			      "bw_read_estimate, source, updated_at, source_b_cpu) VALUES (?1, ?2, ?3, ?4, "
-			      "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+			      "bw_read_estimate, source, updated_at, source_b_cpu, origin_host, origin_measured_at, "
+			      "origin_backend) VALUES (?1, ?2, ?3, ?4, "
+			      "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
 	[ST_METRICS_SELECT] = "SELECT region_id, evidence, t_host, t_host_spread, n_rd, c_store, c_be1, "
-			      "c_be2, c_be3, bw_read_estimate, source, updated_at, source_b_cpu FROM metrics "
+			      "c_be2, c_be3, bw_read_estimate, source, updated_at, source_b_cpu, origin_host, "
+			      "origin_measured_at, origin_backend FROM metrics "
 			      "WHERE model_id = ?1 AND platform_id = ?2 ORDER BY region_id",
 	[ST_DECISIONS_DELETE] = "DELETE FROM decisions WHERE model_id = ?1",
 	[ST_DECISION_SELECT] = "SELECT reply FROM decisions WHERE model_id = ?1 AND platform_id = ?2 "
@@ -165,6 +181,49 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_SAMPLES_SELECT] = "SELECT region_id, grp, rep, executions, time_ns, time_enabled, time_running, "
 			      "n_values, values_blob FROM samples WHERE run_id = ?1 AND region_id >= ?2 "
 			      "ORDER BY region_id, grp, rep",
+	/* sql/0010-catalogue-outbox.sql */
+	[ST_MODEL_HASH_GET] = "SELECT content_hash FROM models WHERE id = ?1",
+	[ST_MODEL_HASH_SET] = "UPDATE models SET content_hash = ?2 WHERE id = ?1",
+	[ST_MODEL_MEASURED] = "SELECT m.id, EXISTS (SELECT 1 FROM metrics x WHERE x.model_id = m.id AND "
+			      "x.platform_id = ?2) FROM models m WHERE m.name = ?1 AND m.staging = 0",
+	/* a snapshot of the run's metrics (JSON, sql/catalogue: region_metrics' columns) */
+	[ST_OUTBOX_ADD_RUN] = "INSERT INTO catalogue_outbox (kind, publish_key, model_name, model_hash, regions, "
+			      "platform_key, platform, uid, backend, measured_at, payload) "
+			      "SELECT 'measured', 'run:' || r.id || ':' || r.created_at, m.name, ?2, m.n_regions, ?3, ?4, "
+			      "r.owner_uid, ?5, ?6, json_object('summary', json_object('run', r.id, 'message', ?7, "
+			      "'warmup', r.warmup, 'repetitions', r.repetitions, 'regions_measured', ?8, "
+			      "'regions_total', r.regions_total, 'samples', r.samples), 'metrics', "
+			      "(SELECT json_group_array(json_object('region_id', x.region_id, 'evidence', x.evidence, "
+			      "'t_host', x.t_host, 't_host_spread', x.t_host_spread, 'n_rd', x.n_rd, 'c_store', "
+			      "x.c_store, 'c_be1', x.c_be1, 'c_be2', x.c_be2, 'c_be3', x.c_be3, 'bw_read_estimate', "
+			      "x.bw_read_estimate, 'source_b_cpu', x.source_b_cpu)) FROM metrics x WHERE x.run_id = r.id)) "
+			      "FROM profile_runs r JOIN models m ON m.id = r.model_id WHERE r.id = ?1",
+	[ST_OUTBOX_ADD_IMPORT] = "INSERT INTO catalogue_outbox (kind, publish_key, model_name, model_hash, regions, "
+				 "platform_key, platform, uid, backend, measured_at, payload) "
+				 "SELECT 'imported', 'import:' || ?1 || ':' || ?2 || ':' || ?9, m.name, ?4, m.n_regions, "
+				 "?5, ?6, ?7, 'imported', ?8, json_object('summary', json_object('source', x.source, "
+				 "'region_id', x.region_id), 'metrics', json_array(json_object('region_id', x.region_id, "
+				 "'evidence', x.evidence, 't_host', x.t_host, 't_host_spread', x.t_host_spread, 'n_rd', "
+				 "x.n_rd, 'c_store', x.c_store, 'c_be1', x.c_be1, 'c_be2', x.c_be2, 'c_be3', x.c_be3, "
+				 "'bw_read_estimate', x.bw_read_estimate, 'source_b_cpu', x.source_b_cpu))) "
+				 "FROM metrics x JOIN models m ON m.id = x.model_id WHERE x.model_id = ?1 AND "
+				 "x.region_id = ?2 AND x.platform_id = ?3",
+	[ST_OUTBOX_NEXT] = "SELECT id, kind, publish_key, model_name, model_hash, regions, platform_key, platform, "
+			   "uid, backend, measured_at, payload FROM catalogue_outbox WHERE failed IS NULL "
+			   "ORDER BY id LIMIT 1",
+	[ST_OUTBOX_DELETE] = "DELETE FROM catalogue_outbox WHERE id = ?1",
+	[ST_OUTBOX_FAIL] = "UPDATE catalogue_outbox SET failed = ?2 WHERE id = ?1",
+	[ST_OUTBOX_ATTEMPT] = "UPDATE catalogue_outbox SET attempts = attempts + 1 WHERE id = ?1",
+	/* metrics from the catalogue: a region the model lacks fails the foreign key */
+	[ST_METRICS_FETCHED] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, evidence, t_host, "
+			       "t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, bw_read_estimate, source, updated_at, "
+			       "source_b_cpu, origin_host, origin_measured_at, origin_backend) VALUES (?1, ?2, ?3, ?4, "
+			       "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+	/* the metrics_version trigger's work, once for all rows fetched (sql/0010) */
+	[ST_VERSION_BUMP] = "UPDATE model_version_high SET n = n + 1",
+	[ST_MODEL_VERSION_SET] = "UPDATE models SET version = (SELECT n FROM model_version_high) WHERE id = ?1",
+	[ST_OUTBOX_DEPTH] = "SELECT count(*) FILTER (WHERE failed IS NULL), count(*) FILTER (WHERE failed IS NOT NULL) "
+			    "FROM catalogue_outbox",
 };
 
 /*
@@ -1822,6 +1881,11 @@ int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, in
 	sqlite3_bind_text(st, 14, m->source ? m->source : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 15, (int64_t)time(NULL));
 	bind_opt(st, 16, m->source_b_cpu > 0, m->source_b_cpu);
+	if (m->origin_host && *m->origin_host) {
+		sqlite3_bind_text(st, 17, m->origin_host, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 18, m->origin_measured_at);
+		sqlite3_bind_text(st, 19, m->origin_backend ? m->origin_backend : "", -1, SQLITE_STATIC);
+	}
 	if ((r = step_done(s, st, "storing metrics", err)) < 0)
 		goto fail;
 	/* Stored answers rest on the old metrics: drop them with the change. */
@@ -1868,6 +1932,10 @@ int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, s
 		m.source = (char *)(source ? (const char *)source : "");
 		m.updated_at = sqlite3_column_int64(st, 11);
 		m.source_b_cpu = sqlite3_column_double(st, 12); /* NULL reads as 0: unknown */
+		const unsigned char *oh = sqlite3_column_text(st, 13), *ob = sqlite3_column_text(st, 15);
+		m.origin_host = (char *)(oh ? (const char *)oh : "");
+		m.origin_measured_at = sqlite3_column_int64(st, 14);
+		m.origin_backend = (char *)(ob ? (const char *)ob : "");
 		if ((r = fn(ctx, &m)) < 0) {
 			sqlite3_reset(st);
 			return r == -ENOMEM ? err_set(err, -ENOMEM, "out of memory reading metrics") : r;
@@ -1900,7 +1968,11 @@ static int metrics_keep(void *ctx, const Pim__RegionMetrics *m)
 	if (!c)
 		return -ENOMEM;
 	*c = *m;
-	if (!(c->source = strdup(m->source))) {
+	c->origin_host = c->origin_backend = NULL;
+	if (!(c->source = strdup(m->source)) || !(c->origin_host = strdup(m->origin_host)) ||
+	    !(c->origin_backend = strdup(m->origin_backend))) {
+		free(c->source);
+		free(c->origin_host);
 		free(c);
 		return -ENOMEM;
 	}
@@ -2207,4 +2279,337 @@ int store_samples_each(struct store *s, int64_t run_id, uint32_t from_region,
 	if (r != SQLITE_DONE)
 		return db_err(s, err, "reading samples");
 	return 0;
+}
+
+/* ---------------------------------------------------------------- the fleet catalogue */
+
+/* The model's content hash: its manifest in a canonical text, without its name (sha256.h). */
+struct hash_walk {
+	struct sha256 h;
+	char line[MANIFEST_EXTENTS_TEXT * 2 + 1024];
+};
+
+static void hash_line(struct hash_walk *hw, int n)
+{
+	if (n > 0)
+		sha256_update(&hw->h, hw->line, (size_t)n < sizeof hw->line ? (size_t)n : sizeof hw->line - 1);
+}
+
+static int hash_allocation(void *ctx, const Pim__Allocation *a)
+{
+	struct hash_walk *hw = ctx;
+	hash_line(hw, snprintf(hw->line, sizeof hw->line, "a %u %" PRIu64 " %d %s\n", a->id, a->bytes,
+			       (int)a->kind, a->name ? a->name : ""));
+	return 0;
+}
+
+static void extents_text(char *buf, size_t len, const uint64_t *e, size_t n)
+{
+	size_t pos = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && pos < len; i++)
+		pos += (size_t)snprintf(buf + pos, len - pos, "%s%" PRIu64, i ? "," : "", e[i]);
+}
+
+static int hash_region(void *ctx, size_t index, const struct store_region_row *g)
+{
+	struct hash_walk *hw = ctx;
+	char pe[MANIFEST_EXTENTS_TEXT], re[MANIFEST_EXTENTS_TEXT];
+
+	extents_text(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
+	extents_text(re, sizeof re, g->reduction_extents, g->n_reduction_extents);
+	hash_line(hw, snprintf(hw->line, sizeof hw->line, "r %u %u %s %s %" PRIu64 " %" PRIu64 " %" PRIu64
+			       " [%s] [%s] %s\n", g->id, g->order, g->name, g->op, g->n_par, g->n_total, g->trip,
+			       pe, re, g->location));
+	return 0;
+}
+
+static int hash_operand(void *ctx, const struct store_operand_row *o)
+{
+	struct hash_walk *hw = ctx;
+	hash_line(hw, snprintf(hw->line, sizeof hw->line, "o %u %" PRIu64 " %s %u %d\n", o->allocation_id,
+			       o->bytes, o->elem_type, o->elem_bits, (int)o->role));
+	return 0;
+}
+
+int store_model_hash(struct store *s, int64_t model_id, char hash[65], struct pim_error *err)
+{
+	static const struct store_model_walker walker = {
+		.allocation = hash_allocation, .region = hash_region, .operand = hash_operand };
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_HASH_GET);
+	int r;
+
+	sqlite3_bind_int64(st, 1, model_id);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		snprintf(hash, 65, "%s", t ? (const char *)t : "");
+	}
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE)
+		return err_set(err, -ENOENT, "no model %" PRId64, model_id);
+	if (r != SQLITE_ROW)
+		return db_err(s, err, "reading a model's content hash");
+	if (strlen(hash) == 64)
+		return 0;
+	struct hash_walk *hw = malloc(sizeof *hw);
+	if (!hw)
+		return err_set(err, -ENOMEM, "out of memory");
+	sha256_init(&hw->h);
+	r = store_model_walk(s, model_id, &walker, hw, err);
+	sha256_final_hex(&hw->h, hash);
+	free(hw);
+	if (r < 0)
+		return r;
+	/* kept: a model's rows never change (replacing it makes a new row); a failure to keep it
+	 * costs the walk again next time */
+	st = stmt_get(s, ST_MODEL_HASH_SET);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
+	sqlite3_step(st);
+	sqlite3_reset(st);
+	return 0;
+}
+
+int store_model_measured(struct store *s, const char *name, int64_t platform_id, int64_t *model_id,
+			 bool *measured, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_MODEL_MEASURED);
+	int r;
+
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, platform_id);
+	r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		*model_id = sqlite3_column_int64(st, 0);
+		*measured = sqlite3_column_int(st, 1) != 0;
+	}
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE)
+		return err_set(err, -ENOENT, "no model \"%.*s\"", TEXT_ECHO(name, 64));
+	return r == SQLITE_ROW ? 0 : db_err(s, err, "looking for a model's metrics");
+}
+
+/* One row into the outbox, as a change (a savepoint in a group); 1 if the statement added none. */
+static int outbox_insert(struct store *s, sqlite3_stmt *st, const char *what, struct pim_error *err)
+{
+	int r = change_begin(s, err);
+
+	if (r < 0) {
+		sqlite3_reset(st);
+		return r;
+	}
+	if ((r = step_done(s, st, what, err)) < 0) {
+		rollback(s);
+		return r;
+	}
+	bool none = sqlite3_changes(s->db) == 0;
+	if ((r = commit_durable(s, err)) < 0) {
+		rollback(s);
+		return r;
+	}
+	return none;
+}
+
+int store_outbox_add_run(struct store *s, int64_t run_id, const struct store_outbox_origin *o,
+			 const char *message, unsigned regions_measured, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_OUTBOX_ADD_RUN);
+
+	sqlite3_bind_int64(st, 1, run_id);
+	sqlite3_bind_text(st, 2, o->model_hash, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, o->platform_key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, o->platform_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, o->backend, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	sqlite3_bind_text(st, 7, message, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, regions_measured);
+	int r = outbox_insert(s, st, "queueing a run for the catalogue", err);
+	return r > 0 ? err_set(err, -ENOENT, "no profile run %" PRId64, run_id) : r;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int store_outbox_add_import(struct store *s, int64_t model_id, int64_t platform_id, uint32_t region_id, uid_t uid,
+			    const struct store_outbox_origin *o, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_OUTBOX_ADD_IMPORT);
+
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, region_id);
+	sqlite3_bind_int64(st, 3, platform_id);
+	sqlite3_bind_text(st, 4, o->model_hash, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, o->platform_key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, o->platform_json, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, uid);
+	sqlite3_bind_int64(st, 8, (int64_t)time(NULL));
+	sqlite3_bind_int64(st, 9, (int64_t)realtime_ns());
+	int r = outbox_insert(s, st, "queueing imported counts for the catalogue", err);
+	return r > 0 ? err_set(err, -ENOENT, "no metrics of region %u to queue", region_id) : r;
+}
+
+static char *column_dup(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return strdup(t ? (const char *)t : "");
+}
+
+void store_outbox_row_free(struct store_outbox_row *o)
+{
+	free(o->kind);
+	free(o->publish_key);
+	free(o->model_name);
+	free(o->model_hash);
+	free(o->platform_key);
+	free(o->platform_json);
+	free(o->backend);
+	free(o->payload);
+	memset(o, 0, sizeof *o);
+}
+
+int store_outbox_next(struct store *s, struct store_outbox_row *o, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_OUTBOX_NEXT);
+	int r = sqlite3_step(st);
+
+	memset(o, 0, sizeof *o);
+	if (r == SQLITE_ROW) {
+		o->id = sqlite3_column_int64(st, 0);
+		o->kind = column_dup(st, 1);
+		o->publish_key = column_dup(st, 2);
+		o->model_name = column_dup(st, 3);
+		o->model_hash = column_dup(st, 4);
+		o->regions = sqlite3_column_int64(st, 5);
+		o->platform_key = column_dup(st, 6);
+		o->platform_json = column_dup(st, 7);
+		o->uid = sqlite3_column_int64(st, 8);
+		o->backend = column_dup(st, 9);
+		o->measured_at = sqlite3_column_int64(st, 10);
+		o->payload = column_dup(st, 11);
+	}
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE)
+		return 0;
+	if (r != SQLITE_ROW)
+		return db_err(s, err, "reading the catalogue outbox");
+	if (!o->kind || !o->publish_key || !o->model_name || !o->model_hash || !o->platform_key ||
+	    !o->platform_json || !o->backend || !o->payload) {
+		store_outbox_row_free(o);
+		return err_set(err, -ENOMEM, "out of memory reading the catalogue outbox");
+	}
+	return 1;
+}
+
+static int outbox_exec(struct store *s, enum stmt_id id, int64_t row, const char *text, const char *what,
+		       struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, id);
+	int r;
+
+	sqlite3_bind_int64(st, 1, row);
+	if (text)
+		sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+	if ((r = change_begin(s, err)) < 0) {
+		sqlite3_reset(st);
+		return r;
+	}
+	if ((r = step_done(s, st, what, err)) < 0 || (r = commit_durable(s, err)) < 0)
+		rollback(s);
+	return r;
+}
+
+int store_outbox_delete(struct store *s, int64_t id, struct pim_error *err)
+{
+	return outbox_exec(s, ST_OUTBOX_DELETE, id, NULL, "forgetting a published outbox row", err);
+}
+
+int store_outbox_fail(struct store *s, int64_t id, const char *why, struct pim_error *err)
+{
+	return outbox_exec(s, ST_OUTBOX_FAIL, id, why, "marking an outbox row refused", err);
+}
+
+int store_outbox_attempt(struct store *s, int64_t id, struct pim_error *err)
+{
+	return outbox_exec(s, ST_OUTBOX_ATTEMPT, id, NULL, "counting a publish attempt", err);
+}
+
+int store_fetched_begin(struct store *s, struct pim_error *err)
+{
+	return exec_simple(s, ST_BEGIN, err);
+}
+
+int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
+		      struct pim_error *err)
+{
+	const char *ev = evidence_text(m->evidence);
+	sqlite3_stmt *st = stmt_get(s, ST_METRICS_FETCHED);
+
+	if (!ev || !(m->t_host > 0) || !isfinite(m->t_host) || !m->origin_host || !*m->origin_host)
+		return err_set(err, -EINVAL, "metrics of region %u: not valid", m->region_id);
+	sqlite3_bind_int64(st, 1, model_id);
+	sqlite3_bind_int64(st, 2, m->region_id);
+	sqlite3_bind_int64(st, 3, platform_id);
+	sqlite3_bind_text(st, 4, ev, -1, SQLITE_STATIC);
+	sqlite3_bind_double(st, 5, m->t_host);
+	sqlite3_bind_double(st, 6, m->t_host_spread);
+	bind_opt(st, 7, m->have_n_rd, m->n_rd);
+	bind_opt(st, 8, m->have_store, m->c_store);
+	bind_opt(st, 9, m->have_store, m->c_be1);
+	bind_opt(st, 10, m->have_store, m->c_be2);
+	bind_opt(st, 11, m->have_store, m->c_be3);
+	bind_opt(st, 12, m->bw_read_estimate > 0, m->bw_read_estimate);
+	sqlite3_bind_text(st, 13, m->source ? m->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 14, (int64_t)time(NULL));
+	bind_opt(st, 15, m->source_b_cpu > 0, m->source_b_cpu);
+	sqlite3_bind_text(st, 16, m->origin_host, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 17, m->origin_measured_at);
+	sqlite3_bind_text(st, 18, m->origin_backend ? m->origin_backend : "", -1, SQLITE_STATIC);
+	int r = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE)
+		return 0;
+	if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+		return err_set(err, -ENOENT, "the model has no region %u", m->region_id);
+	return db_err(s, err, "storing metrics from the catalogue");
+}
+
+int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err)
+{
+	int r;
+
+	if (!keep) {
+		rollback(s);
+		return 0;
+	}
+	sqlite3_stmt *st = stmt_get(s, ST_DECISIONS_DELETE);
+	sqlite3_bind_int64(st, 1, model_id);
+	if ((r = step_done(s, st, "dropping stored decisions", err)) < 0 ||
+	    (r = exec_simple(s, ST_VERSION_BUMP, err)) < 0)
+		goto fail;
+	st = stmt_get(s, ST_MODEL_VERSION_SET);
+	sqlite3_bind_int64(st, 1, model_id);
+	if ((r = step_done(s, st, "changing the model's version", err)) < 0 || (r = commit_durable(s, err)) < 0)
+		goto fail;
+	return 0;
+fail:
+	rollback(s);
+	return r;
+}
+
+int store_outbox_depth(struct store *s, uint64_t *pending, uint64_t *failed, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_OUTBOX_DEPTH);
+	int r = sqlite3_step(st);
+
+	if (r == SQLITE_ROW) {
+		*pending = (uint64_t)sqlite3_column_int64(st, 0);
+		*failed = (uint64_t)sqlite3_column_int64(st, 1);
+	}
+	sqlite3_reset(st);
+	return r == SQLITE_ROW ? 0 : db_err(s, err, "counting the catalogue outbox");
 }

@@ -328,6 +328,62 @@ int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, stru
 /* Runs a previous pimd left queued or running are failed, saying so; returns how many. */
 int store_runs_abandon(struct store *s, struct pim_error *err);
 
+/* ---------------------------------------------------------------- the fleet catalogue */
+
+/* The model's content hash (SHA-256 of its manifest without its name, as 64 hex digits): its
+ * identity in the fleet catalogue.  Computed from the stored rows when first asked for, then
+ * kept in the model's row. */
+int store_model_hash(struct store *s, int64_t model_id, char hash[65], struct pim_error *err);
+
+/* The model's id and whether it has metrics on the platform (-ENOENT: no such model). */
+int store_model_measured(struct store *s, const char *name, int64_t platform_id, int64_t *model_id,
+			 bool *measured, struct pim_error *err);
+
+/*
+ * Metrics fetched from the catalogue, in one transaction: begin, a row each (with origin_host
+ * set; -ENOENT for a region the model lacks, the rest stands), end (keep: committed durably,
+ * with the model's stored answers dropped; else nothing of it stays).  A statement fewer per
+ * row than store_metrics_put: a new host's first answer waits for all of them.
+ */
+int store_fetched_begin(struct store *s, struct pim_error *err);
+int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
+		      struct pim_error *err);
+int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err);
+
+/* What a row of the outbox says of where its metrics come from (platform.h: fleet_key and
+ * fleet_json). */
+struct store_outbox_origin {
+	const char *model_hash;
+	const char *platform_key;
+	const char *platform_json;
+	const char *backend;       /* counters, timing */
+};
+
+/*
+ * Queues run_id's metrics for the catalogue (sql/0010-catalogue-outbox.sql): a snapshot, as a
+ * change (in a group, it stands or falls with the run's end, stored in the same group).
+ */
+int store_outbox_add_run(struct store *s, int64_t run_id, const struct store_outbox_origin *o,
+			 const char *message, unsigned regions_measured, struct pim_error *err);
+/* Queues the imported metrics of a region, labelled imported, with the importing uid. */
+int store_outbox_add_import(struct store *s, int64_t model_id, int64_t platform_id, uint32_t region_id, uid_t uid,
+			    const struct store_outbox_origin *o, struct pim_error *err);
+
+struct store_outbox_row {
+	int64_t id;
+	char *kind, *publish_key, *model_name, *model_hash, *platform_key, *platform_json, *backend;
+	char *payload;             /* JSON {"summary": {...}, "metrics": [...]} */
+	int64_t regions, uid, measured_at;
+};
+/* The oldest row not refused: 1 and *o (store_outbox_row_free), or 0 when there is none. */
+int store_outbox_next(struct store *s, struct store_outbox_row *o, struct pim_error *err);
+void store_outbox_row_free(struct store_outbox_row *o);
+/* Published: gone.  Refused for its content (why): kept, skipped from now on. */
+int store_outbox_delete(struct store *s, int64_t id, struct pim_error *err);
+int store_outbox_fail(struct store *s, int64_t id, const char *why, struct pim_error *err);
+int store_outbox_attempt(struct store *s, int64_t id, struct pim_error *err);
+int store_outbox_depth(struct store *s, uint64_t *pending, uint64_t *failed, struct pim_error *err);
+
 /* What an operator is told to do with a damaged database. */
 #define STORE_DAMAGED_ADVICE                                                                       \
 	"; pimd will not serve from it.  Stop pimd and move the file aside (with its -wal file); "   \

@@ -205,6 +205,37 @@ else
     fi
 fi
 
+# --- 6. the catalogue drop-in (systemd/pimd-catalogue.conf) -------------------
+# pimd.service with the drop-in's [Service] section after its own (as systemd
+# applies a drop-in): verify clean, TCP allowed only to what IPAddressAllow=
+# names (IPAddressDeny=any stays), the credential and PGPASSFILE set, and the
+# exposure within CATALOGUE_LIMIT.
+CATALOGUE_LIMIT=3.0
+DROPIN=${SRC_DIR:+$SRC_DIR/pimd-catalogue.conf}
+if [ -n "$DROPIN" ] && [ -f "$DROPIN" ]; then
+    mkdir -p "$TMP/cat"
+    cat "$SVC" "$DROPIN" > "$TMP/cat/pimd.service"
+    cp "$SOCK" "$TMP/cat/pimd.socket"
+    systemd-analyze verify --man=no --recursive-errors=no "$TMP/cat/pimd.service" "$TMP/cat/pimd.socket" \
+        >"$TMP/cat/verify" 2>&1
+    if grep -E "pimd\.(service|socket)|$TMP" "$TMP/cat/verify" >"$TMP/cat/ours"; then
+        fail "the catalogue drop-in: systemd-analyze verify reports:"; sed 's/^/      /' "$TMP/cat/ours"
+    else
+        ok "the catalogue drop-in: systemd-analyze verify clean"
+    fi
+    for want in 'IPAddressDeny=any' 'IPAddressAllow=localhost' 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' \
+        'LoadCredential=pgpass:' 'Environment=PGPASSFILE=%d/pgpass'; do
+        grep -q "^$want" "$TMP/cat/pimd.service" || fail "the catalogue drop-in: $want missing"
+    done
+    LC_ALL=C systemd-analyze security --offline=true --no-pager "$TMP/cat/pimd.service" >"$TMP/cat/sec" 2>&1
+    cexp=$(sed -n 's/.*Overall exposure level for pimd\.service: *\([0-9.]*\).*/\1/p' "$TMP/cat/sec")
+    if [ -n "$cexp" ] && awk -v e="$cexp" -v l="$CATALOGUE_LIMIT" 'BEGIN { exit !(e <= l) }'; then
+        ok "the catalogue drop-in: exposure $cexp (limit $CATALOGUE_LIMIT)"
+    else
+        fail "the catalogue drop-in: exposure '${cexp:-?}' above $CATALOGUE_LIMIT"
+    fi
+fi
+
 if [ $fails -ne 0 ]; then
     echo "units: FAIL ($fails)"
     exit 1

@@ -36,6 +36,43 @@ START_TEST(defaults)
 }
 END_TEST
 
+START_TEST(catalogue_keys)
+{
+	struct config c;
+	struct pim_error err = { 0 };
+	config_init(&c);
+	ck_assert_str_eq(c.catalogue, "");
+	ck_assert_uint_eq(c.catalogue_timeout_ms, 5000);
+	int r = parse(&c, "catalogue = postgresql://pimd@db.example:5433/fleet?sslmode=verify-full\n"
+			  "catalogue_host_id = rack3-node17\ncatalogue_platform = spr-2s-512g\n"
+			  "catalogue_timeout_ms = 2000\n", &err);
+	ck_assert_msg(r == 0, "%s", err.msg);
+	ck_assert_str_eq(c.catalogue, "postgresql://pimd@db.example:5433/fleet?sslmode=verify-full");
+	ck_assert_str_eq(c.catalogue_host_id, "rack3-node17");
+	ck_assert_str_eq(c.catalogue_platform, "spr-2s-512g");
+	ck_assert_uint_eq(c.catalogue_timeout_ms, 2000);
+	config_init(&c);
+	ck_assert_int_eq(parse(&c, "catalogue = service=fleet sslmode=require\n", &err), 0);
+	/* a password never comes from pimd.conf: URI user info, a query or keyword form */
+	static const char *const secret[] = {
+		"catalogue = postgresql://pimd:hunter2@db/fleet\n",
+		"catalogue = postgres://db/fleet?password=hunter2\n",
+		"catalogue = host=db password=hunter2\n",
+	};
+	for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++) {
+		config_init(&c);
+		ck_assert_int_eq(parse(&c, secret[i], &err), -EINVAL);
+		ck_assert_msg(strstr(err.msg, "must not carry a password: put it in a credentials file"), "%s", err.msg);
+		ck_assert_str_eq(c.catalogue, "");
+	}
+	ck_assert_int_eq(parse(&c, "catalogue = db.example\n", &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "neither a postgresql:// URI nor keyword=value pairs"), "%s", err.msg);
+	ck_assert_int_eq(parse(&c, "catalogue_host_id = two words\n", &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "catalogue_host_id must be 1..64 printable"), "%s", err.msg);
+	ck_assert_int_eq(parse(&c, "catalogue_timeout_ms = 10\n", &err), -EINVAL);
+}
+END_TEST
+
 START_TEST(connection_limits)
 {
 	struct config c;
@@ -218,6 +255,7 @@ int main(void)
 	tcase_add_test(tc, defaults);
 	tcase_add_test(tc, values_and_comments);
 	tcase_add_test(tc, connection_limits);
+	tcase_add_test(tc, catalogue_keys);
 	tcase_add_test(tc, containment_keys);
 	tcase_add_test(tc, errors_name_file_and_line);
 	tcase_add_test(tc, profile_policy_keys);

@@ -117,8 +117,10 @@ START_TEST(cancelled_runs_migrated)
 	struct pim_error err = { 0 };
 
 	ck_assert_uint_ge(store_n_migrations, 9);
-	ck_assert_int_eq(store_open_with(path, 1000, store_migrations, 8, &s, &err), 0);
-	store_close(s);
+	/* a database as pimd left it at schema version 8 (this pimd's statements need all) */
+	for (unsigned i = 0; i < 8; i++)
+		raw_exec(store_migrations[i].sql);
+	raw_exec("PRAGMA user_version = 8");
 	raw_exec("INSERT INTO platforms (id, name, created_at) VALUES (1, 'p', 0);"
 		 "INSERT INTO models (id, name, owner_uid, loaded_at, n_regions, n_allocations, allocation_bytes) "
 		 "VALUES (1, 'm', 5, 0, 1, 1, 64);"

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * catalogue.h: the fleet catalogue, a PostgreSQL database many hosts share (pimd(8), Fleet
+ * catalogue; pimd.conf(5), catalogue).  This module owns libpq; nothing else in pimd talks to
+ * PostgreSQL.
+ *
+ * Who does what:
+ *  - the writer thread queues what is to be published in the local store's outbox, in the
+ *    transaction that stores it (store.h: store_outbox_add_run, store_outbox_add_import);
+ *  - the catalogue's own thread (the publisher) publishes the outbox's rows oldest first, with
+ *    its own connections to SQLite and PostgreSQL, and forgets a row only once PostgreSQL has
+ *    committed it; it backs off while PostgreSQL fails, and applies the catalogue's schema
+ *    (sql/catalogue/) when it connects;
+ *  - the work thread looks models up (catalogue_fill) and lists the catalogue, on a connection
+ *    of its own; the event loop never waits for PostgreSQL (catalogue_status reads what the
+ *    threads last saw).
+ */
+#ifndef PIMD_CATALOGUE_H
+#define PIMD_CATALOGUE_H
+
+#include "config.h"
+#include "platform.h"
+#include "store.h"
+
+extern const struct store_migration catalogue_migrations[];
+extern const unsigned catalogue_n_migrations;
+
+struct catalogue;
+
+/* Polls the outbox this often when idle (a row queued is published within it). */
+#define CATALOGUE_POLL_MS 250u
+/* Waits between failed attempts: doubled from the first to the last. */
+#define CATALOGUE_BACKOFF_MIN_MS 500u
+#define CATALOGUE_BACKOFF_MAX_MS 30000u
+/* Rows of a list at most. */
+#define CATALOGUE_LIST_MAX 10000u
+
+/*
+ * Checks cfg's catalogue key (a libpq connection string), and starts the publisher with its own
+ * connection to store's database.  pf's fleet_key and fleet_json must be set
+ * (platform_fleet_describe).  Does not connect to PostgreSQL: the publisher does, and keeps
+ * trying.
+ */
+int catalogue_new(const struct config *cfg, const struct platform *pf, const struct store *store,
+		  struct catalogue **out, struct pim_error *err);
+/* Whether libpq takes cfg's catalogue key (no connection is made): 0, or -EINVAL and why. */
+int catalogue_check_config(const struct config *cfg, struct pim_error *err);
+/* Stops the publisher (after the PostgreSQL call it is in, at most catalogue_timeout_ms). */
+void catalogue_free(struct catalogue *c);
+
+struct catalogue_status {
+	bool reachable;
+	char target[256];          /* host, port, database, sslmode: never a password */
+	char host_id[CONFIG_HOST_ID_MAX + 1];
+	char platform_key[256];
+	uint64_t outbox_depth, outbox_failed;
+	int64_t last_publish_at;   /* seconds since the epoch; 0: never */
+	uint64_t published, conflicts;
+	char last_error[512];
+	int64_t last_error_at;
+	uint32_t retry_in_ms;
+	unsigned schema_version;
+	uint64_t lookups, lookup_hits;
+};
+/* What the threads last saw; quick (a mutex), for the event loop. */
+void catalogue_status(struct catalogue *c, struct catalogue_status *out);
+
+/* What catalogue_fill found for a model. */
+struct catalogue_fill {
+	bool asked;                /* the model had no metrics here: the catalogue was asked */
+	size_t fetched;            /* regions stored from the catalogue */
+	char error[512];           /* why it was not asked or did not answer ("" when it did) */
+};
+
+/*
+ * For a model this host has no metrics of (on platform_row): the metrics hosts of the same
+ * platform key measured for the same content hash, stored in the local store (which then
+ * answers, and is preferred to the catalogue from then on), each with its origin (the host,
+ * when, the backend).  A measured run beats imported counts: the newest measured run gives its
+ * regions, imported counts only the regions it lacks.  Blocks for up to catalogue_timeout_ms:
+ * never on the event loop.  Returns 0 whatever the catalogue did (out says); < 0 only for a
+ * failure of the local store.
+ */
+int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, const char *model,
+		   struct catalogue_fill *out, struct pim_error *err);
+
+struct catalogue_entry {
+	char model_hash[65];
+	char model_name[256];
+	char platform_key[256];
+	unsigned hosts, runs, imports, regions;
+	int64_t last_measured_at;
+};
+/* Models and platforms measured across the fleet, by name and platform, at most limit rows
+ * (fn once each); *truncated when there are more.  Blocks: never on the event loop. */
+int catalogue_list(struct catalogue *c, unsigned limit, int (*fn)(void *ctx, const struct catalogue_entry *e),
+		   void *ctx, bool *truncated, struct pim_error *err);
+
+/*
+ * What the publisher and the lookups say to PostgreSQL, on a connection of the caller's (libpq's
+ * PGconn; catalogue.c and the fleet benchmark, which speaks for many hosts, use these).
+ */
+typedef struct pg_conn PGconn;
+/* A connection, the catalogue's schema migrated; NULL and err when not. */
+PGconn *catalogue_pg_connect(const char *conninfo, unsigned timeout_ms, unsigned *version, struct pim_error *err);
+enum catalogue_publish {
+	CATALOGUE_PUBLISHED,
+	CATALOGUE_ALREADY_THERE, /* published before (idempotent): nothing new */
+	CATALOGUE_REFUSED,       /* for its content: publishing it again will not help */
+	CATALOGUE_FAILED,        /* the connection or the server: try again later */
+};
+/* Publishes an outbox row as host host_id (why: the error, unless published). */
+enum catalogue_publish catalogue_pg_publish(PGconn *pg, const char *host_id, const struct store_outbox_row *o,
+					    char *why, size_t why_len);
+/* The lookup of catalogue_fill for a content hash on a platform key, rows counted, not stored. */
+int catalogue_pg_lookup_rows(PGconn *pg, const char *hash, const char *platform_key, size_t *rows,
+			     struct pim_error *err);
+
+/* The host id of this host: the configured one, else /etc/machine-id, else the host name. */
+void catalogue_default_host_id(char *buf, size_t len);
+
+#endif
