@@ -442,18 +442,55 @@ static PGconn *look_conn(struct catalogue *c, struct pim_error *err)
 #define STRINGIFY_N(x) STRINGIFY_N_(x)
 static const char SQL_LOOKUP_CURSOR[] = "DECLARE lookup NO SCROLL CURSOR FOR " SQL_LOOKUP_TEXT;
 
-/* A number of a row: finite, and >= 0 unless it may be negative; NULL is absent (*have false). */
+/*
+ * The lookup's rows come in binary: PostgreSQL does not print 10,000 x 9 doubles as text, nor
+ * does pimd parse them back.  Its columns' types, checked once per batch (int8 for the epoch,
+ * text or varchar for the words).
+ */
+#define OID_INT8 20
+#define OID_INT4 23
+#define OID_TEXT 25
+#define OID_FLOAT8 701
+#define OID_VARCHAR 1043
+static const unsigned lookup_types[14] = { OID_INT4, OID_TEXT, OID_FLOAT8, OID_FLOAT8, OID_FLOAT8, OID_FLOAT8,
+					   OID_FLOAT8, OID_FLOAT8, OID_FLOAT8, OID_FLOAT8, OID_FLOAT8, OID_TEXT,
+					   OID_INT8, OID_TEXT };
+
+static bool lookup_types_ok(const PGresult *res)
+{
+	if (PQnfields(res) != 14)
+		return false;
+	for (int i = 0; i < 14; i++) {
+		Oid t = PQftype(res, i);
+		if (PQfformat(res, i) != 1 || !(t == lookup_types[i] || (lookup_types[i] == OID_TEXT && t == OID_VARCHAR)))
+			return false;
+	}
+	return true;
+}
+
+static uint64_t column_be(const PGresult *res, int row, int i, int len)
+{
+	const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, i);
+	uint64_t v = 0;
+
+	for (int k = 0; k < len; k++)
+		v = v << 8 | p[k];
+	return v;
+}
+
+/* A double of a row: finite and >= 0; NULL is absent (*have false) where it may be. */
 static int column_number(const PGresult *res, int row, int i, double *v, bool *have)
 {
-	char *end;
-
 	*v = 0;
 	if (have)
 		*have = false;
 	if (PQgetisnull(res, row, i))
 		return have ? 0 : -EINVAL;
-	*v = strtod(PQgetvalue(res, row, i), &end);
-	if (*end || end == PQgetvalue(res, row, i) || !isfinite(*v) || *v < 0)
+	if (PQgetlength(res, row, i) != 8)
+		return -EINVAL;
+	uint64_t bits = column_be(res, row, i, 8);
+	memcpy(v, &bits, sizeof *v);
+	if (!isfinite(*v) || *v < 0)
 		return -EINVAL;
 	if (have)
 		*have = true;
@@ -471,15 +508,28 @@ static bool token_ok(const char *s, size_t max)
 	return true;
 }
 
-/* A row of SQL_LOOKUP as metrics, each value checked (the catalogue is another host's word). */
-static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m, char *host, char *backend)
+/* A word of a row (libpq ends a binary value with a NUL too): token_ok, no NUL inside. */
+static bool column_token(const PGresult *res, int row, int i, size_t max)
 {
-	char *end;
+	const char *s = PQgetvalue(res, row, i);
+
+	return !PQgetisnull(res, row, i) && token_ok(s, max) && strlen(s) == (size_t)PQgetlength(res, row, i);
+}
+
+/* A row of SQL_LOOKUP as metrics, each value checked (the catalogue is another host's word);
+ * the host and backend point into res. */
+static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m)
+{
 	bool have, have_n_rd, have_store;
-	unsigned long long id = strtoull(PQgetvalue(res, row, 0), &end, 10);
+
+	if (PQgetisnull(res, row, 0) || PQgetlength(res, row, 0) != 4 || PQgetisnull(res, row, 12) ||
+	    PQgetlength(res, row, 12) != 8 || !column_token(res, row, 1, 16))
+		return -EINVAL;
+	int32_t id = (int32_t)(uint32_t)column_be(res, row, 0, 4);
+	int64_t at = (int64_t)column_be(res, row, 12, 8);
 	const char *ev = PQgetvalue(res, row, 1);
 
-	if (*end || id > UINT32_MAX)
+	if (id < 0 || at < 0)
 		return -EINVAL;
 	m->region_id = (uint32_t)id;
 	m->evidence = strcmp(ev, "counters") == 0 ? PIM__EVIDENCE__EVIDENCE_COUNTERS
@@ -497,53 +547,119 @@ static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m, char 
 		return -EINVAL;
 	if (column_number(res, row, 9, &m->bw_read_estimate, &have) < 0 || column_number(res, row, 10, &m->source_b_cpu, &have) < 0)
 		return -EINVAL;
-	if (!token_ok(PQgetvalue(res, row, 11), CONFIG_HOST_ID_MAX) || !token_ok(PQgetvalue(res, row, 13), 15))
-		return -EINVAL;
-	snprintf(host, CONFIG_HOST_ID_MAX + 1, "%s", PQgetvalue(res, row, 11));
-	snprintf(backend, 16, "%s", PQgetvalue(res, row, 13));
-	long long at = strtoll(PQgetvalue(res, row, 12), &end, 10);
-	if (*end || at < 0)
+	if (!column_token(res, row, 11, CONFIG_HOST_ID_MAX) || !column_token(res, row, 13, 15))
 		return -EINVAL;
 	m->origin_measured_at = at;
-	m->origin_host = host;
-	m->origin_backend = backend;
+	m->origin_host = PQgetvalue(res, row, 11);
+	m->origin_backend = PQgetvalue(res, row, 13);
 	return 0;
 }
 
-/* Rows of the lookup fetched at a time (a cursor): memory stays bounded whatever the model. */
-#define LOOKUP_BATCH 10000
+/* Rows of the lookup fetched at a time (a cursor): memory stays bounded whatever the model, and
+ * the next batch is on its way while one is stored (lookup_into). */
+#define LOOKUP_BATCH 1024
+
+/* What one batch of the lookup is read into before it is stored. */
+struct lookup_rows {
+	Pim__RegionMetrics m[LOOKUP_BATCH];
+	const Pim__RegionMetrics *ptr[LOOKUP_BATCH];
+	char source[LOOKUP_BATCH][96];
+};
 
 /* One batch of the lookup's rows into s: rows taken (*stored) and skipped (*bad); < 0 when the
  * store failed (*store_failed) or the batch is not what was asked for. */
-static int lookup_batch(PGresult *res, struct store *s, int64_t model_id, int64_t platform_row, uint64_t n_regions,
-			uint64_t *rows, uint64_t *stored, int *bad, bool *store_failed, struct pim_error *err)
+static int lookup_batch(PGresult *res, struct lookup_rows *lr, struct store *s, int64_t model_id,
+			int64_t platform_row, uint64_t n_regions, uint64_t *rows, uint64_t *stored, int *bad,
+			bool *store_failed, struct pim_error *err)
 {
-	char host[CONFIG_HOST_ID_MAX + 1], backend[16], source[96];
+	struct pim_error e = { 0 };
+	size_t n = 0, missing;
 
-	if (PQnfields(res) != 14)
-		return err_set(err, -EPROTO, "the catalogue's lookup returned %d columns", PQnfields(res));
+	if (!lookup_types_ok(res) || PQntuples(res) > LOOKUP_BATCH)
+		return err_set(err, -EPROTO, "the catalogue's lookup returned other columns than asked for");
 	for (int i = 0; i < PQntuples(res); i++) {
-		Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
-		struct pim_error e = { 0 };
+		Pim__RegionMetrics *m = &lr->m[n];
 		if (++*rows > n_regions)
 			return err_set(err, -EPROTO, "the catalogue returned more rows than the model's %" PRIu64
 				       " regions", n_regions);
-		if (lookup_row(res, i, &m, host, backend) < 0) {
+		*m = (Pim__RegionMetrics)PIM__REGION_METRICS__INIT;
+		if (lookup_row(res, i, m) < 0) {
 			++*bad;
 			continue;
 		}
-		snprintf(source, sizeof source, "fleet catalogue: host %s, %s backend", host, backend);
-		m.source = source;
-		int r = store_fetched_put(s, model_id, platform_row, &m, &e);
-		if (r == -ENOENT) {
-			++*bad; /* a region the model lacks */
-		} else if (r < 0) {
-			*store_failed = true;
-			return err_set(err, r, "%s", e.msg);
-		} else
-			++*stored;
+		snprintf(lr->source[n], sizeof lr->source[n], "fleet catalogue: host %s, %s backend", m->origin_host,
+			 m->origin_backend);
+		m->source = lr->source[n];
+		lr->ptr[n++] = m;
 	}
+	if (store_fetched_put_many(s, model_id, platform_row, lr->ptr, n, &missing, &e) < 0) {
+		*store_failed = true;
+		return err_set(err, e.code, "%s", e.msg);
+	}
+	*bad += (int)missing; /* regions the model lacks */
+	*stored += n - missing;
 	return 0;
+}
+
+/* Asks for the lookup's next batch, in binary; fetch_take waits for it. */
+static int fetch_send(PGconn *pg, struct pim_error *err)
+{
+	if (!PQsendQueryParams(pg, "FETCH " STRINGIFY_N(LOOKUP_BATCH) " FROM lookup", 0, NULL, NULL, NULL, NULL, 1))
+		return err_set(err, -EIO, "%s", PQerrorMessage(pg));
+	return 0;
+}
+
+static PGresult *fetch_take(PGconn *pg, struct pim_error *err)
+{
+	PGresult *res = PQgetResult(pg), *more;
+
+	while ((more = PQgetResult(pg)))
+		PQclear(more);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		return res;
+	err_set(err, -EIO, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(pg));
+	PQclear(res);
+	return NULL;
+}
+
+/* The lookup's batches into s while the next one comes (PostgreSQL reads and sends it on its
+ * own core while this one is stored in SQLite). */
+static int lookup_fetch_all(PGconn *pg, struct store *s, int64_t model_id, int64_t platform_row, uint64_t n_regions,
+			    uint64_t *stored, int *bad, bool *store_failed, struct pim_error *err)
+{
+	struct lookup_rows *lr = malloc(sizeof *lr);
+	uint64_t rows = 0;
+	bool more = true;
+	int r;
+
+	if (!lr)
+		return err_set(err, -ENOMEM, "out of memory");
+	if ((r = fetch_send(pg, err)) < 0)
+		more = false;
+	while (more) {
+		PGresult *res = fetch_take(pg, err);
+		if (!res) {
+			r = -EIO;
+			break;
+		}
+		int n = PQntuples(res);
+		more = n == LOOKUP_BATCH;
+		if (more && (r = fetch_send(pg, err)) < 0)
+			more = false;
+		if (r >= 0 && n > 0)
+			r = lookup_batch(res, lr, s, model_id, platform_row, n_regions, &rows, stored, bad, store_failed,
+					 err);
+		PQclear(res);
+		if (r < 0 && more) {
+			/* the batch asked for is not wanted any more */
+			PGresult *rest;
+			while ((rest = PQgetResult(pg)))
+				PQclear(rest);
+			more = false;
+		}
+	}
+	free(lr);
+	return r;
 }
 
 /* The model's metrics from the catalogue into s (one transaction, fetched through a cursor):
@@ -552,7 +668,7 @@ static int lookup_into(struct catalogue *c, PGconn *pg, struct store *s, int64_t
 		       const char *hash, uint64_t n_regions, bool *store_failed, struct pim_error *err)
 {
 	const char *vals[2] = { hash, c->platform_key };
-	uint64_t rows = 0, stored = 0;
+	uint64_t stored = 0;
 	int r, bad = 0;
 
 	*store_failed = false;
@@ -564,17 +680,7 @@ static int lookup_into(struct catalogue *c, PGconn *pg, struct store *s, int64_t
 		*store_failed = true;
 		goto out;
 	}
-	for (;;) {
-		PGresult *res = exec(pg, "FETCH " STRINGIFY_N(LOOKUP_BATCH) " FROM lookup", 0, NULL);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			r = err_set(err, -EIO, "%s", PQresultErrorMessage(res));
-		else if (PQntuples(res) > 0)
-			r = lookup_batch(res, s, model_id, platform_row, n_regions, &rows, &stored, &bad, store_failed, err);
-		bool done = r < 0 || PQntuples(res) < LOOKUP_BATCH;
-		PQclear(res);
-		if (done)
-			break;
-	}
+	r = lookup_fetch_all(pg, s, model_id, platform_row, n_regions, &stored, &bad, store_failed, err);
 	/* nothing of a failed lookup is kept: the next query asks again */
 	int k = store_fetched_end(s, model_id, r >= 0, r >= 0 ? err : NULL);
 	if (r >= 0 && k < 0) {
@@ -658,10 +764,10 @@ int catalogue_pg_lookup_rows(PGconn *pg, const char *hash, const char *platform_
 		return r;
 	if ((r = exec_ok(pg, SQL_LOOKUP_CURSOR, 2, vals, err)) >= 0)
 		for (;;) {
-			PGresult *res = exec(pg, "FETCH " STRINGIFY_N(LOOKUP_BATCH) " FROM lookup", 0, NULL);
-			int n = PQntuples(res);
-			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-				r = err_set(err, -EIO, "%s", PQresultErrorMessage(res));
+			PGresult *res = fetch_send(pg, err) < 0 ? NULL : fetch_take(pg, err);
+			int n = res ? PQntuples(res) : 0;
+			if (!res)
+				r = -EIO;
 			*rows += (size_t)n;
 			PQclear(res);
 			if (r < 0 || n < LOOKUP_BATCH)

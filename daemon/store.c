@@ -74,10 +74,19 @@ enum stmt_id {
 	ST_OUTBOX_ATTEMPT,
 	ST_OUTBOX_DEPTH,
 	ST_METRICS_FETCHED,
+	ST_METRICS_FETCHED_MANY,
 	ST_VERSION_BUMP,
 	ST_MODEL_VERSION_SET,
 	ST__MAX
 };
+
+/* One row of ST_METRICS_FETCHED_MANY's values (18 parameters, numbered in order), and 64 */
+#define FETCHED_V "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+#define FETCHED_V4 FETCHED_V ", " FETCHED_V ", " FETCHED_V ", " FETCHED_V
+#define FETCHED_V16 FETCHED_V4 ", " FETCHED_V4 ", " FETCHED_V4 ", " FETCHED_V4
+#define FETCHED_V64 FETCHED_V16 ", " FETCHED_V16 ", " FETCHED_V16 ", " FETCHED_V16
+#define FETCHED_COLUMNS 18
+_Static_assert(STORE_FETCHED_ROWS == 64, "FETCHED_V64 has STORE_FETCHED_ROWS rows");
 
 static const char *const stmt_sql[ST__MAX] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -219,6 +228,12 @@ static const char *const stmt_sql[ST__MAX] = {
 			       "t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, bw_read_estimate, source, updated_at, "
 			       "source_b_cpu, origin_host, origin_measured_at, origin_backend) VALUES (?1, ?2, ?3, ?4, "
 			       "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+	/* STORE_FETCHED_ROWS of them in one statement: a statement's own work (its start, its
+	 * statement journal, its end) once per 64 rows, not per row */
+	[ST_METRICS_FETCHED_MANY] = "INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, evidence, "
+				    "t_host, t_host_spread, n_rd, c_store, c_be1, c_be2, c_be3, bw_read_estimate, "
+				    "source, updated_at, source_b_cpu, origin_host, origin_measured_at, "
+				    "origin_backend) VALUES " FETCHED_V64,
 	/* the metrics_version trigger's work, once for all rows fetched (sql/0010) */
 	[ST_VERSION_BUMP] = "UPDATE model_version_high SET n = n + 1",
 	[ST_MODEL_VERSION_SET] = "UPDATE models SET version = (SELECT n FROM model_version_high) WHERE id = ?1",
@@ -2543,32 +2558,44 @@ int store_fetched_begin(struct store *s, struct pim_error *err)
 	return exec_simple(s, ST_BEGIN, err);
 }
 
+static bool fetched_valid(const Pim__RegionMetrics *m)
+{
+	return evidence_text(m->evidence) && m->t_host > 0 && isfinite(m->t_host) && m->origin_host &&
+	       *m->origin_host;
+}
+
+/* Binds row m of fetched metrics to st's parameters after base. */
+static void fetched_bind(sqlite3_stmt *st, int base, int64_t model_id, int64_t platform_id, int64_t now,
+			 const Pim__RegionMetrics *m)
+{
+	sqlite3_bind_int64(st, base + 1, model_id);
+	sqlite3_bind_int64(st, base + 2, m->region_id);
+	sqlite3_bind_int64(st, base + 3, platform_id);
+	sqlite3_bind_text(st, base + 4, evidence_text(m->evidence), -1, SQLITE_STATIC);
+	sqlite3_bind_double(st, base + 5, m->t_host);
+	sqlite3_bind_double(st, base + 6, m->t_host_spread);
+	bind_opt(st, base + 7, m->have_n_rd, m->n_rd);
+	bind_opt(st, base + 8, m->have_store, m->c_store);
+	bind_opt(st, base + 9, m->have_store, m->c_be1);
+	bind_opt(st, base + 10, m->have_store, m->c_be2);
+	bind_opt(st, base + 11, m->have_store, m->c_be3);
+	bind_opt(st, base + 12, m->bw_read_estimate > 0, m->bw_read_estimate);
+	sqlite3_bind_text(st, base + 13, m->source ? m->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, base + 14, now);
+	bind_opt(st, base + 15, m->source_b_cpu > 0, m->source_b_cpu);
+	sqlite3_bind_text(st, base + 16, m->origin_host, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, base + 17, m->origin_measured_at);
+	sqlite3_bind_text(st, base + 18, m->origin_backend ? m->origin_backend : "", -1, SQLITE_STATIC);
+}
+
 int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
 		      struct pim_error *err)
 {
-	const char *ev = evidence_text(m->evidence);
 	sqlite3_stmt *st = stmt_get(s, ST_METRICS_FETCHED);
 
-	if (!ev || !(m->t_host > 0) || !isfinite(m->t_host) || !m->origin_host || !*m->origin_host)
+	if (!fetched_valid(m))
 		return err_set(err, -EINVAL, "metrics of region %u: not valid", m->region_id);
-	sqlite3_bind_int64(st, 1, model_id);
-	sqlite3_bind_int64(st, 2, m->region_id);
-	sqlite3_bind_int64(st, 3, platform_id);
-	sqlite3_bind_text(st, 4, ev, -1, SQLITE_STATIC);
-	sqlite3_bind_double(st, 5, m->t_host);
-	sqlite3_bind_double(st, 6, m->t_host_spread);
-	bind_opt(st, 7, m->have_n_rd, m->n_rd);
-	bind_opt(st, 8, m->have_store, m->c_store);
-	bind_opt(st, 9, m->have_store, m->c_be1);
-	bind_opt(st, 10, m->have_store, m->c_be2);
-	bind_opt(st, 11, m->have_store, m->c_be3);
-	bind_opt(st, 12, m->bw_read_estimate > 0, m->bw_read_estimate);
-	sqlite3_bind_text(st, 13, m->source ? m->source : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 14, (int64_t)time(NULL));
-	bind_opt(st, 15, m->source_b_cpu > 0, m->source_b_cpu);
-	sqlite3_bind_text(st, 16, m->origin_host, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 17, m->origin_measured_at);
-	sqlite3_bind_text(st, 18, m->origin_backend ? m->origin_backend : "", -1, SQLITE_STATIC);
+	fetched_bind(st, 0, model_id, platform_id, (int64_t)time(NULL), m);
 	int r = sqlite3_step(st);
 	sqlite3_reset(st);
 	if (r == SQLITE_DONE)
@@ -2576,6 +2603,51 @@ int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, co
 	if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
 		return err_set(err, -ENOENT, "the model has no region %u", m->region_id);
 	return db_err(s, err, "storing metrics from the catalogue");
+}
+
+/* STORE_FETCHED_ROWS rows in one statement: 0, -ENOENT when one names a region the model lacks
+ * (the statement then stored none of them), or < 0 and err. */
+static int fetched_put_chunk(struct store *s, int64_t model_id, int64_t platform_id, int64_t now,
+			     const Pim__RegionMetrics *const *m, struct pim_error *err)
+{
+	sqlite3_stmt *st = stmt_get(s, ST_METRICS_FETCHED_MANY);
+
+	for (int i = 0; i < STORE_FETCHED_ROWS; i++)
+		fetched_bind(st, i * FETCHED_COLUMNS, model_id, platform_id, now, m[i]);
+	int r = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (r == SQLITE_DONE)
+		return 0;
+	if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
+		return -ENOENT;
+	return db_err(s, err, "storing metrics from the catalogue");
+}
+
+int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *const *m,
+			   size_t n, size_t *missing, struct pim_error *err)
+{
+	int64_t now = (int64_t)time(NULL);
+	size_t i = 0;
+	int r;
+
+	*missing = 0;
+	for (size_t k = 0; k < n; k++)
+		if (!fetched_valid(m[k]))
+			return err_set(err, -EINVAL, "metrics of region %u: not valid", m[k]->region_id);
+	for (; i + STORE_FETCHED_ROWS <= n; i += STORE_FETCHED_ROWS) {
+		if ((r = fetched_put_chunk(s, model_id, platform_id, now, m + i, err)) == 0)
+			continue;
+		if (r != -ENOENT)
+			return r;
+		break; /* a region the model lacks: the rest row by row, to keep the others */
+	}
+	for (; i < n; i++) {
+		if ((r = store_fetched_put(s, model_id, platform_id, m[i], err)) == -ENOENT)
+			++*missing;
+		else if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err)

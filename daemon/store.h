@@ -348,6 +348,11 @@ int store_model_measured(struct store *s, const char *name, int64_t platform_id,
 int store_fetched_begin(struct store *s, struct pim_error *err);
 int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
 		      struct pim_error *err);
+/* n rows, STORE_FETCHED_ROWS to a statement: 0 and *missing the rows of regions the model
+ * lacks (not stored; the rest stand), or < 0 (-EINVAL: a row not valid; nothing of it stored). */
+#define STORE_FETCHED_ROWS 64
+int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *const *m,
+			   size_t n, size_t *missing, struct pim_error *err);
 int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err);
 
 /* What a row of the outbox says of where its metrics come from (platform.h: fleet_key and

@@ -1326,6 +1326,72 @@ START_TEST(untrusted_state_directory_is_refused)
 }
 END_TEST
 
+/* Metrics from the catalogue go in STORE_FETCHED_ROWS to a statement; a row of a region the
+ * model lacks is left out and the others of its statement are kept; nothing of a lookup that is
+ * not kept stays. */
+START_TEST(fetched_metrics_many_to_a_statement)
+{
+	const size_t n = 200;
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	size_t missing;
+	Pim__Manifest *m = large("fetched", n);
+	struct store_platform pf = { .name = "test cpu / none", .cpu_model = "test cpu", .pmu = "none",
+				     .kernel = "6.1" };
+	Pim__RegionMetrics rows[200];
+	const Pim__RegionMetrics *ptr[200];
+	int64_t pid, mid;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
+	ck_assert_msg(store_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_model_id(s, "fetched", &mid, &err), 0);
+	for (size_t i = 0; i < n; i++) {
+		rows[i] = (Pim__RegionMetrics)PIM__REGION_METRICS__INIT;
+		rows[i].region_id = (uint32_t)i;
+		rows[i].evidence = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+		rows[i].t_host = 1e-3 * (double)(i + 1);
+		rows[i].origin_host = "host-a";
+		rows[i].origin_backend = "counters";
+		rows[i].source = "fleet catalogue: host host-a, counters backend";
+		ptr[i] = &rows[i];
+	}
+	rows[70].region_id = 5000; /* in the second statement of 64 */
+
+	/* not kept: nothing stays */
+	ck_assert_int_eq(store_fetched_begin(s, &err), 0);
+	ck_assert_int_eq(store_fetched_put_many(s, mid, pid, ptr, n, &missing, &err), 0);
+	ck_assert_int_eq(store_fetched_end(s, mid, false, &err), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics"), 0);
+
+	/* a row not valid: refused before anything of the call is stored */
+	rows[130].t_host = 0;
+	ck_assert_int_eq(store_fetched_begin(s, &err), 0);
+	ck_assert_int_eq(store_fetched_put_many(s, mid, pid, ptr, n, &missing, &err), -EINVAL);
+	ck_assert_int_eq(store_fetched_end(s, mid, false, &err), 0);
+	rows[130].t_host = 1e-3 * 131;
+
+	/* kept: all but the missing region, in two calls (the second's rows too few for a
+	 * statement of many) */
+	ck_assert_int_eq(store_fetched_begin(s, &err), 0);
+	ck_assert_int_eq(store_fetched_put_many(s, mid, pid, ptr, 150, &missing, &err), 0);
+	ck_assert_uint_eq(missing, 1);
+	ck_assert_int_eq(store_fetched_put_many(s, mid, pid, ptr + 150, n - 150, &missing, &err), 0);
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_int_eq(store_fetched_end(s, mid, true, &err), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE origin_host = 'host-a' AND "
+				 "origin_backend = 'counters'"), (int)n - 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE region_id = 70"), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE abs(t_host - 1e-3 * (region_id + 1)) < 1e-12"),
+			 (int)n - 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE region_id = 199 AND evidence = 'counters' AND "
+				 "source = 'fleet catalogue: host host-a, counters backend'"), 1);
+	store_close(s);
+	large_free(m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -1340,6 +1406,7 @@ int main(void)
 	tcase_add_test(tc, failed_put_leaves_nothing);
 	tcase_add_test(tc, large_models_in_parts);
 	tcase_add_test(tc, metrics_and_decisions);
+	tcase_add_test(tc, fetched_metrics_many_to_a_statement);
 	tcase_add_test(tc, model_versions_and_a_second_connection);
 	tcase_add_test(tc, run_ids_stay_unique);
 	tcase_add_test(tc, acknowledged_writes_are_synced);
