@@ -80,8 +80,17 @@ for n in $MODELS; do
 done
 [ "$failed" -eq 0 ] || exit 1
 
+# The worker's address space (profile_memory_bytes, 4 GiB by default) must hold the library's
+# zeroed weights, as large as the external data (12.1 GB for full-depth GPT-J-6B in fp16), and
+# the activations besides.
+data=0
+for n in $MODELS; do
+	s=$(stat -c %s "$M/$n-decode.onnx.data" 2>/dev/null || echo 0)
+	[ "$s" -gt "$data" ] && data=$s
+done
 PRIVATE_PIMD_CONF="profile_timeout_ms = 3600000
-profile_cpu_seconds = 3600"
+profile_cpu_seconds = 3600
+profile_memory_bytes = $((data + (4 << 30)))"
 private_pimd_start "$B" "$T" || exit 1
 ctl() { "$B/pimctl" "$@"; }
 ctl status > "$T/status.out" 2>&1
