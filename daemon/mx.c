@@ -886,9 +886,8 @@ static bool have_avx2(void) { return false; }
  * AVX-512 F/BW/VL/VBMI with BMI2, chosen at run time like the AVX2 path (no -march flag: only
  * these functions are compiled for the wider target). Row blocking only; column blocking,
  * whose cost is the strided gather rather than the arithmetic, uses the AVX2 code (every
- * AVX-512 CPU has AVX2). Same arithmetic as avx2_fields() and avx2_row_block_bf16(), with the
- * variable 16-bit shifts (vpsrlvw) and mask registers that AVX2 lacks; two blocks per step,
- * packed by one byte permutation (vpermt2b) and one store.
+ * AVX-512 CPU has AVX2). The rows use the variable 16-bit shifts (vpsrlvw), mask registers and
+ * byte permutations (vpermt2b) that AVX2 lacks, eight blocks per step (see avx512_row()).
  */
 /* Source prefetch distance in bytes for the row loops (helps a single core keep enough
  * DRAM reads in flight). */
@@ -896,107 +895,6 @@ static bool have_avx2(void) { return false; }
 #define AVX512_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2"
 #define AVX512 __attribute__((target(AVX512_TARGET)))
 #define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
-
-/*
- * Byte permutation for avx512_pack2(): output byte i of the two packed blocks comes from the
- * merged fields (indices 0-63) or the 4 header bytes E0, micro0, E1, micro1 (64-67). After the
- * merge in avx512_pack2(), 128-bit lane l holds in its low w bytes the stream of fields
- * 8l .. 8l + 7 (8 fields of w bits are w whole bytes); for w = 8 the fields are the low bytes
- * of the 16-bit lanes.
- */
-static AVX512 __m512i avx512_pack_index(unsigned m)
-{
-	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
-	uint8_t idx[64] = { 0 };
-
-	for (unsigned k = 0; k < 2; k++) {
-		uint8_t *o = idx + k * bb;
-		o[0] = (uint8_t)(64 + 2 * k);
-		o[1] = (uint8_t)(64 + 2 * k + 1);
-		for (unsigned i = 0; i < 2 * w; i++) {
-			if (w == 8)
-				o[2 + i] = (uint8_t)(2 * (MX_BLOCK * k + i));
-			else
-				o[2 + i] = (uint8_t)((2 * k + i / w) * 16 + i % w);
-		}
-	}
-	return _mm512_loadu_si512(idx);
-}
-
-/*
- * Packs two blocks from their 32 fields (16-bit lanes, block 0 in lanes 0-15) and headers
- * (hdr = E0 | micro0 << 8 | E1 << 16 | micro1 << 24) into out: 2 * bb bytes, or bb if !two.
- * room is the number of bytes that may be written at out; with 64 or more, one full-width
- * store (the bytes past the blocks are rewritten by the next step), else a masked one.
- */
-AVX512_INLINE void avx512_pack2(__m512i f, uint32_t hdr, __m512i idx, unsigned m, bool two,
-				size_t room, uint8_t *out)
-{
-	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
-	__m512i y = f;
-
-	if (w != 8) {
-		/* 2 fields per u32 (2w bits), 4 per u64 (4w bits), 8 per 128-bit lane (w bytes). */
-		y = _mm512_madd_epi16(f, _mm512_set1_epi32(1 | (1 << w) << 16));
-		y = _mm512_or_si512(y, _mm512_srli_epi64(y, 32 - 2 * w));
-		y = _mm512_and_si512(y, _mm512_set1_epi64((1ll << (4 * w)) - 1));
-		y = _mm512_or_si512(y, _mm512_slli_epi64(_mm512_shuffle_epi32(y, (_MM_PERM_ENUM)0x4e),
-							 4 * w));
-	}
-	__m512i p = _mm512_permutex2var_epi8(y, idx, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)hdr)));
-	unsigned n = two ? 2 * bb : bb;
-
-	if (room >= 64)
-		_mm512_storeu_si512(out, p);
-	else
-		_mm512_mask_storeu_epi8(out, (__mmask64)((1ull << n) - 1), p);
-	/* NaN blocks (rare): canonical form over whatever was computed for them. */
-	for (unsigned k = 0; k < (two ? 2u : 1u); k++)
-		if (__builtin_expect(((hdr >> (16 * k)) & 0xff) == MX_EXP_NAN, 0)) {
-			memset(out + k * bb, 0, bb);
-			out[k * bb] = MX_EXP_NAN;
-		}
-}
-
-/*
- * The fields of two BF16 row blocks in one vector of 32 16-bit lanes (block 0 in lanes 0-15)
- * and their headers. Shift counts as in avx2_row_block_bf16(): sh = 8 - m + (E - e) - d
- * clamped at 9, where v < 2^8 rounds to 0; 2^(sh-1) - 1 = 0xffff >> (17 - sh).
- */
-AVX512_INLINE __m512i avx512_bf16_fields2(__m512i x, unsigned m, uint32_t *hdr)
-{
-	const __m512i one = _mm512_set1_epi16(1);
-	__m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xff));
-
-	/* E of each 256-bit half in all of its lanes: swap 128-bit lanes, then 64, 32, 16 bits. */
-	__m512i E = _mm512_max_epu16(e, _mm512_shuffle_i64x2(e, e, 0xb1));
-	E = _mm512_max_epu16(E, _mm512_shuffle_epi32(E, (_MM_PERM_ENUM)0x4e));
-	E = _mm512_max_epu16(E, _mm512_shuffle_epi32(E, (_MM_PERM_ENUM)0xb1));
-	E = _mm512_max_epu16(E, _mm512_rol_epi32(E, 16));
-	unsigned E0 = (unsigned)_mm_cvtsi128_si32(_mm512_castsi512_si128(E)) & 0xff;
-	unsigned E1 = (unsigned)_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(E, 2)) & 0xff;
-
-	/* d = both elements of the pair below E: mask bits j and j + 1, j even. */
-	uint32_t lt = (uint32_t)_mm512_cmpgt_epu16_mask(E, e);
-	uint32_t pairs = lt & lt >> 1 & 0x55555555u;
-	__m512i v = _mm512_maskz_mov_epi16(_mm512_test_epi16_mask(e, e),
-					   _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi16(0x7f)),
-							   _mm512_set1_epi16(0x80)));
-	__m512i sh = _mm512_add_epi16(_mm512_sub_epi16(E, e), _mm512_set1_epi16((short)(8 - m)));
-	sh = _mm512_mask_sub_epi16(sh, pairs | pairs << 1, sh, one);
-	sh = _mm512_min_epu16(sh, _mm512_set1_epi16(9));
-	__m512i lsb = _mm512_and_si512(_mm512_srlv_epi16(v, sh), one);
-	__m512i hm1 = _mm512_srlv_epi16(_mm512_set1_epi16(-1),
-					_mm512_sub_epi16(_mm512_set1_epi16(17), sh));
-	__m512i q = _mm512_srlv_epi16(_mm512_add_epi16(_mm512_add_epi16(v, hm1), lsb), sh);
-	q = _mm512_min_epu16(q, _mm512_set1_epi16((short)((1u << m) - 1)));
-	unsigned micro = (unsigned)_pext_u32(pairs, 0x55555555u);
-
-	*hdr = E0 | (micro & 0xff) << 8 | E1 << 16 | (micro >> 8) << 24;
-	return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 15 - m),
-						_mm512_set1_epi16((short)(1u << m))),
-			       q);
-}
 
 /*
  * The (1+m)-bit fields of 16 FP32 elements in 32-bit lanes: x the bit patterns, e their exponent
@@ -1025,20 +923,6 @@ AVX512_INLINE __m512i avx512_fields32(__m512i x, __m512i e, __m512i E, __mmask16
 AVX512_INLINE __m512i avx512_exp32(__m512i x)
 {
 	return _mm512_and_si512(_mm512_srli_epi32(x, FP32_MANT_BITS), _mm512_set1_epi32(0xff));
-}
-
-/* The 16 fields (as 16-bit lanes) and header (E | micro << 8) of one FP32 row block in 16
- * 32-bit lanes. */
-AVX512_INLINE __m256i avx512_f32_fields(__m512i x, unsigned m, uint32_t *hdr)
-{
-	__m512i e = avx512_exp32(x);
-	unsigned Es = _mm512_reduce_max_epu32(e);
-	__m512i E = _mm512_set1_epi32((int)Es);
-	uint32_t lt = (uint32_t)_mm512_cmpgt_epu32_mask(E, e);
-	uint32_t pairs = lt & lt >> 1 & 0x5555u;
-
-	*hdr = Es | (uint32_t)_pext_u32(pairs, 0x5555u) << 8;
-	return _mm512_cvtepi32_epi16(avx512_fields32(x, e, E, (__mmask16)(pairs | pairs << 1), m));
 }
 
 /*
@@ -1096,33 +980,333 @@ AVX512_INLINE void avx512_col(unsigned m, enum mx_src t, const void *src, size_t
 	}
 }
 
+/*
+ * Row blocks, eight per step (256 bytes of BF16, 512 of FP32), in four vectors of 32 16-bit
+ * lanes: vector i holds block 2i in lanes 0-15 and block 2i + 1 in lanes 16-31.
+ *
+ * BF16 lanes are the inputs themselves (s | e8 | m7). FP32 is narrowed to that width first
+ * without changing any result: M = RNE(v24 / 2^sh) with sh >= 17 (mx.h), so significand bits
+ * 14..0 only ever act as a sticky bit. A lane is e8 << 8 | significand bits 22..15 with the
+ * sticky bit (any of bits 14..0 set) ORed into bit 0, below every rounding position; the
+ * signs go to a mask.
+ */
+struct avx512_grp {
+	__m512i x[4];      /* the lanes above */
+	__mmask32 sign[4]; /* FP32: the signs */
+	__m512i e[4];      /* exponent fields */
+	__m512i pm[4];     /* the larger exponent of each pair, in both of its lanes */
+	/* E of blocks 0, 2, 4, 6 in dwords 0-3 of 128-bit lanes 0 and 1, of blocks 1, 3, 5, 7 in
+	 * those of lanes 2 and 3, in both 16-bit halves of the dword */
+	__m512i S;
+};
+
+/* The first n (1-8) blocks at s; a short last step reads nothing past them (zeros instead). */
+AVX512_INLINE void avx512_load_bf16(struct avx512_grp *g, const uint16_t *s, unsigned n)
+{
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		if (n >= 8) {
+			g->x[i] = _mm512_loadu_si512(s + 32 * i);
+			continue;
+		}
+		unsigned k = n <= 2 * i ? 0 : n == 2 * i + 1 ? 16 : 32;
+		g->x[i] = _mm512_maskz_loadu_epi16((__mmask32)_bzhi_u64(~0ull, k), s + 32 * i);
+	}
+}
+
+AVX512_INLINE void avx512_load_f32(struct avx512_grp *g, const float *s, unsigned n,
+				   __m512i narrow)
+{
+	const __m512i low15 = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m512i a, b;
+		if (n >= 8) {
+			a = _mm512_loadu_si512(s + 32 * i);
+			b = _mm512_loadu_si512(s + 32 * i + 16);
+		} else {
+			a = _mm512_maskz_loadu_epi32(n > 2 * i ? 0xffff : 0, s + 32 * i);
+			b = _mm512_maskz_loadu_epi32(n > 2 * i + 1 ? 0xffff : 0, s + 32 * i + 16);
+		}
+		__m512i ya = _mm512_srli_epi32(a, 15), yb = _mm512_srli_epi32(b, 15);
+		ya = _mm512_mask_or_epi32(ya, _mm512_test_epi32_mask(a, low15), ya, one);
+		yb = _mm512_mask_or_epi32(yb, _mm512_test_epi32_mask(b, low15), yb, one);
+		g->sign[i] = _mm512_kunpackw(_mm512_cmplt_epi32_mask(b, _mm512_setzero_si512()),
+					     _mm512_cmplt_epi32_mask(a, _mm512_setzero_si512()));
+		g->x[i] = _mm512_permutex2var_epi16(ya, narrow, yb);
+	}
+}
+
+/*
+ * The exponents, the pair maxima and E of the eight blocks. The reduction works on all four
+ * vectors at once: two-source dword shuffles inside 128-bit lanes halve the data per level,
+ * so only the last level crosses lanes (8 shuffles for 8 blocks instead of 4 per 2).
+ */
+AVX512_INLINE void avx512_exps(struct avx512_grp *g, bool f32)
+{
+	__m512 p[4];
+
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m512i e = f32 ? _mm512_srli_epi16(g->x[i], 8)
+				: _mm512_and_si512(_mm512_srli_epi16(g->x[i], 7),
+						   _mm512_set1_epi16(0xff));
+		g->e[i] = e;
+		g->pm[i] = _mm512_max_epu16(e, _mm512_rol_epi32(e, 16));
+		p[i] = _mm512_castsi512_ps(g->pm[i]);
+	}
+	/* lane l of r01: two maxima of lane l of pm[0], then two of pm[1] */
+	__m512 r01 = _mm512_castsi512_ps(_mm512_max_epu16(
+		_mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0x88)),
+		_mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0xdd))));
+	__m512 r23 = _mm512_castsi512_ps(_mm512_max_epu16(
+		_mm512_castps_si512(_mm512_shuffle_ps(p[2], p[3], 0x88)),
+		_mm512_castps_si512(_mm512_shuffle_ps(p[2], p[3], 0xdd))));
+	/* lane l of r: the maxima of lane l of pm[0..3] */
+	__m512i r = _mm512_max_epu16(_mm512_castps_si512(_mm512_shuffle_ps(r01, r23, 0x88)),
+				     _mm512_castps_si512(_mm512_shuffle_ps(r01, r23, 0xdd)));
+	g->S = _mm512_max_epu16(r, _mm512_shuffle_i64x2(r, r, 0xb1));
+}
+
+/* E (or E + c) of blocks 2i and 2i + 1 in all the lanes of vector i. */
+AVX512_INLINE __m512i avx512_bcast(__m512i S, unsigned i)
+{
+	switch (i) {
+	case 0:
+		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0x00);
+	case 1:
+		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0x55);
+	case 2:
+		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0xaa);
+	default:
+		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0xff);
+	}
+}
+
+/*
+ * The (1+m)-bit fields s << m | M of vector i (16-bit lanes) and the microexponent masks.
+ * With sh1 = sh - 1 (sh as in mx.h, counted on the lane's significand v: 8 bits for BF16,
+ * 9 for narrowed FP32): t = v >> sh1 holds the quotient's lsb in bit 1, and
+ * RNE(v / 2^sh) = RHU((v - 1 + lsb) / 2^sh) = ((y >> sh1) + 1) >> 1 (vpavgw with 0).
+ * A shift of 16 or more gives 0, so no clamp is needed. careful: zeros and subnormals are
+ * flushed by a test; otherwise every block has E >= 16, where their shift is at least 16.
+ */
+AVX512_INLINE __m512i avx512_fields(const struct avx512_grp *g, unsigned i, __m512i Sc,
+				    unsigned m, bool f32, bool careful, __mmask32 *d)
+{
+	const __m512i one = _mm512_set1_epi16(1), x = g->x[i];
+	const __m512i max = _mm512_set1_epi16((short)((1u << m) - 1));
+
+	*d = _mm512_cmplt_epu16_mask(g->pm[i], avx512_bcast(g->S, i));
+	__m512i sh1 = _mm512_sub_epi16(avx512_bcast(Sc, i), g->e[i]);
+	sh1 = _mm512_mask_sub_epi16(sh1, *d, sh1, one);
+	/* v = x & 0x7f | 0x80, or x & 0xff | 0x100 */
+	__m512i v = _mm512_ternarylogic_epi32(x, _mm512_set1_epi16(f32 ? 0xff : 0x7f),
+					      _mm512_set1_epi16(f32 ? 0x100 : 0x80), 0xea);
+	__mmask32 even = _mm512_testn_epi16_mask(_mm512_srlv_epi16(v, sh1), _mm512_set1_epi16(2));
+	__m512i y = _mm512_mask_sub_epi16(v, even, v, one);
+	__m512i q = _mm512_avg_epu16(_mm512_srlv_epi16(y, sh1), _mm512_setzero_si512());
+
+	if (careful)
+		q = _mm512_maskz_min_epu16(
+			_mm512_test_epi16_mask(x, _mm512_set1_epi16(f32 ? 0xff00 : 0x7f80)), q, max);
+	else
+		q = _mm512_min_epu16(q, max);
+	if (f32)
+		return _mm512_mask_add_epi16(q, g->sign[i], q, _mm512_set1_epi16((short)(1u << m)));
+	/* q | (x >> (15 - m)) & 1 << m */
+	return _mm512_ternarylogic_epi32(q, _mm512_srli_epi16(x, 15 - m),
+					 _mm512_set1_epi16((short)(1u << m)), 0xf8);
+}
+
+/* Byte permutations of avx512_put_group(), built once per call. */
+struct avx512_idx {
+	__m512i lo;    /* the low bytes of two vectors of 16-bit lanes */
+	__m512i out[2]; /* w < 8: blocks 4h .. 4h + 3 from their stream (0-63) and the header (64-127) */
+	/* w = 8: bytes 0-63 from fields 0-3 and header; 64-127 from fields 0-7, then header */
+	__m512i hdr1;
+	__mmask64 hdr1_mask;
+};
+
+/* Where the header vector (S with the micro bytes in lane 1) has E of block b. */
+static unsigned avx512_epos(unsigned b)
+{
+	return b % 2 ? 32 + 2 * (b - 1) : 2 * b;
+}
+
+static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	uint8_t lo[64], o[2][64] = { { 0 } }, h1[64] = { 0 };
+	uint64_t hm = 0;
+
+	for (unsigned k = 0; k < 64; k++)
+		lo[k] = (uint8_t)(k < 32 ? 2 * k : 64 + 2 * (k - 32));
+	x->lo = _mm512_loadu_si512(lo);
+	for (unsigned h = 0; h < 2; h++)
+		for (unsigned p = 0; p < 64; p++) {
+			unsigned P = 64 * h * (w == 8) + p, k = P / bb, r = P % bb;
+			uint8_t *at = &o[h][p];
+			if (w != 8) {
+				if (k >= 4)
+					continue;
+				k += 4 * h; /* block of the group */
+			}
+			if (r < 2) {
+				unsigned hb = r == 0 ? avx512_epos(k) : 16 + k;
+				if (w == 8 && h == 1) {
+					h1[p] = (uint8_t)hb;
+					hm |= 1ull << p;
+				} else {
+					*at = (uint8_t)(64 + hb);
+				}
+			} else if (w != 8) {
+				/* stream byte j of block k: w bytes of each of its two qwords */
+				unsigned j = r - 2, kk = k % 4;
+				*at = (uint8_t)(16 * kk + (j < w ? j : 8 + j - w));
+			} else {
+				*at = (uint8_t)(16 * k + r - 2); /* 0-63 fields 0-3, 64-127 fields 4-7 */
+			}
+		}
+	x->out[0] = _mm512_loadu_si512(o[0]);
+	x->out[1] = _mm512_loadu_si512(o[1]);
+	x->hdr1 = _mm512_loadu_si512(h1);
+	x->hdr1_mask = hm;
+}
+
+/* v's first min(room, 64) bytes at o. */
+AVX512_INLINE void avx512_put(uint8_t *o, __m512i v, size_t room)
+{
+	if (room >= 64)
+		_mm512_storeu_si512(o, v);
+	else if (room)
+		_mm512_mask_storeu_epi8(o, (__mmask64)_bzhi_u64(~0ull, (unsigned)room), v);
+}
+
+/*
+ * Packs and stores the eight blocks of a step at o (room: bytes that may be written there).
+ * w < 8: the fields of four blocks become bytes, then 2 per 16 bits (vpmaddubsw), 4 per 32
+ * (vpmaddwd) and 8 per 64: w whole bytes per qword, which one byte permutation puts in place
+ * beside the header bytes. Stores overlap; each writes no more than room allows.
+ */
+AVX512_INLINE void avx512_put_group(const __m512i f[4], __m512i H, const struct avx512_idx *ix,
+				    unsigned m, uint8_t *o, size_t room)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	__m512i n01 = _mm512_permutex2var_epi8(f[0], ix->lo, f[1]);
+	__m512i n23 = _mm512_permutex2var_epi8(f[2], ix->lo, f[3]);
+
+	if (w == 8) {
+		__m512i o1 = _mm512_permutex2var_epi8(n01, ix->out[1], n23);
+		o1 = _mm512_mask_permutexvar_epi8(o1, ix->hdr1_mask, ix->hdr1, H);
+		avx512_put(o, _mm512_permutex2var_epi8(n01, ix->out[0], H), room);
+		avx512_put(o + 64, o1, room > 64 ? room - 64 : 0);
+		if (room >= 144)
+			_mm_storeu_si128((__m128i *)(o + 128), _mm512_extracti32x4_epi32(n23, 3));
+		else if (room > 128)
+			_mm_mask_storeu_epi8(o + 128, (__mmask16)_bzhi_u32(~0u, (unsigned)room - 128),
+					     _mm512_extracti32x4_epi32(n23, 3));
+		return;
+	}
+#pragma GCC unroll 2
+	for (unsigned h = 0; h < 2; h++) {
+		__m512i n = h ? n23 : n01;
+		__m512i p = _mm512_maddubs_epi16(n, _mm512_set1_epi16((short)(1 | (1 << w) << 8)));
+		p = _mm512_madd_epi16(p, _mm512_set1_epi32(1 | (1 << (2 * w)) << 16));
+		/* low 4w bits from the low dword, the next 4w from the high one */
+		p = _mm512_ternarylogic_epi64(p, _mm512_srli_epi64(p, 32 - 4 * w),
+					      _mm512_set1_epi64((1ll << (4 * w)) - 1), 0xe4);
+		size_t at = 4 * h * bb;
+		avx512_put(o + at, _mm512_permutex2var_epi8(p, ix->out[h], H),
+			   room > at ? room - at : 0);
+	}
+}
+
+/* One step: n (1-8) blocks from src to o. */
+AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool careful,
+				const struct avx512_idx *ix, unsigned n, uint8_t *o, size_t room)
+{
+	const unsigned bb = 2 + MX_BLOCK * (1 + m) / 8;
+	__m512i Sc = _mm512_add_epi16(g->S, _mm512_set1_epi16((short)(f32 ? 8 - m : 7 - m)));
+	__m512i f[4];
+	__mmask32 d[4];
+
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++)
+		f[i] = avx512_fields(g, i, Sc, m, f32, careful, &d[i]);
+	/* micro bits: every other bit of the pair masks */
+	uint64_t micro = _pext_u64(_mm512_kunpackd(d[1], d[0]), 0x5555555555555555ull) |
+			 _pext_u64(_mm512_kunpackd(d[3], d[2]), 0x5555555555555555ull) << 32;
+	avx512_put_group(f, _mm512_mask_set1_epi64(g->S, 0x0c, (long long)micro), ix, m, o, room);
+	if (!careful)
+		return;
+	/* NaN blocks: the canonical form over what was computed for them */
+	uint32_t nan = _mm512_cmpeq_epi32_mask(g->S, _mm512_set1_epi32(0x00ff00ff)) & 0x0f0f;
+	while (nan) {
+		unsigned bit = (unsigned)__builtin_ctz(nan), b = bit < 8 ? 2 * bit : 2 * (bit - 8) + 1;
+		nan &= nan - 1;
+		if (b < n) {
+			memset(o + b * bb, 0, bb);
+			o[b * bb] = MX_EXP_NAN;
+		}
+	}
+}
+
+/* Loads blocks [b, b + n) and finds their exponents; whether they need the careful step. */
+AVX512_INLINE bool avx512_front(struct avx512_grp *g, bool f32, const void *src, size_t b,
+				unsigned n, __m512i narrow)
+{
+	if (f32) {
+		const float *s = (const float *)src + b * MX_BLOCK;
+		_mm_prefetch((const char *)s + MX_PREFETCH, _MM_HINT_T0);
+		avx512_load_f32(g, s, n, narrow);
+	} else {
+		const uint16_t *s = (const uint16_t *)src + b * MX_BLOCK;
+		_mm_prefetch((const char *)s + MX_PREFETCH, _MM_HINT_T0);
+		avx512_load_bf16(g, s, n);
+	}
+	avx512_exps(g, f32);
+	/* E < 16 (zeros and subnormals need their own flush) or E = 255 (a NaN block): both
+	 * rare, so the common step leaves their tests out */
+	return _mm512_cmpge_epu16_mask(_mm512_sub_epi16(g->S, _mm512_set1_epi16(16)),
+				       _mm512_set1_epi16(239)) != 0;
+}
+
+/*
+ * Software-pipelined: the next step's loads and exponent reduction come before this step's
+ * fields and packing in program order, so the core overlaps the two dependency chains.
+ */
 AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
 			      uint8_t *out)
 {
 	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, total = nblocks * bb;
-	const __m512i idx = avx512_pack_index(m);
-	uint32_t h0, h1;
+	const bool f32 = t == MX_SRC_FP32;
+	const __m512i narrow = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38,
+						36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
+						10, 8, 6, 4, 2, 0);
+	struct avx512_idx ix;
+	struct avx512_grp g, next;
+	bool careful, careful_next = false;
 
-	for (size_t b = 0; b < nblocks; b += 2) {
-		bool two = b + 1 < nblocks;
-		__m512i f;
-		if (t == MX_SRC_BF16) {
-			const uint16_t *s = (const uint16_t *)src + b * MX_BLOCK;
-			_mm_prefetch((const char *)s + MX_PREFETCH, _MM_HINT_T0);
-			/* the last odd block alone: upper half masked off, nothing read past it */
-			__m512i x = two ? _mm512_loadu_si512(s) : _mm512_maskz_loadu_epi16(0xffff, s);
-			f = avx512_bf16_fields2(x, m, &h0);
-		} else {
-			const float *s = (const float *)src + b * MX_BLOCK;
-			__m256i f0 = avx512_f32_fields(_mm512_loadu_si512(s), m, &h0);
-			__m256i f1 = _mm256_setzero_si256();
-			h1 = 0;
-			if (two)
-				f1 = avx512_f32_fields(_mm512_loadu_si512(s + MX_BLOCK), m, &h1);
-			f = _mm512_inserti64x4(_mm512_castsi256_si512(f0), f1, 1);
-			h0 |= h1 << 16;
-		}
-		avx512_pack2(f, h0, idx, m, two, total - b * bb, out + b * bb);
+	if (!nblocks)
+		return;
+	avx512_idx_init(&ix, m);
+	careful = avx512_front(&g, f32, src, 0, nblocks < 8 ? (unsigned)nblocks : 8, narrow);
+	for (size_t b = 0; b < nblocks; b += 8) {
+		unsigned n = nblocks - b < 8 ? (unsigned)(nblocks - b) : 8;
+		size_t b2 = b + 8;
+
+		if (b2 < nblocks)
+			careful_next = avx512_front(&next, f32, src, b2,
+						    nblocks - b2 < 8 ? (unsigned)(nblocks - b2) : 8,
+						    narrow);
+		if (__builtin_expect(careful, 0))
+			avx512_group(&g, m, f32, true, &ix, n, out + b * bb, total - b * bb);
+		else
+			avx512_group(&g, m, f32, false, &ix, n, out + b * bb, total - b * bb);
+		g = next;
+		careful = careful_next;
 	}
 }
 
