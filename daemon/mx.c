@@ -540,14 +540,6 @@ AVX2_INLINE __m256i avx2_fields(__m256i x, __m256i e, __m256i E, __m256i d, unsi
 	return _mm256_or_si256(s, q);
 }
 
-/* 16 fields (each < 256) in two vectors of u32 -> 16 bytes in element order. */
-AVX2_INLINE __m128i avx2_fields_to_bytes(__m256i f0, __m256i f1)
-{
-	__m256i w = _mm256_packus_epi32(f0, f1); /* 0-3, 8-11, 4-7, 12-15 as u16 */
-	w = _mm256_permute4x64_epi64(w, 0xd8);   /* 0-15 */
-	return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-}
-
 /* Packs 16 field bytes (element order) into the (1+m)-bit stream of mx.h at out (byte 2 of
  * the block). */
 AVX2_INLINE void avx2_store_stream(__m128i b, unsigned m, uint8_t *out)
@@ -579,146 +571,259 @@ AVX2_INLINE void avx2_store_stream(__m128i b, unsigned m, uint8_t *out)
 	}
 }
 
-/* Masks d0 (pairs 0-3) and d1 (pairs 4-7), each lane of a pair equal -> 8 micro bits. */
-AVX2_INLINE unsigned avx2_micro8(__m256i d0, __m256i d1)
-{
-	unsigned mm = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d0)) |
-		      (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d1)) << 8;
-	/* keep the even bits and squeeze them together */
-	mm &= 0x5555;
-	mm = (mm | mm >> 1) & 0x3333;
-	mm = (mm | mm >> 2) & 0x0f0f;
-	return (mm | mm >> 4) & 0xff;
-}
-
 AVX2_INLINE __m256i avx2_exp(__m256i x)
 {
 	return _mm256_and_si256(_mm256_srli_epi32(x, FP32_MANT_BITS), _mm256_set1_epi32(0xff));
 }
 
-/* One row block from its 16 elements in x0 (0-7) and x1 (8-15). */
-AVX2_INLINE void avx2_row_block(__m256i x0, __m256i x1, unsigned m, uint8_t *out)
+/*
+ * Row blocks, four per step, one block per vector of 16 16-bit lanes: BF16 as it is, FP32
+ * narrowed as for AVX-512 (avx512_load_f32(): exponent and significand bits 22..15 with a
+ * sticky bit, the signs apart). AVX2 has no 16-bit variable shift, so the rounding
+ * multiplies: with b = 2^(15 - sh), bit 15 of v * b (vpmullw) is the quotient's lsb, and
+ * vpmulhrsw(y, b) = (y * b + 2^14) >> 15 = RHU(y / 2^sh), so
+ * RNE(v / 2^sh) = vpmulhrsw(v - 1 + lsb, b); sh >= 16 gives b = 0 and 0.
+ */
+struct avx2_grp {
+	__m256i x[4];   /* block i's lanes */
+	__m256i sgn[4]; /* FP32: all ones where negative */
+	__m256i e[4];   /* the exponent field in both bytes of each lane */
+	__m256i Q;      /* E of block k in dword k of both 128-bit lanes, in every byte */
+};
+
+AVX2_INLINE void avx2_load_bf16(struct avx2_grp *g, const uint16_t *s, unsigned n)
 {
-	__m256i e0 = avx2_exp(x0), e1 = avx2_exp(x1);
-	__m256i E = _mm256_max_epu32(e0, e1);
-	E = _mm256_max_epu32(E, _mm256_permute2x128_si256(E, E, 1));
-	E = _mm256_max_epu32(E, _mm256_shuffle_epi32(E, 0x4e));
-	E = _mm256_max_epu32(E, _mm256_shuffle_epi32(E, 0xb1)); /* E in every lane */
-	unsigned Es = (unsigned)_mm256_cvtsi256_si32(E);
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++)
+		g->x[i] = i < n ? _mm256_loadu_si256((const __m256i *)(s + MX_BLOCK * i))
+				: _mm256_setzero_si256();
+}
 
-	if (__builtin_expect(Es == MX_EXP_NAN, 0)) {
-		memset(out, 0, 2 + MX_BLOCK * (1 + m) / 8);
-		out[0] = MX_EXP_NAN;
-		return;
+/* e8 << 8 | significand bits 22..15 of 8 FP32 lanes, bit 0 ORed with bits 14..0: with
+ * z = x << 1, the carry out of (z & 0xffff) + 0xffff is that sticky bit. */
+AVX2_INLINE __m256i avx2_narrow32(__m256i x)
+{
+	__m256i z = _mm256_slli_epi32(x, 1);
+	__m256i c = _mm256_add_epi32(_mm256_and_si256(z, _mm256_set1_epi32(0xffff)),
+				     _mm256_set1_epi32(0xffff));
+	return _mm256_srli_epi32(_mm256_or_si256(z, c), 16);
+}
+
+AVX2_INLINE void avx2_load_f32(struct avx2_grp *g, const float *s, unsigned n)
+{
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		if (i >= n) {
+			g->x[i] = g->sgn[i] = _mm256_setzero_si256();
+			continue;
+		}
+		__m256i a = _mm256_loadu_si256((const __m256i *)(s + MX_BLOCK * i));
+		__m256i b = _mm256_loadu_si256((const __m256i *)(s + MX_BLOCK * i + 8));
+		/* the packs keep 128-bit lanes (0-3, 8-11 | 4-7, 12-15); the permutes restore
+		 * the element order */
+		g->x[i] = _mm256_permute4x64_epi64(
+			_mm256_packus_epi32(avx2_narrow32(a), avx2_narrow32(b)), 0xd8);
+		g->sgn[i] = _mm256_permute4x64_epi64(
+			_mm256_packs_epi32(_mm256_srai_epi32(a, 31), _mm256_srai_epi32(b, 31)), 0xd8);
 	}
-	/* d = both elements of the pair below E: AND each lane with its pair neighbour. */
-	__m256i lt0 = _mm256_cmpgt_epi32(E, e0), lt1 = _mm256_cmpgt_epi32(E, e1);
-	__m256i d0 = _mm256_and_si256(lt0, _mm256_shuffle_epi32(lt0, 0xb1));
-	__m256i d1 = _mm256_and_si256(lt1, _mm256_shuffle_epi32(lt1, 0xb1));
-	__m256i f0 = avx2_fields(x0, e0, E, d0, m), f1 = avx2_fields(x1, e1, E, d1, m);
+}
 
-	out[0] = (uint8_t)Es;
-	out[1] = (uint8_t)avx2_micro8(d0, d1);
-	avx2_store_stream(avx2_fields_to_bytes(f0, f1), m, out + 2);
+/* The exponents and E of the four blocks, reduced across the vectors as in avx512_exps(). */
+AVX2_INLINE void avx2_exps(struct avx2_grp *g, bool f32)
+{
+	/* byte 1 of each lane (the exponent, BF16's sign shifted out) into both bytes */
+	const __m256i dup = _mm256_setr_epi8(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15,
+					     1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
+	const __m256i swap = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+					      2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+	__m256 p[4];
+
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m256i y = f32 ? g->x[i] : _mm256_add_epi16(g->x[i], g->x[i]);
+		g->e[i] = _mm256_shuffle_epi8(y, dup);
+		p[i] = _mm256_castsi256_ps(g->e[i]);
+	}
+	/* dwords first (each 128-bit lane's four to one per block), words last */
+	__m256 r01 = _mm256_castsi256_ps(
+		_mm256_max_epu16(_mm256_castps_si256(_mm256_shuffle_ps(p[0], p[1], 0x88)),
+				 _mm256_castps_si256(_mm256_shuffle_ps(p[0], p[1], 0xdd))));
+	__m256 r23 = _mm256_castsi256_ps(
+		_mm256_max_epu16(_mm256_castps_si256(_mm256_shuffle_ps(p[2], p[3], 0x88)),
+				 _mm256_castps_si256(_mm256_shuffle_ps(p[2], p[3], 0xdd))));
+	__m256i q = _mm256_max_epu16(_mm256_castps_si256(_mm256_shuffle_ps(r01, r23, 0x88)),
+				     _mm256_castps_si256(_mm256_shuffle_ps(r01, r23, 0xdd)));
+	q = _mm256_max_epu16(q, _mm256_permute2x128_si256(q, q, 1));
+	g->Q = _mm256_max_epu16(q, _mm256_shuffle_epi8(q, swap));
+}
+
+/* E < 16 or E = 255 in one of the blocks (see avx512_front()). */
+AVX2_INLINE bool avx2_special(__m256i Q)
+{
+	__m256i t = _mm256_sub_epi8(Q, _mm256_set1_epi8(16)); /* >= 239 exactly then */
+	__m256i u = _mm256_subs_epu8(t, _mm256_set1_epi8((char)238));
+	return !_mm256_testz_si256(u, u);
+}
+
+AVX2_INLINE __m256i avx2_bcast(__m256i Q, unsigned i)
+{
+	switch (i) {
+	case 0:
+		return _mm256_shuffle_epi32(Q, 0x00);
+	case 1:
+		return _mm256_shuffle_epi32(Q, 0x55);
+	case 2:
+		return _mm256_shuffle_epi32(Q, 0xaa);
+	default:
+		return _mm256_shuffle_epi32(Q, 0xff);
+	}
 }
 
 /*
- * BF16 row blocks, a whole block in one vector of 16-bit lanes. A BF16 significand has 8 bits
- * (hidden + 7), so with v16 = v32 >> 16 the FP32 shift sh becomes sh - 16 =
- * 8 - m + (E - e) - d, between 1 and 9 after clamping (v16 < 2^8: 9 rounds everything to 0).
- * AVX2 has no variable 16-bit shift, so v >> sh is mulhi(v, 2^(16 - sh)), with 2^(16 - sh)
- * and 2^(sh - 1) - 1 read from 16-entry byte tables by pshufb (entry 0, never a valid sh,
- * is 0, which also zeroes the byte of each lane whose index is the lane's zero high byte).
+ * The fields of block i and its microexponent bits. b = 2^(15 - sh) is read from a 16-byte
+ * table by vpshufb, indexed in each byte of the lane: sh + 0x70 in the low byte and sh + 0x78
+ * in the high one, both saturating, so that the byte is 0 (index bit 7 set) from sh = 16, or
+ * from sh = 8 for the high byte. sh = c + E - e - d is computed on the duplicated exponent
+ * bytes, where E - e needs no borrow.
  */
-AVX2_INLINE void avx2_row_block_bf16(__m256i x, unsigned m, uint8_t *out)
+AVX2_INLINE __m256i avx2_fields16(const struct avx2_grp *g, unsigned i, unsigned m, bool f32,
+				  bool careful, unsigned *micro)
 {
-	const __m256i ff = _mm256_set1_epi16(0xff), one = _mm256_set1_epi16(1);
-	const __m256i t_plo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, (char)0x80, 0, 0, 0, 0,
-					       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (char)0x80, 0, 0,
-					       0, 0, 0, 0);
-	const __m256i t_phi = _mm256_setr_epi8(0, (char)0x80, 0x40, 0x20, 0x10, 8, 4, 2, 1, 0, 0,
-					       0, 0, 0, 0, 0, 0, (char)0x80, 0x40, 0x20, 0x10, 8,
-					       4, 2, 1, 0, 0, 0, 0, 0, 0, 0);
-	const __m256i t_hm1 = _mm256_setr_epi8(0, 0, 1, 3, 7, 15, 31, 63, 127, (char)255, 0, 0,
-					       0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127,
-					       (char)255, 0, 0, 0, 0, 0, 0);
-	__m256i e = _mm256_and_si256(_mm256_srli_epi16(x, 7), ff);
+	const __m256i pow = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)128, 64, 32, 16, 8, 4,
+					     2, 1, 0, 0, 0, 0, 0, 0, 0, 0, (char)128, 64, 32, 16, 8,
+					     4, 2, 1);
+	const unsigned c = f32 ? 9 - m : 8 - m;
+	const __m256i E = avx2_bcast(g->Q, i), e = g->e[i], x = g->x[i];
+	/* d: neither element of the pair equals E (so both are below it) */
+	__m256i d = _mm256_cmpeq_epi32(_mm256_cmpeq_epi16(e, E), _mm256_setzero_si256());
 
-	/* E = 255 - min(255 - e): phminposuw does the horizontal part in one instruction. */
-	__m128i e8 = _mm_max_epu16(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
-	__m128i mn = _mm_minpos_epu16(_mm_xor_si128(e8, _mm256_castsi256_si128(ff)));
-	unsigned Es = 255 ^ ((unsigned)_mm_cvtsi128_si32(mn) & 0xffff);
+	*micro = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d));
+	__m256i I = _mm256_adds_epu8(_mm256_sub_epi8(E, e),
+				     _mm256_set1_epi16((short)((0x78 + c) << 8 | (0x70 + c))));
+	I = _mm256_sub_epi8(I, _mm256_and_si256(d, _mm256_set1_epi8(1)));
+	__m256i b = _mm256_shuffle_epi8(pow, I);
+	__m256i mant = _mm256_and_si256(x, _mm256_set1_epi16(f32 ? 0xff : 0x7f));
+	__m256i v = _mm256_or_si256(mant, _mm256_set1_epi16(f32 ? 0x100 : 0x80));
+	__m256i vm1 = _mm256_add_epi16(mant, _mm256_set1_epi16(f32 ? 0xff : 0x7f));
+	__m256i lsb = _mm256_srai_epi16(_mm256_mullo_epi16(v, b), 15); /* 0 or -1 */
+	__m256i q = _mm256_mulhrs_epi16(_mm256_sub_epi16(vm1, lsb), b);
 
-	if (__builtin_expect(Es == MX_EXP_NAN, 0)) {
-		memset(out, 0, 2 + MX_BLOCK * (1 + m) / 8);
-		out[0] = MX_EXP_NAN;
-		return;
-	}
-	__m256i E = _mm256_set1_epi16((short)Es);
-	/* d: a 32-bit lane is one pair; both 16-bit halves below E <=> the lane is all ones. */
-	__m256i d = _mm256_cmpeq_epi32(_mm256_cmpgt_epi16(E, e), _mm256_set1_epi32(-1));
-	__m256i v = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(0x7f)),
-				    _mm256_set1_epi16(0x80));
-	v = _mm256_andnot_si256(_mm256_cmpeq_epi16(e, _mm256_setzero_si256()), v);
-	__m256i sh = _mm256_add_epi16(_mm256_sub_epi16(E, e), d);
-	sh = _mm256_add_epi16(sh, _mm256_set1_epi16((short)(8 - m)));
-	sh = _mm256_min_epu16(sh, _mm256_set1_epi16(9));
-	__m256i p = _mm256_or_si256(_mm256_shuffle_epi8(t_plo, sh),
-				    _mm256_shuffle_epi8(t_phi, _mm256_slli_epi16(sh, 8)));
-	__m256i hm1 = _mm256_shuffle_epi8(t_hm1, sh);
-	__m256i lsb = _mm256_and_si256(_mm256_mulhi_epu16(v, p), one);
-	__m256i q = _mm256_mulhi_epu16(_mm256_add_epi16(_mm256_add_epi16(v, hm1), lsb), p);
 	q = _mm256_min_epu16(q, _mm256_set1_epi16((short)((1u << m) - 1)));
-	__m256i f = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, (int)(15 - m)),
-						     _mm256_set1_epi16((short)(1u << m))),
-				    q);
-
-	uint16_t hdr = (uint16_t)(Es | (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d)) << 8);
-	memcpy(out, &hdr, 2);
-	out += 2;
-	if (m == 7) {
-		_mm_storeu_si128((__m128i *)out,
-				 _mm_packus_epi16(_mm256_castsi256_si128(f),
-						  _mm256_extracti128_si256(f, 1)));
-		return;
-	}
-	/* 2 fields per u32 (2w bits), 4 per u64 (4w bits), then 8 per 128-bit half. */
-	const unsigned w = 1 + m;
-	__m256i y = _mm256_madd_epi16(f, _mm256_set1_epi32(1 | (1 << w) << 16));
-	y = _mm256_or_si256(y, _mm256_srli_epi64(y, (int)(32 - 2 * w)));
-	y = _mm256_and_si256(y, _mm256_set1_epi64x((1ll << (4 * w)) - 1));
-	y = _mm256_or_si256(y, _mm256_slli_epi64(_mm256_shuffle_epi32(y, 0x4e), (int)(4 * w)));
-	uint64_t z0 = (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(y));
-	uint64_t z1 = (uint64_t)_mm_cvtsi128_si64(_mm256_extracti128_si256(y, 1));
-	uint64_t lo = z0 | z1 << (8 * w);
-	if (w == 5) { /* 80 bits */
-		uint16_t hi = (uint16_t)(z1 >> (64 - 8 * w));
-		memcpy(out, &lo, 8);
-		memcpy(out + 8, &hi, 2);
-	} else { /* w == 3: 48 bits */
-		uint32_t a = (uint32_t)lo;
-		uint16_t b = (uint16_t)(lo >> 32);
-		memcpy(out, &a, 4);
-		memcpy(out + 4, &b, 2);
-	}
+	if (careful) /* zeros and subnormals flush */
+		q = _mm256_andnot_si256(_mm256_cmpeq_epi16(e, _mm256_setzero_si256()), q);
+	__m256i s = f32 ? g->sgn[i] : _mm256_srai_epi16(x, 15);
+	return _mm256_or_si256(q, _mm256_and_si256(s, _mm256_set1_epi16((short)(1u << m))));
 }
 
+/*
+ * Blocks a and b (fields fa, fb) at oa and oa + bb: header, then the stream as a 16-byte
+ * store at byte 2, which may run past the block (the next block's header and stream are
+ * stored after it). w < 8: the fields become bytes, then 2 per 16 bits (vpmaddubsw) and 4 per
+ * 32 (vpmaddwd), then 8 per 32 (MX4: w = 3, a pack and vpmaddwd again) or per 64 (MX6: a
+ * shift and a merge), w whole bytes each, gathered per block by vpshufb.
+ */
+AVX2_INLINE void avx2_put_pair(__m256i fa, __m256i fb, const uint16_t hdr[2], unsigned m,
+			       uint8_t *oa)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	__m256i n = _mm256_packus_epi16(fa, fb); /* a 0-7, b 0-7 | a 8-15, b 8-15 */
+	__m256i s;
+
+	if (w == 8) {
+		s = _mm256_permute4x64_epi64(n, 0xd8);
+	} else {
+		__m256i p = _mm256_maddubs_epi16(n, _mm256_set1_epi16((short)(1 | (1 << w) << 8)));
+		p = _mm256_madd_epi16(p, _mm256_set1_epi32(1 | (1 << (2 * w)) << 16));
+		if (w == 3) {
+			/* dwords a 0-7, b 0-7 (24 bits) in both 128-bit lanes' low half */
+			p = _mm256_madd_epi16(_mm256_packus_epi32(p, p),
+					      _mm256_set1_epi32(1 | (1 << 12) << 16));
+			p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 0, 0, 1, 5, 1, 1));
+			s = _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 0, 0, 0, 0, 0,
+								    0, 0, 0, 0, 0, 0, 1, 2, 4, 5, 6,
+								    0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+		} else {
+			/* qwords a 0-7, b 0-7 | a 8-15, b 8-15 (40 bits) */
+			const __m256i lo = _mm256_set1_epi64x((1ll << (4 * w)) - 1);
+			p = _mm256_or_si256(_mm256_and_si256(p, lo),
+					    _mm256_andnot_si256(lo, _mm256_srli_epi64(p, 32 - 4 * w)));
+			p = _mm256_permute4x64_epi64(p, 0xd8);
+			s = _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 0,
+								    0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 8,
+								    9, 10, 11, 12, 0, 0, 0, 0, 0, 0));
+		}
+	}
+	memcpy(oa, &hdr[0], 2);
+	_mm_storeu_si128((__m128i *)(oa + 2), _mm256_castsi256_si128(s));
+	memcpy(oa + bb, &hdr[1], 2);
+	_mm_storeu_si128((__m128i *)(oa + bb + 2), _mm256_extracti128_si256(s, 1));
+}
+
+/* One step: n (1-4) blocks to o. With room < 4 blocks + 16 bytes (the last steps), through a
+ * buffer, so that nothing past the tensor's end is written. */
+AVX2_INLINE void avx2_group(struct avx2_grp *g, unsigned m, bool f32, bool careful, unsigned n,
+			    uint8_t *o, size_t room)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8;
+	uint8_t buf[4 * MX_BLOCK_BYTES_MAX + 16];
+	uint8_t *at = room >= 4 * bb + 16 ? o : buf;
+	uint32_t Ev[8];
+	uint16_t hdr[4];
+	__m256i f[4];
+
+	_mm256_storeu_si256((__m256i *)Ev, g->Q);
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned micro;
+		f[i] = avx2_fields16(g, i, m, f32, careful, &micro);
+		hdr[i] = (uint16_t)((Ev[i] & 0xff) | micro << 8);
+	}
+	avx2_put_pair(f[0], f[1], hdr, m, at);
+	avx2_put_pair(f[2], f[3], hdr + 2, m, at + 2 * bb);
+	if (at == buf)
+		memcpy(o, buf, n * bb);
+	for (unsigned k = 0; careful && k < n; k++)
+		if ((Ev[k] & 0xff) == MX_EXP_NAN) { /* NaN block: canonical */
+			memset(o + k * bb, 0, bb);
+			o[k * bb] = MX_EXP_NAN;
+		}
+}
+
+AVX2_INLINE bool avx2_front(struct avx2_grp *g, bool f32, const void *src, size_t b, unsigned n)
+{
+	if (f32)
+		avx2_load_f32(g, (const float *)src + b * MX_BLOCK, n);
+	else
+		avx2_load_bf16(g, (const uint16_t *)src + b * MX_BLOCK, n);
+	avx2_exps(g, f32);
+	return avx2_special(g->Q);
+}
+
+/* Software-pipelined as avx512_row(). */
 AVX2_INLINE void avx2_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
 			  uint8_t *out)
 {
-	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8;
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, total = nblocks * bb;
+	const bool f32 = t == MX_SRC_FP32;
+	struct avx2_grp g, next;
+	bool careful, careful_next = false;
 
-	if (t == MX_SRC_BF16) {
-		const uint16_t *s = src;
-		for (size_t b = 0; b < nblocks; b++, s += MX_BLOCK)
-			avx2_row_block_bf16(_mm256_loadu_si256((const __m256i *)s), m, out + b * bb);
-	} else {
-		const float *s = src;
-		for (size_t b = 0; b < nblocks; b++, s += MX_BLOCK) {
-			__m256i x0 = _mm256_loadu_si256((const __m256i *)s);
-			__m256i x1 = _mm256_loadu_si256((const __m256i *)(s + 8));
-			avx2_row_block(x0, x1, m, out + b * bb);
-		}
+	if (!nblocks)
+		return;
+	careful = avx2_front(&g, f32, src, 0, nblocks < 4 ? (unsigned)nblocks : 4);
+	for (size_t b = 0; b < nblocks; b += 4) {
+		unsigned n = nblocks - b < 4 ? (unsigned)(nblocks - b) : 4;
+		size_t b2 = b + 4;
+
+		if (b2 < nblocks)
+			careful_next = avx2_front(&next, f32, src, b2,
+						  nblocks - b2 < 4 ? (unsigned)(nblocks - b2) : 4);
+		if (__builtin_expect(careful, 0))
+			avx2_group(&g, m, f32, true, n, out + b * bb, total - b * bb);
+		else
+			avx2_group(&g, m, f32, false, n, out + b * bb, total - b * bb);
+		g = next;
+		careful = careful_next;
 	}
 }
 
