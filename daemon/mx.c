@@ -1095,11 +1095,11 @@ AVX512_INLINE void avx512_col(unsigned m, enum mx_src t, const void *src, size_t
 struct avx512_grp {
 	__m512i x[4];      /* the lanes above */
 	__mmask32 sign[4]; /* FP32: the signs */
-	__m512i e[4];      /* exponent fields */
-	__m512i pm[4];     /* the larger exponent of each pair, in both of its lanes */
-	/* E of blocks 0, 2, 4, 6 in dwords 0-3 of 128-bit lanes 0 and 1, of blocks 1, 3, 5, 7 in
-	 * those of lanes 2 and 3, in both 16-bit halves of the dword */
-	__m512i S;
+	/* exponents as bytes: eb[j] holds blocks 4j .. 4j + 3, block 4j + l in 128-bit lane l */
+	__m512i eb[2];
+	__m512i pm[2];     /* the larger exponent of each pair, in both of its bytes */
+	/* E: 128-bit lane l holds E of block l in bytes 0-7, of block 4 + l in bytes 8-15 */
+	__m512i r;
 };
 
 /* The first n (1-8) blocks at s; a short last step reads nothing past them (zeros instead). */
@@ -1140,50 +1140,47 @@ AVX512_INLINE void avx512_load_f32(struct avx512_grp *g, const float *s, unsigne
 	}
 }
 
+/* Byte permutations, built once per call (avx512_idx_init()). */
+struct avx512_idx {
+	__m512i lo;        /* the low bytes of two vectors of 16-bit lanes */
+	__m512i hi;        /* their high bytes */
+	__m512i spread[2]; /* bytes 32h .. 32h + 31 into the low bytes of 16-bit lanes */
+	__m512i out[2]; /* w < 8: blocks 4h .. 4h + 3 from their stream (0-63) and header (64-127) */
+	/* w = 8: bytes 0-63 from fields 0-3 and header; 64-127 from fields 0-7, then header */
+	__m512i hdr1;
+	__mmask64 hdr1_mask;
+};
+
 /*
- * The exponents, the pair maxima and E of the eight blocks. The reduction works on all four
- * vectors at once: two-source dword shuffles inside 128-bit lanes halve the data per level,
- * so only the last level crosses lanes (8 shuffles for 8 blocks instead of 4 per 2).
+ * The exponents and E of the eight blocks, on bytes: a lane's exponent is its high byte
+ * (BF16 once doubled, which shifts the sign out), so 64 of them fill a vector, a block per
+ * 128-bit lane, and the reduction takes 7 operations for the eight blocks.
  */
-AVX512_INLINE void avx512_exps(struct avx512_grp *g, bool f32)
+AVX512_INLINE void avx512_exps(struct avx512_grp *g, bool f32, const struct avx512_idx *ix)
 {
-	__m512 p[4];
+	/* swaps the two bytes of each 16-bit lane (the elements of a pair) */
+	const __m512i swap = _mm512_set_epi64(0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll,
+					      0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll,
+					      0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll,
+					      0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll);
+	__m512 p[2];
 
-#pragma GCC unroll 4
-	for (unsigned i = 0; i < 4; i++) {
-		__m512i e = f32 ? _mm512_srli_epi16(g->x[i], 8)
-				: _mm512_and_si512(_mm512_srli_epi16(g->x[i], 7),
-						   _mm512_set1_epi16(0xff));
-		g->e[i] = e;
-		g->pm[i] = _mm512_max_epu16(e, _mm512_rol_epi32(e, 16));
-		p[i] = _mm512_castsi512_ps(g->pm[i]);
+#pragma GCC unroll 2
+	for (unsigned j = 0; j < 2; j++) {
+		__m512i a = g->x[2 * j], b = g->x[2 * j + 1];
+		if (!f32) {
+			a = _mm512_add_epi16(a, a);
+			b = _mm512_add_epi16(b, b);
+		}
+		g->eb[j] = _mm512_permutex2var_epi8(a, ix->hi, b);
+		g->pm[j] = _mm512_max_epu8(g->eb[j], _mm512_shuffle_epi8(g->eb[j], swap));
+		p[j] = _mm512_castsi512_ps(g->pm[j]);
 	}
-	/* lane l of r01: two maxima of lane l of pm[0], then two of pm[1] */
-	__m512 r01 = _mm512_castsi512_ps(_mm512_max_epu16(
-		_mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0x88)),
-		_mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0xdd))));
-	__m512 r23 = _mm512_castsi512_ps(_mm512_max_epu16(
-		_mm512_castps_si512(_mm512_shuffle_ps(p[2], p[3], 0x88)),
-		_mm512_castps_si512(_mm512_shuffle_ps(p[2], p[3], 0xdd))));
-	/* lane l of r: the maxima of lane l of pm[0..3] */
-	__m512i r = _mm512_max_epu16(_mm512_castps_si512(_mm512_shuffle_ps(r01, r23, 0x88)),
-				     _mm512_castps_si512(_mm512_shuffle_ps(r01, r23, 0xdd)));
-	g->S = _mm512_max_epu16(r, _mm512_shuffle_i64x2(r, r, 0xb1));
-}
-
-/* E (or E + c) of blocks 2i and 2i + 1 in all the lanes of vector i. */
-AVX512_INLINE __m512i avx512_bcast(__m512i S, unsigned i)
-{
-	switch (i) {
-	case 0:
-		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0x00);
-	case 1:
-		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0x55);
-	case 2:
-		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0xaa);
-	default:
-		return _mm512_shuffle_epi32(S, (_MM_PERM_ENUM)0xff);
-	}
+	/* lane l: dwords 0-1 two partial maxima of block l, dwords 2-3 of block 4 + l */
+	__m512i r = _mm512_max_epu8(_mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0x88)),
+				    _mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0xdd)));
+	r = _mm512_max_epu8(r, _mm512_shuffle_epi32(r, (_MM_PERM_ENUM)0xb1));
+	g->r = _mm512_max_epu8(r, _mm512_rol_epi32(r, 16));
 }
 
 /*
@@ -1194,15 +1191,11 @@ AVX512_INLINE __m512i avx512_bcast(__m512i S, unsigned i)
  * A shift of 16 or more gives 0, so no clamp is needed. careful: zeros and subnormals are
  * flushed by a test; otherwise every block has E >= 16, where their shift is at least 16.
  */
-AVX512_INLINE __m512i avx512_fields(const struct avx512_grp *g, unsigned i, __m512i Sc,
-				    unsigned m, bool f32, bool careful, __mmask32 *d)
+AVX512_INLINE __m512i avx512_fields(const struct avx512_grp *g, unsigned i, __m512i sh1,
+				    unsigned m, bool f32, bool careful)
 {
 	const __m512i one = _mm512_set1_epi16(1), x = g->x[i];
 	const __m512i max = _mm512_set1_epi16((short)((1u << m) - 1));
-
-	*d = _mm512_cmplt_epu16_mask(g->pm[i], avx512_bcast(g->S, i));
-	__m512i sh1 = _mm512_sub_epi16(avx512_bcast(Sc, i), g->e[i]);
-	sh1 = _mm512_mask_sub_epi16(sh1, *d, sh1, one);
 	/* v = x & 0x7f | 0x80, or x & 0xff | 0x100 */
 	__m512i v = _mm512_ternarylogic_epi32(x, _mm512_set1_epi16(f32 ? 0xff : 0x7f),
 					      _mm512_set1_epi16(f32 ? 0x100 : 0x80), 0xea);
@@ -1222,19 +1215,11 @@ AVX512_INLINE __m512i avx512_fields(const struct avx512_grp *g, unsigned i, __m5
 					 _mm512_set1_epi16((short)(1u << m)), 0xf8);
 }
 
-/* Byte permutations of avx512_put_group(), built once per call. */
-struct avx512_idx {
-	__m512i lo;    /* the low bytes of two vectors of 16-bit lanes */
-	__m512i out[2]; /* w < 8: blocks 4h .. 4h + 3 from their stream (0-63) and the header (64-127) */
-	/* w = 8: bytes 0-63 from fields 0-3 and header; 64-127 from fields 0-7, then header */
-	__m512i hdr1;
-	__mmask64 hdr1_mask;
-};
-
-/* Where the header vector (S with the micro bytes in lane 1) has E of block b. */
-static unsigned avx512_epos(unsigned b)
+/* Where the header vector of half h (avx512_group()) has E and the micro bits of its block k
+ * (0-3). */
+static unsigned avx512_hpos(unsigned r, unsigned k)
 {
-	return b % 2 ? 32 + 2 * (b - 1) : 2 * b;
+	return r == 0 ? 16 * k : 4 + k;
 }
 
 static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
@@ -1246,6 +1231,14 @@ static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
 	for (unsigned k = 0; k < 64; k++)
 		lo[k] = (uint8_t)(k < 32 ? 2 * k : 64 + 2 * (k - 32));
 	x->lo = _mm512_loadu_si512(lo);
+	for (unsigned k = 0; k < 64; k++)
+		lo[k]++;
+	x->hi = _mm512_loadu_si512(lo);
+	for (unsigned h = 0; h < 2; h++) {
+		for (unsigned k = 0; k < 64; k++)
+			lo[k] = (uint8_t)(32 * h + k / 2); /* odd bytes are masked off */
+		x->spread[h] = _mm512_loadu_si512(lo);
+	}
 	for (unsigned h = 0; h < 2; h++)
 		for (unsigned p = 0; p < 64; p++) {
 			unsigned P = 64 * h * (w == 8) + p, k = P / bb, r = P % bb;
@@ -1256,7 +1249,7 @@ static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
 				k += 4 * h; /* block of the group */
 			}
 			if (r < 2) {
-				unsigned hb = r == 0 ? avx512_epos(k) : 16 + k;
+				unsigned hb = avx512_hpos(r, k % 4);
 				if (w == 8 && h == 1) {
 					h1[p] = (uint8_t)hb;
 					hm |= 1ull << p;
@@ -1292,8 +1285,8 @@ AVX512_INLINE void avx512_put(uint8_t *o, __m512i v, size_t room)
  * (vpmaddwd) and 8 per 64: w whole bytes per qword, which one byte permutation puts in place
  * beside the header bytes. MX6's two stores overlap; none writes more than room allows.
  */
-AVX512_INLINE void avx512_put_group(const __m512i f[4], __m512i H, const struct avx512_idx *ix,
-				    unsigned m, uint8_t *o, size_t room)
+AVX512_INLINE void avx512_put_group(const __m512i f[4], const __m512i H[2],
+				    const struct avx512_idx *ix, unsigned m, uint8_t *o, size_t room)
 {
 	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
 	__m512i n01 = _mm512_permutex2var_epi8(f[0], ix->lo, f[1]);
@@ -1301,8 +1294,8 @@ AVX512_INLINE void avx512_put_group(const __m512i f[4], __m512i H, const struct 
 
 	if (w == 8) {
 		__m512i o1 = _mm512_permutex2var_epi8(n01, ix->out[1], n23);
-		o1 = _mm512_mask_permutexvar_epi8(o1, ix->hdr1_mask, ix->hdr1, H);
-		avx512_put(o, _mm512_permutex2var_epi8(n01, ix->out[0], H), room);
+		o1 = _mm512_mask_permutexvar_epi8(o1, ix->hdr1_mask, ix->hdr1, H[1]);
+		avx512_put(o, _mm512_permutex2var_epi8(n01, ix->out[0], H[0]), room);
 		avx512_put(o + 64, o1, room > 64 ? room - 64 : 0);
 		if (room >= 144)
 			_mm_storeu_si128((__m128i *)(o + 128), _mm512_extracti32x4_epi32(n23, 3));
@@ -1320,7 +1313,7 @@ AVX512_INLINE void avx512_put_group(const __m512i f[4], __m512i H, const struct 
 		/* low 4w bits from the low dword, the next 4w from the high one */
 		y = _mm512_ternarylogic_epi64(y, _mm512_srli_epi64(y, 32 - 4 * w),
 					      _mm512_set1_epi64((1ll << (4 * w)) - 1), 0xe4);
-		p[h] = _mm512_permutex2var_epi8(y, ix->out[h], H);
+		p[h] = _mm512_permutex2var_epi8(y, ix->out[h], H[h]);
 	}
 	if (w == 3) { /* 2 x 32 bytes: one store */
 		avx512_put(o, _mm512_inserti64x4(p[0], _mm512_castsi512_si256(p[1]), 1), room);
@@ -1330,28 +1323,42 @@ AVX512_INLINE void avx512_put_group(const __m512i f[4], __m512i H, const struct 
 	avx512_put(o + 4 * bb, p[1], room > 4 * bb ? room - 4 * bb : 0);
 }
 
-/* One step: n (1-8) blocks from src to o. */
+/*
+ * One step: n (1-8) blocks from src to o. The shift counts sh1 = c + E - e - d (see
+ * avx512_fields()) are computed on bytes too, then spread to 16-bit lanes: E - e needs no
+ * borrow, and the saturating add only ever caps counts that give 0 anyway.
+ */
 AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool careful,
 				const struct avx512_idx *ix, unsigned n, uint8_t *o, size_t room)
 {
 	const unsigned bb = 2 + MX_BLOCK * (1 + m) / 8;
-	__m512i Sc = _mm512_add_epi16(g->S, _mm512_set1_epi16((short)(f32 ? 8 - m : 7 - m)));
-	__m512i f[4];
-	__mmask32 d[4];
+	const __m512i c = _mm512_set1_epi8((char)(f32 ? 8 - m : 7 - m));
+	__m512i sh[2], H[2], f[4];
 
+#pragma GCC unroll 2
+	for (unsigned j = 0; j < 2; j++) {
+		__m512i E = _mm512_shuffle_epi32(g->r, j ? (_MM_PERM_ENUM)0xaa : (_MM_PERM_ENUM)0x00);
+		__mmask64 d = _mm512_cmplt_epu8_mask(g->pm[j], E);
+		__m512i t = _mm512_adds_epu8(_mm512_sub_epi8(E, g->eb[j]), c);
+		sh[j] = _mm512_mask_sub_epi8(t, d, t, _mm512_set1_epi8(1));
+		/* the header: E of block k at byte 16k, the micro bits (d's even bits) at 4 + k */
+		H[j] = _mm512_mask_set1_epi32(E, 0x0002,
+					      (int)_pext_u64(d, 0x5555555555555555ull));
+	}
 #pragma GCC unroll 4
 	for (unsigned i = 0; i < 4; i++)
-		f[i] = avx512_fields(g, i, Sc, m, f32, careful, &d[i]);
-	/* micro bits: every other bit of the pair masks */
-	uint64_t micro = _pext_u64(_mm512_kunpackd(d[1], d[0]), 0x5555555555555555ull) |
-			 _pext_u64(_mm512_kunpackd(d[3], d[2]), 0x5555555555555555ull) << 32;
-	avx512_put_group(f, _mm512_mask_set1_epi64(g->S, 0x0c, (long long)micro), ix, m, o, room);
+		f[i] = avx512_fields(g, i,
+				     _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
+								   ix->spread[i % 2], sh[i / 2]),
+				     m, f32, careful);
+	avx512_put_group(f, H, ix, m, o, room);
 	if (!careful)
 		return;
 	/* NaN blocks: the canonical form over what was computed for them */
-	uint32_t nan = _mm512_cmpeq_epi32_mask(g->S, _mm512_set1_epi32(0x00ff00ff)) & 0x0f0f;
+	uint64_t nan = _mm512_cmpeq_epi8_mask(g->r, _mm512_set1_epi8((char)MX_EXP_NAN)) &
+		       0x0101010101010101ull;
 	while (nan) {
-		unsigned bit = (unsigned)__builtin_ctz(nan), b = bit < 8 ? 2 * bit : 2 * (bit - 8) + 1;
+		unsigned bit = (unsigned)__builtin_ctzll(nan), b = bit / 16 + (bit % 16 ? 4 : 0);
 		nan &= nan - 1;
 		if (b < n) {
 			memset(o + b * bb, 0, bb);
@@ -1362,7 +1369,7 @@ AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool
 
 /* Loads blocks [b, b + n) and finds their exponents; whether they need the careful step. */
 AVX512_INLINE bool avx512_front(struct avx512_grp *g, bool f32, const void *src, size_t b,
-				unsigned n, __m512i narrow)
+				unsigned n, __m512i narrow, const struct avx512_idx *ix)
 {
 	/* No software prefetch: the hardware's stream prefetch does as well here (measured: 1 to
 	 * 4 lines a step, 4 to 32 KiB ahead, into L1 or L2, and prefetchw on the output). */
@@ -1370,11 +1377,11 @@ AVX512_INLINE bool avx512_front(struct avx512_grp *g, bool f32, const void *src,
 		avx512_load_f32(g, (const float *)src + b * MX_BLOCK, n, narrow);
 	else
 		avx512_load_bf16(g, (const uint16_t *)src + b * MX_BLOCK, n);
-	avx512_exps(g, f32);
+	avx512_exps(g, f32, ix);
 	/* E < 16 (zeros and subnormals need their own flush) or E = 255 (a NaN block): both
 	 * rare, so the common step leaves their tests out */
-	return _mm512_cmpge_epu16_mask(_mm512_sub_epi16(g->S, _mm512_set1_epi16(16)),
-				       _mm512_set1_epi16(239)) != 0;
+	return _mm512_cmpge_epu8_mask(_mm512_sub_epi8(g->r, _mm512_set1_epi8(16)),
+				      _mm512_set1_epi8((char)239)) != 0;
 }
 
 /*
@@ -1396,7 +1403,7 @@ AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t
 	if (!nblocks)
 		return;
 	avx512_idx_init(&ix, m);
-	careful = avx512_front(&g, f32, src, 0, nblocks < 8 ? (unsigned)nblocks : 8, narrow);
+	careful = avx512_front(&g, f32, src, 0, nblocks < 8 ? (unsigned)nblocks : 8, narrow, &ix);
 	for (size_t b = 0; b < nblocks; b += 8) {
 		unsigned n = nblocks - b < 8 ? (unsigned)(nblocks - b) : 8;
 		size_t b2 = b + 8;
@@ -1404,7 +1411,7 @@ AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t
 		if (b2 < nblocks)
 			careful_next = avx512_front(&next, f32, src, b2,
 						    nblocks - b2 < 8 ? (unsigned)(nblocks - b2) : 8,
-						    narrow);
+						    narrow, &ix);
 		if (__builtin_expect(careful, 0))
 			avx512_group(&g, m, f32, true, &ix, n, out + b * bb, total - b * bb);
 		else
