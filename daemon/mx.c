@@ -540,14 +540,6 @@ AVX2_INLINE __m256i avx2_fields(__m256i x, __m256i e, __m256i E, __m256i d, unsi
 	return _mm256_or_si256(s, q);
 }
 
-/* 16 fields (each < 256) in two vectors of u32 -> 16 bytes in element order. */
-AVX2_INLINE __m128i avx2_fields_to_bytes(__m256i f0, __m256i f1)
-{
-	__m256i w = _mm256_packus_epi32(f0, f1); /* 0-3, 8-11, 4-7, 12-15 as u16 */
-	w = _mm256_permute4x64_epi64(w, 0xd8);   /* 0-15 */
-	return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-}
-
 /* Packs 16 field bytes (element order) into the (1+m)-bit stream of mx.h at out (byte 2 of
  * the block). */
 AVX2_INLINE void avx2_store_stream(__m128i b, unsigned m, uint8_t *out)
@@ -579,146 +571,259 @@ AVX2_INLINE void avx2_store_stream(__m128i b, unsigned m, uint8_t *out)
 	}
 }
 
-/* Masks d0 (pairs 0-3) and d1 (pairs 4-7), each lane of a pair equal -> 8 micro bits. */
-AVX2_INLINE unsigned avx2_micro8(__m256i d0, __m256i d1)
-{
-	unsigned mm = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d0)) |
-		      (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d1)) << 8;
-	/* keep the even bits and squeeze them together */
-	mm &= 0x5555;
-	mm = (mm | mm >> 1) & 0x3333;
-	mm = (mm | mm >> 2) & 0x0f0f;
-	return (mm | mm >> 4) & 0xff;
-}
-
 AVX2_INLINE __m256i avx2_exp(__m256i x)
 {
 	return _mm256_and_si256(_mm256_srli_epi32(x, FP32_MANT_BITS), _mm256_set1_epi32(0xff));
 }
 
-/* One row block from its 16 elements in x0 (0-7) and x1 (8-15). */
-AVX2_INLINE void avx2_row_block(__m256i x0, __m256i x1, unsigned m, uint8_t *out)
+/*
+ * Row blocks, four per step, one block per vector of 16 16-bit lanes: BF16 as it is, FP32
+ * narrowed as for AVX-512 (avx512_load_f32(): exponent and significand bits 22..15 with a
+ * sticky bit, the signs apart). AVX2 has no 16-bit variable shift, so the rounding
+ * multiplies: with b = 2^(15 - sh), bit 15 of v * b (vpmullw) is the quotient's lsb, and
+ * vpmulhrsw(y, b) = (y * b + 2^14) >> 15 = RHU(y / 2^sh), so
+ * RNE(v / 2^sh) = vpmulhrsw(v - 1 + lsb, b); sh >= 16 gives b = 0 and 0.
+ */
+struct avx2_grp {
+	__m256i x[4];   /* block i's lanes */
+	__m256i sgn[4]; /* FP32: all ones where negative */
+	__m256i e[4];   /* the exponent field in both bytes of each lane */
+	__m256i Q;      /* E of block k in dword k of both 128-bit lanes, in every byte */
+};
+
+AVX2_INLINE void avx2_load_bf16(struct avx2_grp *g, const uint16_t *s, unsigned n)
 {
-	__m256i e0 = avx2_exp(x0), e1 = avx2_exp(x1);
-	__m256i E = _mm256_max_epu32(e0, e1);
-	E = _mm256_max_epu32(E, _mm256_permute2x128_si256(E, E, 1));
-	E = _mm256_max_epu32(E, _mm256_shuffle_epi32(E, 0x4e));
-	E = _mm256_max_epu32(E, _mm256_shuffle_epi32(E, 0xb1)); /* E in every lane */
-	unsigned Es = (unsigned)_mm256_cvtsi256_si32(E);
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++)
+		g->x[i] = i < n ? _mm256_loadu_si256((const __m256i *)(s + MX_BLOCK * i))
+				: _mm256_setzero_si256();
+}
 
-	if (__builtin_expect(Es == MX_EXP_NAN, 0)) {
-		memset(out, 0, 2 + MX_BLOCK * (1 + m) / 8);
-		out[0] = MX_EXP_NAN;
-		return;
+/* e8 << 8 | significand bits 22..15 of 8 FP32 lanes, bit 0 ORed with bits 14..0: with
+ * z = x << 1, the carry out of (z & 0xffff) + 0xffff is that sticky bit. */
+AVX2_INLINE __m256i avx2_narrow32(__m256i x)
+{
+	__m256i z = _mm256_slli_epi32(x, 1);
+	__m256i c = _mm256_add_epi32(_mm256_and_si256(z, _mm256_set1_epi32(0xffff)),
+				     _mm256_set1_epi32(0xffff));
+	return _mm256_srli_epi32(_mm256_or_si256(z, c), 16);
+}
+
+AVX2_INLINE void avx2_load_f32(struct avx2_grp *g, const float *s, unsigned n)
+{
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		if (i >= n) {
+			g->x[i] = g->sgn[i] = _mm256_setzero_si256();
+			continue;
+		}
+		__m256i a = _mm256_loadu_si256((const __m256i *)(s + MX_BLOCK * i));
+		__m256i b = _mm256_loadu_si256((const __m256i *)(s + MX_BLOCK * i + 8));
+		/* the packs keep 128-bit lanes (0-3, 8-11 | 4-7, 12-15); the permutes restore
+		 * the element order */
+		g->x[i] = _mm256_permute4x64_epi64(
+			_mm256_packus_epi32(avx2_narrow32(a), avx2_narrow32(b)), 0xd8);
+		g->sgn[i] = _mm256_permute4x64_epi64(
+			_mm256_packs_epi32(_mm256_srai_epi32(a, 31), _mm256_srai_epi32(b, 31)), 0xd8);
 	}
-	/* d = both elements of the pair below E: AND each lane with its pair neighbour. */
-	__m256i lt0 = _mm256_cmpgt_epi32(E, e0), lt1 = _mm256_cmpgt_epi32(E, e1);
-	__m256i d0 = _mm256_and_si256(lt0, _mm256_shuffle_epi32(lt0, 0xb1));
-	__m256i d1 = _mm256_and_si256(lt1, _mm256_shuffle_epi32(lt1, 0xb1));
-	__m256i f0 = avx2_fields(x0, e0, E, d0, m), f1 = avx2_fields(x1, e1, E, d1, m);
+}
 
-	out[0] = (uint8_t)Es;
-	out[1] = (uint8_t)avx2_micro8(d0, d1);
-	avx2_store_stream(avx2_fields_to_bytes(f0, f1), m, out + 2);
+/* The exponents and E of the four blocks, reduced across the vectors as in avx512_exps(). */
+AVX2_INLINE void avx2_exps(struct avx2_grp *g, bool f32)
+{
+	/* byte 1 of each lane (the exponent, BF16's sign shifted out) into both bytes */
+	const __m256i dup = _mm256_setr_epi8(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15,
+					     1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
+	const __m256i swap = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+					      2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+	__m256 p[4];
+
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m256i y = f32 ? g->x[i] : _mm256_add_epi16(g->x[i], g->x[i]);
+		g->e[i] = _mm256_shuffle_epi8(y, dup);
+		p[i] = _mm256_castsi256_ps(g->e[i]);
+	}
+	/* dwords first (each 128-bit lane's four to one per block), words last */
+	__m256 r01 = _mm256_castsi256_ps(
+		_mm256_max_epu16(_mm256_castps_si256(_mm256_shuffle_ps(p[0], p[1], 0x88)),
+				 _mm256_castps_si256(_mm256_shuffle_ps(p[0], p[1], 0xdd))));
+	__m256 r23 = _mm256_castsi256_ps(
+		_mm256_max_epu16(_mm256_castps_si256(_mm256_shuffle_ps(p[2], p[3], 0x88)),
+				 _mm256_castps_si256(_mm256_shuffle_ps(p[2], p[3], 0xdd))));
+	__m256i q = _mm256_max_epu16(_mm256_castps_si256(_mm256_shuffle_ps(r01, r23, 0x88)),
+				     _mm256_castps_si256(_mm256_shuffle_ps(r01, r23, 0xdd)));
+	q = _mm256_max_epu16(q, _mm256_permute2x128_si256(q, q, 1));
+	g->Q = _mm256_max_epu16(q, _mm256_shuffle_epi8(q, swap));
+}
+
+/* E < 16 or E = 255 in one of the blocks (see avx512_front()). */
+AVX2_INLINE bool avx2_special(__m256i Q)
+{
+	__m256i t = _mm256_sub_epi8(Q, _mm256_set1_epi8(16)); /* >= 239 exactly then */
+	__m256i u = _mm256_subs_epu8(t, _mm256_set1_epi8((char)238));
+	return !_mm256_testz_si256(u, u);
+}
+
+AVX2_INLINE __m256i avx2_bcast(__m256i Q, unsigned i)
+{
+	switch (i) {
+	case 0:
+		return _mm256_shuffle_epi32(Q, 0x00);
+	case 1:
+		return _mm256_shuffle_epi32(Q, 0x55);
+	case 2:
+		return _mm256_shuffle_epi32(Q, 0xaa);
+	default:
+		return _mm256_shuffle_epi32(Q, 0xff);
+	}
 }
 
 /*
- * BF16 row blocks, a whole block in one vector of 16-bit lanes. A BF16 significand has 8 bits
- * (hidden + 7), so with v16 = v32 >> 16 the FP32 shift sh becomes sh - 16 =
- * 8 - m + (E - e) - d, between 1 and 9 after clamping (v16 < 2^8: 9 rounds everything to 0).
- * AVX2 has no variable 16-bit shift, so v >> sh is mulhi(v, 2^(16 - sh)), with 2^(16 - sh)
- * and 2^(sh - 1) - 1 read from 16-entry byte tables by pshufb (entry 0, never a valid sh,
- * is 0, which also zeroes the byte of each lane whose index is the lane's zero high byte).
+ * The fields of block i and its microexponent bits. b = 2^(15 - sh) is read from a 16-byte
+ * table by vpshufb, indexed in each byte of the lane: sh + 0x70 in the low byte and sh + 0x78
+ * in the high one, both saturating, so that the byte is 0 (index bit 7 set) from sh = 16, or
+ * from sh = 8 for the high byte. sh = c + E - e - d is computed on the duplicated exponent
+ * bytes, where E - e needs no borrow.
  */
-AVX2_INLINE void avx2_row_block_bf16(__m256i x, unsigned m, uint8_t *out)
+AVX2_INLINE __m256i avx2_fields16(const struct avx2_grp *g, unsigned i, unsigned m, bool f32,
+				  bool careful, unsigned *micro)
 {
-	const __m256i ff = _mm256_set1_epi16(0xff), one = _mm256_set1_epi16(1);
-	const __m256i t_plo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, (char)0x80, 0, 0, 0, 0,
-					       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (char)0x80, 0, 0,
-					       0, 0, 0, 0);
-	const __m256i t_phi = _mm256_setr_epi8(0, (char)0x80, 0x40, 0x20, 0x10, 8, 4, 2, 1, 0, 0,
-					       0, 0, 0, 0, 0, 0, (char)0x80, 0x40, 0x20, 0x10, 8,
-					       4, 2, 1, 0, 0, 0, 0, 0, 0, 0);
-	const __m256i t_hm1 = _mm256_setr_epi8(0, 0, 1, 3, 7, 15, 31, 63, 127, (char)255, 0, 0,
-					       0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127,
-					       (char)255, 0, 0, 0, 0, 0, 0);
-	__m256i e = _mm256_and_si256(_mm256_srli_epi16(x, 7), ff);
+	const __m256i pow = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)128, 64, 32, 16, 8, 4,
+					     2, 1, 0, 0, 0, 0, 0, 0, 0, 0, (char)128, 64, 32, 16, 8,
+					     4, 2, 1);
+	const unsigned c = f32 ? 9 - m : 8 - m;
+	const __m256i E = avx2_bcast(g->Q, i), e = g->e[i], x = g->x[i];
+	/* d: neither element of the pair equals E (so both are below it) */
+	__m256i d = _mm256_cmpeq_epi32(_mm256_cmpeq_epi16(e, E), _mm256_setzero_si256());
 
-	/* E = 255 - min(255 - e): phminposuw does the horizontal part in one instruction. */
-	__m128i e8 = _mm_max_epu16(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
-	__m128i mn = _mm_minpos_epu16(_mm_xor_si128(e8, _mm256_castsi256_si128(ff)));
-	unsigned Es = 255 ^ ((unsigned)_mm_cvtsi128_si32(mn) & 0xffff);
+	*micro = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d));
+	__m256i I = _mm256_adds_epu8(_mm256_sub_epi8(E, e),
+				     _mm256_set1_epi16((short)((0x78 + c) << 8 | (0x70 + c))));
+	I = _mm256_add_epi8(I, d); /* - d: d's bytes are 0xff (a saturated 255 stays >= 0x80) */
+	__m256i b = _mm256_shuffle_epi8(pow, I);
+	__m256i mant = _mm256_and_si256(x, _mm256_set1_epi16(f32 ? 0xff : 0x7f));
+	__m256i v = _mm256_or_si256(mant, _mm256_set1_epi16(f32 ? 0x100 : 0x80));
+	__m256i vm1 = _mm256_add_epi16(mant, _mm256_set1_epi16(f32 ? 0xff : 0x7f));
+	__m256i lsb = _mm256_srai_epi16(_mm256_mullo_epi16(v, b), 15); /* 0 or -1 */
+	__m256i q = _mm256_mulhrs_epi16(_mm256_sub_epi16(vm1, lsb), b);
 
-	if (__builtin_expect(Es == MX_EXP_NAN, 0)) {
-		memset(out, 0, 2 + MX_BLOCK * (1 + m) / 8);
-		out[0] = MX_EXP_NAN;
-		return;
-	}
-	__m256i E = _mm256_set1_epi16((short)Es);
-	/* d: a 32-bit lane is one pair; both 16-bit halves below E <=> the lane is all ones. */
-	__m256i d = _mm256_cmpeq_epi32(_mm256_cmpgt_epi16(E, e), _mm256_set1_epi32(-1));
-	__m256i v = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(0x7f)),
-				    _mm256_set1_epi16(0x80));
-	v = _mm256_andnot_si256(_mm256_cmpeq_epi16(e, _mm256_setzero_si256()), v);
-	__m256i sh = _mm256_add_epi16(_mm256_sub_epi16(E, e), d);
-	sh = _mm256_add_epi16(sh, _mm256_set1_epi16((short)(8 - m)));
-	sh = _mm256_min_epu16(sh, _mm256_set1_epi16(9));
-	__m256i p = _mm256_or_si256(_mm256_shuffle_epi8(t_plo, sh),
-				    _mm256_shuffle_epi8(t_phi, _mm256_slli_epi16(sh, 8)));
-	__m256i hm1 = _mm256_shuffle_epi8(t_hm1, sh);
-	__m256i lsb = _mm256_and_si256(_mm256_mulhi_epu16(v, p), one);
-	__m256i q = _mm256_mulhi_epu16(_mm256_add_epi16(_mm256_add_epi16(v, hm1), lsb), p);
 	q = _mm256_min_epu16(q, _mm256_set1_epi16((short)((1u << m) - 1)));
-	__m256i f = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, (int)(15 - m)),
-						     _mm256_set1_epi16((short)(1u << m))),
-				    q);
-
-	uint16_t hdr = (uint16_t)(Es | (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(d)) << 8);
-	memcpy(out, &hdr, 2);
-	out += 2;
-	if (m == 7) {
-		_mm_storeu_si128((__m128i *)out,
-				 _mm_packus_epi16(_mm256_castsi256_si128(f),
-						  _mm256_extracti128_si256(f, 1)));
-		return;
-	}
-	/* 2 fields per u32 (2w bits), 4 per u64 (4w bits), then 8 per 128-bit half. */
-	const unsigned w = 1 + m;
-	__m256i y = _mm256_madd_epi16(f, _mm256_set1_epi32(1 | (1 << w) << 16));
-	y = _mm256_or_si256(y, _mm256_srli_epi64(y, (int)(32 - 2 * w)));
-	y = _mm256_and_si256(y, _mm256_set1_epi64x((1ll << (4 * w)) - 1));
-	y = _mm256_or_si256(y, _mm256_slli_epi64(_mm256_shuffle_epi32(y, 0x4e), (int)(4 * w)));
-	uint64_t z0 = (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(y));
-	uint64_t z1 = (uint64_t)_mm_cvtsi128_si64(_mm256_extracti128_si256(y, 1));
-	uint64_t lo = z0 | z1 << (8 * w);
-	if (w == 5) { /* 80 bits */
-		uint16_t hi = (uint16_t)(z1 >> (64 - 8 * w));
-		memcpy(out, &lo, 8);
-		memcpy(out + 8, &hi, 2);
-	} else { /* w == 3: 48 bits */
-		uint32_t a = (uint32_t)lo;
-		uint16_t b = (uint16_t)(lo >> 32);
-		memcpy(out, &a, 4);
-		memcpy(out + 4, &b, 2);
-	}
+	if (careful) /* zeros and subnormals flush */
+		q = _mm256_andnot_si256(_mm256_cmpeq_epi16(e, _mm256_setzero_si256()), q);
+	__m256i s = f32 ? g->sgn[i] : _mm256_srai_epi16(x, 15);
+	return _mm256_or_si256(q, _mm256_and_si256(s, _mm256_set1_epi16((short)(1u << m))));
 }
 
+/*
+ * Blocks a and b (fields fa, fb) at oa and oa + bb: header, then the stream as a 16-byte
+ * store at byte 2, which may run past the block (the next block's header and stream are
+ * stored after it). w < 8: the fields become bytes, then 2 per 16 bits (vpmaddubsw) and 4 per
+ * 32 (vpmaddwd), then 8 per 32 (MX4: w = 3, a pack and vpmaddwd again) or per 64 (MX6: a
+ * shift and a merge), w whole bytes each, gathered per block by vpshufb.
+ */
+AVX2_INLINE void avx2_put_pair(__m256i fa, __m256i fb, const uint16_t hdr[2], unsigned m,
+			       uint8_t *oa)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	__m256i n = _mm256_packus_epi16(fa, fb); /* a 0-7, b 0-7 | a 8-15, b 8-15 */
+	__m256i s;
+
+	if (w == 8) {
+		s = _mm256_permute4x64_epi64(n, 0xd8);
+	} else {
+		__m256i p = _mm256_maddubs_epi16(n, _mm256_set1_epi16((short)(1 | (1 << w) << 8)));
+		p = _mm256_madd_epi16(p, _mm256_set1_epi32(1 | (1 << (2 * w)) << 16));
+		if (w == 3) {
+			/* dwords a 0-7, b 0-7 (24 bits) in both 128-bit lanes' low half */
+			p = _mm256_madd_epi16(_mm256_packus_epi32(p, p),
+					      _mm256_set1_epi32(1 | (1 << 12) << 16));
+			p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 0, 0, 1, 5, 1, 1));
+			s = _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 0, 0, 0, 0, 0,
+								    0, 0, 0, 0, 0, 0, 1, 2, 4, 5, 6,
+								    0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+		} else {
+			/* qwords a 0-7, b 0-7 | a 8-15, b 8-15 (40 bits) */
+			const __m256i lo = _mm256_set1_epi64x((1ll << (4 * w)) - 1);
+			p = _mm256_or_si256(_mm256_and_si256(p, lo),
+					    _mm256_andnot_si256(lo, _mm256_srli_epi64(p, 32 - 4 * w)));
+			p = _mm256_permute4x64_epi64(p, 0xd8);
+			s = _mm256_shuffle_epi8(p, _mm256_setr_epi8(0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 0,
+								    0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 8,
+								    9, 10, 11, 12, 0, 0, 0, 0, 0, 0));
+		}
+	}
+	memcpy(oa, &hdr[0], 2);
+	_mm_storeu_si128((__m128i *)(oa + 2), _mm256_castsi256_si128(s));
+	memcpy(oa + bb, &hdr[1], 2);
+	_mm_storeu_si128((__m128i *)(oa + bb + 2), _mm256_extracti128_si256(s, 1));
+}
+
+/* One step: n (1-4) blocks to o. With room < 4 blocks + 16 bytes (the last steps), through a
+ * buffer, so that nothing past the tensor's end is written. */
+AVX2_INLINE void avx2_group(struct avx2_grp *g, unsigned m, bool f32, bool careful, unsigned n,
+			    uint8_t *o, size_t room)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8;
+	uint8_t buf[4 * MX_BLOCK_BYTES_MAX + 16];
+	uint8_t *at = room >= 4 * bb + 16 ? o : buf;
+	uint32_t Ev[8];
+	uint16_t hdr[4];
+	__m256i f[4];
+
+	_mm256_storeu_si256((__m256i *)Ev, g->Q);
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned micro;
+		f[i] = avx2_fields16(g, i, m, f32, careful, &micro);
+		hdr[i] = (uint16_t)((Ev[i] & 0xff) | micro << 8);
+	}
+	avx2_put_pair(f[0], f[1], hdr, m, at);
+	avx2_put_pair(f[2], f[3], hdr + 2, m, at + 2 * bb);
+	if (at == buf)
+		memcpy(o, buf, n * bb);
+	for (unsigned k = 0; careful && k < n; k++)
+		if ((Ev[k] & 0xff) == MX_EXP_NAN) { /* NaN block: canonical */
+			memset(o + k * bb, 0, bb);
+			o[k * bb] = MX_EXP_NAN;
+		}
+}
+
+AVX2_INLINE bool avx2_front(struct avx2_grp *g, bool f32, const void *src, size_t b, unsigned n)
+{
+	if (f32)
+		avx2_load_f32(g, (const float *)src + b * MX_BLOCK, n);
+	else
+		avx2_load_bf16(g, (const uint16_t *)src + b * MX_BLOCK, n);
+	avx2_exps(g, f32);
+	return avx2_special(g->Q);
+}
+
+/* Software-pipelined as avx512_row(). */
 AVX2_INLINE void avx2_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
 			  uint8_t *out)
 {
-	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8;
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, total = nblocks * bb;
+	const bool f32 = t == MX_SRC_FP32;
+	struct avx2_grp g, next;
+	bool careful, careful_next = false;
 
-	if (t == MX_SRC_BF16) {
-		const uint16_t *s = src;
-		for (size_t b = 0; b < nblocks; b++, s += MX_BLOCK)
-			avx2_row_block_bf16(_mm256_loadu_si256((const __m256i *)s), m, out + b * bb);
-	} else {
-		const float *s = src;
-		for (size_t b = 0; b < nblocks; b++, s += MX_BLOCK) {
-			__m256i x0 = _mm256_loadu_si256((const __m256i *)s);
-			__m256i x1 = _mm256_loadu_si256((const __m256i *)(s + 8));
-			avx2_row_block(x0, x1, m, out + b * bb);
-		}
+	if (!nblocks)
+		return;
+	careful = avx2_front(&g, f32, src, 0, nblocks < 4 ? (unsigned)nblocks : 4);
+	for (size_t b = 0; b < nblocks; b += 4) {
+		unsigned n = nblocks - b < 4 ? (unsigned)(nblocks - b) : 4;
+		size_t b2 = b + 4;
+
+		if (b2 < nblocks)
+			careful_next = avx2_front(&next, f32, src, b2,
+						  nblocks - b2 < 4 ? (unsigned)(nblocks - b2) : 4);
+		if (__builtin_expect(careful, 0))
+			avx2_group(&g, m, f32, true, n, out + b * bb, total - b * bb);
+		else
+			avx2_group(&g, m, f32, false, n, out + b * bb, total - b * bb);
+		g = next;
+		careful = careful_next;
 	}
 }
 
@@ -886,117 +991,12 @@ static bool have_avx2(void) { return false; }
  * AVX-512 F/BW/VL/VBMI with BMI2, chosen at run time like the AVX2 path (no -march flag: only
  * these functions are compiled for the wider target). Row blocking only; column blocking,
  * whose cost is the strided gather rather than the arithmetic, uses the AVX2 code (every
- * AVX-512 CPU has AVX2). Same arithmetic as avx2_fields() and avx2_row_block_bf16(), with the
- * variable 16-bit shifts (vpsrlvw) and mask registers that AVX2 lacks; two blocks per step,
- * packed by one byte permutation (vpermt2b) and one store.
+ * AVX-512 CPU has AVX2). The rows use the variable 16-bit shifts (vpsrlvw), mask registers and
+ * byte permutations (vpermt2b) that AVX2 lacks, eight blocks per step (see avx512_row()).
  */
-/* Source prefetch distance in bytes for the row loops (helps a single core keep enough
- * DRAM reads in flight). */
-#define MX_PREFETCH 4096
 #define AVX512_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2"
 #define AVX512 __attribute__((target(AVX512_TARGET)))
 #define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
-
-/*
- * Byte permutation for avx512_pack2(): output byte i of the two packed blocks comes from the
- * merged fields (indices 0-63) or the 4 header bytes E0, micro0, E1, micro1 (64-67). After the
- * merge in avx512_pack2(), 128-bit lane l holds in its low w bytes the stream of fields
- * 8l .. 8l + 7 (8 fields of w bits are w whole bytes); for w = 8 the fields are the low bytes
- * of the 16-bit lanes.
- */
-static AVX512 __m512i avx512_pack_index(unsigned m)
-{
-	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
-	uint8_t idx[64] = { 0 };
-
-	for (unsigned k = 0; k < 2; k++) {
-		uint8_t *o = idx + k * bb;
-		o[0] = (uint8_t)(64 + 2 * k);
-		o[1] = (uint8_t)(64 + 2 * k + 1);
-		for (unsigned i = 0; i < 2 * w; i++) {
-			if (w == 8)
-				o[2 + i] = (uint8_t)(2 * (MX_BLOCK * k + i));
-			else
-				o[2 + i] = (uint8_t)((2 * k + i / w) * 16 + i % w);
-		}
-	}
-	return _mm512_loadu_si512(idx);
-}
-
-/*
- * Packs two blocks from their 32 fields (16-bit lanes, block 0 in lanes 0-15) and headers
- * (hdr = E0 | micro0 << 8 | E1 << 16 | micro1 << 24) into out: 2 * bb bytes, or bb if !two.
- * room is the number of bytes that may be written at out; with 64 or more, one full-width
- * store (the bytes past the blocks are rewritten by the next step), else a masked one.
- */
-AVX512_INLINE void avx512_pack2(__m512i f, uint32_t hdr, __m512i idx, unsigned m, bool two,
-				size_t room, uint8_t *out)
-{
-	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
-	__m512i y = f;
-
-	if (w != 8) {
-		/* 2 fields per u32 (2w bits), 4 per u64 (4w bits), 8 per 128-bit lane (w bytes). */
-		y = _mm512_madd_epi16(f, _mm512_set1_epi32(1 | (1 << w) << 16));
-		y = _mm512_or_si512(y, _mm512_srli_epi64(y, 32 - 2 * w));
-		y = _mm512_and_si512(y, _mm512_set1_epi64((1ll << (4 * w)) - 1));
-		y = _mm512_or_si512(y, _mm512_slli_epi64(_mm512_shuffle_epi32(y, (_MM_PERM_ENUM)0x4e),
-							 4 * w));
-	}
-	__m512i p = _mm512_permutex2var_epi8(y, idx, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)hdr)));
-	unsigned n = two ? 2 * bb : bb;
-
-	if (room >= 64)
-		_mm512_storeu_si512(out, p);
-	else
-		_mm512_mask_storeu_epi8(out, (__mmask64)((1ull << n) - 1), p);
-	/* NaN blocks (rare): canonical form over whatever was computed for them. */
-	for (unsigned k = 0; k < (two ? 2u : 1u); k++)
-		if (__builtin_expect(((hdr >> (16 * k)) & 0xff) == MX_EXP_NAN, 0)) {
-			memset(out + k * bb, 0, bb);
-			out[k * bb] = MX_EXP_NAN;
-		}
-}
-
-/*
- * The fields of two BF16 row blocks in one vector of 32 16-bit lanes (block 0 in lanes 0-15)
- * and their headers. Shift counts as in avx2_row_block_bf16(): sh = 8 - m + (E - e) - d
- * clamped at 9, where v < 2^8 rounds to 0; 2^(sh-1) - 1 = 0xffff >> (17 - sh).
- */
-AVX512_INLINE __m512i avx512_bf16_fields2(__m512i x, unsigned m, uint32_t *hdr)
-{
-	const __m512i one = _mm512_set1_epi16(1);
-	__m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xff));
-
-	/* E of each 256-bit half in all of its lanes: swap 128-bit lanes, then 64, 32, 16 bits. */
-	__m512i E = _mm512_max_epu16(e, _mm512_shuffle_i64x2(e, e, 0xb1));
-	E = _mm512_max_epu16(E, _mm512_shuffle_epi32(E, (_MM_PERM_ENUM)0x4e));
-	E = _mm512_max_epu16(E, _mm512_shuffle_epi32(E, (_MM_PERM_ENUM)0xb1));
-	E = _mm512_max_epu16(E, _mm512_rol_epi32(E, 16));
-	unsigned E0 = (unsigned)_mm_cvtsi128_si32(_mm512_castsi512_si128(E)) & 0xff;
-	unsigned E1 = (unsigned)_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(E, 2)) & 0xff;
-
-	/* d = both elements of the pair below E: mask bits j and j + 1, j even. */
-	uint32_t lt = (uint32_t)_mm512_cmpgt_epu16_mask(E, e);
-	uint32_t pairs = lt & lt >> 1 & 0x55555555u;
-	__m512i v = _mm512_maskz_mov_epi16(_mm512_test_epi16_mask(e, e),
-					   _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi16(0x7f)),
-							   _mm512_set1_epi16(0x80)));
-	__m512i sh = _mm512_add_epi16(_mm512_sub_epi16(E, e), _mm512_set1_epi16((short)(8 - m)));
-	sh = _mm512_mask_sub_epi16(sh, pairs | pairs << 1, sh, one);
-	sh = _mm512_min_epu16(sh, _mm512_set1_epi16(9));
-	__m512i lsb = _mm512_and_si512(_mm512_srlv_epi16(v, sh), one);
-	__m512i hm1 = _mm512_srlv_epi16(_mm512_set1_epi16(-1),
-					_mm512_sub_epi16(_mm512_set1_epi16(17), sh));
-	__m512i q = _mm512_srlv_epi16(_mm512_add_epi16(_mm512_add_epi16(v, hm1), lsb), sh);
-	q = _mm512_min_epu16(q, _mm512_set1_epi16((short)((1u << m) - 1)));
-	unsigned micro = (unsigned)_pext_u32(pairs, 0x55555555u);
-
-	*hdr = E0 | (micro & 0xff) << 8 | E1 << 16 | (micro >> 8) << 24;
-	return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 15 - m),
-						_mm512_set1_epi16((short)(1u << m))),
-			       q);
-}
 
 /*
  * The (1+m)-bit fields of 16 FP32 elements in 32-bit lanes: x the bit patterns, e their exponent
@@ -1025,20 +1025,6 @@ AVX512_INLINE __m512i avx512_fields32(__m512i x, __m512i e, __m512i E, __mmask16
 AVX512_INLINE __m512i avx512_exp32(__m512i x)
 {
 	return _mm512_and_si512(_mm512_srli_epi32(x, FP32_MANT_BITS), _mm512_set1_epi32(0xff));
-}
-
-/* The 16 fields (as 16-bit lanes) and header (E | micro << 8) of one FP32 row block in 16
- * 32-bit lanes. */
-AVX512_INLINE __m256i avx512_f32_fields(__m512i x, unsigned m, uint32_t *hdr)
-{
-	__m512i e = avx512_exp32(x);
-	unsigned Es = _mm512_reduce_max_epu32(e);
-	__m512i E = _mm512_set1_epi32((int)Es);
-	uint32_t lt = (uint32_t)_mm512_cmpgt_epu32_mask(E, e);
-	uint32_t pairs = lt & lt >> 1 & 0x5555u;
-
-	*hdr = Es | (uint32_t)_pext_u32(pairs, 0x5555u) << 8;
-	return _mm512_cvtepi32_epi16(avx512_fields32(x, e, E, (__mmask16)(pairs | pairs << 1), m));
 }
 
 /*
@@ -1096,33 +1082,342 @@ AVX512_INLINE void avx512_col(unsigned m, enum mx_src t, const void *src, size_t
 	}
 }
 
+/*
+ * Row blocks, eight per step (256 bytes of BF16, 512 of FP32), in four vectors of 32 16-bit
+ * lanes: vector i holds block 2i in lanes 0-15 and block 2i + 1 in lanes 16-31.
+ *
+ * BF16 lanes are the inputs themselves (s | e8 | m7). FP32 is narrowed to that width first
+ * without changing any result: M = RNE(v24 / 2^sh) with sh >= 17 (mx.h), so significand bits
+ * 14..0 only ever act as a sticky bit. A lane is e8 << 8 | significand bits 22..15 with the
+ * sticky bit (any of bits 14..0 set) ORed into bit 0, below every rounding position; the
+ * signs go to a mask.
+ */
+struct avx512_grp {
+	__m512i x[4];      /* the lanes above */
+	__mmask32 sign[4]; /* FP32: the signs */
+	/* exponents as bytes: eb[j] holds blocks 4j .. 4j + 3, block 4j + l in 128-bit lane l */
+	__m512i eb[2];
+	__m512i pm[2];     /* the larger exponent of each pair, in both of its bytes */
+	/* E: 128-bit lane l holds E of block l in bytes 0-7, of block 4 + l in bytes 8-15 */
+	__m512i r;
+};
+
+/* The first n (1-8) blocks at s; a short last step reads nothing past them (zeros instead). */
+AVX512_INLINE void avx512_load_bf16(struct avx512_grp *g, const uint16_t *s, unsigned n)
+{
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		if (n >= 8) {
+			g->x[i] = _mm512_loadu_si512(s + 32 * i);
+			continue;
+		}
+		unsigned k = n <= 2 * i ? 0 : n == 2 * i + 1 ? 16 : 32;
+		g->x[i] = _mm512_maskz_loadu_epi16((__mmask32)_bzhi_u64(~0ull, k), s + 32 * i);
+	}
+}
+
+AVX512_INLINE void avx512_load_f32(struct avx512_grp *g, const float *s, unsigned n,
+				   __m512i narrow)
+{
+	const __m512i low15 = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m512i a, b;
+		if (n >= 8) {
+			a = _mm512_loadu_si512(s + 32 * i);
+			b = _mm512_loadu_si512(s + 32 * i + 16);
+		} else {
+			a = _mm512_maskz_loadu_epi32(n > 2 * i ? 0xffff : 0, s + 32 * i);
+			b = _mm512_maskz_loadu_epi32(n > 2 * i + 1 ? 0xffff : 0, s + 32 * i + 16);
+		}
+		__m512i ya = _mm512_srli_epi32(a, 15), yb = _mm512_srli_epi32(b, 15);
+		ya = _mm512_mask_or_epi32(ya, _mm512_test_epi32_mask(a, low15), ya, one);
+		yb = _mm512_mask_or_epi32(yb, _mm512_test_epi32_mask(b, low15), yb, one);
+		g->sign[i] = _mm512_kunpackw(_mm512_cmplt_epi32_mask(b, _mm512_setzero_si512()),
+					     _mm512_cmplt_epi32_mask(a, _mm512_setzero_si512()));
+		g->x[i] = _mm512_permutex2var_epi16(ya, narrow, yb);
+	}
+}
+
+/* Byte permutations, built once per call (avx512_idx_init()). */
+struct avx512_idx {
+	__m512i lo;        /* the low bytes of two vectors of 16-bit lanes */
+	__m512i hi;        /* their high bytes */
+	__m512i spread[2]; /* bytes 32h .. 32h + 31 into the low bytes of 16-bit lanes */
+	__m512i out[2]; /* w < 8: blocks 4h .. 4h + 3 from their stream (0-63) and header (64-127) */
+	/* w = 8: bytes 0-63 from fields 0-3 and header; 64-127 from fields 0-7, then header */
+	__m512i hdr1;
+	__mmask64 hdr1_mask;
+};
+
+/*
+ * The exponents and E of the eight blocks, on bytes: a lane's exponent is its high byte
+ * (BF16 once doubled, which shifts the sign out), so 64 of them fill a vector, a block per
+ * 128-bit lane, and the reduction takes 7 operations for the eight blocks.
+ */
+AVX512_INLINE void avx512_exps(struct avx512_grp *g, bool f32, const struct avx512_idx *ix)
+{
+	/* swaps the two bytes of each 16-bit lane (the elements of a pair) */
+	const __m512i swap = _mm512_set_epi64(0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll,
+					      0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll,
+					      0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll,
+					      0x0e0f0c0d0a0b0809ll, 0x0607040502030001ll);
+	__m512 p[2];
+
+#pragma GCC unroll 2
+	for (unsigned j = 0; j < 2; j++) {
+		__m512i a = g->x[2 * j], b = g->x[2 * j + 1];
+		if (!f32) {
+			a = _mm512_add_epi16(a, a);
+			b = _mm512_add_epi16(b, b);
+		}
+		g->eb[j] = _mm512_permutex2var_epi8(a, ix->hi, b);
+		g->pm[j] = _mm512_max_epu8(g->eb[j], _mm512_shuffle_epi8(g->eb[j], swap));
+		p[j] = _mm512_castsi512_ps(g->pm[j]);
+	}
+	/* lane l: dwords 0-1 two partial maxima of block l, dwords 2-3 of block 4 + l */
+	__m512i r = _mm512_max_epu8(_mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0x88)),
+				    _mm512_castps_si512(_mm512_shuffle_ps(p[0], p[1], 0xdd)));
+	r = _mm512_max_epu8(r, _mm512_shuffle_epi32(r, (_MM_PERM_ENUM)0xb1));
+	g->r = _mm512_max_epu8(r, _mm512_rol_epi32(r, 16));
+}
+
+/*
+ * The (1+m)-bit fields s << m | M of vector i (16-bit lanes) and the microexponent masks.
+ * With sh1 = sh - 1 (sh as in mx.h, counted on the lane's significand v: 8 bits for BF16,
+ * 9 for narrowed FP32): t = v >> sh1 holds the quotient's lsb in bit 1, and
+ * RNE(v / 2^sh) = RHU((v - 1 + lsb) / 2^sh) = ((y >> sh1) + 1) >> 1 (vpavgw with 0).
+ * A shift of 16 or more gives 0, so no clamp is needed. careful: zeros and subnormals are
+ * flushed by a test; otherwise every block has E >= 16, where their shift is at least 16.
+ */
+AVX512_INLINE __m512i avx512_fields(const struct avx512_grp *g, unsigned i, __m512i sh1,
+				    unsigned m, bool f32, bool careful)
+{
+	const __m512i one = _mm512_set1_epi16(1), x = g->x[i];
+	const __m512i max = _mm512_set1_epi16((short)((1u << m) - 1));
+	/* v = x & 0x7f | 0x80, or x & 0xff | 0x100 */
+	__m512i v = _mm512_ternarylogic_epi32(x, _mm512_set1_epi16(f32 ? 0xff : 0x7f),
+					      _mm512_set1_epi16(f32 ? 0x100 : 0x80), 0xea);
+	__mmask32 even = _mm512_testn_epi16_mask(_mm512_srlv_epi16(v, sh1), _mm512_set1_epi16(2));
+	__m512i y = _mm512_mask_sub_epi16(v, even, v, one);
+	__m512i q = _mm512_avg_epu16(_mm512_srlv_epi16(y, sh1), _mm512_setzero_si512());
+
+	if (careful)
+		q = _mm512_maskz_min_epu16(
+			_mm512_test_epi16_mask(x, _mm512_set1_epi16(f32 ? 0xff00 : 0x7f80)), q, max);
+	else
+		q = _mm512_min_epu16(q, max);
+	if (f32)
+		return _mm512_mask_add_epi16(q, g->sign[i], q, _mm512_set1_epi16((short)(1u << m)));
+	/* q | (x >> (15 - m)) & 1 << m */
+	return _mm512_ternarylogic_epi32(q, _mm512_srli_epi16(x, 15 - m),
+					 _mm512_set1_epi16((short)(1u << m)), 0xf8);
+}
+
+/* Where the header vector of half h (avx512_group()) has E and the micro bits of its block k
+ * (0-3). */
+static unsigned avx512_hpos(unsigned r, unsigned k)
+{
+	return r == 0 ? 16 * k : 4 + k;
+}
+
+static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	uint8_t lo[64], o[2][64] = { { 0 } }, h1[64] = { 0 };
+	uint64_t hm = 0;
+
+	for (unsigned k = 0; k < 64; k++)
+		lo[k] = (uint8_t)(k < 32 ? 2 * k : 64 + 2 * (k - 32));
+	x->lo = _mm512_loadu_si512(lo);
+	for (unsigned k = 0; k < 64; k++)
+		lo[k]++;
+	x->hi = _mm512_loadu_si512(lo);
+	for (unsigned h = 0; h < 2; h++) {
+		for (unsigned k = 0; k < 64; k++)
+			lo[k] = (uint8_t)(32 * h + k / 2); /* odd bytes are masked off */
+		x->spread[h] = _mm512_loadu_si512(lo);
+	}
+	for (unsigned h = 0; h < 2; h++)
+		for (unsigned p = 0; p < 64; p++) {
+			unsigned P = 64 * h * (w == 8) + p, k = P / bb, r = P % bb;
+			uint8_t *at = &o[h][p];
+			if (w != 8) {
+				if (k >= 4)
+					continue;
+				k += 4 * h; /* block of the group */
+			}
+			if (r < 2) {
+				unsigned hb = avx512_hpos(r, k % 4);
+				if (w == 8 && h == 1) {
+					h1[p] = (uint8_t)hb;
+					hm |= 1ull << p;
+				} else {
+					*at = (uint8_t)(64 + hb);
+				}
+			} else if (w != 8) {
+				/* stream byte j of block k: w bytes of each of its two qwords */
+				unsigned j = r - 2, kk = k % 4;
+				*at = (uint8_t)(16 * kk + (j < w ? j : 8 + j - w));
+			} else {
+				*at = (uint8_t)(16 * k + r - 2); /* 0-63 fields 0-3, 64-127 fields 4-7 */
+			}
+		}
+	x->out[0] = _mm512_loadu_si512(o[0]);
+	x->out[1] = _mm512_loadu_si512(o[1]);
+	x->hdr1 = _mm512_loadu_si512(h1);
+	x->hdr1_mask = hm;
+}
+
+/* v's first min(room, 64) bytes at o. */
+AVX512_INLINE void avx512_put(uint8_t *o, __m512i v, size_t room)
+{
+	if (room >= 64)
+		_mm512_storeu_si512(o, v);
+	else if (room)
+		_mm512_mask_storeu_epi8(o, (__mmask64)_bzhi_u64(~0ull, (unsigned)room), v);
+}
+
+/*
+ * Packs and stores the eight blocks of a step at o (room: bytes that may be written there).
+ * w < 8: the fields of four blocks become bytes, then 2 per 16 bits (vpmaddubsw), 4 per 32
+ * (vpmaddwd) and 8 per 64: w whole bytes per qword, which one byte permutation puts in place
+ * beside the header bytes. MX6's two stores overlap; none writes more than room allows.
+ */
+AVX512_INLINE void avx512_put_group(const __m512i f[4], const __m512i H[2],
+				    const struct avx512_idx *ix, unsigned m, uint8_t *o, size_t room)
+{
+	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
+	__m512i n01 = _mm512_permutex2var_epi8(f[0], ix->lo, f[1]);
+	__m512i n23 = _mm512_permutex2var_epi8(f[2], ix->lo, f[3]);
+
+	if (w == 8) {
+		__m512i o1 = _mm512_permutex2var_epi8(n01, ix->out[1], n23);
+		o1 = _mm512_mask_permutexvar_epi8(o1, ix->hdr1_mask, ix->hdr1, H[1]);
+		avx512_put(o, _mm512_permutex2var_epi8(n01, ix->out[0], H[0]), room);
+		avx512_put(o + 64, o1, room > 64 ? room - 64 : 0);
+		if (room >= 144)
+			_mm_storeu_si128((__m128i *)(o + 128), _mm512_extracti32x4_epi32(n23, 3));
+		else if (room > 128)
+			_mm_mask_storeu_epi8(o + 128, (__mmask16)_bzhi_u32(~0u, (unsigned)room - 128),
+					     _mm512_extracti32x4_epi32(n23, 3));
+		return;
+	}
+	__m512i p[2];
+#pragma GCC unroll 2
+	for (unsigned h = 0; h < 2; h++) {
+		__m512i n = h ? n23 : n01;
+		__m512i y = _mm512_maddubs_epi16(n, _mm512_set1_epi16((short)(1 | (1 << w) << 8)));
+		y = _mm512_madd_epi16(y, _mm512_set1_epi32(1 | (1 << (2 * w)) << 16));
+		/* low 4w bits from the low dword, the next 4w from the high one */
+		y = _mm512_ternarylogic_epi64(y, _mm512_srli_epi64(y, 32 - 4 * w),
+					      _mm512_set1_epi64((1ll << (4 * w)) - 1), 0xe4);
+		p[h] = _mm512_permutex2var_epi8(y, ix->out[h], H[h]);
+	}
+	if (w == 3) { /* 2 x 32 bytes: one store */
+		avx512_put(o, _mm512_inserti64x4(p[0], _mm512_castsi512_si256(p[1]), 1), room);
+		return;
+	}
+	avx512_put(o, p[0], room);
+	avx512_put(o + 4 * bb, p[1], room > 4 * bb ? room - 4 * bb : 0);
+}
+
+/*
+ * One step: n (1-8) blocks from src to o. The shift counts sh1 = c + E - e - d (see
+ * avx512_fields()) are computed on bytes too, then spread to 16-bit lanes: E - e needs no
+ * borrow, and the saturating add only ever caps counts that give 0 anyway.
+ */
+AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool careful,
+				const struct avx512_idx *ix, unsigned n, uint8_t *o, size_t room)
+{
+	const unsigned bb = 2 + MX_BLOCK * (1 + m) / 8;
+	const __m512i c = _mm512_set1_epi8((char)(f32 ? 8 - m : 7 - m));
+	__m512i sh[2], H[2], f[4];
+
+#pragma GCC unroll 2
+	for (unsigned j = 0; j < 2; j++) {
+		__m512i E = _mm512_shuffle_epi32(g->r, j ? (_MM_PERM_ENUM)0xaa : (_MM_PERM_ENUM)0x00);
+		__mmask64 d = _mm512_cmplt_epu8_mask(g->pm[j], E);
+		__m512i t = _mm512_adds_epu8(_mm512_sub_epi8(E, g->eb[j]), c);
+		sh[j] = _mm512_mask_sub_epi8(t, d, t, _mm512_set1_epi8(1));
+		/* the header: E of block k at byte 16k, the micro bits (d's even bits) at 4 + k */
+		H[j] = _mm512_mask_set1_epi32(E, 0x0002,
+					      (int)_pext_u64(d, 0x5555555555555555ull));
+	}
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++)
+		f[i] = avx512_fields(g, i,
+				     _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
+								   ix->spread[i % 2], sh[i / 2]),
+				     m, f32, careful);
+	avx512_put_group(f, H, ix, m, o, room);
+	if (!careful)
+		return;
+	/* NaN blocks: the canonical form over what was computed for them */
+	uint64_t nan = _mm512_cmpeq_epi8_mask(g->r, _mm512_set1_epi8((char)MX_EXP_NAN)) &
+		       0x0101010101010101ull;
+	while (nan) {
+		unsigned bit = (unsigned)__builtin_ctzll(nan), b = bit / 16 + (bit % 16 ? 4 : 0);
+		nan &= nan - 1;
+		if (b < n) {
+			memset(o + b * bb, 0, bb);
+			o[b * bb] = MX_EXP_NAN;
+		}
+	}
+}
+
+/* Loads blocks [b, b + n) and finds their exponents; whether they need the careful step. */
+AVX512_INLINE bool avx512_front(struct avx512_grp *g, bool f32, const void *src, size_t b,
+				unsigned n, __m512i narrow, const struct avx512_idx *ix)
+{
+	/* No software prefetch: the hardware's stream prefetch does as well here (measured: 1 to
+	 * 4 lines a step, 4 to 32 KiB ahead, into L1 or L2, and prefetchw on the output). */
+	if (f32)
+		avx512_load_f32(g, (const float *)src + b * MX_BLOCK, n, narrow);
+	else
+		avx512_load_bf16(g, (const uint16_t *)src + b * MX_BLOCK, n);
+	avx512_exps(g, f32, ix);
+	/* E < 16 (zeros and subnormals need their own flush) or E = 255 (a NaN block): both
+	 * rare, so the common step leaves their tests out */
+	return _mm512_cmpge_epu8_mask(_mm512_sub_epi8(g->r, _mm512_set1_epi8(16)),
+				      _mm512_set1_epi8((char)239)) != 0;
+}
+
+/*
+ * Software-pipelined: the next step's loads and exponent reduction come before this step's
+ * fields and packing in program order, so the core overlaps the two dependency chains.
+ */
 AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
 			      uint8_t *out)
 {
 	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, total = nblocks * bb;
-	const __m512i idx = avx512_pack_index(m);
-	uint32_t h0, h1;
+	const bool f32 = t == MX_SRC_FP32;
+	const __m512i narrow = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38,
+						36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
+						10, 8, 6, 4, 2, 0);
+	struct avx512_idx ix;
+	struct avx512_grp g, next;
+	bool careful, careful_next = false;
 
-	for (size_t b = 0; b < nblocks; b += 2) {
-		bool two = b + 1 < nblocks;
-		__m512i f;
-		if (t == MX_SRC_BF16) {
-			const uint16_t *s = (const uint16_t *)src + b * MX_BLOCK;
-			_mm_prefetch((const char *)s + MX_PREFETCH, _MM_HINT_T0);
-			/* the last odd block alone: upper half masked off, nothing read past it */
-			__m512i x = two ? _mm512_loadu_si512(s) : _mm512_maskz_loadu_epi16(0xffff, s);
-			f = avx512_bf16_fields2(x, m, &h0);
-		} else {
-			const float *s = (const float *)src + b * MX_BLOCK;
-			__m256i f0 = avx512_f32_fields(_mm512_loadu_si512(s), m, &h0);
-			__m256i f1 = _mm256_setzero_si256();
-			h1 = 0;
-			if (two)
-				f1 = avx512_f32_fields(_mm512_loadu_si512(s + MX_BLOCK), m, &h1);
-			f = _mm512_inserti64x4(_mm512_castsi256_si512(f0), f1, 1);
-			h0 |= h1 << 16;
-		}
-		avx512_pack2(f, h0, idx, m, two, total - b * bb, out + b * bb);
+	if (!nblocks)
+		return;
+	avx512_idx_init(&ix, m);
+	careful = avx512_front(&g, f32, src, 0, nblocks < 8 ? (unsigned)nblocks : 8, narrow, &ix);
+	for (size_t b = 0; b < nblocks; b += 8) {
+		unsigned n = nblocks - b < 8 ? (unsigned)(nblocks - b) : 8;
+		size_t b2 = b + 8;
+
+		if (b2 < nblocks)
+			careful_next = avx512_front(&next, f32, src, b2,
+						    nblocks - b2 < 8 ? (unsigned)(nblocks - b2) : 8,
+						    narrow, &ix);
+		if (__builtin_expect(careful, 0))
+			avx512_group(&g, m, f32, true, &ix, n, out + b * bb, total - b * bb);
+		else
+			avx512_group(&g, m, f32, false, &ix, n, out + b * bb, total - b * bb);
+		g = next;
+		careful = careful_next;
 	}
 }
 

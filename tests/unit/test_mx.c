@@ -762,6 +762,157 @@ START_TEST(test_fast_eq_ref_bits)
 }
 END_TEST
 
+/*
+ * Edge blocks for the fast paths, as FP32 bit patterns with shared exponent E (bf16: every value
+ * a BF16, i.e. low 16 bits zero). Kinds, which the fast paths treat apart or where a narrowing
+ * or a shortcut could go wrong:
+ */
+enum edge_kind {
+	EDGE_ZERO,      /* +-0 only: E = 0 */
+	EDGE_SUBNORMAL, /* subnormals and zeros only: E = 0, signs kept */
+	EDGE_ANCHORED,  /* one element at E, the rest subnormal or zero (E near 16, where the
+			 * fast paths stop testing for flushes) */
+	EDGE_NAN,       /* a NaN somewhere */
+	EDGE_INF,       /* an Inf somewhere */
+	EDGE_MAX,       /* largest exponent, significands that round up past 2^m - 1 */
+	EDGE_TIE9,      /* exact ties for m = 7, 4, 2, with d = 0 and 1, quotients odd and even */
+	EDGE_TIE6,
+	EDGE_TIE4,
+	EDGE_TIE_NEAR,  /* ties plus or minus the lowest significand bit */
+	EDGE_SPREAD,    /* exponents E, E-1, ... so d and the shifts differ per pair */
+	EDGE_RANDOM,    /* random values at a random E */
+	EDGE_KINDS      /* 12: over 8 x 12 blocks every kind meets every position in 4 and 8 */
+};
+
+static uint32_t edge_f32(unsigned s, unsigned e, uint32_t v24)
+{
+	return s << 31 | e << 23 | (v24 & 0x7fffff);
+}
+
+/* Elements 2 .. 15: ties of the format with m magnitude bits at E - k (d from the pair). */
+static void edge_ties(uint32_t u[16], unsigned E, unsigned m, bool bf16, int near)
+{
+	for (unsigned j = 2; j < 16; j++) {
+		unsigned k = (unsigned)(rnd() % 3), d = k > 0 && (j % 2 ? u[j - 1] >> 23 & 0xff : 0) < E;
+		/* sh = 24 - m + k - d; a tie is q * 2^sh + 2^(sh-1), 2^23 <= it < 2^24 */
+		unsigned sh = 24 - m + k - d;
+		uint32_t qlo = 1u << (23 - sh), q = qlo + (uint32_t)(rnd() % qlo);
+		uint32_t v = q << sh | 1u << (sh - 1);
+
+		if (near)
+			v += bf16 ? (uint32_t)near << 16 : (uint32_t)near;
+		if (E < k + 1 || v < 0x800000 || v > 0xffffff) {
+			u[j] = 0;
+			continue;
+		}
+		u[j] = edge_f32((unsigned)(rnd() & 1), E - k, v);
+	}
+	/* elements 0 and 1 pin E and, for odd j above, make d = 1 possible */
+	u[0] = edge_f32(0, E, 0x800000);
+	u[1] = edge_f32(1, E > 1 ? E - 1 : E, 0xc00000);
+}
+
+static void edge_block(enum edge_kind kind, bool bf16, uint32_t u[16])
+{
+	static const unsigned near16[] = { 1, 2, 14, 15, 16, 17, 18 };
+	unsigned E = 1 + (unsigned)(rnd() % 254), p = (unsigned)(rnd() % 16);
+
+	for (unsigned j = 0; j < 16; j++)
+		u[j] = (uint32_t)(rnd() & 1) << 31;
+	switch (kind) {
+	case EDGE_ZERO:
+		break;
+	case EDGE_SUBNORMAL:
+		for (unsigned j = 0; j < 16; j++)
+			u[j] |= (uint32_t)rnd() & 0x7fffff & (rnd() % 4 ? ~0u : 0);
+		break;
+	case EDGE_ANCHORED:
+		E = near16[rnd() % ELEMENTSOF(near16)];
+		for (unsigned j = 0; j < 16; j++)
+			u[j] |= (uint32_t)rnd() & 0x7fffff & (rnd() % 4 ? ~0u : 0);
+		u[p] = edge_f32(0, E, (uint32_t)rnd());
+		break;
+	case EDGE_NAN:
+	case EDGE_INF:
+		for (unsigned j = 0; j < 16; j++)
+			u[j] = edge_f32((unsigned)(rnd() & 1), E, (uint32_t)rnd());
+		u[p] = edge_f32((unsigned)(rnd() & 1), 255,
+				kind == EDGE_INF ? 0 : 1u << 22 | (uint32_t)rnd() >> 10);
+		break;
+	case EDGE_MAX:
+		for (unsigned j = 0; j < 16; j++)
+			u[j] = edge_f32((unsigned)(rnd() & 1), 254 - (unsigned)(rnd() % 3) * (j % 2),
+					rnd() % 2 ? 0xffffff : (uint32_t)rnd());
+		break;
+	case EDGE_TIE9:
+	case EDGE_TIE6:
+	case EDGE_TIE4:
+		edge_ties(u, E, kind == EDGE_TIE9 ? 7 : kind == EDGE_TIE6 ? 4 : 2, bf16, 0);
+		break;
+	case EDGE_TIE_NEAR:
+		edge_ties(u, E, (unsigned[]){ 7, 4, 2 }[rnd() % 3], bf16, rnd() % 2 ? 1 : -1);
+		break;
+	case EDGE_SPREAD:
+		for (unsigned j = 0; j < 16; j++) {
+			unsigned k = (j + p) % 16;
+			u[j] = edge_f32((unsigned)(rnd() & 1), E > k ? E - k : 0, (uint32_t)rnd());
+		}
+		break;
+	default:
+		for (unsigned j = 0; j < 16; j++)
+			u[j] = edge_f32((unsigned)(rnd() & 1), E > 6 ? E - (unsigned)(rnd() % 6) : E,
+					(uint32_t)rnd());
+		break;
+	}
+	if (bf16)
+		for (unsigned j = 0; j < 16; j++)
+			u[j] &= 0xffff0000u;
+}
+
+/*
+ * Every implementation equals the reference on edge blocks, at every position in a step of the
+ * fast paths, and on row tensors of 1 to 20 blocks (every partial last step); the data reach
+ * the cases they are made for (E = 0, 15, 16, 254, 255 occur).
+ */
+START_TEST(test_fast_eq_ref_edges)
+{
+	enum { NB = 8 * EDGE_KINDS * 4 };
+	static uint32_t f32[NB * 16];
+	static uint16_t b16[NB * 16];
+	static uint8_t ref[NB * 18];
+	struct pim_error e = { 0 };
+	bool seen[256] = { false };
+
+	rng_state = 1000 + (uint64_t)_i;
+	for (size_t b = 0; b < NB; b++) {
+		uint32_t u[16];
+		/* kind (b + b / 96) % 12: each kind at every position modulo 8 */
+		enum edge_kind kind = (enum edge_kind)((b + b / (8 * EDGE_KINDS)) % EDGE_KINDS);
+		edge_block(kind, false, f32 + 16 * b);
+		edge_block(kind, true, u);
+		for (unsigned j = 0; j < 16; j++)
+			b16[16 * b + j] = (uint16_t)(u[j] >> 16);
+	}
+	compare_impls(MX_SRC_FP32, f32, 4 * EDGE_KINDS, 128, MX_DIR_ROW);
+	compare_impls(MX_SRC_BF16, b16, 4 * EDGE_KINDS, 128, MX_DIR_ROW);
+	compare_impls(MX_SRC_FP32, f32, 128, 4 * EDGE_KINDS, MX_DIR_COL);
+	compare_impls(MX_SRC_BF16, b16, 128, 4 * EDGE_KINDS, MX_DIR_COL);
+	for (size_t n = 1; n <= 20; n++) {
+		compare_impls(MX_SRC_FP32, f32 + 16 * (n * 7 % 64), 1, 16 * n, MX_DIR_ROW);
+		compare_impls(MX_SRC_BF16, b16 + 16 * (n * 7 % 64), 1, 16 * n, MX_DIR_ROW);
+	}
+	for (int s = 0; s < 2; s++) {
+		ck_assert_int_eq(mx_quantize_tensor_ref(MX_FMT_MX6, s, s ? (void *)b16 : (void *)f32,
+							1, NB * 16, MX_DIR_ROW, ref, sizeof ref,
+							&e),
+				 0);
+		for (size_t b = 0; b < NB; b++)
+			seen[ref[12 * b]] = true;
+	}
+	ck_assert(seen[0] && seen[15] && seen[16] && seen[254] && seen[255]);
+}
+END_TEST
+
 START_TEST(test_fast_eq_ref_normal)
 {
 	enum { N = 512 * 525 };
@@ -1048,6 +1199,7 @@ static Suite *mx_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_fast_eq_ref_bits, 0, 2);
 	tcase_add_test(tc, test_fast_eq_ref_normal);
+	tcase_add_loop_test(tc, test_fast_eq_ref_edges, 0, 4);
 	tcase_add_test(tc, test_split_blocks);
 	tcase_add_test(tc, test_mt_eq_single);
 	suite_add_tcase(s, tc);
