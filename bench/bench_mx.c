@@ -3,22 +3,25 @@
  * bench_mx: quantization throughput against memory copy bandwidth (doc/design.md §5.1, §7;
  * JIT-Q's question is whether quantization keeps up with memory).
  *
- *   bench_mx [MiB of BF16 source (default 64)] [rounds (default 7)]
+ *   bench_mx [MiB of source (default 64)] [rounds (default 7)]
  *
- * 1. BF16 -> MX6, row blocking, one core, every implementation this CPU runs, against memcpy
- *    of the same source bytes. Goal: the best path >= 0.8x memcpy.
- * 2. BF16 -> each OCP format, row blocking, one core, against memcpy. Goal >= 0.5x.
- * 3. The same on all the CPUs this process may use (sched_getaffinity): the threaded
- *    quantizers (mx_quantize_tensor_mt(), mx_ocp_quantize_tensor_mt()) against the machine's
- *    copy bandwidth, measured as memcpy split over as many threads. Same goals.
- * 4. The fast path on the other sources, directions and formats, in Melem/s.
+ * 1. BF16 -> MX9, MX6 and MX4, row blocking, against memcpy of the same source bytes: on one
+ *    core every SIMD path this CPU runs, then on all the CPUs this process may use
+ *    (sched_getaffinity) the threaded quantizer (mx_quantize_tensor_mt()) against memcpy split
+ *    over as many threads. Goal: the best path >= 1.0x per format, on one core and on all
+ *    threads (the limit is higher: MX6 writes 0.75 bytes per element where a copy writes 2).
+ * 2. The same from FP32 (the same source bytes: half the elements), best path. Same goal.
+ * 3. MX6 from BF16 on one core through the portable C and the reference quantizer, for scale.
+ * 4. BF16 -> each OCP format, row blocking, one core and all threads, against memcpy. Goal
+ *    >= 0.5x.
+ * 5. The fast path on the other sources, directions and formats, in Melem/s.
  *
  * Copies and quantizers run in alternating rounds in one process, so frequency and cache
  * state affect them alike. ratio = t(copy) / t(quantizer), both moving the same source
  * bytes. GB/s are from median times; "median" is the median over rounds of each round's
  * ratio (copy and quantizer close together in time, which matters on a shared machine), and
- * the verdict uses it; "best" is the ratio of the fastest rounds. Fast outputs are compared
- * with the reference before timing.
+ * the verdict uses it; "min" and "max" are the extreme rounds. Every output is compared with
+ * the reference quantizer before timing.
  */
 #include <math.h>
 #include <pthread.h>
@@ -28,6 +31,7 @@
 #include "mx_ocp.h"
 
 #define MAX_ROUNDS 51
+#define MAX_JOBS 8
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -45,20 +49,6 @@ static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
-}
-
-static double median_d(double *v, unsigned n)
-{
-	qsort(v, n, sizeof *v, cmp_d);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static uint64_t best(const uint64_t *v, unsigned n)
-{
-	uint64_t m = v[0];
-	for (unsigned i = 1; i < n; i++)
-		m = v[i] < m ? v[i] : m;
-	return m;
 }
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -97,115 +87,171 @@ static uint64_t copy_timed(unsigned threads, uint8_t *dst, const uint8_t *src, s
 	return t;
 }
 
-/* One figure against a goal; returns 1 if missed. */
-static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, unsigned rounds,
-		   size_t src_bytes, double goal)
-{
-	uint64_t c[MAX_ROUNDS], q[MAX_ROUNDS];
-	memcpy(c, tc, rounds * sizeof *c);
-	memcpy(q, tq, rounds * sizeof *q);
-	double ratios[MAX_ROUNDS];
-	for (unsigned i = 0; i < rounds; i++)
-		ratios[i] = (double)tc[i] / (double)tq[i];
-	uint64_t mc = median(c, rounds), mq = median(q, rounds);
-	double r = median_d(ratios, rounds), rb = (double)best(c, rounds) / (double)best(q, rounds);
-	printf("%-26s %9.2f %9.2f %8.3f %8.3f   >= %.2f  %s\n", what, src_bytes / (double)mq,
-	       src_bytes / (double)mc, r, rb, goal, r >= goal ? "met" : "missed");
-	return r < goal;
-}
-
-static const char *const ratio_hdr = "%-26s %9s %9s %8s %8s   %s\n";
-
-struct mx_case {
+/* One quantizer to time: an MX or an OCP format through one implementation. */
+struct job {
 	bool ocp;
 	enum mx_format f;
 	enum mx_ocp_format of;
 	const char *name;
-	double goal;
+	enum mx_impl impl;
+	double goal; /* 0: no goal, shown for comparison */
 };
 
-static const struct mx_case cases[] = {
-	{ false, MX_FMT_MX6, 0, "mx6", 0.8 },
-	{ true, 0, MX_OCP_FP8_E4M3, "mxfp8-e4m3", 0.5 },
-	{ true, 0, MX_OCP_FP8_E5M2, "mxfp8-e5m2", 0.5 },
-	{ true, 0, MX_OCP_FP6_E3M2, "mxfp6-e3m2", 0.5 },
-	{ true, 0, MX_OCP_FP6_E2M3, "mxfp6-e2m3", 0.5 },
-	{ true, 0, MX_OCP_FP4_E2M1, "mxfp4", 0.5 },
-	{ true, 0, MX_OCP_INT8, "mxint8", 0.5 },
+/* The source tensor of a section and its copy baseline. */
+struct bench_src {
+	enum mx_src t;
+	const void *src;
+	size_t rows, cols, bytes;
+	uint8_t *dst, *out, *out_ref;
+	unsigned rounds;
 };
 
-static size_t case_size(const struct mx_case *c, size_t rows, size_t cols)
+static size_t job_size(const struct job *j, size_t rows, size_t cols)
 {
-	return c->ocp ? mx_ocp_packed_size(c->of, rows, cols, MX_DIR_ROW)
-		      : mx_packed_size(c->f, rows, cols, MX_DIR_ROW);
+	return j->ocp ? mx_ocp_packed_size(j->of, rows, cols, MX_DIR_ROW)
+		      : mx_packed_size(j->f, rows, cols, MX_DIR_ROW);
 }
 
-static int case_run(const struct mx_case *c, unsigned threads, enum mx_impl impl,
-		    const uint16_t *src, size_t rows, size_t cols, uint8_t *out,
-		    struct pim_error *err)
+static int job_run(const struct job *j, unsigned threads, enum mx_impl impl,
+		   const struct bench_src *s, size_t rows, uint8_t *out, struct pim_error *err)
 {
-	size_t len = case_size(c, rows, cols);
-	if (c->ocp)
-		return mx_ocp_quantize_tensor_mt(threads, impl, c->of, MX_SRC_BF16, src, rows, cols,
+	size_t len = job_size(j, rows, s->cols);
+	if (j->ocp)
+		return mx_ocp_quantize_tensor_mt(threads, impl, j->of, s->t, s->src, rows, s->cols,
 						 MX_DIR_ROW, out, len, err);
-	return mx_quantize_tensor_mt(threads, impl, c->f, MX_SRC_BF16, src, rows, cols,
-				     MX_DIR_ROW, out, len, err);
+	return mx_quantize_tensor_mt(threads, impl, j->f, s->t, s->src, rows, s->cols, MX_DIR_ROW,
+				     out, len, err);
 }
 
-/* Fast (threaded) output == reference, on the first rows (the reference is slow). */
-static int case_verify(const struct mx_case *c, unsigned threads, const uint16_t *src,
-		       size_t rows, size_t cols, uint8_t *a, uint8_t *b)
+/* The job's output == the reference's, on the first rows (the reference is slow). */
+static int job_verify(const struct job *j, unsigned threads, const struct bench_src *s)
 {
 	struct pim_error err = { 0 };
-	size_t r = rows < 256 ? rows : 256, len = case_size(c, r, cols);
+	size_t r = s->rows < 256 ? s->rows : 256;
 
-	if (case_run(c, threads, MX_IMPL_AUTO, src, r, cols, a, &err) < 0 ||
-	    case_run(c, 1, MX_IMPL_REF, src, r, cols, b, &err) < 0) {
-		fprintf(stderr, "bench_mx: %s: %s\n", c->name, err.msg);
+	if (job_run(j, threads, j->impl, s, r, s->out, &err) < 0 ||
+	    job_run(j, 1, MX_IMPL_REF, s, r, s->out_ref, &err) < 0) {
+		fprintf(stderr, "bench_mx: %s: %s\n", j->name, err.msg);
 		return -1;
 	}
-	if (memcmp(a, b, len) != 0) {
-		fprintf(stderr, "bench_mx: %s: fast and reference outputs differ\n", c->name);
+	if (memcmp(s->out, s->out_ref, job_size(j, r, s->cols)) != 0) {
+		fprintf(stderr, "bench_mx: %s: fast and reference outputs differ\n", j->name);
 		return -1;
 	}
 	return 0;
 }
 
-/* Sections 2 and 3: every case on threads (1 or all), against a copy on as many threads. */
-static int formats(unsigned threads, const uint16_t *src, size_t rows, size_t cols,
-		   uint8_t *dst, uint8_t *out, uint8_t *out2, unsigned rounds, int *missed)
+/* One line: GB/s of source, the ratio's median and extremes, the verdict; 1 if missed. */
+static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, unsigned rounds,
+		   size_t src_bytes, double goal)
 {
-	enum { N = ELEMENTSOF(cases) };
-	uint64_t tc[MAX_ROUNDS], tq[N][MAX_ROUNDS];
-	size_t src_bytes = rows * cols * sizeof(uint16_t);
+	uint64_t c[MAX_ROUNDS], q[MAX_ROUNDS];
+	double ratios[MAX_ROUNDS];
+
+	for (unsigned i = 0; i < rounds; i++)
+		ratios[i] = (double)tc[i] / (double)tq[i];
+	memcpy(c, tc, rounds * sizeof *c);
+	memcpy(q, tq, rounds * sizeof *q);
+	qsort(ratios, rounds, sizeof *ratios, cmp_d);
+	double r = rounds % 2 ? ratios[rounds / 2]
+			      : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
+	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f   ", what, src_bytes / (double)median(q, rounds),
+	       src_bytes / (double)median(c, rounds), r, ratios[0], ratios[rounds - 1]);
+	if (goal <= 0) {
+		printf("(no goal)\n");
+		return 0;
+	}
+	printf(">= %.2f  %s\n", goal, r >= goal ? "met" : "missed");
+	return r < goal;
+}
+
+/*
+ * Times jobs on threads (1 or all) in alternating rounds with a copy on as many threads, and
+ * prints a line per job; missed counts the goals missed.
+ */
+static int measure(const char *title, unsigned threads, const struct bench_src *s,
+		   const struct job *jobs, size_t njobs, int *missed)
+{
+	uint64_t tc[MAX_ROUNDS], tq[MAX_JOBS][MAX_ROUNDS];
 	struct pim_error err = { 0 };
 
-	for (size_t i = 0; i < N; i++)
-		if (case_verify(&cases[i], threads, src, rows, cols, out, out2) < 0)
+	for (size_t i = 0; i < njobs; i++)
+		if (job_verify(&jobs[i], threads, s) < 0)
 			return -1;
-	for (unsigned r = 0; r < rounds; r++) {
-		tc[r] = copy_timed(threads, dst, (const uint8_t *)src, src_bytes);
-		for (size_t i = 0; i < N; i++) {
+	/* round 0 warms up (page tables, frequency) and is not counted */
+	for (unsigned r = 0; r <= s->rounds; r++) {
+		uint64_t c = copy_timed(threads, s->dst, s->src, s->bytes);
+		if (r)
+			tc[r - 1] = c;
+		for (size_t i = 0; i < njobs; i++) {
 			uint64_t t0 = now_ns();
-			int k = case_run(&cases[i], threads, MX_IMPL_AUTO, src, rows, cols, out, &err);
-			tq[i][r] = now_ns() - t0;
+			int k = job_run(&jobs[i], threads, jobs[i].impl, s, s->rows, s->out, &err);
+			if (r)
+				tq[i][r - 1] = now_ns() - t0;
 			if (k < 0) {
 				fprintf(stderr, "bench_mx: %s\n", err.msg);
 				return -1;
 			}
-			__asm__ volatile("" : : "r"(out) : "memory");
+			__asm__ volatile("" : : "r"(s->out) : "memory");
 		}
 	}
-	printf(ratio_hdr, "BF16 ->", "GB/s", "copy GB/s", "median", "best", "goal");
-	for (size_t i = 0; i < N; i++) {
-		char name[40];
-		snprintf(name, sizeof name, "%s (%s)", cases[i].name,
-			 cases[i].ocp && mx_impl_best() != MX_IMPL_AVX512 ? "ref" :
-									     mx_impl_name(mx_impl_best()));
-		*missed += verdict(name, tc, tq[i], rounds, src_bytes, cases[i].goal);
+	printf("%-24s %8s %9s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median", "min",
+	       "max", "goal");
+	for (size_t i = 0; i < njobs; i++) {
+		char name[48];
+		enum mx_impl impl = jobs[i].impl;
+		if (impl == MX_IMPL_AUTO) /* the OCP quantizers: AVX-512 or the reference */
+			impl = mx_impl_best() == MX_IMPL_AVX512 ? MX_IMPL_AVX512 : MX_IMPL_REF;
+		snprintf(name, sizeof name, "%s %s", jobs[i].name, mx_impl_name(impl));
+		*missed += verdict(name, tc, tq[i], s->rounds, s->bytes, jobs[i].goal);
 	}
 	return 0;
 }
+
+static bool impl_runs(enum mx_impl impl)
+{
+	uint8_t b[32];
+	uint16_t x[16] = { 0 };
+
+	return mx_quantize_tensor_impl(impl, MX_FMT_MX6, MX_SRC_BF16, x, 1, 16, MX_DIR_ROW, b,
+				       sizeof b, NULL) == 0;
+}
+
+/* Section 1 or 2: MX9/MX6/MX4 through the best path (goal 1.0x) and, where that is
+ * AVX-512 and all is set, through AVX2 too; one core, then all threads. */
+static int mx_formats(const struct bench_src *s, bool all, unsigned threads, int *missed)
+{
+	static const enum mx_format fmts[] = { MX_FMT_MX9, MX_FMT_MX6, MX_FMT_MX4 };
+	enum mx_impl best = mx_impl_best();
+	struct job jobs[MAX_JOBS];
+	size_t n = 0;
+	char title[40];
+
+	for (size_t i = 0; i < ELEMENTSOF(fmts); i++)
+		jobs[n++] = (struct job){ .f = fmts[i], .name = mx_format_name(fmts[i]),
+					  .impl = best, .goal = 1.0 };
+	if (all && best == MX_IMPL_AVX512 && impl_runs(MX_IMPL_AVX2))
+		for (size_t i = 0; i < ELEMENTSOF(fmts); i++)
+			jobs[n++] = (struct job){ .f = fmts[i], .name = mx_format_name(fmts[i]),
+						  .impl = MX_IMPL_AVX2 };
+	if (measure("one core", 1, s, jobs, n, missed) < 0)
+		return -1;
+	if (threads < 2) {
+		printf("(one CPU allowed: no threaded figures)\n");
+		return 0;
+	}
+	snprintf(title, sizeof title, "%u threads", threads);
+	return measure(title, threads, s, jobs, n, missed);
+}
+
+static const struct job ocp_jobs[] = {
+	{ true, 0, MX_OCP_FP8_E4M3, "mxfp8-e4m3", MX_IMPL_AUTO, 0.5 },
+	{ true, 0, MX_OCP_FP8_E5M2, "mxfp8-e5m2", MX_IMPL_AUTO, 0.5 },
+	{ true, 0, MX_OCP_FP6_E3M2, "mxfp6-e3m2", MX_IMPL_AUTO, 0.5 },
+	{ true, 0, MX_OCP_FP6_E2M3, "mxfp6-e2m3", MX_IMPL_AUTO, 0.5 },
+	{ true, 0, MX_OCP_FP4_E2M1, "mxfp4", MX_IMPL_AUTO, 0.5 },
+	{ true, 0, MX_OCP_INT8, "mxint8", MX_IMPL_AUTO, 0.5 },
+};
 
 /*
  * The fast path on the other sources, directions and formats, in million elements per second
@@ -225,7 +271,7 @@ static int other_cases(const uint16_t *b16, size_t rows, size_t cols, unsigned r
 	}
 	for (size_t i = 0; i < n; i++)
 		f32[i] = mx_bf16_to_float(b16[i]);
-	printf("\n%s path, %zu x %zu, one core, Melem/s (median of %u)\n",
+	printf("\n5. %s path, %zu x %zu, one core, Melem/s (median of %u)\n",
 	       mx_impl_name(mx_impl_best()), r, cols, rounds);
 	printf("%-16s %10s %10s %10s\n", "source, blocking", "mx9", "mx6", "mx4");
 	for (int s = 0; s < 2; s++)
@@ -257,11 +303,6 @@ int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
 	unsigned rounds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 7;
-	enum mx_impl impls[] = { MX_IMPL_AVX512, MX_IMPL_AVX2, MX_IMPL_GENERIC, MX_IMPL_REF };
-	enum { N_IMPL = 4 };
-	bool runs[N_IMPL];
-	uint64_t t_copy[MAX_ROUNDS], t_q[N_IMPL][MAX_ROUNDS];
-	struct pim_error err = { 0 };
 	unsigned threads = mx_threads_allowed();
 	int missed = 0;
 
@@ -273,80 +314,66 @@ int main(int argc, char **argv)
 	/* rows x 4096 BF16 elements: 8 KiB rows, a transformer-like reduction dimension. */
 	size_t cols = 4096, bytes = mib << 20, rows = bytes / (cols * sizeof(uint16_t));
 	size_t n = rows * cols, src_bytes = n * sizeof(uint16_t);
-	size_t out_len = mx_ocp_packed_size(MX_OCP_FP8_E4M3, rows, cols, MX_DIR_ROW);
+	/* MX9 (18/16 bytes an element) or MXFP8 (33/32), whichever is larger */
+	size_t out_len = mx_packed_size(MX_FMT_MX9, rows, cols, MX_DIR_ROW);
+	size_t ocp_len = mx_ocp_packed_size(MX_OCP_FP8_E4M3, rows, cols, MX_DIR_ROW);
+	out_len = ocp_len > out_len ? ocp_len : out_len;
 	_cleanup_(freep) uint16_t *src = malloc(src_bytes);
+	_cleanup_(freep) float *f32 = malloc(src_bytes);
 	_cleanup_(freep) uint8_t *dst = malloc(src_bytes);
 	_cleanup_(freep) uint8_t *out = malloc(out_len);
 	_cleanup_(freep) uint8_t *out_ref = malloc(out_len);
 
-	if (!src || !dst || !out || !out_ref || out_len == 0) {
+	if (rows == 0 || !src || !f32 || !dst || !out || !out_ref) {
 		fprintf(stderr, "bench_mx: cannot allocate %zu MiB\n", mib);
 		return 1;
 	}
-	/* Normal-ish values (sum of uniforms), 0.02 std like trained weights, as BF16. */
+	/* Normal-ish values (sum of uniforms), 0.02 std like trained weights, as BF16; the FP32
+	 * source is the first half of them, widened (the same bytes). */
 	for (size_t i = 0; i < n; i++) {
 		double s = 0;
 		for (int k = 0; k < 4; k++)
 			s += (double)(rnd() >> 11) / 9007199254740992.0 - 0.5;
 		src[i] = mx_float_to_bf16((float)(s * 0.0346));
 	}
+	for (size_t i = 0; i < n / 2; i++)
+		f32[i] = mx_bf16_to_float(src[i]);
 	memset(dst, 0, src_bytes); /* fault every page in before timing */
 	memset(out, 0, out_len);
 	memset(out_ref, 0, out_len);
 
-	size_t mx6_len = mx_packed_size(MX_FMT_MX6, rows, cols, MX_DIR_ROW);
-	for (unsigned i = 0; i < N_IMPL; i++) {
-		uint8_t b[32];
-		runs[i] = mx_quantize_tensor_impl(impls[i], MX_FMT_MX6, MX_SRC_BF16, src, 1, 16,
-						  MX_DIR_ROW, b, sizeof b, NULL) == 0;
-	}
-	for (unsigned r = 0; r < rounds; r++) {
-		t_copy[r] = copy_timed(1, dst, (const uint8_t *)src, src_bytes);
-		for (unsigned i = 0; i < N_IMPL; i++) {
-			if (!runs[i])
-				continue;
-			uint8_t *o = impls[i] == MX_IMPL_REF ? out_ref : out;
-			uint64_t t0 = now_ns();
-			int k = mx_quantize_tensor_impl(impls[i], MX_FMT_MX6, MX_SRC_BF16, src, rows,
-							cols, MX_DIR_ROW, o, mx6_len, &err);
-			t_q[i][r] = now_ns() - t0;
-			if (k < 0) {
-				fprintf(stderr, "bench_mx: %s\n", err.msg);
-				return 1;
-			}
-			__asm__ volatile("" : : "r"(o) : "memory");
-		}
-	}
-	if (memcmp(out, out_ref, mx6_len) != 0) {
-		fprintf(stderr, "bench_mx: fast and reference outputs differ\n");
-		return 1;
-	}
+	struct bench_src b16 = { MX_SRC_BF16, src, rows, cols, src_bytes, dst, out, out_ref,
+				 rounds };
+	struct bench_src b32 = { MX_SRC_FP32, f32, rows / 2, cols, src_bytes, dst, out, out_ref,
+				 rounds };
 
-	printf("1. BF16 -> MX6, row blocking, %zu x %zu (%zu MiB source, %zu MiB packed), "
-	       "%u rounds, one core; best path here: %s\n",
-	       rows, cols, src_bytes >> 20, mx6_len >> 20, rounds, mx_impl_name(mx_impl_best()));
-	printf(ratio_hdr, "path", "GB/s", "copy GB/s", "median", "best", "goal");
-	for (unsigned i = 0; i < N_IMPL; i++) {
-		char name[32];
-		if (!runs[i]) {
-			printf("%-26s (this CPU cannot run it)\n", mx_impl_name(impls[i]));
-			continue;
-		}
-		snprintf(name, sizeof name, "mx6 %s", mx_impl_name(impls[i]));
-		if (impls[i] == mx_impl_best())
-			missed += verdict(name, t_copy, t_q[i], rounds, src_bytes, 0.8);
-		else
-			verdict(name, t_copy, t_q[i], rounds, src_bytes, 0.0);
-	}
+	printf("1. BF16 -> MX, row blocking, %zu x %zu (%zu MiB source), %u rounds, against memcpy "
+	       "of the source; best path here: %s\n",
+	       rows, cols, src_bytes >> 20, rounds, mx_impl_name(mx_impl_best()));
+	if (mx_formats(&b16, true, threads, &missed) < 0)
+		return 1;
+	printf("\n2. FP32 -> MX, row blocking, %zu x %zu (%zu MiB source), against memcpy\n",
+	       rows / 2, cols, src_bytes >> 20);
+	if (mx_formats(&b32, false, threads, &missed) < 0)
+		return 1;
 
-	printf("\n2. BF16 -> every format, row blocking, one core, against memcpy\n");
-	if (formats(1, src, rows, cols, dst, out, out_ref, rounds, &missed) < 0)
+	printf("\n3. BF16 -> MX6, one core, the portable paths\n");
+	static const struct job slow[] = {
+		{ false, MX_FMT_MX6, 0, "mx6", MX_IMPL_GENERIC, 0 },
+		{ false, MX_FMT_MX6, 0, "mx6", MX_IMPL_REF, 0 },
+	};
+	if (measure("one core", 1, &b16, slow, ELEMENTSOF(slow), &missed) < 0)
 		return 1;
-	printf("\n3. BF16 -> every format, row blocking, %u threads (the CPUs allowed), against "
-	       "memcpy on %u threads\n",
-	       threads, threads);
-	if (formats(threads, src, rows, cols, dst, out, out_ref, rounds, &missed) < 0)
+
+	printf("\n4. BF16 -> OCP MX formats, row blocking, against memcpy\n");
+	if (measure("one core", 1, &b16, ocp_jobs, ELEMENTSOF(ocp_jobs), &missed) < 0)
 		return 1;
+	if (threads > 1) {
+		char title[40];
+		snprintf(title, sizeof title, "%u threads", threads);
+		if (measure(title, threads, &b16, ocp_jobs, ELEMENTSOF(ocp_jobs), &missed) < 0)
+			return 1;
+	}
 	printf("\n%d of the goals above missed\n", missed);
 	return other_cases(src, rows, cols, rounds);
 }
