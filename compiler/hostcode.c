@@ -467,7 +467,8 @@ static int fold_bias(MlirOperation c)
 	MlirOpOperand u = mlirValueGetFirstUse(res);
 	MlirOperation e = mlirOpOperandGetOwner(u);
 	intptr_t k = (intptr_t)mlirOpOperandGetOperandNumber(u), j = bias_add_other(e, k);
-	if (j < 0 || !mlirTypeEqual(mlirValueGetType(mlirOperationGetResult(e, 0)), mlirValueGetType(res)))
+	if (j < 0 || !mlirBlockEqual(mlirOperationGetBlock(e), mlirOperationGetBlock(c)) ||
+	    !mlirTypeEqual(mlirValueGetType(mlirOperationGetResult(e, 0)), mlirValueGetType(res)))
 		return 0;
 	MlirValue bias = mlirOperationGetOperand(e, j), empty = mlirOperationGetOperand(f, 1);
 	if (!defined_before(empty, c) || !hoist_before(bias, c, 0))

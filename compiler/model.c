@@ -68,8 +68,9 @@ static const char memref_copy_source[] =
  * blocks and the top of the heap back to the kernel when they are freed, and every call would
  * fault those pages in again inside the nests that first write them (30 us for 16 KiB).  Each
  * call of a model asks for the same sizes, so after the first every buffer is one the last call
- * used.  The cache holds at most BUF_SLOTS blocks and BUF_BYTES bytes; the block's size and
- * alignment sit in the 16 bytes before what the caller gets.
+ * used.  The cache holds at most PIM_BUF_SLOTS blocks and PIM_BUF_BYTES bytes, freed when the
+ * library is unloaded; the block's size and alignment sit in the 16 bytes before what the
+ * caller gets.
  */
 static const char buffers_source[] =
 	"#include <pthread.h>\n\n"
@@ -106,7 +107,11 @@ static const char buffers_source[] =
 	"\t\tpim_buf[pim_buf_n].p = p;\n\t\tpim_buf[pim_buf_n].n = n;\n\t\tpim_buf[pim_buf_n++].a = a;\n"
 	"\t\tpim_buf_bytes += n;\n\t\tp = NULL;\n\t}\n"
 	"\tpthread_mutex_unlock(&pim_buf_lock);\n"
-	"\tif (p)\n\t\tfree(p - a);\n}\n\n";
+	"\tif (p)\n\t\tfree(p - a);\n}\n\n"
+	"/* What the cache holds goes when the library is unloaded. */\n"
+	"__attribute__((destructor)) static void pim_buf_drop(void)\n{\n"
+	"\tfor (size_t i = 0; i < pim_buf_n; i++)\n\t\tfree(pim_buf[i].p - pim_buf[i].a);\n"
+	"\tpim_buf_n = 0;\n\tpim_buf_bytes = 0;\n}\n\n";
 
 char *model_wrapper_source(const struct extract *x, uint64_t digest)
 {
