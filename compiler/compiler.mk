@@ -49,7 +49,11 @@ MLIR_LIBS := -Wl,--start-group $(LLVM_DIR)/lib/libMLIRCAPIIR.a \
 	-Wl,--end-group -L$(LLVM_DIR)/lib -lMLIR -lLLVM-19 -lstdc++ -lm -Wl,-rpath,$(LLVM_DIR)/lib
 
 PIM_EXTRACT := $(B)/pim-extract
-COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/hostcode.c compiler/model.c compiler/mlirx.c compiler/onnx.c
+# The ONNX importer (onnx.c and the files split from it; onnx-run links it without MLIR).
+ONNX_SRC := compiler/onnx.c compiler/onnx_value.c compiler/onnx_emit.c compiler/onnx_elementwise.c \
+	compiler/onnx_contract.c compiler/onnx_reduce.c compiler/onnx_movement.c
+ONNX_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(ONNX_SRC))
+COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/hostcode.c compiler/model.c compiler/mlirx.c $(ONNX_SRC)
 COMPILER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC)) $(B)/obj/gen/onnx.pb-c.o
 EXAMPLE_MLIR := $(sort $(wildcard examples/*.mlir))
 EXAMPLE_NAMES := $(patsubst examples/%.mlir,%,$(EXAMPLE_MLIR))
@@ -76,7 +80,7 @@ $(B)/obj/gen/onnx.pb-c.o: $(B)/onnx/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -I$(B)/onnx $(DEPFLAGS) -c -o $@ $<
 
-$(B)/obj/compiler/onnx.o: $(B)/onnx/onnx.pb-c.h
+$(ONNX_OBJ): $(B)/onnx/onnx.pb-c.h
 
 # More specific than the top Makefile's $(B)/obj/%.o: the MLIR headers come in here only.
 $(B)/obj/compiler/%.o: compiler/%.c $(B)/proto/pim.pb-c.h
@@ -110,10 +114,10 @@ $(COMPILER_TEST): tests/compiler/test_extract.c $(CORE_LIBS)
 
 ONNX_RUN := $(B)/tests/compiler/onnx-run
 # onnx-run: runs a model library on ONNX test data; links the importer alone (no MLIR).
-$(ONNX_RUN): tests/compiler/onnx_run.c $(B)/obj/compiler/onnx.o $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcommon.a
+$(ONNX_RUN): tests/compiler/onnx_run.c $(ONNX_OBJ) $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_compiler) -Iclient -I$(B)/onnx $(DEPFLAGS) -rdynamic -o $@ $< \
-		$(B)/obj/compiler/onnx.o $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcommon.a $(LIBS_COMMON) -ldl
+		$(ONNX_OBJ) $(B)/obj/gen/onnx.pb-c.o $(B)/libpimcommon.a $(LIBS_COMMON) -ldl
 
 # pimd and pimctl: run.sh loads every manifest and profiles every library through them.
 ifeq ($(MLIR_AVAILABLE),1)
