@@ -53,7 +53,8 @@ PIM_EXTRACT := $(B)/pim-extract
 ONNX_SRC := compiler/onnx.c compiler/onnx_value.c compiler/onnx_emit.c compiler/onnx_elementwise.c \
 	compiler/onnx_contract.c compiler/onnx_reduce.c compiler/onnx_movement.c
 ONNX_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(ONNX_SRC))
-COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/hostcode.c compiler/model.c compiler/mlirx.c $(ONNX_SRC)
+COMPILER_SRC := compiler/pim-extract.c compiler/extract.c compiler/extract_regions.c \
+	compiler/extract_operands.c compiler/extract_manifest.c compiler/hostcode.c compiler/model.c compiler/mlirx.c $(ONNX_SRC)
 COMPILER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC)) $(B)/obj/gen/onnx.pb-c.o
 EXAMPLE_MLIR := $(sort $(wildcard examples/*.mlir))
 EXAMPLE_NAMES := $(patsubst examples/%.mlir,%,$(EXAMPLE_MLIR))
