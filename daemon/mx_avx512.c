@@ -104,7 +104,8 @@ AVX512_INLINE void avx512_col(unsigned m, enum mx_src t, const void *src, size_t
  * Row blocks, eight per step (256 bytes of BF16, 512 of FP32), in four vectors of 32 16-bit
  * lanes: vector i holds block 2i in lanes 0-15 and block 2i + 1 in lanes 16-31.
  *
- * BF16 lanes are the inputs themselves (s | e8 | m7). FP32 is narrowed to that width first
+ * BF16 lanes are the inputs themselves (s | e8 | m7), whose fields avx512_fields8() then
+ * computes on bytes, 64 a vector. FP32 is narrowed to that width first
  * without changing any result: M = RNE(v24 / 2^sh) with sh >= 17 (mx.h), so significand bits
  * 14..0 only ever act as a sticky bit. A lane is e8 << 8 | significand bits 22..15 with the
  * sticky bit (any of bits 14..0 set) ORed into bit 0, below every rounding position; the
@@ -167,6 +168,11 @@ struct avx512_idx {
 	/* w = 8: bytes 0-63 from fields 0-3 and header; 64-127 from fields 0-7, then header */
 	__m512i hdr1;
 	__mmask64 hdr1_mask;
+	/* BF16 on bytes (avx512_fields8()), indexed by vpshufb with s1 + 0x78: */
+	__m512i keep; /* 0xff >> s1: the bits of y >> s1 that belong to y */
+	__m512i lsb;  /* 1 << (s1 + 1): the quotient's lsb in v (0 from s1 = 7 on) */
+	__m512i at;   /* 8 (k % 8) + 8 for byte k: s1 + 0x78 + at is the bit offset of y >> s1 in
+		       * byte k's qword, modulo 64 (vpmultishiftqb's count) */
 };
 
 /*
@@ -202,35 +208,64 @@ AVX512_INLINE void avx512_exps(struct avx512_grp *g, bool f32, const struct avx5
 }
 
 /*
- * The (1+m)-bit fields s << m | M of vector i (16-bit lanes) and the microexponent masks.
- * With sh1 = sh - 1 (sh as in mx.h, counted on the lane's significand v: 8 bits for BF16,
- * 9 for narrowed FP32): t = v >> sh1 holds the quotient's lsb in bit 1, and
+ * FP32: the (1+m)-bit fields s << m | M of vector i (16-bit lanes).
+ * With sh1 = sh - 1 (sh as in mx.h, counted on the lane's 9-bit significand v, the narrowed
+ * FP32 one): t = v >> sh1 holds the quotient's lsb in bit 1, and
  * RNE(v / 2^sh) = RHU((v - 1 + lsb) / 2^sh) = ((y >> sh1) + 1) >> 1 (vpavgw with 0).
  * A shift of 16 or more gives 0, so no clamp is needed. careful: zeros and subnormals are
  * flushed by a test; otherwise every block has E >= 16, where their shift is at least 16.
  */
 AVX512_INLINE __m512i avx512_fields(const struct avx512_grp *g, unsigned i, __m512i sh1,
-				    unsigned m, bool f32, bool careful)
+				    unsigned m, bool careful)
 {
 	const __m512i one = _mm512_set1_epi16(1), x = g->x[i];
 	const __m512i max = _mm512_set1_epi16((short)((1u << m) - 1));
-	/* v = x & 0x7f | 0x80, or x & 0xff | 0x100 */
-	__m512i v = _mm512_ternarylogic_epi32(x, _mm512_set1_epi16(f32 ? 0xff : 0x7f),
-					      _mm512_set1_epi16(f32 ? 0x100 : 0x80), 0xea);
+	/* v = x & 0xff | 0x100 */
+	__m512i v = _mm512_ternarylogic_epi32(x, _mm512_set1_epi16(0xff),
+					      _mm512_set1_epi16(0x100), 0xea);
 	__mmask32 even = _mm512_testn_epi16_mask(_mm512_srlv_epi16(v, sh1), _mm512_set1_epi16(2));
 	__m512i y = _mm512_mask_sub_epi16(v, even, v, one);
 	__m512i q = _mm512_avg_epu16(_mm512_srlv_epi16(y, sh1), _mm512_setzero_si512());
 
 	if (careful)
-		q = _mm512_maskz_min_epu16(
-			_mm512_test_epi16_mask(x, _mm512_set1_epi16(f32 ? 0xff00 : 0x7f80)), q, max);
+		q = _mm512_maskz_min_epu16(_mm512_test_epi16_mask(x, _mm512_set1_epi16(0xff00)), q,
+					   max);
 	else
 		q = _mm512_min_epu16(q, max);
-	if (f32)
-		return _mm512_mask_add_epi16(q, g->sign[i], q, _mm512_set1_epi16((short)(1u << m)));
-	/* q | (x >> (15 - m)) & 1 << m */
-	return _mm512_ternarylogic_epi32(q, _mm512_srli_epi16(x, 15 - m),
-					 _mm512_set1_epi16((short)(1u << m)), 0xf8);
+	return _mm512_mask_add_epi16(q, g->sign[i], q, _mm512_set1_epi16((short)(1u << m)));
+}
+
+/*
+ * BF16: the fields of the four blocks of half j on bytes, 64 elements a vector, in eb[j]'s order
+ * (block 4j + l in 128-bit lane l), which is the order avx512_put_group() packs. sb holds
+ * s1 + 0x78 for each element (s1 = sh - 1, sh as in mx.h counted on the 8-bit significand
+ * v = 1.m6..m0), saturated: from 0x80 on (s1 >= 8) the quotient is 0, and vpshufb's tables
+ * give 0 there. The arithmetic of avx512_fields() with the shift done by vpmultishiftqb,
+ * which takes 8 bits at any offset of a qword: at offset 8 (k % 8) + s1, byte k's y >> s1 and
+ * the low bits of the next byte, which the keep mask clears.
+ */
+AVX512_INLINE __m512i avx512_fields8(const struct avx512_grp *g, unsigned j, __m512i sb,
+				     unsigned m, bool careful, const struct avx512_idx *ix)
+{
+	const __m512i a = g->x[2 * j], b = g->x[2 * j + 1];
+	const __m512i max = _mm512_set1_epi8((char)((1u << m) - 1));
+	/* the elements' low bytes (e0 m6..m0) and high bytes (s e7..e1) */
+	__m512i lo = _mm512_permutex2var_epi8(a, ix->lo, b);
+	__m512i hi = _mm512_permutex2var_epi8(a, ix->hi, b);
+	__m512i v = _mm512_or_si512(lo, _mm512_set1_epi8((char)0x80));
+	__mmask64 even = _mm512_testn_epi8_mask(v, _mm512_shuffle_epi8(ix->lsb, sb));
+	__m512i y = _mm512_mask_sub_epi8(v, even, v, _mm512_set1_epi8(1));
+	__m512i t = _mm512_multishift_epi64_epi8(_mm512_add_epi8(sb, ix->at), y);
+	__m512i q = _mm512_avg_epu8(_mm512_and_si512(t, _mm512_shuffle_epi8(ix->keep, sb)),
+				    _mm512_setzero_si512());
+
+	if (careful) /* zeros and subnormals flush */
+		q = _mm512_maskz_min_epu8(_mm512_test_epi8_mask(g->eb[j], g->eb[j]), q, max);
+	else
+		q = _mm512_min_epu8(q, max);
+	if (m == 7) /* the sign is bit 7 of the field: q | hi & 0x80 */
+		return _mm512_ternarylogic_epi32(q, hi, _mm512_set1_epi8((char)0x80), 0xf8);
+	return _mm512_mask_add_epi8(q, _mm512_movepi8_mask(hi), q, _mm512_set1_epi8((char)(1u << m)));
 }
 
 /* Where the header vector of half h (avx512_group()) has E and the micro bits of its block k
@@ -257,6 +292,16 @@ static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
 			lo[k] = (uint8_t)(32 * h + k / 2); /* odd bytes are masked off */
 		x->spread[h] = _mm512_loadu_si512(lo);
 	}
+	for (unsigned k = 0; k < 64; k++) {
+		unsigned n = k % 16, s1 = n - 8;
+		o[0][k] = (uint8_t)(n < 8 ? 0 : 0xff >> s1);
+		o[1][k] = (uint8_t)(n < 8 || s1 >= 7 ? 0 : 1u << (s1 + 1));
+		lo[k] = (uint8_t)(8 * (k % 8) + 8);
+	}
+	x->keep = _mm512_loadu_si512(o[0]);
+	x->lsb = _mm512_loadu_si512(o[1]);
+	x->at = _mm512_loadu_si512(lo);
+	memset(o, 0, sizeof o);
 	for (unsigned h = 0; h < 2; h++)
 		for (unsigned p = 0; p < 64; p++) {
 			unsigned P = 64 * h * (w == 8) + p, k = P / bb, r = P % bb;
@@ -298,17 +343,16 @@ AVX512_INLINE void avx512_put(uint8_t *o, __m512i v, size_t room)
 }
 
 /*
- * Packs and stores the eight blocks of a step at o (room: bytes that may be written there).
- * w < 8: the fields of four blocks become bytes, then 2 per 16 bits (vpmaddubsw), 4 per 32
+ * Packs and stores the eight blocks of a step at o (room: bytes that may be written there),
+ * from their field bytes: n01 blocks 0-3, n23 blocks 4-7, block k % 4 in 128-bit lane k % 4.
+ * w < 8: the fields of four blocks, 2 per 16 bits (vpmaddubsw), 4 per 32
  * (vpmaddwd) and 8 per 64: w whole bytes per qword, which one byte permutation puts in place
  * beside the header bytes. MX6's two stores overlap; none writes more than room allows.
  */
-AVX512_INLINE void avx512_put_group(const __m512i f[4], const __m512i H[2],
+AVX512_INLINE void avx512_put_group(__m512i n01, __m512i n23, const __m512i H[2],
 				    const struct avx512_idx *ix, unsigned m, uint8_t *o, size_t room)
 {
 	const unsigned w = 1 + m, bb = 2 + MX_BLOCK * w / 8;
-	__m512i n01 = _mm512_permutex2var_epi8(f[0], ix->lo, f[1]);
-	__m512i n23 = _mm512_permutex2var_epi8(f[2], ix->lo, f[3]);
 
 	if (w == 8) {
 		__m512i o1 = _mm512_permutex2var_epi8(n01, ix->out[1], n23);
@@ -343,15 +387,17 @@ AVX512_INLINE void avx512_put_group(const __m512i f[4], const __m512i H[2],
 
 /*
  * One step: n (1-8) blocks from src to o. The shift counts sh1 = c + E - e - d (see
- * avx512_fields()) are computed on bytes too, then spread to 16-bit lanes: E - e needs no
- * borrow, and the saturating add only ever caps counts that give 0 anyway.
+ * avx512_fields() and avx512_fields8()) are computed on bytes: E - e needs no borrow, and
+ * the saturating add only ever caps counts that give 0 anyway. FP32 spreads them to its
+ * 16-bit lanes; BF16 computes on bytes throughout.
  */
 AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool careful,
 				const struct avx512_idx *ix, unsigned n, uint8_t *o, size_t room)
 {
 	const unsigned bb = 2 + MX_BLOCK * (1 + m) / 8;
-	const __m512i c = _mm512_set1_epi8((char)(f32 ? 8 - m : 7 - m));
-	__m512i sh[2], H[2], f[4];
+	/* s1 = sh - 1 = c + E - e - d; BF16 adds 0x78 for avx512_fields8() */
+	const __m512i c = _mm512_set1_epi8((char)(f32 ? 8 - m : 0x7f - m));
+	__m512i sh[2], H[2];
 
 #pragma GCC unroll 2
 	for (unsigned j = 0; j < 2; j++) {
@@ -363,13 +409,21 @@ AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool
 		H[j] = _mm512_mask_set1_epi32(E, 0x0002,
 					      (int)_pext_u64(d, 0x5555555555555555ull));
 	}
+	if (f32) {
+		__m512i f[4];
 #pragma GCC unroll 4
-	for (unsigned i = 0; i < 4; i++)
-		f[i] = avx512_fields(g, i,
-				     _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
-								   ix->spread[i % 2], sh[i / 2]),
-				     m, f32, careful);
-	avx512_put_group(f, H, ix, m, o, room);
+		for (unsigned i = 0; i < 4; i++)
+			f[i] = avx512_fields(g, i,
+					     _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
+									   ix->spread[i % 2],
+									   sh[i / 2]),
+					     m, careful);
+		avx512_put_group(_mm512_permutex2var_epi8(f[0], ix->lo, f[1]),
+				 _mm512_permutex2var_epi8(f[2], ix->lo, f[3]), H, ix, m, o, room);
+	} else {
+		avx512_put_group(avx512_fields8(g, 0, sh[0], m, careful, ix),
+				 avx512_fields8(g, 1, sh[1], m, careful, ix), H, ix, m, o, room);
+	}
 	if (!careful)
 		return;
 	/* NaN blocks: the canonical form over what was computed for them */
