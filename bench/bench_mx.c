@@ -20,7 +20,9 @@
  * state affect them alike. ratio = t(copy) / t(quantizer), both moving the same source
  * bytes. GB/s are from median times; "median" is the median over rounds of each round's
  * ratio (copy and quantizer close together in time, which matters on a shared machine), and
- * the verdict uses it; "min" and "max" are the extreme rounds. Every output is compared with
+ * the verdict uses it; "min" and "max" are the extreme rounds; "best" is the ratio of the
+ * fastest copy to the fastest quantizer round, the figure least disturbed by other processes
+ * (shown, not judged). The load average is printed at the start and the end. Every output is compared with
  * the reference quantizer before timing.
  */
 #include <math.h>
@@ -155,8 +157,14 @@ static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, uns
 	qsort(ratios, rounds, sizeof *ratios, cmp_d);
 	double r = rounds % 2 ? ratios[rounds / 2]
 			      : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
-	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f   ", what, src_bytes / (double)median(q, rounds),
-	       src_bytes / (double)median(c, rounds), r, ratios[0], ratios[rounds - 1]);
+	uint64_t cbest = c[0], qbest = q[0];
+	for (unsigned i = 1; i < rounds; i++) {
+		cbest = c[i] < cbest ? c[i] : cbest;
+		qbest = q[i] < qbest ? q[i] : qbest;
+	}
+	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f %7.3f   ", what,
+	       src_bytes / (double)median(q, rounds), src_bytes / (double)median(c, rounds), r,
+	       ratios[0], ratios[rounds - 1], (double)cbest / (double)qbest);
 	if (goal <= 0) {
 		printf("(no goal)\n");
 		return 0;
@@ -195,8 +203,8 @@ static int measure(const char *title, unsigned threads, const struct bench_src *
 			__asm__ volatile("" : : "r"(s->out) : "memory");
 		}
 	}
-	printf("%-24s %8s %9s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median", "min",
-	       "max", "goal");
+	printf("%-24s %8s %9s %7s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median", "min",
+	       "max", "best", "goal");
 	for (size_t i = 0; i < njobs; i++) {
 		char name[48];
 		enum mx_impl impl = jobs[i].impl;
@@ -299,6 +307,21 @@ static int other_cases(const uint16_t *b16, size_t rows, size_t cols, unsigned r
 	return 0;
 }
 
+/* The load average (other processes share the cores and the memory: read the figures with it). */
+static void print_load(const char *when)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/proc/loadavg", "re");
+
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	printf("load average %s: %s\n", when, buf[0] ? buf : "unknown");
+}
+
 int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
@@ -347,6 +370,7 @@ int main(int argc, char **argv)
 	struct bench_src b32 = { MX_SRC_FP32, f32, rows / 2, cols, src_bytes, dst, out, out_ref,
 				 rounds };
 
+	print_load("at the start");
 	printf("1. BF16 -> MX, row blocking, %zu x %zu (%zu MiB source), %u rounds, against memcpy "
 	       "of the source; best path here: %s\n",
 	       rows, cols, src_bytes >> 20, rounds, mx_impl_name(mx_impl_best()));
@@ -375,5 +399,6 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	printf("\n%d of the goals above missed\n", missed);
+	print_load("after sections 1-4");
 	return other_cases(src, rows, cols, rounds);
 }
