@@ -22,7 +22,10 @@
  * ratio (copy and quantizer close together in time, which matters on a shared machine), and
  * the verdict uses it; "min" and "max" are the extreme rounds; "best" is the ratio of the
  * fastest copy to the fastest quantizer round, the figure least disturbed by other processes
- * (shown, not judged). The load average is printed at the start and the end. Every output is compared with
+ * (shown, not judged); "cpu" is the median of the rounds' ratios of the process's CPU time
+ * (all threads) for the copy and for the quantizer, which leaves out the time either spent
+ * waiting for a core other processes held (shown, not judged). The load average is printed at
+ * the start and the end. Every output is compared with
  * the reference quantizer before timing.
  */
 #include <math.h>
@@ -143,9 +146,29 @@ static int job_verify(const struct job *j, unsigned threads, const struct bench_
 	return 0;
 }
 
-/* One line: GB/s of source, the ratio's median and extremes, the verdict; 1 if missed. */
-static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, unsigned rounds,
-		   size_t src_bytes, double goal)
+/* The process's CPU time (all its threads), ns. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double median_ratio(const uint64_t *a, const uint64_t *b, unsigned rounds)
+{
+	double ratios[MAX_ROUNDS];
+
+	for (unsigned i = 0; i < rounds; i++)
+		ratios[i] = (double)a[i] / (double)(b[i] ? b[i] : 1);
+	qsort(ratios, rounds, sizeof *ratios, cmp_d);
+	return rounds % 2 ? ratios[rounds / 2] : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
+}
+
+/* One line: GB/s of source, the ratio's median and extremes, the verdict; 1 if missed.
+ * tc, tq: wall times of the copy and the quantizer; cc, cq: their CPU times. */
+static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, const uint64_t *cc,
+		   const uint64_t *cq, unsigned rounds, size_t src_bytes, double goal)
 {
 	uint64_t c[MAX_ROUNDS], q[MAX_ROUNDS];
 	double ratios[MAX_ROUNDS];
@@ -162,9 +185,10 @@ static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, uns
 		cbest = c[i] < cbest ? c[i] : cbest;
 		qbest = q[i] < qbest ? q[i] : qbest;
 	}
-	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f %7.3f   ", what,
+	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f %7.3f %7.3f   ", what,
 	       src_bytes / (double)median(q, rounds), src_bytes / (double)median(c, rounds), r,
-	       ratios[0], ratios[rounds - 1], (double)cbest / (double)qbest);
+	       ratios[0], ratios[rounds - 1], (double)cbest / (double)qbest,
+	       median_ratio(cc, cq, rounds));
 	if (goal <= 0) {
 		printf("(no goal)\n");
 		return 0;
@@ -180,7 +204,7 @@ static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, uns
 static int measure(const char *title, unsigned threads, const struct bench_src *s,
 		   const struct job *jobs, size_t njobs, int *missed)
 {
-	uint64_t tc[MAX_ROUNDS], tq[MAX_JOBS][MAX_ROUNDS];
+	uint64_t tc[MAX_ROUNDS], tq[MAX_JOBS][MAX_ROUNDS], cc[MAX_ROUNDS], cq[MAX_JOBS][MAX_ROUNDS];
 	struct pim_error err = { 0 };
 
 	for (size_t i = 0; i < njobs; i++)
@@ -188,14 +212,18 @@ static int measure(const char *title, unsigned threads, const struct bench_src *
 			return -1;
 	/* round 0 warms up (page tables, frequency) and is not counted */
 	for (unsigned r = 0; r <= s->rounds; r++) {
-		uint64_t c = copy_timed(threads, s->dst, s->src, s->bytes);
-		if (r)
+		uint64_t c0 = cpu_ns(), c = copy_timed(threads, s->dst, s->src, s->bytes);
+		if (r) {
 			tc[r - 1] = c;
+			cc[r - 1] = cpu_ns() - c0;
+		}
 		for (size_t i = 0; i < njobs; i++) {
-			uint64_t t0 = now_ns();
+			uint64_t p0 = cpu_ns(), t0 = now_ns();
 			int k = job_run(&jobs[i], threads, jobs[i].impl, s, s->rows, s->out, &err);
-			if (r)
+			if (r) {
 				tq[i][r - 1] = now_ns() - t0;
+				cq[i][r - 1] = cpu_ns() - p0;
+			}
 			if (k < 0) {
 				fprintf(stderr, "bench_mx: %s\n", err.msg);
 				return -1;
@@ -203,15 +231,15 @@ static int measure(const char *title, unsigned threads, const struct bench_src *
 			__asm__ volatile("" : : "r"(s->out) : "memory");
 		}
 	}
-	printf("%-24s %8s %9s %7s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median", "min",
-	       "max", "best", "goal");
+	printf("%-24s %8s %9s %7s %7s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median",
+	       "min", "max", "best", "cpu", "goal");
 	for (size_t i = 0; i < njobs; i++) {
 		char name[48];
 		enum mx_impl impl = jobs[i].impl;
 		if (impl == MX_IMPL_AUTO) /* the OCP quantizers: AVX-512 or the reference */
 			impl = mx_impl_best() == MX_IMPL_AVX512 ? MX_IMPL_AVX512 : MX_IMPL_REF;
 		snprintf(name, sizeof name, "%s %s", jobs[i].name, mx_impl_name(impl));
-		*missed += verdict(name, tc, tq[i], s->rounds, s->bytes, jobs[i].goal);
+		*missed += verdict(name, tc, tq[i], cc, cq[i], s->rounds, s->bytes, jobs[i].goal);
 	}
 	return 0;
 }
