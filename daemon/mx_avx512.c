@@ -327,6 +327,14 @@ static AVX512 void avx512_idx_init(struct avx512_idx *x, unsigned m)
 				*at = (uint8_t)(16 * k + r - 2); /* 0-63 fields 0-3, 64-127 fields 4-7 */
 			}
 		}
+	if (w == 3) /* one vector for the eight blocks: see avx512_put_group() */
+		for (unsigned p = 0; p < 64; p++) {
+			unsigned k = p / 8, r = p % 8, l = k % 4, hi8 = k < 4 ? 0 : 8;
+			o[0][p] = (uint8_t)(r == 0   ? 64 + 16 * l + hi8
+					    : r == 1 ? 64 + 4 + hi8 + l
+					    : r < 5  ? 16 * l + hi8 + r - 2
+						     : 16 * l + hi8 + 4 + r - 5);
+		}
 	x->out[0] = _mm512_loadu_si512(o[0]);
 	x->out[1] = _mm512_loadu_si512(o[1]);
 	x->hdr1 = _mm512_loadu_si512(h1);
@@ -366,6 +374,23 @@ AVX512_INLINE void avx512_put_group(__m512i n01, __m512i n23, const __m512i H[2]
 					     _mm512_extracti32x4_epi32(n23, 3));
 		return;
 	}
+	if (w == 3) {
+		/*
+		 * MX4: after vpmaddwd a dword holds 4 fields (12 bits); vpackusdw puts both
+		 * halves' in one vector (128-bit lane l: words 0-3 block l, 4-7 block 4 + l) and
+		 * vpmaddwd again makes dwords of 8 fields, 3 bytes each: fields 0-7 and 8-15 of
+		 * block l, then of block 4 + l. H[0] has the header bytes of all eight blocks:
+		 * E of block l at byte 16l, of block 4 + l at 16l + 8, and the micro bits of
+		 * blocks 0-3 at bytes 4-7, of blocks 4-7 at 12-15.
+		 */
+		const __m512i m2 = _mm512_set1_epi16((short)(1 | (1 << w) << 8));
+		const __m512i m4 = _mm512_set1_epi32(1 | (1 << (2 * w)) << 16);
+		__m512i z = _mm512_packus_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(n01, m2), m4),
+						_mm512_madd_epi16(_mm512_maddubs_epi16(n23, m2), m4));
+		z = _mm512_madd_epi16(z, _mm512_set1_epi32(1 | (1 << (4 * w)) << 16));
+		avx512_put(o, _mm512_permutex2var_epi8(z, ix->out[0], H[0]), room);
+		return;
+	}
 	__m512i p[2];
 #pragma GCC unroll 2
 	for (unsigned h = 0; h < 2; h++) {
@@ -376,10 +401,6 @@ AVX512_INLINE void avx512_put_group(__m512i n01, __m512i n23, const __m512i H[2]
 		y = _mm512_ternarylogic_epi64(y, _mm512_srli_epi64(y, 32 - 4 * w),
 					      _mm512_set1_epi64((1ll << (4 * w)) - 1), 0xe4);
 		p[h] = _mm512_permutex2var_epi8(y, ix->out[h], H[h]);
-	}
-	if (w == 3) { /* 2 x 32 bytes: one store */
-		avx512_put(o, _mm512_inserti64x4(p[0], _mm512_castsi512_si256(p[1]), 1), room);
-		return;
 	}
 	avx512_put(o, p[0], room);
 	avx512_put(o + 4 * bb, p[1], room > 4 * bb ? room - 4 * bb : 0);
@@ -405,9 +426,13 @@ AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool
 		__mmask64 d = _mm512_cmplt_epu8_mask(g->pm[j], E);
 		__m512i t = _mm512_adds_epu8(_mm512_sub_epi8(E, g->eb[j]), c);
 		sh[j] = _mm512_mask_sub_epi8(t, d, t, _mm512_set1_epi8(1));
-		/* the header: E of block k at byte 16k, the micro bits (d's even bits) at 4 + k */
-		H[j] = _mm512_mask_set1_epi32(E, 0x0002,
-					      (int)_pext_u64(d, 0x5555555555555555ull));
+		/* the header: E of block k at byte 16k, the micro bits (d's even bits) at 4 + k;
+		 * MX4 has both halves' in H[0] (avx512_put_group()) */
+		int micro = (int)_pext_u64(d, 0x5555555555555555ull);
+		if (m == 2)
+			H[0] = _mm512_mask_set1_epi32(j ? H[0] : g->r, j ? 0x0008 : 0x0002, micro);
+		else
+			H[j] = _mm512_mask_set1_epi32(E, 0x0002, micro);
 	}
 	if (f32) {
 		__m512i f[4];
