@@ -3,10 +3,12 @@
  * mx_avx512.c: the AVX-512 MX quantizer, bit-identical to the reference in mx.c.
  *
  * AVX-512 F/BW/VL/VBMI with BMI2, chosen at run time like the AVX2 path (no -march flag: only
- * these functions are compiled for the wider target). Row blocking only; column blocking,
- * whose cost is the strided gather rather than the arithmetic, uses the AVX2 code (every
- * AVX-512 CPU has AVX2). The rows use the variable 16-bit shifts (vpsrlvw), mask registers and
- * byte permutations (vpermt2b) that AVX2 lacks, eight blocks per step (see avx512_row()).
+ * these functions are compiled for the wider target). Rows, eight blocks per step (see
+ * avx512_row()), use what AVX2 lacks: mask registers, byte permutations (vpermt2b), and for
+ * the shifts that round, vpmultishiftqb on bytes (BF16) or vpsrlvw on 16-bit lanes (FP32).
+ * Columns, whose cost is the strided gather rather than the arithmetic, go 16 at a time with
+ * the AVX2 path's transposition, and the last cols % 16 through the AVX2 code (every AVX-512
+ * CPU has AVX2).
  */
 #include "mx_simd.h"
 
