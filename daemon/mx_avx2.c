@@ -47,9 +47,10 @@ AVX2_INLINE __m256i avx2_exp(__m256i x)
  * Row blocks, four per step, one block per vector of 16 16-bit lanes: BF16 as it is, FP32
  * narrowed as for AVX-512 (avx512_load_f32(): exponent and significand bits 22..15 with a
  * sticky bit, the signs apart). AVX2 has no 16-bit variable shift, so the rounding
- * multiplies: with b = 2^(15 - sh), bit 15 of v * b (vpmullw) is the quotient's lsb, and
- * vpmulhrsw(y, b) = (y * b + 2^14) >> 15 = RHU(y / 2^sh), so
- * RNE(v / 2^sh) = vpmulhrsw(v - 1 + lsb, b); sh >= 16 gives b = 0 and 0.
+ * multiplies: with b = 2^(15 - sh), vpmulhrsw(v, b) = (v * b + 2^14) >> 15 = RHU(v / 2^sh),
+ * which is one too large exactly on the ties (v * b = 2^14 modulo 2^15) whose truncated
+ * quotient (bit 15 of v * b) is even: where the low 16 bits of v * b (vpmullw) are 0x4000.
+ * sh >= 16 gives b = 0 and 0.
  */
 struct avx2_grp {
 	__m256i x[4];   /* block i's lanes */
@@ -169,11 +170,12 @@ AVX2_INLINE __m256i avx2_fields16(const struct avx2_grp *g, unsigned i, unsigned
 				     _mm256_set1_epi16((short)((0x78 + c) << 8 | (0x70 + c))));
 	I = _mm256_add_epi8(I, d); /* - d: d's bytes are 0xff (a saturated 255 stays >= 0x80) */
 	__m256i b = _mm256_shuffle_epi8(pow, I);
-	__m256i mant = _mm256_and_si256(x, _mm256_set1_epi16(f32 ? 0xff : 0x7f));
-	__m256i v = _mm256_or_si256(mant, _mm256_set1_epi16(f32 ? 0x100 : 0x80));
-	__m256i vm1 = _mm256_add_epi16(mant, _mm256_set1_epi16(f32 ? 0xff : 0x7f));
-	__m256i lsb = _mm256_srai_epi16(_mm256_mullo_epi16(v, b), 15); /* 0 or -1 */
-	__m256i q = _mm256_mulhrs_epi16(_mm256_sub_epi16(vm1, lsb), b);
+	__m256i v = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(f32 ? 0xff : 0x7f)),
+				    _mm256_set1_epi16(f32 ? 0x100 : 0x80));
+	/* RHU, then -1 on the ties whose quotient would be even: v * b = 2^14 modulo 2^16 */
+	__m256i q = _mm256_add_epi16(_mm256_mulhrs_epi16(v, b),
+				     _mm256_cmpeq_epi16(_mm256_mullo_epi16(v, b),
+							_mm256_set1_epi16(0x4000)));
 
 	q = _mm256_min_epu16(q, _mm256_set1_epi16((short)((1u << m) - 1)));
 	if (careful) /* zeros and subnormals flush */
