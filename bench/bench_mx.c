@@ -20,7 +20,12 @@
  * state affect them alike. ratio = t(copy) / t(quantizer), both moving the same source
  * bytes. GB/s are from median times; "median" is the median over rounds of each round's
  * ratio (copy and quantizer close together in time, which matters on a shared machine), and
- * the verdict uses it; "min" and "max" are the extreme rounds. Every output is compared with
+ * the verdict uses it; "min" and "max" are the extreme rounds; "best" is the ratio of the
+ * fastest copy to the fastest quantizer round, the figure least disturbed by other processes
+ * (shown, not judged); "cpu" is the median of the rounds' ratios of the process's CPU time
+ * (all threads) for the copy and for the quantizer, which leaves out the time either spent
+ * waiting for a core other processes held (shown, not judged). The load average is printed at
+ * the start and the end. Every output is compared with
  * the reference quantizer before timing.
  */
 #include <math.h>
@@ -141,9 +146,29 @@ static int job_verify(const struct job *j, unsigned threads, const struct bench_
 	return 0;
 }
 
-/* One line: GB/s of source, the ratio's median and extremes, the verdict; 1 if missed. */
-static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, unsigned rounds,
-		   size_t src_bytes, double goal)
+/* The process's CPU time (all its threads), ns. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double median_ratio(const uint64_t *a, const uint64_t *b, unsigned rounds)
+{
+	double ratios[MAX_ROUNDS];
+
+	for (unsigned i = 0; i < rounds; i++)
+		ratios[i] = (double)a[i] / (double)(b[i] ? b[i] : 1);
+	qsort(ratios, rounds, sizeof *ratios, cmp_d);
+	return rounds % 2 ? ratios[rounds / 2] : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
+}
+
+/* One line: GB/s of source, the ratio's median and extremes, the verdict; 1 if missed.
+ * tc, tq: wall times of the copy and the quantizer; cc, cq: their CPU times. */
+static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, const uint64_t *cc,
+		   const uint64_t *cq, unsigned rounds, size_t src_bytes, double goal)
 {
 	uint64_t c[MAX_ROUNDS], q[MAX_ROUNDS];
 	double ratios[MAX_ROUNDS];
@@ -155,8 +180,15 @@ static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, uns
 	qsort(ratios, rounds, sizeof *ratios, cmp_d);
 	double r = rounds % 2 ? ratios[rounds / 2]
 			      : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
-	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f   ", what, src_bytes / (double)median(q, rounds),
-	       src_bytes / (double)median(c, rounds), r, ratios[0], ratios[rounds - 1]);
+	uint64_t cbest = c[0], qbest = q[0];
+	for (unsigned i = 1; i < rounds; i++) {
+		cbest = c[i] < cbest ? c[i] : cbest;
+		qbest = q[i] < qbest ? q[i] : qbest;
+	}
+	printf("%-24s %8.2f %9.2f %7.3f %7.3f %7.3f %7.3f %7.3f   ", what,
+	       src_bytes / (double)median(q, rounds), src_bytes / (double)median(c, rounds), r,
+	       ratios[0], ratios[rounds - 1], (double)cbest / (double)qbest,
+	       median_ratio(cc, cq, rounds));
 	if (goal <= 0) {
 		printf("(no goal)\n");
 		return 0;
@@ -172,7 +204,7 @@ static int verdict(const char *what, const uint64_t *tc, const uint64_t *tq, uns
 static int measure(const char *title, unsigned threads, const struct bench_src *s,
 		   const struct job *jobs, size_t njobs, int *missed)
 {
-	uint64_t tc[MAX_ROUNDS], tq[MAX_JOBS][MAX_ROUNDS];
+	uint64_t tc[MAX_ROUNDS], tq[MAX_JOBS][MAX_ROUNDS], cc[MAX_ROUNDS], cq[MAX_JOBS][MAX_ROUNDS];
 	struct pim_error err = { 0 };
 
 	for (size_t i = 0; i < njobs; i++)
@@ -180,14 +212,18 @@ static int measure(const char *title, unsigned threads, const struct bench_src *
 			return -1;
 	/* round 0 warms up (page tables, frequency) and is not counted */
 	for (unsigned r = 0; r <= s->rounds; r++) {
-		uint64_t c = copy_timed(threads, s->dst, s->src, s->bytes);
-		if (r)
+		uint64_t c0 = cpu_ns(), c = copy_timed(threads, s->dst, s->src, s->bytes);
+		if (r) {
 			tc[r - 1] = c;
+			cc[r - 1] = cpu_ns() - c0;
+		}
 		for (size_t i = 0; i < njobs; i++) {
-			uint64_t t0 = now_ns();
+			uint64_t p0 = cpu_ns(), t0 = now_ns();
 			int k = job_run(&jobs[i], threads, jobs[i].impl, s, s->rows, s->out, &err);
-			if (r)
+			if (r) {
 				tq[i][r - 1] = now_ns() - t0;
+				cq[i][r - 1] = cpu_ns() - p0;
+			}
 			if (k < 0) {
 				fprintf(stderr, "bench_mx: %s\n", err.msg);
 				return -1;
@@ -195,15 +231,15 @@ static int measure(const char *title, unsigned threads, const struct bench_src *
 			__asm__ volatile("" : : "r"(s->out) : "memory");
 		}
 	}
-	printf("%-24s %8s %9s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median", "min",
-	       "max", "goal");
+	printf("%-24s %8s %9s %7s %7s %7s %7s %7s   %s\n", title, "GB/s", "copy GB/s", "median",
+	       "min", "max", "best", "cpu", "goal");
 	for (size_t i = 0; i < njobs; i++) {
 		char name[48];
 		enum mx_impl impl = jobs[i].impl;
 		if (impl == MX_IMPL_AUTO) /* the OCP quantizers: AVX-512 or the reference */
 			impl = mx_impl_best() == MX_IMPL_AVX512 ? MX_IMPL_AVX512 : MX_IMPL_REF;
 		snprintf(name, sizeof name, "%s %s", jobs[i].name, mx_impl_name(impl));
-		*missed += verdict(name, tc, tq[i], s->rounds, s->bytes, jobs[i].goal);
+		*missed += verdict(name, tc, tq[i], cc, cq[i], s->rounds, s->bytes, jobs[i].goal);
 	}
 	return 0;
 }
@@ -299,6 +335,21 @@ static int other_cases(const uint16_t *b16, size_t rows, size_t cols, unsigned r
 	return 0;
 }
 
+/* The load average (other processes share the cores and the memory: read the figures with it). */
+static void print_load(const char *when)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/proc/loadavg", "re");
+
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	printf("load average %s: %s\n", when, buf[0] ? buf : "unknown");
+}
+
 int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
@@ -347,6 +398,7 @@ int main(int argc, char **argv)
 	struct bench_src b32 = { MX_SRC_FP32, f32, rows / 2, cols, src_bytes, dst, out, out_ref,
 				 rounds };
 
+	print_load("at the start");
 	printf("1. BF16 -> MX, row blocking, %zu x %zu (%zu MiB source), %u rounds, against memcpy "
 	       "of the source; best path here: %s\n",
 	       rows, cols, src_bytes >> 20, rounds, mx_impl_name(mx_impl_best()));
@@ -375,5 +427,6 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	printf("\n%d of the goals above missed\n", missed);
+	print_load("after sections 1-4");
 	return other_cases(src, rows, cols, rounds);
 }

@@ -142,7 +142,7 @@ enum mx_impl {
 	MX_IMPL_REF,     /* mx_quantize_block() + mx_pack_block() per block */
 	MX_IMPL_GENERIC, /* branch-light portable C */
 	MX_IMPL_AVX2,    /* AVX2 intrinsics, chosen at run time */
-	MX_IMPL_AVX512,  /* AVX-512 F/BW/VL/VBMI + BMI2 rows (columns as AVX2), at run time */
+	MX_IMPL_AVX512,  /* AVX-512 F/BW/VL/VBMI + BMI2, at run time */
 };
 const char *mx_impl_name(enum mx_impl impl);
 /* What MX_IMPL_AUTO resolves to on this CPU (MX_IMPL_AVX512, MX_IMPL_AVX2 or

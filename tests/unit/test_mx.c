@@ -913,6 +913,46 @@ START_TEST(test_fast_eq_ref_edges)
 }
 END_TEST
 
+/*
+ * Every BF16 value in a block with every shared exponent from its own to 11 above it: for each
+ * E = 1 .. 254 all the values of exponent E - 10 .. E (both signs, every significand), shuffled
+ * so that pairs mix exponents (d = 0 and 1), fifteen a block beside an element that pins E at
+ * a moving position. Each implementation must equal the reference bit for bit.
+ */
+START_TEST(test_fast_eq_ref_bf16_all)
+{
+	enum { PER_E = 11 * 256, BLOCKS_E = (PER_E + 14) / 15, GROUP = 16 };
+	static uint16_t b16[GROUP * BLOCKS_E * 16];
+	static uint16_t vals[PER_E];
+
+	rng_state = 77;
+	for (unsigned E0 = 1; E0 <= 254; E0 += GROUP) {
+		size_t nb = 0;
+		for (unsigned E = E0; E < E0 + GROUP && E <= 254; E++) {
+			unsigned n = 0;
+			for (unsigned e = E > 10 ? E - 10 : 0; e <= E; e++)
+				for (unsigned v = 0; v < 256; v++) /* sign and significand */
+					vals[n++] = (uint16_t)((v >> 7) << 15 | e << 7 | (v & 0x7f));
+			for (unsigned k = n - 1; k > 0; k--) { /* Fisher-Yates */
+				unsigned r = (unsigned)(rnd() % (k + 1));
+				uint16_t t = vals[k];
+				vals[k] = vals[r];
+				vals[r] = t;
+			}
+			for (unsigned k = 0; k < n; k += 15, nb++) {
+				uint16_t *blk = b16 + 16 * nb;
+				unsigned pin = (unsigned)(nb % 16);
+				for (unsigned j = 0, i = k; j < 16; j++)
+					blk[j] = j == pin ? (uint16_t)(E << 7 | (rnd() & 0x807f))
+					       : i < n	  ? vals[i++]
+							  : 0;
+			}
+		}
+		compare_impls(MX_SRC_BF16, b16, 1, nb * 16, MX_DIR_ROW);
+	}
+}
+END_TEST
+
 START_TEST(test_fast_eq_ref_normal)
 {
 	enum { N = 512 * 525 };
@@ -1199,6 +1239,7 @@ static Suite *mx_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_fast_eq_ref_bits, 0, 2);
 	tcase_add_test(tc, test_fast_eq_ref_normal);
+	tcase_add_test(tc, test_fast_eq_ref_bf16_all);
 	tcase_add_loop_test(tc, test_fast_eq_ref_edges, 0, 4);
 	tcase_add_test(tc, test_split_blocks);
 	tcase_add_test(tc, test_mt_eq_single);
