@@ -40,6 +40,7 @@ struct loaded {
 		size_t regions;
 	} origins[8];
 	size_t n_origins;
+	bool from_fetched; /* the metrics are the rows just fetched from the catalogue, in memory */
 };
 #define LOADED_HOSTS 8
 
@@ -225,9 +226,11 @@ static int loaded_metric(void *ctx, const Pim__RegionMetrics *mt)
 
 /*
  * Each region's metrics, read row by row into the region (never held as a list: a million
- * metrics rows as protobuf-c structures would take ~200 MB).
+ * metrics rows as protobuf-c structures would take ~200 MB); from the rows fill fetched from
+ * the catalogue when l->from_fetched (they are being stored meanwhile).
  */
-static int load_metrics(struct rpc_context *ctx, struct loaded *l, struct pim_error *err)
+static int load_metrics(struct rpc_context *ctx, struct loaded *l, const struct catalogue_fill *fill,
+			struct pim_error *err)
 {
 	struct metrics_merge mm = { .l = l };
 	uint32_t *by_id = NULL;
@@ -244,14 +247,20 @@ static int load_metrics(struct rpc_context *ctx, struct loaded *l, struct pim_er
 		qsort_r(by_id, l->n_regions, sizeof *by_id, cmp_region_id, l->regions);
 		mm.by_id = by_id;
 	}
-	r = store_metrics_each(ctx->store, l->model_id, ctx->platform->row, loaded_metric, &mm, err);
+	if (l->from_fetched)
+		r = catalogue_fill_each(fill, loaded_metric, &mm) == -ENOMEM ? err_set(err, -ENOMEM, "out of memory") : 0;
+	else
+		r = store_metrics_each(ctx->store, l->model_id, ctx->platform->row, loaded_metric, &mm, err);
 	free(by_id);
 	return r;
 }
 
 /* The model, its version and its metrics as of one state of the store: another connection may
- * change them meanwhile (pimd's work thread has its own). */
-static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
+ * change them meanwhile (pimd's work thread has its own).  The metrics are fill's rows in memory
+ * when the model is still as it was when they were asked for (catalogue_fill: nothing else
+ * changed it, and they are not committed yet), else the store's. */
+static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, const struct catalogue_fill *fill,
+		     struct pim_error *err)
 {
 	static const struct store_model_walker walker = { .region = loaded_region, .operand = loaded_operand };
 	int r = store_read_begin(ctx->store, err);
@@ -270,8 +279,10 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 		else if (r == -EIO && !err->msg[0])
 			r = err_set(err, -EIO, "model \"%s\" has more regions than its summary says", name);
 	}
-	if (r >= 0)
-		r = load_metrics(ctx, l, err);
+	if (r >= 0) {
+		l->from_fetched = fill && fill->rows && l->model_id == fill->model_id && l->version == fill->version_before;
+		r = load_metrics(ctx, l, fill, err);
+	}
 	store_read_end(ctx->store);
 	if (r < 0)
 		return r;
@@ -285,12 +296,13 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 	return 0;
 }
 
-static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
+static int load(struct rpc_context *ctx, const char *name, struct loaded *l, const struct catalogue_fill *fill,
+		struct pim_error *err)
 {
 	memset(l, 0, sizeof *l);
 	if (!manifest_name_valid(name))
 		return err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
-	return load_read(ctx, name, l, err);
+	return load_read(ctx, name, l, fill, err);
 }
 
 /* This host's B_cpu as queries use it: configured, else measured, else the paper's. */
@@ -554,6 +566,24 @@ static int fill_from_catalogue(struct rpc_context *ctx, const char *name, struct
 	return catalogue_fill(ctx->catalogue, ctx->store, ctx->platform->row, name, fill, err);
 }
 
+/*
+ * Before an answer is sent: the rows fetched for it are committed (catalogue_fill_finish).  An
+ * answer computed from them in memory is stored under the model's version as committed, or not
+ * at all when another change came between (l->version -1).  < 0: the store failed, and the
+ * answer, which would say they are kept, is not sent.
+ */
+static int fill_finish(struct rpc_context *ctx, struct catalogue_fill *fill, struct loaded *l, struct pim_error *err)
+{
+	int64_t version;
+
+	if (!fill->rows)
+		return 0;
+	int r = catalogue_fill_finish(ctx->catalogue, fill, &version, err);
+	if (r >= 0 && l && l->from_fetched)
+		l->version = version;
+	return r;
+}
+
 /* What "marginal" rests on: the regions with a measured spread, and B_cpu's. */
 static void marginal_notes(struct reply *b, Pim__PlacementReply *r, const struct loaded *l,
 			   const struct placement_params *p)
@@ -695,20 +725,23 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
 	cache_key(key, sizeof key, "v3", &p, placement_granularity_name(gran), placement_movement_model_name(move),
 		  cores, n_cores, q->summary_only);
-	Pim__PlacementReply *cached = cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
+	/* (rows just fetched: no answer can be stored for them yet) */
+	Pim__PlacementReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
 	if (cached) {
 		cached->cached = true;
 		if (cached->catalogue)
 			cached->catalogue->fetched = false;
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
 	}
-	if (load(ctx, q->model, &l, &err) < 0) {
+	if (load(ctx, q->model, &l, &fill, &err) < 0) {
+		fill_finish(ctx, &fill, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
 	/* A region row takes ~150 bytes of reply: refuse early what cannot be sent. */
 	if (!q->summary_only && (double)l.n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
 		size_t n = l.n_regions;
+		fill_finish(ctx, &fill, NULL, NULL);
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "placement: %zu regions x %zu core counts do not fit a reply of "
@@ -720,6 +753,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				      .movement = (enum placement_movement_model)move,
 				      .core_counts = cores, .n_core_counts = n_cores };
 	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
+		fill_finish(ctx, &fill, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -749,8 +783,12 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 						 : "the resident model's estimate, below Eq. 8's upper bound");
 	}
 	placement_result_free(&res);
+	if (fill_finish(ctx, &fill, &l, &err) < 0) {
+		loaded_free(&l);
+		return reply_fail(&b, &err);
+	}
 	/* (an answer that says the catalogue did not answer is not kept: the next one asks again) */
-	if (!b.oom && !(fill.asked && !fill.fetched))
+	if (!b.oom && !(fill.asked && !fill.fetched) && l.version >= 0)
 		cache_put(ctx, &l, key, &pr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
@@ -1010,7 +1048,7 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	j->sw.sigmas = j->sigmas;
 	/* The store and the labels are read here, on the event loop; only the sweep moves. */
 	const char *csv = q->labels_csv ? q->labels_csv : "";
-	if (merge_params(ctx, q->params, &j->p, &err) < 0 || load(ctx, q->model, &j->l, &err) < 0 ||
+	if (merge_params(ctx, q->params, &j->p, &err) < 0 || load(ctx, q->model, &j->l, NULL, &err) < 0 ||
 	    calibrate_parse_labels(csv, strlen(csv), j->l.regions, j->l.n_regions, &j->labels,
 				   &err) < 0) {
 		calibrate_job_release(j);
@@ -1071,10 +1109,11 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	char key[1024];
 	cache_key(key, sizeof key, "decisions-v1", &p, placement_granularity_name(gran),
 		  placement_movement_model_name(move), &p.n_core, 1, false);
-	Pim__DecisionsReply *cached = cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
+	Pim__DecisionsReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
 	if (cached)
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_DECISIONS, cached);
-	if (load(ctx, q->model, &l, &err) < 0) {
+	if (load(ctx, q->model, &l, &fill, &err) < 0) {
+		fill_finish(ctx, &fill, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -1083,6 +1122,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		if (l.regions[i].id >= limit64)
 			limit64 = (uint64_t)l.regions[i].id + 1;
 	if (limit64 > PLACEMENT_DECISIONS_MAX_ID) {
+		fill_finish(ctx, &fill, NULL, NULL);
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "region ids up to %llu: the client's lookup table allows ids below %u",
@@ -1092,6 +1132,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move };
 	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
+		fill_finish(ctx, &fill, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -1105,11 +1146,15 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		dr->known_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
 		dr->known_bitmap.len = (limit + 7) / 8;
 	}
-	if (!b.oom) {
+	if (!b.oom)
 		decisions_fill(dr, &l, &res);
-		cache_put(ctx, &l, key, &dr->base);
-	}
 	placement_result_free(&res);
+	if (fill_finish(ctx, &fill, &l, &err) < 0) {
+		loaded_free(&l);
+		return reply_fail(&b, &err);
+	}
+	if (!b.oom && l.version >= 0)
+		cache_put(ctx, &l, key, &dr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
 }

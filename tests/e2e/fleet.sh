@@ -145,6 +145,37 @@ check "the next answer is local (fetched false)" json_is "$T/b2.json" '.catalogu
 check "B asked the catalogue once in all" lookups_are b 1
 ctl b placement three-on-b --svg "$T/b.svg" >/dev/null 2>&1
 check "B's SVG picture says where the metrics come from" grep -q "fleet catalogue, measured on host host-a" "$T/b.svg"
+# B's first answer was computed from the rows it fetched (in memory, while they were stored):
+# the same query answered again from its stored answer, and once more computed from its local
+# store (stored answers dropped), says the same
+ctl b --json placement three-on-b > "$T/b3.json" 2>&1
+check "B's second identical query is its stored answer, stored under the committed version" json_is "$T/b3.json" \
+	'.cached and .catalogue.fetched == false'
+sqlite3 "$T/b/pimd.db" "DELETE FROM decisions"
+ctl b --json placement three-on-b > "$T/b4.json" 2>&1
+check "B's answer computed from its local store is not a stored one" json_is "$T/b4.json" \
+	'(.cached | not) and .catalogue.fetched == false and .catalogue.host == "host-a"'
+check "B's first answer (fetched rows) and its answer from the local store are identical" \
+	sh -c "[ \"\$(jq -S 'del(.cached, .catalogue.fetched, .notes)' '$T/b.json')\" = \"\$(jq -S 'del(.cached, .catalogue.fetched, .notes)' '$T/b4.json')\" ]"
+check "B's notes: only the first says fetched for this answer" sh -c \
+	"jq -r '.notes[]' '$T/b.json' | grep -q 'fetched for this answer, kept in the local store' &&
+	 jq -r '.notes[]' '$T/b4.json' | grep -q 'regions use metrics from the fleet catalogue.*(kept in the local store'"
+check "B still asked the catalogue once in all" lookups_are b 1
+grep -q "5 regions taken from the fleet catalogue (fetched in .* ms, stored in .* ms while the answer was computed)" \
+	"$T/b.log" && ok "B's log: the rows were stored while the answer was computed" ||
+	bad "B's log: the rows were stored while the answer was computed"
+# after a restart, B answers the model from its own store without the catalogue (unreachable now)
+kill "$PID_b" && wait "$PID_b"
+URI_SAVED=$URI
+URI="postgresql://$PGUSER@127.0.0.1:1/$PGDATABASE"
+start_pimd b host-b && ok "pimd B restarts, its catalogue unreachable" || bad "pimd B restarts, its catalogue unreachable"
+ctl b --json placement three-on-b --param sigma=0.41 > "$T/b5.json" 2>&1
+check "B after its restart: the catalogue's metrics from its own store, nothing asked" json_is "$T/b5.json" \
+	'(.cached | not) and .catalogue.host == "host-a" and .catalogue.fetched == false and .regions_with_metrics == 5 and ([.notes[] | select(test("did not answer"))] | length == 0)'
+check "B after its restart asked the catalogue nothing" lookups_are b 0
+kill "$PID_b" && wait "$PID_b"
+URI=$URI_SAVED
+start_pimd b host-b && ok "pimd B restarts with its catalogue" || bad "pimd B restarts with its catalogue"
 
 # ------------------------------------------------------------ another platform never matches
 start_pimd c host-c "catalogue_platform = another-kind-of-host" && ok "pimd C starts with another platform key" ||
