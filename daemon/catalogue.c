@@ -745,9 +745,9 @@ out:
 /*
  * The rows of a lookup, kept in memory for the answer that asked for them, while the storer (a
  * thread of its own, on the catalogue's second connection to the local store) stores them in one
- * transaction as they come: the answer does not wait for SQLite's 10,000 upserts before it is
- * computed, nor reads back what it just fetched; it waits for the commit before it is sent
- * (catalogue_fill_finish), so what it says is kept is on disk.
+ * transaction as they come: the answer waits neither for SQLite's 10,000 upserts nor for their
+ * commit, nor reads back what it just fetched.  The storer stores the answer too, once the rows
+ * are committed (catalogue_fill_release), and the next lookup waits for it (catalogue_fill).
  */
 struct catalogue_fetched {
 	struct store *s;                   /* the catalogue's fill_store */
@@ -759,14 +759,11 @@ struct catalogue_fetched {
 	struct lookup_rows *head, **tail;  /* every batch, by region id: the answer reads these */
 	struct lookup_rows *next;          /* the first batch the storer has not taken */
 	bool closed, keep;                 /* no more batches: commit (keep) or roll back */
-	bool done;                         /* the storer committed or rolled back */
-	int r;                             /* the storer's outcome (< 0: err) */
-	struct pim_error err;
-	uint64_t stored, missing;
-	int64_t version;                   /* the model's version as committed; -1: changed meanwhile */
+	bool released;                     /* the answer is done with the rows (answer: what to store) */
+	struct catalogue_answer answer;
 	struct lookup_pos pos;
 	size_t rows;                       /* valid rows fetched */
-	uint64_t t0, t_fetched;            /* now_ns: asked, all rows here */
+	uint64_t t0, t_fetched, t_answered; /* now_ns: asked, all rows here, answered */
 	char what[320];                    /* the model, for the journal: "name" (hash) */
 };
 
@@ -808,15 +805,39 @@ static void *storer_main(void *data)
 		r = store_fetched_end_version(f->s, f->model_id, keep, &version, &e);
 	else if (begun)
 		store_fetched_end(f->s, f->model_id, false, NULL);
+	uint64_t t_stored = now_ns();
+	/* the answer computed from the rows is stored once they are: under the version committed,
+	 * unless another change to the model came first */
 	pthread_mutex_lock(&f->mu);
-	f->r = r;
-	f->err = e;
-	f->stored = stored;
-	f->missing = missing_all;
-	f->version = v_begin == f->version_before ? version : -1;
-	f->done = true;
-	pthread_cond_broadcast(&f->cv);
+	while (!f->released)
+		pthread_cond_wait(&f->cv, &f->mu);
+	struct catalogue_answer a = f->answer;
 	pthread_mutex_unlock(&f->mu);
+	if (keep && r >= 0 && a.put && v_begin == f->version_before)
+		a.put(a.data, f->s, version);
+	if (a.release)
+		a.release(a.data);
+	/* (a failed lookup was not kept: the asking thread said why) */
+	if (keep && r < 0)
+		log_warning("Fleet catalogue: the metrics of model %s fetched for an answer were not stored (%s); "
+			    "the next answer asks the catalogue again", f->what, e.msg);
+	else if (keep) {
+		if (missing_all)
+			log_warning("Fleet catalogue: %" PRIu64 " rows for model %s name regions it lacks; not stored",
+				    missing_all, f->what);
+		if (stored)
+			log_info("Model %s has no metrics here: %" PRIu64 " regions taken from the fleet catalogue "
+				 "(fetched in %.1f ms, answered from them at %.1f ms, stored at %.1f ms)", f->what, stored,
+				 (double)(f->t_fetched - f->t0) / 1e6, (double)(f->t_answered - f->t0) / 1e6,
+				 (double)(t_stored - f->t0) / 1e6);
+	}
+	/* the rows are not needed any more */
+	for (struct lookup_rows *lr = f->head, *next; lr; lr = next) {
+		next = lr->next;
+		PQclear(lr->res);
+		free(lr);
+	}
+	f->head = NULL;
 	return NULL;
 }
 
@@ -896,6 +917,7 @@ static void fetched_close(struct catalogue_fetched *f, bool keep, bool wait)
 	pthread_mutex_lock(&f->mu);
 	f->closed = true;
 	f->keep = keep;
+	f->released |= wait; /* (nothing is answered from rows not kept) */
 	pthread_cond_broadcast(&f->cv);
 	pthread_mutex_unlock(&f->mu);
 	if (wait)
@@ -927,7 +949,11 @@ static int lookup_keep(struct catalogue *c, PGconn *pg, int64_t model_id, int64_
 	if (f && f->pos.bad)
 		log_warning("Fleet catalogue: %d rows for model %s were not valid metrics; skipped", f->pos.bad, hash);
 	if (r < 0) {
-		fetched_free(f);
+		if (f) {
+			/* (the storer rolled back: closed and waited for above) */
+			f->released = true;
+			fetched_free(f);
+		}
 		return r;
 	}
 	*out = f;
@@ -947,37 +973,35 @@ int catalogue_fill_each(const struct catalogue_fill *fill, store_metrics_fn fn, 
 	return 0;
 }
 
-int catalogue_fill_finish(struct catalogue *c, struct catalogue_fill *fill, int64_t *version, struct pim_error *err)
+void catalogue_fill_release(struct catalogue *c, struct catalogue_fill *fill, const struct catalogue_answer *a)
 {
 	struct catalogue_fetched *f = fill->rows;
 
-	if (version)
-		*version = -1;
-	if (!f)
-		return 0;
-	pthread_join(f->thread, NULL);
-	fill->rows = NULL;
-	if (c->pending == f)
-		c->pending = NULL;
-	int r = f->r;
-	if (r < 0) {
-		err_set(err, r, "storing the fleet catalogue's metrics: %s", f->err.msg);
-		fill->fetched = 0;
-	} else {
-		fill->fetched = f->stored;
-		if (version)
-			*version = f->version;
-		if (f->missing)
-			log_warning("Fleet catalogue: %" PRIu64 " rows for model %s name regions it lacks; "
-				    "not stored", f->missing, f->what);
-		uint64_t t = now_ns();
-		if (f->stored)
-			log_info("Model %s has no metrics here: %" PRIu64 " regions taken from the fleet catalogue "
-			 "(fetched in %.1f ms, stored in %.1f ms while the answer was computed)", f->what, f->stored,
-			 (double)(f->t_fetched - f->t0) / 1e6, (double)(t - f->t0) / 1e6);
+	if (!f) {
+		if (a && a->release)
+			a->release(a->data);
+		return;
 	}
+	fill->rows = NULL;
+	pthread_mutex_lock(&f->mu);
+	f->released = true;
+	f->t_answered = now_ns();
+	if (a)
+		f->answer = *a;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Waits for the storer of the last lookup (its rows and answer on disk, or rolled back). */
+static void fill_join(struct catalogue *c)
+{
+	struct catalogue_fetched *f = c->pending;
+
+	if (!f)
+		return;
+	pthread_join(f->thread, NULL);
+	c->pending = NULL;
 	fetched_free(f);
-	return r;
 }
 
 /* One attempt at the lookup: into memory (*f, stored meanwhile) when keep, else into s first. */
@@ -1002,13 +1026,9 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 	int r;
 
 	memset(out, 0, sizeof *out);
-	if (c->pending) {
-		/* an answer that did not wait for its rows: they are stored before anything is asked */
-		out->rows = c->pending;
-		catalogue_fill_finish(c, out, NULL, &e);
-		memset(out, 0, sizeof *out);
-		e = (struct pim_error){ 0 };
-	}
+	/* the last answer did not wait for the rows it fetched: they are stored before the store
+	 * says whether this model is measured (it may be the same one) */
+	fill_join(c);
 	/* whether the model is measured here, and its version then, as of one state of the store */
 	if (store_read_begin(s, &e) < 0)
 		return 0; /* (loading the model says what fails) */
@@ -1065,8 +1085,10 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 		/* the answer is computed from these while the storer stores them; none: the
 		 * (empty) transaction is committed now */
 		out->rows = c->pending = f;
-		if (r == 0)
-			return catalogue_fill_finish(c, out, NULL, err);
+		if (r == 0) {
+			catalogue_fill_release(c, out, NULL);
+			fill_join(c);
+		}
 		return 0;
 	}
 	if (r > 0)
@@ -1295,11 +1317,7 @@ void catalogue_free(struct catalogue *c)
 		PQfinish(c->pub);
 	if (c->look)
 		PQfinish(c->look);
-	if (c->pending) {
-		struct catalogue_fill f = { .rows = c->pending };
-		struct pim_error e = { 0 };
-		catalogue_fill_finish(c, &f, NULL, &e);
-	}
+	fill_join(c);
 	store_close(c->store);
 	store_close(c->fill_store);
 	pthread_mutex_destroy(&c->mu);

@@ -77,7 +77,7 @@ struct catalogue_fetched;
 /* What catalogue_fill found for a model. */
 struct catalogue_fill {
 	bool asked;                /* the model had no metrics here: the catalogue was asked */
-	size_t fetched;            /* regions from the catalogue (stored, after catalogue_fill_finish) */
+	size_t fetched;            /* regions from the catalogue */
 	char error[512];           /* why it was not asked or did not answer ("" when it did) */
 	int64_t model_id;          /* the model asked for, and its version then (store_model_version) */
 	int64_t version_before;
@@ -98,21 +98,29 @@ struct catalogue_fill {
  *
  * A model of up to CATALOGUE_FILL_MEMORY_REGIONS regions is answered from the fetched rows
  * (out->rows): the catalogue's storer stores them meanwhile, on a connection of its own, in one
- * transaction, and the caller must call catalogue_fill_finish before it sends its answer (and
- * before it asks for another model); a larger one is stored before catalogue_fill returns.
+ * transaction, and the caller calls catalogue_fill_release once its answer is computed, without
+ * waiting for the commit; the next catalogue_fill (so the next answer that may ask the catalogue)
+ * waits for it, and then finds the model measured here.  A larger model is stored before
+ * catalogue_fill returns.
  */
 int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, const char *model,
 		   struct catalogue_fill *out, struct pim_error *err);
 /* fn for each row of fill->rows by region id (none without rows), as store_metrics_each. */
 int catalogue_fill_each(const struct catalogue_fill *fill, store_metrics_fn fn, void *ctx);
-/*
- * Waits until fill->rows are committed durably (the model's stored answers dropped) and frees
- * them; fill->fetched becomes the number of regions stored.  *version: the model's version as
- * committed, under which an answer computed from fill->rows may be stored; -1 when another
- * change to the model came between (then it may not).  < 0 when the store failed (nothing of
- * the rows stays: the answer may not say they are kept).  0 at once without rows.
- */
-int catalogue_fill_finish(struct catalogue *c, struct catalogue_fill *fill, int64_t *version, struct pim_error *err);
+
+/* An answer computed from the rows of a catalogue_fill, to be stored once they are committed. */
+struct catalogue_answer {
+	/* On the storer's thread, with its connection s, once the rows are committed durably: the
+	 * answer is stored under the model's version as committed; not called when the rows were
+	 * not stored, or another change to the model came first. */
+	void (*put)(void *data, struct store *s, int64_t version);
+	/* Called once in any case, after put. */
+	void (*release)(void *data);
+	void *data;
+};
+/* The caller is done with fill->rows (and a, if not NULL: its answer from them, to be stored
+ * with them); returns at once. */
+void catalogue_fill_release(struct catalogue *c, struct catalogue_fill *fill, const struct catalogue_answer *a);
 
 struct catalogue_entry {
 	char model_hash[65];

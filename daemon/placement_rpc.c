@@ -551,7 +551,9 @@ static void catalogue_notes(struct reply *b, Pim__PlacementReply *r, const struc
 	reply_append(b, &r->notes, &r->n_notes, "%zu of %zu regions use metrics from the fleet catalogue, measured on "
 		     "host %s on %s with the %s backend%s (%s%s); this host has not measured them", l->n_catalogue,
 		     l->n_regions, o->host, when, o->backend, l->n_origins > 1 ? " and on other hosts" : "",
-		     m->fetched ? "fetched for this answer, kept in the local store" : "kept in the local store",
+		     !m->fetched ? "kept in the local store"
+		     : l->from_fetched ? "fetched for this answer, being stored in the local store"
+					: "fetched for this answer, kept in the local store",
 		     strcmp(o->backend, "timing") == 0 ? "; timing-backend estimates" : "");
 }
 
@@ -564,24 +566,6 @@ static int fill_from_catalogue(struct rpc_context *ctx, const char *name, struct
 	if (!ctx->catalogue || !ctx->may_block || !manifest_name_valid(name))
 		return 0;
 	return catalogue_fill(ctx->catalogue, ctx->store, ctx->platform->row, name, fill, err);
-}
-
-/*
- * Before an answer is sent: the rows fetched for it are committed (catalogue_fill_finish).  An
- * answer computed from them in memory is stored under the model's version as committed, or not
- * at all when another change came between (l->version -1).  < 0: the store failed, and the
- * answer, which would say they are kept, is not sent.
- */
-static int fill_finish(struct rpc_context *ctx, struct catalogue_fill *fill, struct loaded *l, struct pim_error *err)
-{
-	int64_t version;
-
-	if (!fill->rows)
-		return 0;
-	int r = catalogue_fill_finish(ctx->catalogue, fill, &version, err);
-	if (r >= 0 && l && l->from_fetched)
-		l->version = version;
-	return r;
 }
 
 /* What "marginal" rests on: the regions with a measured spread, and B_cpu's. */
@@ -631,6 +615,66 @@ static void cache_put(struct rpc_context *ctx, const struct loaded *l, const cha
 	versioned_key(vkey, sizeof vkey, key, l->version);
 	/* by the writer thread: the event loop does not wait for the disk */
 	reply_store_decision(ctx, l->model_id, vkey, buf, n, l->summary->name);
+}
+
+/* An answer computed from rows just fetched from the catalogue, which the catalogue's storer
+ * stores once they are committed (catalogue_answer). */
+struct later_answer {
+	int64_t model_id, platform_id;
+	uint8_t *packed;
+	size_t len;
+	char key[];
+};
+
+static void later_put(void *data, struct store *s, int64_t version)
+{
+	struct later_answer *a = data;
+	struct pim_error err = { 0 };
+	char vkey[1100];
+
+	versioned_key(vkey, sizeof vkey, a->key, version);
+	if (store_decision_put(s, a->model_id, a->platform_id, vkey, a->packed, a->len, &err) < 0)
+		log_warning("An answer from the fleet catalogue's metrics was not stored: %s", err.msg);
+}
+
+static void later_release(void *data)
+{
+	struct later_answer *a = data;
+
+	free(a->packed);
+	free(a);
+}
+
+/*
+ * The answer (m, NULL if it is not to be stored) is computed: the rows this answer fetched from
+ * the catalogue, if any, are not needed any more.  An answer computed from them (l->from_fetched)
+ * is stored by the catalogue's storer once they are committed, under the model's version then:
+ * true; else false (the caller stores it as any other, cache_put).
+ */
+static bool fill_release(struct rpc_context *ctx, struct catalogue_fill *fill, const struct loaded *l,
+			 const char *key, const ProtobufCMessage *m)
+{
+	struct catalogue_answer ans = { .put = later_put, .release = later_release };
+	struct later_answer *a = NULL;
+	bool later = fill->rows && l && l->from_fetched;
+
+	if (!fill->rows)
+		return false;
+	size_t n = later && m ? protobuf_c_message_get_packed_size(m) : 0;
+	if (later && m && n <= ctx->max_frame_bytes && (a = calloc(1, sizeof *a + strlen(key) + 1)) &&
+	    (a->packed = malloc(n ? n : 1))) {
+		protobuf_c_message_pack(m, a->packed);
+		a->len = n;
+		a->model_id = l->model_id;
+		a->platform_id = ctx->platform->row;
+		memcpy(a->key, key, strlen(key) + 1);
+		ans.data = a;
+	} else if (a) {
+		free(a);
+		a = NULL;
+	}
+	catalogue_fill_release(ctx->catalogue, fill, a ? &ans : NULL);
+	return later;
 }
 
 /*
@@ -734,14 +778,14 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
 	}
 	if (load(ctx, q->model, &l, &fill, &err) < 0) {
-		fill_finish(ctx, &fill, NULL, NULL);
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
 	/* A region row takes ~150 bytes of reply: refuse early what cannot be sent. */
 	if (!q->summary_only && (double)l.n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
 		size_t n = l.n_regions;
-		fill_finish(ctx, &fill, NULL, NULL);
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "placement: %zu regions x %zu core counts do not fit a reply of "
@@ -753,7 +797,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				      .movement = (enum placement_movement_model)move,
 				      .core_counts = cores, .n_core_counts = n_cores };
 	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
-		fill_finish(ctx, &fill, NULL, NULL);
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -783,12 +827,9 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 						 : "the resident model's estimate, below Eq. 8's upper bound");
 	}
 	placement_result_free(&res);
-	if (fill_finish(ctx, &fill, &l, &err) < 0) {
-		loaded_free(&l);
-		return reply_fail(&b, &err);
-	}
 	/* (an answer that says the catalogue did not answer is not kept: the next one asks again) */
-	if (!b.oom && !(fill.asked && !fill.fetched) && l.version >= 0)
+	bool keep = !b.oom && !(fill.asked && !fill.fetched);
+	if (!fill_release(ctx, &fill, &l, key, keep ? &pr->base : NULL) && keep)
 		cache_put(ctx, &l, key, &pr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
@@ -1113,7 +1154,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	if (cached)
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_DECISIONS, cached);
 	if (load(ctx, q->model, &l, &fill, &err) < 0) {
-		fill_finish(ctx, &fill, NULL, NULL);
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -1122,7 +1163,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		if (l.regions[i].id >= limit64)
 			limit64 = (uint64_t)l.regions[i].id + 1;
 	if (limit64 > PLACEMENT_DECISIONS_MAX_ID) {
-		fill_finish(ctx, &fill, NULL, NULL);
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "region ids up to %llu: the client's lookup table allows ids below %u",
@@ -1132,7 +1173,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move };
 	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
-		fill_finish(ctx, &fill, NULL, NULL);
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -1149,11 +1190,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	if (!b.oom)
 		decisions_fill(dr, &l, &res);
 	placement_result_free(&res);
-	if (fill_finish(ctx, &fill, &l, &err) < 0) {
-		loaded_free(&l);
-		return reply_fail(&b, &err);
-	}
-	if (!b.oom && l.version >= 0)
+	if (!fill_release(ctx, &fill, &l, key, !b.oom ? &dr->base : NULL) && !b.oom)
 		cache_put(ctx, &l, key, &dr->base);
 	loaded_free(&l);
 	return reply_finish(&b);

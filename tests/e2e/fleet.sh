@@ -146,10 +146,10 @@ check "B asked the catalogue once in all" lookups_are b 1
 ctl b placement three-on-b --svg "$T/b.svg" >/dev/null 2>&1
 check "B's SVG picture says where the metrics come from" grep -q "fleet catalogue, measured on host host-a" "$T/b.svg"
 # B's first answer was computed from the rows it fetched (in memory, while they were stored):
-# the same query answered again from its stored answer, and once more computed from its local
-# store (stored answers dropped), says the same
+# the same query answered again is the answer stored with them, and once more computed from its
+# local store (stored answers dropped) it says the same
 ctl b --json placement three-on-b > "$T/b3.json" 2>&1
-check "B's second identical query is its stored answer, stored under the committed version" json_is "$T/b3.json" \
+check "B's identical query is the answer stored with the fetched rows" json_is "$T/b3.json" \
 	'.cached and .catalogue.fetched == false'
 sqlite3 "$T/b/pimd.db" "DELETE FROM decisions"
 ctl b --json placement three-on-b > "$T/b4.json" 2>&1
@@ -158,10 +158,10 @@ check "B's answer computed from its local store is not a stored one" json_is "$T
 check "B's first answer (fetched rows) and its answer from the local store are identical" \
 	sh -c "[ \"\$(jq -S 'del(.cached, .catalogue.fetched, .notes)' '$T/b.json')\" = \"\$(jq -S 'del(.cached, .catalogue.fetched, .notes)' '$T/b4.json')\" ]"
 check "B's notes: only the first says fetched for this answer" sh -c \
-	"jq -r '.notes[]' '$T/b.json' | grep -q 'fetched for this answer, kept in the local store' &&
+	"jq -r '.notes[]' '$T/b.json' | grep -q 'fetched for this answer, being stored in the local store' &&
 	 jq -r '.notes[]' '$T/b4.json' | grep -q 'regions use metrics from the fleet catalogue.*(kept in the local store'"
 check "B still asked the catalogue once in all" lookups_are b 1
-grep -q "5 regions taken from the fleet catalogue (fetched in .* ms, stored in .* ms while the answer was computed)" \
+grep -q "5 regions taken from the fleet catalogue (fetched in .* ms, answered from them at .* ms, stored at .* ms)" \
 	"$T/b.log" && ok "B's log: the rows were stored while the answer was computed" ||
 	bad "B's log: the rows were stored while the answer was computed"
 # after a restart, B answers the model from its own store without the catalogue (unreachable now)
