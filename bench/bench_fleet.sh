@@ -1,8 +1,9 @@
 #!/bin/sh
 # make bench-fleet: the fleet catalogue at scale, under pg_virtualenv.
 # Usage: pg_virtualenv -t sh bench/bench_fleet.sh BUILD_DIR [HOSTS] [REGIONS] [ROUNDS]
-# Environment: FLEET_BASELINE=BUILD_DIR of another build, measured side by side with BUILD_DIR
-# (the two alternate in each round, on the one catalogue); KEEP_LOG=FILE keeps the pimd logs.
+# Environment: FLEET_ROUNDS=N for ROUNDS (make bench-fleet passes three arguments);
+# FLEET_BASELINE=BUILD_DIR of another build, measured side by side with BUILD_DIR (the two
+# alternate in each round, on the one catalogue); KEEP_LOG=FILE keeps the pimd logs.
 #
 # 1. A model of REGIONS regions is loaded into a real pimd (host "new-host"), which has never
 #    measured it: its first placement finds nothing in the catalogue (and computes the model's
@@ -20,7 +21,7 @@ KEEP_LOG=${KEEP_LOG:-}
 B=$(cd "${1:-build}" && pwd)
 HOSTS=${2:-1000}
 REGIONS=${3:-10000}
-ROUNDS=${4:-1}
+ROUNDS=${4:-${FLEET_ROUNDS:-1}}
 BASE=${FLEET_BASELINE:-}
 [ -n "$BASE" ] && BASE=$(cd "$BASE" && pwd)
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench-fleet: ROUNDS must be a number from 1" >&2; exit 2 ;; esac
