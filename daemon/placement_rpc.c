@@ -557,6 +557,23 @@ static void catalogue_notes(struct reply *b, Pim__PlacementReply *r, const struc
 		     strcmp(o->backend, "timing") == 0 ? "; timing-backend estimates" : "");
 }
 
+/* A stored answer's note on where its metrics came from, as of now: kept in the local store,
+ * not fetched for this answer (the phrase is shortened in place). */
+static void note_not_fetched(char *note)
+{
+	static const char *const was[] = { "fetched for this answer, being stored in the local store",
+					   "fetched for this answer, kept in the local store" };
+	static const char now[] = "kept in the local store";
+
+	for (size_t k = 0; note && k < sizeof was / sizeof was[0]; k++) {
+		char *at = strstr(note, was[k]);
+		if (at) {
+			memcpy(at, now, sizeof now - 1);
+			memmove(at + sizeof now - 1, at + strlen(was[k]), strlen(at + strlen(was[k])) + 1);
+		}
+	}
+}
+
 /* For a model this host has not measured, the catalogue's metrics into the store first
  * (catalogue.h); only off the event loop (rpc_where sends such a query there). */
 static int fill_from_catalogue(struct rpc_context *ctx, const char *name, struct catalogue_fill *fill,
@@ -773,8 +790,11 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	Pim__PlacementReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
 	if (cached) {
 		cached->cached = true;
-		if (cached->catalogue)
+		if (cached->catalogue) {
 			cached->catalogue->fetched = false;
+			for (size_t i = 0; i < cached->n_notes; i++)
+				note_not_fetched(cached->notes[i]);
+		}
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
 	}
 	if (load(ctx, q->model, &l, &fill, &err) < 0) {

@@ -149,8 +149,8 @@ check "B's SVG picture says where the metrics come from" grep -q "fleet catalogu
 # the same query answered again is the answer stored with them, and once more computed from its
 # local store (stored answers dropped) it says the same
 ctl b --json placement three-on-b > "$T/b3.json" 2>&1
-check "B's identical query is the answer stored with the fetched rows" json_is "$T/b3.json" \
-	'.cached and .catalogue.fetched == false'
+check "B's identical query is the answer stored with the fetched rows, saying they are kept" json_is "$T/b3.json" \
+	'.cached and .catalogue.fetched == false and ([.notes[] | select(test("fetched for this answer"))] | length == 0) and ([.notes[] | select(test("catalogue.*kept in the local store"))] | length == 1)'
 sqlite3 "$T/b/pimd.db" "DELETE FROM decisions"
 ctl b --json placement three-on-b > "$T/b4.json" 2>&1
 check "B's answer computed from its local store is not a stored one" json_is "$T/b4.json" \
