@@ -8,7 +8,9 @@
 # PostgreSQL stopped while A publishes loses nothing; another platform key gets no match; wrong
 # credentials and an unreachable catalogue say so while pimd answers from its own store;
 # imported counts are published as imported, with the uid, and never preferred over a
-# measurement.
+# measurement.  B's first answer, computed from the rows it fetched while they are stored, is
+# the answer its store gives afterwards, also after a restart without the catalogue; rows that
+# cannot be stored are asked for again.
 set -u
 B=${1:-build}
 B=$(cd "$B" && pwd)
@@ -176,6 +178,29 @@ check "B after its restart asked the catalogue nothing" lookups_are b 0
 kill "$PID_b" && wait "$PID_b"
 URI=$URI_SAVED
 start_pimd b host-b && ok "pimd B restarts with its catalogue" || bad "pimd B restarts with its catalogue"
+
+# ------------------------------------------------------------ fetched rows that cannot be stored
+# G's store is locked by another process while G's first answer fetches: the answer comes from
+# the rows in memory, the storer cannot store them and says so, and the next answer asks again
+start_pimd g host-g "busy_timeout_ms = 300" && ok "pimd G starts" || bad "pimd G starts"
+ctl g model load "$T/three-on-b.json" >/dev/null 2>&1
+(echo "BEGIN IMMEDIATE;"; sleep 2; echo "COMMIT;") | sqlite3 "$T/g/pimd.db" &
+LOCK=$!
+sleep 0.3
+ctl g --json placement three-on-b > "$T/g.json" 2>&1
+check "G answers from the fetched rows while its store is locked" json_is "$T/g.json" \
+	'.catalogue.fetched and .catalogue.host == "host-a" and .regions_with_metrics == 5'
+check "G's answer says the rows are being stored, and decides as B" sh -c \
+	"jq -r '.notes[]' '$T/g.json' | grep -q 'fetched for this answer, being stored in the local store' &&
+	 [ \"\$(jq -c '[.estimates[0].regions[] | {id: .region_id, pim: .pim}]' '$T/g.json')\" = \"\$(jq -c '[.estimates[0].regions[] | {id: .region_id, pim: .pim}]' '$T/b.json')\" ]"
+wait $LOCK
+check "G's log says the fetched rows were not stored" grep -q "fetched for an answer were not stored" "$T/g.log"
+ctl g --json placement three-on-b > "$T/g2.json" 2>&1
+check "G's next answer asks the catalogue again (nothing was stored)" json_is "$T/g2.json" '.catalogue.fetched and (.cached | not)'
+check "G asked the catalogue twice" lookups_are g 2
+ctl g --json placement three-on-b --cores 64,128 > "$T/g3.json" 2>&1
+check "G answers locally once the rows are stored" json_is "$T/g3.json" '.catalogue.fetched == false and .regions_with_metrics == 5'
+check "G asked the catalogue twice in all" lookups_are g 2
 
 # ------------------------------------------------------------ another platform never matches
 start_pimd c host-c "catalogue_platform = another-kind-of-host" && ok "pimd C starts with another platform key" ||
