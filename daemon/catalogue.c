@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,10 @@ struct catalogue {
 	PGconn *pub;                 /* the publisher's */
 	pthread_mutex_t look_mu;     /* the lookups' connection (the work thread's) */
 	PGconn *look;
+	/* the storer's connection to the local store (catalogue_fill); the rows it is storing for
+	 * an answer being computed (the work thread's) */
+	struct store *fill_store;
+	struct catalogue_fetched *pending;
 };
 
 /* ---------------------------------------------------------------- errors and the status */
@@ -559,45 +564,51 @@ static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m)
  * the next batch is on its way while one is stored (lookup_into). */
 #define LOOKUP_BATCH 1024
 
-/* What one batch of the lookup is read into before it is stored. */
+/* What one batch of the lookup is read into before it is stored; kept, with its result (the
+ * strings point into it), while the first answer is computed from memory (struct fetched). */
 struct lookup_rows {
 	Pim__RegionMetrics m[LOOKUP_BATCH];
 	const Pim__RegionMetrics *ptr[LOOKUP_BATCH];
 	char source[LOOKUP_BATCH][96];
+	size_t n;
+	PGresult *res;
+	struct lookup_rows *next;
 };
 
-/* One batch of the lookup's rows into s: rows taken (*stored) and skipped (*bad); < 0 when the
- * store failed (*store_failed) or the batch is not what was asked for. */
-static int lookup_batch(PGresult *res, struct lookup_rows *lr, struct store *s, int64_t model_id,
-			int64_t platform_row, uint64_t n_regions, uint64_t *rows, uint64_t *stored, int *bad,
-			bool *store_failed, struct pim_error *err)
-{
-	struct pim_error e = { 0 };
-	size_t n = 0, missing;
+/* Where a lookup is in its rows: counted, and the last region id (they come by region id). */
+struct lookup_pos {
+	uint64_t rows, n_regions;
+	int64_t last_id;
+	int bad;
+};
 
+/* One batch of the lookup's rows into lr (lr->n valid rows; others counted in p->bad); -EPROTO
+ * when the batch is not what was asked for: other columns, more rows than the model has
+ * regions, region ids not ascending (each region once). */
+static int lookup_parse(PGresult *res, struct lookup_rows *lr, struct lookup_pos *p, struct pim_error *err)
+{
+	lr->n = 0;
 	if (!lookup_types_ok(res) || PQntuples(res) > LOOKUP_BATCH)
 		return err_set(err, -EPROTO, "the catalogue's lookup returned other columns than asked for");
 	for (int i = 0; i < PQntuples(res); i++) {
-		Pim__RegionMetrics *m = &lr->m[n];
-		if (++*rows > n_regions)
+		Pim__RegionMetrics *m = &lr->m[lr->n];
+		if (++p->rows > p->n_regions)
 			return err_set(err, -EPROTO, "the catalogue returned more rows than the model's %" PRIu64
-				       " regions", n_regions);
+				       " regions", p->n_regions);
 		*m = (Pim__RegionMetrics)PIM__REGION_METRICS__INIT;
 		if (lookup_row(res, i, m) < 0) {
-			++*bad;
+			p->bad++;
 			continue;
 		}
-		snprintf(lr->source[n], sizeof lr->source[n], "fleet catalogue: host %s, %s backend", m->origin_host,
-			 m->origin_backend);
-		m->source = lr->source[n];
-		lr->ptr[n++] = m;
+		if ((int64_t)m->region_id <= p->last_id)
+			return err_set(err, -EPROTO, "the catalogue's rows are not by region id (region %u after %" PRId64
+				       ")", m->region_id, p->last_id);
+		p->last_id = m->region_id;
+		snprintf(lr->source[lr->n], sizeof lr->source[lr->n], "fleet catalogue: host %s, %s backend",
+			 m->origin_host, m->origin_backend);
+		m->source = lr->source[lr->n];
+		lr->ptr[lr->n++] = m;
 	}
-	if (store_fetched_put_many(s, model_id, platform_row, lr->ptr, n, &missing, &e) < 0) {
-		*store_failed = true;
-		return err_set(err, e.code, "%s", e.msg);
-	}
-	*bad += (int)missing; /* regions the model lacks */
-	*stored += n - missing;
 	return 0;
 }
 
@@ -622,18 +633,17 @@ static PGresult *fetch_take(PGconn *pg, struct pim_error *err)
 	return NULL;
 }
 
-/* The lookup's batches into s while the next one comes (PostgreSQL reads and sends it on its
- * own core while this one is stored in SQLite). */
-static int lookup_fetch_all(PGconn *pg, struct store *s, int64_t model_id, int64_t platform_row, uint64_t n_regions,
-			    uint64_t *stored, int *bad, bool *store_failed, struct pim_error *err)
+/*
+ * The lookup's batches, each to batch(ctx, res, err) while the next one comes (PostgreSQL reads
+ * and sends it on its own core meanwhile).  batch returns 1 when it keeps res (it clears it
+ * then), 0 when res may be cleared, < 0 to stop.
+ */
+static int lookup_fetch_all(PGconn *pg, int (*batch)(void *ctx, PGresult *res, struct pim_error *err), void *ctx,
+			    struct pim_error *err)
 {
-	struct lookup_rows *lr = malloc(sizeof *lr);
-	uint64_t rows = 0;
 	bool more = true;
 	int r;
 
-	if (!lr)
-		return err_set(err, -ENOMEM, "out of memory");
 	if ((r = fetch_send(pg, err)) < 0)
 		more = false;
 	while (more) {
@@ -642,14 +652,14 @@ static int lookup_fetch_all(PGconn *pg, struct store *s, int64_t model_id, int64
 			r = -EIO;
 			break;
 		}
-		int n = PQntuples(res);
+		int n = PQntuples(res), k = 0;
 		more = n == LOOKUP_BATCH;
 		if (more && (r = fetch_send(pg, err)) < 0)
 			more = false;
-		if (r >= 0 && n > 0)
-			r = lookup_batch(res, lr, s, model_id, platform_row, n_regions, &rows, stored, bad, store_failed,
-					 err);
-		PQclear(res);
+		if (r >= 0 && n > 0 && (k = batch(ctx, res, err)) < 0)
+			r = k;
+		if (k != 1)
+			PQclear(res);
 		if (r < 0 && more) {
 			/* the batch asked for is not wanted any more */
 			PGresult *rest;
@@ -658,8 +668,37 @@ static int lookup_fetch_all(PGconn *pg, struct store *s, int64_t model_id, int64
 			more = false;
 		}
 	}
-	free(lr);
-	return r;
+	return r < 0 ? r : 0;
+}
+
+/* ------------------------------------------ a large model: stored first, then read back */
+
+struct store_batches {
+	struct lookup_rows *lr;
+	struct lookup_pos pos;
+	struct store *s;
+	int64_t model_id, platform_row;
+	uint64_t stored;
+	bool store_failed;
+};
+
+/* A batch into the store, on the asking thread. */
+static int store_batch(void *ctx, PGresult *res, struct pim_error *err)
+{
+	struct store_batches *sb = ctx;
+	struct pim_error e = { 0 };
+	size_t missing;
+	int r = lookup_parse(res, sb->lr, &sb->pos, err);
+
+	if (r < 0)
+		return r;
+	if (store_fetched_put_many(sb->s, sb->model_id, sb->platform_row, sb->lr->ptr, sb->lr->n, &missing, &e) < 0) {
+		sb->store_failed = true;
+		return err_set(err, e.code, "%s", e.msg);
+	}
+	sb->pos.bad += (int)missing; /* regions the model lacks */
+	sb->stored += sb->lr->n - missing;
+	return 0;
 }
 
 /* The model's metrics from the catalogue into s (one transaction, fetched through a cursor):
@@ -668,19 +707,25 @@ static int lookup_into(struct catalogue *c, PGconn *pg, struct store *s, int64_t
 		       const char *hash, uint64_t n_regions, bool *store_failed, struct pim_error *err)
 {
 	const char *vals[2] = { hash, c->platform_key };
-	uint64_t stored = 0;
-	int r, bad = 0;
+	struct store_batches sb = { .pos = { .n_regions = n_regions, .last_id = -1 }, .s = s, .model_id = model_id,
+				    .platform_row = platform_row };
+	int r;
 
 	*store_failed = false;
 	if ((r = exec_ok(pg, "BEGIN READ ONLY", 0, NULL, err)) < 0)
 		return r;
 	if ((r = exec_ok(pg, SQL_LOOKUP_CURSOR, 2, vals, err)) < 0)
 		goto out;
+	if (!(sb.lr = malloc(sizeof *sb.lr))) {
+		r = err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
 	if ((r = store_fetched_begin(s, err)) < 0) {
 		*store_failed = true;
 		goto out;
 	}
-	r = lookup_fetch_all(pg, s, model_id, platform_row, n_regions, &stored, &bad, store_failed, err);
+	r = lookup_fetch_all(pg, store_batch, &sb, err);
+	*store_failed = sb.store_failed;
 	/* nothing of a failed lookup is kept: the next query asks again */
 	int k = store_fetched_end(s, model_id, r >= 0, r >= 0 ? err : NULL);
 	if (r >= 0 && k < 0) {
@@ -688,36 +733,331 @@ static int lookup_into(struct catalogue *c, PGconn *pg, struct store *s, int64_t
 		r = k;
 	}
 out:
+	free(sb.lr);
 	exec_ok(pg, r < 0 && PQtransactionStatus(pg) == PQTRANS_INERROR ? "ROLLBACK" : "COMMIT", 0, NULL, NULL);
-	if (bad)
-		log_warning("Fleet catalogue: %d rows for model %s were not valid metrics of its regions; skipped", bad,
-			    hash);
-	return r < 0 ? r : (int)stored;
+	if (sb.pos.bad)
+		log_warning("Fleet catalogue: %d rows for model %s were not valid metrics of its regions; skipped",
+			    sb.pos.bad, hash);
+	return r < 0 ? r : (int)sb.stored;
+}
+
+/* ------------------------------------------ answered from memory while another thread stores */
+
+/*
+ * The rows of a lookup, kept in memory for the answer that asked for them, while the storer (a
+ * thread of its own, on the catalogue's second connection to the local store) stores them in one
+ * transaction as they come: the answer waits neither for SQLite's 10,000 upserts nor for their
+ * commit, nor reads back what it just fetched.  The storer stores the answer too, once the rows
+ * are committed (catalogue_fill_release), and the next lookup waits for it (catalogue_fill).
+ */
+struct catalogue_fetched {
+	struct store *s;                   /* the catalogue's fill_store */
+	int64_t model_id, platform_row;
+	int64_t version_before;            /* the model's version when it was found unmeasured */
+	pthread_t thread;
+	pthread_mutex_t mu;                /* what follows */
+	pthread_cond_t cv;
+	struct lookup_rows *head, **tail;  /* every batch, by region id: the answer reads these */
+	struct lookup_rows *next;          /* the first batch the storer has not taken */
+	bool closed, keep;                 /* no more batches: commit (keep) or roll back */
+	bool released;                     /* the answer is done with the rows (answer: what to store) */
+	struct catalogue_answer answer;
+	struct lookup_pos pos;
+	size_t rows;                       /* valid rows fetched */
+	uint64_t t0, t_fetched, t_answered; /* now_ns: asked, all rows here, answered */
+	char what[320];                    /* the model, for the journal: "name" (hash) */
+};
+
+/* The storer's nice value (setpriority), above pimd's own. */
+#define CATALOGUE_STORER_NICE 10
+
+static void *storer_main(void *data)
+{
+	struct catalogue_fetched *f = data;
+	struct pim_error e = { 0 };
+	uint64_t stored = 0, missing_all = 0;
+	int64_t v_begin = 0, version = 0;
+	int r;
+
+	/* the answer waiting for the rows goes first where cores are short: storing them is for
+	 * the next answers (a failure leaves the thread as it was) */
+	setpriority(PRIO_PROCESS, (id_t)gettid(), CATALOGUE_STORER_NICE);
+	if (store_found_readonly(f->s))
+		store_reconnect(f->s, NULL);
+	/* the write lock from here to the commit: a change another connection makes to the model
+	 * comes before (the version tells) or after (it sees these rows) */
+	if ((r = store_fetched_begin(f->s, &e)) >= 0 && (r = store_model_version(f->s, f->model_id, &v_begin, &e)) < 0)
+		store_fetched_end(f->s, f->model_id, false, NULL);
+	bool begun = r >= 0;
+	pthread_mutex_lock(&f->mu);
+	for (;;) {
+		while (!f->next && !f->closed)
+			pthread_cond_wait(&f->cv, &f->mu);
+		struct lookup_rows *lr = f->next;
+		if (!lr)
+			break;
+		f->next = lr->next;
+		pthread_mutex_unlock(&f->mu);
+		size_t missing;
+		if (r >= 0 && (r = store_fetched_put_many(f->s, f->model_id, f->platform_row, lr->ptr, lr->n, &missing,
+							  &e)) >= 0) {
+			stored += lr->n - missing;
+			missing_all += missing;
+		}
+		pthread_mutex_lock(&f->mu);
+	}
+	bool keep = f->keep;
+	pthread_mutex_unlock(&f->mu);
+	if (begun && r >= 0)
+		r = store_fetched_end_version(f->s, f->model_id, keep, &version, &e);
+	else if (begun)
+		store_fetched_end(f->s, f->model_id, false, NULL);
+	uint64_t t_stored = now_ns();
+	/* the answer computed from the rows is stored once they are: under the version committed,
+	 * unless another change to the model came first */
+	pthread_mutex_lock(&f->mu);
+	while (!f->released)
+		pthread_cond_wait(&f->cv, &f->mu);
+	struct catalogue_answer a = f->answer;
+	pthread_mutex_unlock(&f->mu);
+	if (keep && r >= 0 && a.put && v_begin == f->version_before)
+		a.put(a.data, f->s, version);
+	if (a.release)
+		a.release(a.data);
+	/* (a failed lookup was not kept: the asking thread said why) */
+	if (keep && r < 0)
+		log_warning("Fleet catalogue: the metrics of model %s fetched for an answer were not stored (%s); "
+			    "the next answer asks the catalogue again", f->what, e.msg);
+	else if (keep) {
+		if (missing_all)
+			log_warning("Fleet catalogue: %" PRIu64 " rows for model %s name regions it lacks; not stored",
+				    missing_all, f->what);
+		if (stored)
+			log_info("Model %s has no metrics here: %" PRIu64 " regions taken from the fleet catalogue "
+				 "(fetched in %.1f ms, answered from them at %.1f ms, stored at %.1f ms)", f->what, stored,
+				 (double)(f->t_fetched - f->t0) / 1e6, (double)(f->t_answered - f->t0) / 1e6,
+				 (double)(t_stored - f->t0) / 1e6);
+	}
+	/* the rows are not needed any more */
+	for (struct lookup_rows *lr = f->head, *next; lr; lr = next) {
+		next = lr->next;
+		PQclear(lr->res);
+		free(lr);
+	}
+	f->head = NULL;
+	return NULL;
+}
+
+static void fetched_free(struct catalogue_fetched *f)
+{
+	if (!f)
+		return;
+	for (struct lookup_rows *lr = f->head, *next; lr; lr = next) {
+		next = lr->next;
+		PQclear(lr->res);
+		free(lr);
+	}
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	free(f);
+}
+
+/* The storer for model_id's rows, started (waiting for them); NULL when out of memory or
+ * threads. */
+static struct catalogue_fetched *fetched_start(struct store *fs, int64_t model_id, int64_t platform_row,
+					       int64_t version_before, uint64_t n_regions)
+{
+	struct catalogue_fetched *f = calloc(1, sizeof *f);
+
+	if (!f)
+		return NULL;
+	f->s = fs;
+	f->model_id = model_id;
+	f->platform_row = platform_row;
+	f->version_before = version_before;
+	f->tail = &f->head;
+	f->pos = (struct lookup_pos){ .n_regions = n_regions, .last_id = -1 };
+	f->t0 = now_ns();
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int r = pthread_create(&f->thread, NULL, storer_main, f);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		fetched_free(f);
+		return NULL;
+	}
+	return f;
+}
+
+/* A batch kept in memory and handed to the storer. */
+static int fetched_batch(void *ctx, PGresult *res, struct pim_error *err)
+{
+	struct catalogue_fetched *f = ctx;
+	struct lookup_rows *lr = malloc(sizeof *lr);
+	int r;
+
+	if (!lr)
+		return err_set(err, -ENOMEM, "out of memory");
+	if ((r = lookup_parse(res, lr, &f->pos, err)) < 0 || lr->n == 0) {
+		free(lr);
+		return r < 0 ? r : 0;
+	}
+	lr->res = res;
+	lr->next = NULL;
+	f->rows += lr->n;
+	pthread_mutex_lock(&f->mu);
+	*f->tail = lr;
+	f->tail = &lr->next;
+	if (!f->next)
+		f->next = lr;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	return 1;
+}
+
+/* No more rows: the storer commits them (keep) or rolls them back; waits for it when wait. */
+static void fetched_close(struct catalogue_fetched *f, bool keep, bool wait)
+{
+	pthread_mutex_lock(&f->mu);
+	f->closed = true;
+	f->keep = keep;
+	f->released |= wait; /* (nothing is answered from rows not kept) */
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	if (wait)
+		pthread_join(f->thread, NULL);
+}
+
+/* As lookup_into, the rows kept in memory (*out) while the storer stores them: the number of
+ * valid rows, or < 0 (nothing kept). */
+static int lookup_keep(struct catalogue *c, PGconn *pg, int64_t model_id, int64_t platform_row, int64_t version_before,
+		       const char *hash, uint64_t n_regions, struct catalogue_fetched **out, struct pim_error *err)
+{
+	const char *vals[2] = { hash, c->platform_key };
+	struct catalogue_fetched *f = NULL;
+	int r;
+
+	*out = NULL;
+	if ((r = exec_ok(pg, "BEGIN READ ONLY", 0, NULL, err)) < 0)
+		return r;
+	if ((r = exec_ok(pg, SQL_LOOKUP_CURSOR, 2, vals, err)) >= 0 &&
+	    !(f = fetched_start(c->fill_store, model_id, platform_row, version_before, n_regions)))
+		r = err_set(err, -ENOMEM, "out of memory or threads");
+	if (f) {
+		r = lookup_fetch_all(pg, fetched_batch, f, err);
+		f->t_fetched = now_ns();
+		/* nothing of a failed lookup is kept: the next query asks again */
+		fetched_close(f, r >= 0, r < 0);
+	}
+	exec_ok(pg, r < 0 && PQtransactionStatus(pg) == PQTRANS_INERROR ? "ROLLBACK" : "COMMIT", 0, NULL, NULL);
+	if (f && f->pos.bad)
+		log_warning("Fleet catalogue: %d rows for model %s were not valid metrics; skipped", f->pos.bad, hash);
+	if (r < 0) {
+		if (f) {
+			/* (the storer rolled back: closed and waited for above) */
+			f->released = true;
+			fetched_free(f);
+		}
+		return r;
+	}
+	*out = f;
+	return (int)f->rows;
+}
+
+int catalogue_fill_each(const struct catalogue_fill *fill, store_metrics_fn fn, void *ctx)
+{
+	if (!fill->rows)
+		return 0;
+	for (const struct lookup_rows *lr = fill->rows->head; lr; lr = lr->next)
+		for (size_t i = 0; i < lr->n; i++) {
+			int r = fn(ctx, lr->ptr[i]);
+			if (r < 0)
+				return r;
+		}
+	return 0;
+}
+
+void catalogue_fill_release(struct catalogue *c, struct catalogue_fill *fill, const struct catalogue_answer *a)
+{
+	struct catalogue_fetched *f = fill->rows;
+
+	if (!f) {
+		if (a && a->release)
+			a->release(a->data);
+		return;
+	}
+	fill->rows = NULL;
+	pthread_mutex_lock(&f->mu);
+	f->released = true;
+	f->t_answered = now_ns();
+	if (a)
+		f->answer = *a;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Waits for the storer of the last lookup (its rows and answer on disk, or rolled back). */
+static void fill_join(struct catalogue *c)
+{
+	struct catalogue_fetched *f = c->pending;
+
+	if (!f)
+		return;
+	pthread_join(f->thread, NULL);
+	c->pending = NULL;
+	fetched_free(f);
+}
+
+/* One attempt at the lookup: into memory (*f, stored meanwhile) when keep, else into s first. */
+static int lookup_once(struct catalogue *c, PGconn *pg, struct store *s, bool keep, const struct catalogue_fill *out,
+		       int64_t platform_row, const char *hash, uint64_t n_regions, struct catalogue_fetched **f,
+		       bool *store_failed, struct pim_error *err)
+{
+	*store_failed = false;
+	return keep ? lookup_keep(c, pg, out->model_id, platform_row, out->version_before, hash, n_regions, f, err)
+		    : lookup_into(c, pg, s, out->model_id, platform_row, hash, n_regions, store_failed, err);
 }
 
 int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, const char *model,
 		   struct catalogue_fill *out, struct pim_error *err)
 {
 	struct pim_error e = { 0 };
+	struct catalogue_fetched *f = NULL;
 	char hash[65];
-	int64_t model_id;
+	int64_t model_id = 0, version = 0;
 	uint64_t n_regions = 0;
 	bool measured = false, store_failed;
 	int r;
 
 	memset(out, 0, sizeof *out);
-	if (store_model_measured(s, model, platform_row, &model_id, &measured, &e) < 0 || measured)
+	/* the last answer did not wait for the rows it fetched: they are stored before the store
+	 * says whether this model is measured (it may be the same one) */
+	fill_join(c);
+	/* whether the model is measured here, and its version then, as of one state of the store */
+	if (store_read_begin(s, &e) < 0)
+		return 0; /* (loading the model says what fails) */
+	r = store_model_measured(s, model, platform_row, &model_id, &measured, &e);
+	if (r >= 0 && !measured)
+		r = store_model_version(s, model_id, &version, &e);
+	store_read_end(s);
+	if (r < 0 || measured)
 		return 0; /* unknown model (the handler says so) or measured here: nothing to ask */
 	if ((r = store_model_regions(s, model, &n_regions, err)) < 0 || (r = store_model_hash(s, model_id, hash, err)) < 0)
 		return r;
 	out->asked = true;
+	out->model_id = model_id;
+	out->version_before = version;
+	bool keep = c->fill_store && n_regions <= CATALOGUE_FILL_MEMORY_REGIONS;
 	pthread_mutex_lock(&c->mu);
 	c->st.lookups++;
 	pthread_mutex_unlock(&c->mu);
 	pthread_mutex_lock(&c->look_mu);
 	uint64_t t0 = now_ns();
 	PGconn *pg = look_conn(c, &e);
-	r = pg ? lookup_into(c, pg, s, model_id, platform_row, hash, n_regions, &store_failed, &e) : e.code;
+	r = pg ? lookup_once(c, pg, s, keep, out, platform_row, hash, n_regions, &f, &store_failed, &e) : e.code;
 	if (pg && r < 0 && !store_failed && PQstatus(pg) != CONNECTION_OK) {
 		/* a connection kept since before PostgreSQL restarted fails at its first use: once
 		 * more on a new one */
@@ -725,7 +1065,7 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 		c->look = NULL;
 		e = (struct pim_error){ 0 };
 		pg = look_conn(c, &e);
-		r = pg ? lookup_into(c, pg, s, model_id, platform_row, hash, n_regions, &store_failed, &e) : e.code;
+		r = pg ? lookup_once(c, pg, s, keep, out, platform_row, hash, n_regions, &f, &store_failed, &e) : e.code;
 	}
 	if (pg && r < 0 && !store_failed) {
 		note_failure(c, "looking up", e.msg);
@@ -743,10 +1083,21 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 	}
 	if (pg)
 		note_success(c);
-	out->fetched = (size_t)r;
 	pthread_mutex_lock(&c->mu);
 	c->st.lookup_hits += r > 0;
 	pthread_mutex_unlock(&c->mu);
+	out->fetched = (size_t)r;
+	if (f) {
+		snprintf(f->what, sizeof f->what, "\"%s\" (%.12s)", model, hash);
+		/* the answer is computed from these while the storer stores them; none: the
+		 * (empty) transaction is committed now */
+		out->rows = c->pending = f;
+		if (r == 0) {
+			catalogue_fill_release(c, out, NULL);
+			fill_join(c);
+		}
+		return 0;
+	}
 	if (r > 0)
 		log_info("Model \"%s\" (%.12s) has no metrics here: %d regions taken from the fleet catalogue in "
 			 "%.1f ms", model, hash, r, (double)(now_ns() - t0) / 1e6);
@@ -935,7 +1286,8 @@ int catalogue_new(const struct config *cfg, const struct platform *pf, const str
 	snprintf(c->st.host_id, sizeof c->st.host_id, "%s", c->host_id);
 	snprintf(c->st.platform_key, sizeof c->st.platform_key, "%s", c->platform_key);
 	if ((r = describe_target(c->conninfo, c->st.target, sizeof c->st.target, err)) < 0 ||
-	    (r = store_open_again(store, cfg->busy_timeout_ms, &c->store, err)) < 0)
+	    (r = store_open_again(store, cfg->busy_timeout_ms, &c->store, err)) < 0 ||
+	    (r = store_open_again(store, cfg->busy_timeout_ms, &c->fill_store, err)) < 0)
 		goto fail;
 	/* the thread takes no signals: they stay with the event loop's signalfd */
 	sigset_t all, old;
@@ -972,7 +1324,9 @@ void catalogue_free(struct catalogue *c)
 		PQfinish(c->pub);
 	if (c->look)
 		PQfinish(c->look);
+	fill_join(c);
 	store_close(c->store);
+	store_close(c->fill_store);
 	pthread_mutex_destroy(&c->mu);
 	pthread_mutex_destroy(&c->look_mu);
 	pthread_cond_destroy(&c->cv);

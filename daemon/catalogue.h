@@ -13,7 +13,9 @@
  *    (sql/catalogue/) when it connects;
  *  - the work thread looks models up (catalogue_fill) and lists the catalogue, on a connection
  *    of its own; the event loop never waits for PostgreSQL (catalogue_status reads what the
- *    threads last saw).
+ *    threads last saw);
+ *  - a storer thread, one per lookup, stores the rows of a lookup on the catalogue's second
+ *    connection to the local store while the work thread answers from them (catalogue_fill).
  */
 #ifndef PIMD_CATALOGUE_H
 #define PIMD_CATALOGUE_H
@@ -65,24 +67,60 @@ struct catalogue_status {
 /* What the threads last saw; quick (a mutex), for the event loop. */
 void catalogue_status(struct catalogue *c, struct catalogue_status *out);
 
+/* Models of at most this many regions are answered from the fetched rows in memory while they
+ * are stored (catalogue_fill); larger ones are stored first and read back, so that memory stays
+ * bounded (about 600 bytes a row while the answer is computed). */
+#define CATALOGUE_FILL_MEMORY_REGIONS 100000u
+
+struct catalogue_fetched;
+
 /* What catalogue_fill found for a model. */
 struct catalogue_fill {
 	bool asked;                /* the model had no metrics here: the catalogue was asked */
-	size_t fetched;            /* regions stored from the catalogue */
+	size_t fetched;            /* regions from the catalogue */
 	char error[512];           /* why it was not asked or did not answer ("" when it did) */
+	int64_t model_id;          /* the model asked for, and its version then (store_model_version) */
+	int64_t version_before;
+	/* the rows fetched, kept in memory while another connection stores them: the answer is
+	 * computed from these (catalogue_fill_each) when it reads the model at version_before;
+	 * NULL when there are none or they are stored already */
+	struct catalogue_fetched *rows;
 };
 
 /*
  * For a model this host has no metrics of (on platform_row): the metrics hosts of the same
- * platform key measured for the same content hash, stored in the local store (which then
- * answers, and is preferred to the catalogue from then on), each with its origin (the host,
- * when, the backend).  A measured run beats imported counts: the newest measured run gives its
- * regions, imported counts only the regions it lacks.  Blocks for up to catalogue_timeout_ms:
- * never on the event loop.  Returns 0 whatever the catalogue did (out says); < 0 only for a
- * failure of the local store.
+ * platform key measured for the same content hash, for the local store (which then answers, and
+ * is preferred to the catalogue from then on), each with its origin (the host, when, the
+ * backend).  A measured run beats imported counts: the newest measured run gives its regions,
+ * imported counts only the regions it lacks.  Blocks for up to catalogue_timeout_ms: never on
+ * the event loop.  Returns 0 whatever the catalogue did (out says); < 0 only for a failure of
+ * the local store.
+ *
+ * A model of up to CATALOGUE_FILL_MEMORY_REGIONS regions is answered from the fetched rows
+ * (out->rows): the catalogue's storer stores them meanwhile, on a connection of its own, in one
+ * transaction, and the caller calls catalogue_fill_release once its answer is computed, without
+ * waiting for the commit; the next catalogue_fill (so the next answer that may ask the catalogue)
+ * waits for it, and then finds the model measured here.  A larger model is stored before
+ * catalogue_fill returns.
  */
 int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, const char *model,
 		   struct catalogue_fill *out, struct pim_error *err);
+/* fn for each row of fill->rows by region id (none without rows), as store_metrics_each. */
+int catalogue_fill_each(const struct catalogue_fill *fill, store_metrics_fn fn, void *ctx);
+
+/* An answer computed from the rows of a catalogue_fill, to be stored once they are committed. */
+struct catalogue_answer {
+	/* On the storer's thread, with its connection s, once the rows are committed durably: the
+	 * answer is stored under the model's version as committed; not called when the rows were
+	 * not stored, or another change to the model came first. */
+	void (*put)(void *data, struct store *s, int64_t version);
+	/* Called once in any case, after put. */
+	void (*release)(void *data);
+	void *data;
+};
+/* The caller is done with fill->rows (and a, if not NULL: its answer from them, to be stored
+ * with them); returns at once. */
+void catalogue_fill_release(struct catalogue *c, struct catalogue_fill *fill, const struct catalogue_answer *a);
 
 struct catalogue_entry {
 	char model_hash[65];

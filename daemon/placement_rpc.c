@@ -40,6 +40,7 @@ struct loaded {
 		size_t regions;
 	} origins[8];
 	size_t n_origins;
+	bool from_fetched; /* the metrics are the rows just fetched from the catalogue, in memory */
 };
 #define LOADED_HOSTS 8
 
@@ -225,9 +226,11 @@ static int loaded_metric(void *ctx, const Pim__RegionMetrics *mt)
 
 /*
  * Each region's metrics, read row by row into the region (never held as a list: a million
- * metrics rows as protobuf-c structures would take ~200 MB).
+ * metrics rows as protobuf-c structures would take ~200 MB); from the rows fill fetched from
+ * the catalogue when l->from_fetched (they are being stored meanwhile).
  */
-static int load_metrics(struct rpc_context *ctx, struct loaded *l, struct pim_error *err)
+static int load_metrics(struct rpc_context *ctx, struct loaded *l, const struct catalogue_fill *fill,
+			struct pim_error *err)
 {
 	struct metrics_merge mm = { .l = l };
 	uint32_t *by_id = NULL;
@@ -244,14 +247,20 @@ static int load_metrics(struct rpc_context *ctx, struct loaded *l, struct pim_er
 		qsort_r(by_id, l->n_regions, sizeof *by_id, cmp_region_id, l->regions);
 		mm.by_id = by_id;
 	}
-	r = store_metrics_each(ctx->store, l->model_id, ctx->platform->row, loaded_metric, &mm, err);
+	if (l->from_fetched)
+		r = catalogue_fill_each(fill, loaded_metric, &mm) == -ENOMEM ? err_set(err, -ENOMEM, "out of memory") : 0;
+	else
+		r = store_metrics_each(ctx->store, l->model_id, ctx->platform->row, loaded_metric, &mm, err);
 	free(by_id);
 	return r;
 }
 
 /* The model, its version and its metrics as of one state of the store: another connection may
- * change them meanwhile (pimd's work thread has its own). */
-static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
+ * change them meanwhile (pimd's work thread has its own).  The metrics are fill's rows in memory
+ * when the model is still as it was when they were asked for (catalogue_fill: nothing else
+ * changed it, and they are not committed yet), else the store's. */
+static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, const struct catalogue_fill *fill,
+		     struct pim_error *err)
 {
 	static const struct store_model_walker walker = { .region = loaded_region, .operand = loaded_operand };
 	int r = store_read_begin(ctx->store, err);
@@ -270,8 +279,10 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 		else if (r == -EIO && !err->msg[0])
 			r = err_set(err, -EIO, "model \"%s\" has more regions than its summary says", name);
 	}
-	if (r >= 0)
-		r = load_metrics(ctx, l, err);
+	if (r >= 0) {
+		l->from_fetched = fill && fill->rows && l->model_id == fill->model_id && l->version == fill->version_before;
+		r = load_metrics(ctx, l, fill, err);
+	}
 	store_read_end(ctx->store);
 	if (r < 0)
 		return r;
@@ -285,12 +296,13 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 	return 0;
 }
 
-static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct pim_error *err)
+static int load(struct rpc_context *ctx, const char *name, struct loaded *l, const struct catalogue_fill *fill,
+		struct pim_error *err)
 {
 	memset(l, 0, sizeof *l);
 	if (!manifest_name_valid(name))
 		return err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(name, 64));
-	return load_read(ctx, name, l, err);
+	return load_read(ctx, name, l, fill, err);
 }
 
 /* This host's B_cpu as queries use it: configured, else measured, else the paper's. */
@@ -539,8 +551,27 @@ static void catalogue_notes(struct reply *b, Pim__PlacementReply *r, const struc
 	reply_append(b, &r->notes, &r->n_notes, "%zu of %zu regions use metrics from the fleet catalogue, measured on "
 		     "host %s on %s with the %s backend%s (%s%s); this host has not measured them", l->n_catalogue,
 		     l->n_regions, o->host, when, o->backend, l->n_origins > 1 ? " and on other hosts" : "",
-		     m->fetched ? "fetched for this answer, kept in the local store" : "kept in the local store",
+		     !m->fetched ? "kept in the local store"
+		     : l->from_fetched ? "fetched for this answer, being stored in the local store"
+					: "fetched for this answer, kept in the local store",
 		     strcmp(o->backend, "timing") == 0 ? "; timing-backend estimates" : "");
+}
+
+/* A stored answer's note on where its metrics came from, as of now: kept in the local store,
+ * not fetched for this answer (the phrase is shortened in place). */
+static void note_not_fetched(char *note)
+{
+	static const char *const was[] = { "fetched for this answer, being stored in the local store",
+					   "fetched for this answer, kept in the local store" };
+	static const char now[] = "kept in the local store";
+
+	for (size_t k = 0; note && k < sizeof was / sizeof was[0]; k++) {
+		char *at = strstr(note, was[k]);
+		if (at) {
+			memcpy(at, now, sizeof now - 1);
+			memmove(at + sizeof now - 1, at + strlen(was[k]), strlen(at + strlen(was[k])) + 1);
+		}
+	}
 }
 
 /* For a model this host has not measured, the catalogue's metrics into the store first
@@ -601,6 +632,66 @@ static void cache_put(struct rpc_context *ctx, const struct loaded *l, const cha
 	versioned_key(vkey, sizeof vkey, key, l->version);
 	/* by the writer thread: the event loop does not wait for the disk */
 	reply_store_decision(ctx, l->model_id, vkey, buf, n, l->summary->name);
+}
+
+/* An answer computed from rows just fetched from the catalogue, which the catalogue's storer
+ * stores once they are committed (catalogue_answer). */
+struct later_answer {
+	int64_t model_id, platform_id;
+	uint8_t *packed;
+	size_t len;
+	char key[];
+};
+
+static void later_put(void *data, struct store *s, int64_t version)
+{
+	struct later_answer *a = data;
+	struct pim_error err = { 0 };
+	char vkey[1100];
+
+	versioned_key(vkey, sizeof vkey, a->key, version);
+	if (store_decision_put(s, a->model_id, a->platform_id, vkey, a->packed, a->len, &err) < 0)
+		log_warning("An answer from the fleet catalogue's metrics was not stored: %s", err.msg);
+}
+
+static void later_release(void *data)
+{
+	struct later_answer *a = data;
+
+	free(a->packed);
+	free(a);
+}
+
+/*
+ * The answer (m, NULL if it is not to be stored) is computed: the rows this answer fetched from
+ * the catalogue, if any, are not needed any more.  An answer computed from them (l->from_fetched)
+ * is stored by the catalogue's storer once they are committed, under the model's version then:
+ * true; else false (the caller stores it as any other, cache_put).
+ */
+static bool fill_release(struct rpc_context *ctx, struct catalogue_fill *fill, const struct loaded *l,
+			 const char *key, const ProtobufCMessage *m)
+{
+	struct catalogue_answer ans = { .put = later_put, .release = later_release };
+	struct later_answer *a = NULL;
+	bool later = fill->rows && l && l->from_fetched;
+
+	if (!fill->rows)
+		return false;
+	size_t n = later && m ? protobuf_c_message_get_packed_size(m) : 0;
+	if (later && m && n <= ctx->max_frame_bytes && (a = calloc(1, sizeof *a + strlen(key) + 1)) &&
+	    (a->packed = malloc(n ? n : 1))) {
+		protobuf_c_message_pack(m, a->packed);
+		a->len = n;
+		a->model_id = l->model_id;
+		a->platform_id = ctx->platform->row;
+		memcpy(a->key, key, strlen(key) + 1);
+		ans.data = a;
+	} else if (a) {
+		free(a);
+		a = NULL;
+	}
+	catalogue_fill_release(ctx->catalogue, fill, a ? &ans : NULL);
+	return later;
 }
 
 /*
@@ -695,20 +786,26 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	size_t n_cores = q->n_core_counts ? q->n_core_counts : 1;
 	cache_key(key, sizeof key, "v3", &p, placement_granularity_name(gran), placement_movement_model_name(move),
 		  cores, n_cores, q->summary_only);
-	Pim__PlacementReply *cached = cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
+	/* (rows just fetched: no answer can be stored for them yet) */
+	Pim__PlacementReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
 	if (cached) {
 		cached->cached = true;
-		if (cached->catalogue)
+		if (cached->catalogue) {
 			cached->catalogue->fetched = false;
+			for (size_t i = 0; i < cached->n_notes; i++)
+				note_not_fetched(cached->notes[i]);
+		}
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
 	}
-	if (load(ctx, q->model, &l, &err) < 0) {
+	if (load(ctx, q->model, &l, &fill, &err) < 0) {
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
 	/* A region row takes ~150 bytes of reply: refuse early what cannot be sent. */
 	if (!q->summary_only && (double)l.n_regions * (double)n_cores * 150 > ctx->max_frame_bytes) {
 		size_t n = l.n_regions;
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "placement: %zu regions x %zu core counts do not fit a reply of "
@@ -720,6 +817,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 				      .movement = (enum placement_movement_model)move,
 				      .core_counts = cores, .n_core_counts = n_cores };
 	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -750,7 +848,8 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	}
 	placement_result_free(&res);
 	/* (an answer that says the catalogue did not answer is not kept: the next one asks again) */
-	if (!b.oom && !(fill.asked && !fill.fetched))
+	bool keep = !b.oom && !(fill.asked && !fill.fetched);
+	if (!fill_release(ctx, &fill, &l, key, keep ? &pr->base : NULL) && keep)
 		cache_put(ctx, &l, key, &pr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
@@ -1010,7 +1109,7 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 	j->sw.sigmas = j->sigmas;
 	/* The store and the labels are read here, on the event loop; only the sweep moves. */
 	const char *csv = q->labels_csv ? q->labels_csv : "";
-	if (merge_params(ctx, q->params, &j->p, &err) < 0 || load(ctx, q->model, &j->l, &err) < 0 ||
+	if (merge_params(ctx, q->params, &j->p, &err) < 0 || load(ctx, q->model, &j->l, NULL, &err) < 0 ||
 	    calibrate_parse_labels(csv, strlen(csv), j->l.regions, j->l.n_regions, &j->labels,
 				   &err) < 0) {
 		calibrate_job_release(j);
@@ -1071,10 +1170,11 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	char key[1024];
 	cache_key(key, sizeof key, "decisions-v1", &p, placement_granularity_name(gran),
 		  placement_movement_model_name(move), &p.n_core, 1, false);
-	Pim__DecisionsReply *cached = cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
+	Pim__DecisionsReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
 	if (cached)
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_DECISIONS, cached);
-	if (load(ctx, q->model, &l, &err) < 0) {
+	if (load(ctx, q->model, &l, &fill, &err) < 0) {
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -1083,6 +1183,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		if (l.regions[i].id >= limit64)
 			limit64 = (uint64_t)l.regions[i].id + 1;
 	if (limit64 > PLACEMENT_DECISIONS_MAX_ID) {
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "region ids up to %llu: the client's lookup table allows ids below %u",
@@ -1092,6 +1193,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	struct placement_query pq = { .granularity = (enum placement_granularity)gran,
 				      .movement = (enum placement_movement_model)move };
 	if (placement_run(l.regions, l.n_regions, &p, &pq, &res, &err) < 0) {
+		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);
 		return reply_error_from(req->id, &err);
 	}
@@ -1105,11 +1207,11 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 		dr->known_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
 		dr->known_bitmap.len = (limit + 7) / 8;
 	}
-	if (!b.oom) {
+	if (!b.oom)
 		decisions_fill(dr, &l, &res);
-		cache_put(ctx, &l, key, &dr->base);
-	}
 	placement_result_free(&res);
+	if (!fill_release(ctx, &fill, &l, key, !b.oom ? &dr->base : NULL) && !b.oom)
+		cache_put(ctx, &l, key, &dr->base);
 	loaded_free(&l);
 	return reply_finish(&b);
 }

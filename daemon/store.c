@@ -2652,6 +2652,11 @@ int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_i
 
 int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err)
 {
+	return store_fetched_end_version(s, model_id, keep, NULL, err);
+}
+
+int store_fetched_end_version(struct store *s, int64_t model_id, bool keep, int64_t *version, struct pim_error *err)
+{
 	int r;
 
 	if (!keep) {
@@ -2665,7 +2670,8 @@ int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_e
 		goto fail;
 	st = stmt_get(s, ST_MODEL_VERSION_SET);
 	sqlite3_bind_int64(st, 1, model_id);
-	if ((r = step_done(s, st, "changing the model's version", err)) < 0 || (r = commit_durable(s, err)) < 0)
+	if ((r = step_done(s, st, "changing the model's version", err)) < 0 ||
+	    (version && (r = store_model_version(s, model_id, version, err)) < 0) || (r = commit_durable(s, err)) < 0)
 		goto fail;
 	return 0;
 fail:

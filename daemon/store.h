@@ -354,6 +354,8 @@ int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, co
 int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *const *m,
 			   size_t n, size_t *missing, struct pim_error *err);
 int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err);
+/* As store_fetched_end; *version: the model's version as committed (store_model_version). */
+int store_fetched_end_version(struct store *s, int64_t model_id, bool keep, int64_t *version, struct pim_error *err);
 
 /* What a row of the outbox says of where its metrics come from (platform.h: fleet_key and
  * fleet_json). */

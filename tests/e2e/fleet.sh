@@ -8,7 +8,9 @@
 # PostgreSQL stopped while A publishes loses nothing; another platform key gets no match; wrong
 # credentials and an unreachable catalogue say so while pimd answers from its own store;
 # imported counts are published as imported, with the uid, and never preferred over a
-# measurement.
+# measurement.  B's first answer, computed from the rows it fetched while they are stored, is
+# the answer its store gives afterwards, also after a restart without the catalogue; rows that
+# cannot be stored are asked for again.
 set -u
 B=${1:-build}
 B=$(cd "$B" && pwd)
@@ -145,6 +147,60 @@ check "the next answer is local (fetched false)" json_is "$T/b2.json" '.catalogu
 check "B asked the catalogue once in all" lookups_are b 1
 ctl b placement three-on-b --svg "$T/b.svg" >/dev/null 2>&1
 check "B's SVG picture says where the metrics come from" grep -q "fleet catalogue, measured on host host-a" "$T/b.svg"
+# B's first answer was computed from the rows it fetched (in memory, while they were stored):
+# the same query answered again is the answer stored with them, and once more computed from its
+# local store (stored answers dropped) it says the same
+ctl b --json placement three-on-b > "$T/b3.json" 2>&1
+check "B's identical query is the answer stored with the fetched rows, saying they are kept" json_is "$T/b3.json" \
+	'.cached and .catalogue.fetched == false and ([.notes[] | select(test("fetched for this answer"))] | length == 0) and ([.notes[] | select(test("catalogue.*kept in the local store"))] | length == 1)'
+sqlite3 "$T/b/pimd.db" "DELETE FROM decisions"
+ctl b --json placement three-on-b > "$T/b4.json" 2>&1
+check "B's answer computed from its local store is not a stored one" json_is "$T/b4.json" \
+	'(.cached | not) and .catalogue.fetched == false and .catalogue.host == "host-a"'
+check "B's first answer (fetched rows) and its answer from the local store are identical" \
+	sh -c "[ \"\$(jq -S 'del(.cached, .catalogue.fetched, .notes)' '$T/b.json')\" = \"\$(jq -S 'del(.cached, .catalogue.fetched, .notes)' '$T/b4.json')\" ]"
+check "B's notes: only the first says fetched for this answer" sh -c \
+	"jq -r '.notes[]' '$T/b.json' | grep -q 'fetched for this answer, being stored in the local store' &&
+	 jq -r '.notes[]' '$T/b4.json' | grep -q 'regions use metrics from the fleet catalogue.*(kept in the local store'"
+check "B still asked the catalogue once in all" lookups_are b 1
+grep -q "5 regions taken from the fleet catalogue (fetched in .* ms, answered from them at .* ms, stored at .* ms)" \
+	"$T/b.log" && ok "B's log: the rows were stored while the answer was computed" ||
+	bad "B's log: the rows were stored while the answer was computed"
+# after a restart, B answers the model from its own store without the catalogue (unreachable now)
+kill "$PID_b" && wait "$PID_b"
+URI_SAVED=$URI
+URI="postgresql://$PGUSER@127.0.0.1:1/$PGDATABASE"
+start_pimd b host-b && ok "pimd B restarts, its catalogue unreachable" || bad "pimd B restarts, its catalogue unreachable"
+ctl b --json placement three-on-b --param sigma=0.41 > "$T/b5.json" 2>&1
+check "B after its restart: the catalogue's metrics from its own store, nothing asked" json_is "$T/b5.json" \
+	'(.cached | not) and .catalogue.host == "host-a" and .catalogue.fetched == false and .regions_with_metrics == 5 and ([.notes[] | select(test("did not answer"))] | length == 0)'
+check "B after its restart asked the catalogue nothing" lookups_are b 0
+kill "$PID_b" && wait "$PID_b"
+URI=$URI_SAVED
+start_pimd b host-b && ok "pimd B restarts with its catalogue" || bad "pimd B restarts with its catalogue"
+
+# ------------------------------------------------------------ fetched rows that cannot be stored
+# G's store is locked by another process while G's first answer fetches: the answer comes from
+# the rows in memory, the storer cannot store them and says so, and the next answer asks again
+start_pimd g host-g "busy_timeout_ms = 300" && ok "pimd G starts" || bad "pimd G starts"
+ctl g model load "$T/three-on-b.json" >/dev/null 2>&1
+(echo "BEGIN IMMEDIATE;"; sleep 2; echo "COMMIT;") | sqlite3 "$T/g/pimd.db" &
+LOCK=$!
+sleep 0.3
+ctl g --json placement three-on-b > "$T/g.json" 2>&1
+check "G answers from the fetched rows while its store is locked" json_is "$T/g.json" \
+	'.catalogue.fetched and .catalogue.host == "host-a" and .regions_with_metrics == 5'
+check "G's answer says the rows are being stored, and decides as B" sh -c \
+	"jq -r '.notes[]' '$T/g.json' | grep -q 'fetched for this answer, being stored in the local store' &&
+	 [ \"\$(jq -c '[.estimates[0].regions[] | {id: .region_id, pim: .pim}]' '$T/g.json')\" = \"\$(jq -c '[.estimates[0].regions[] | {id: .region_id, pim: .pim}]' '$T/b.json')\" ]"
+wait $LOCK
+check "G's log says the fetched rows were not stored" grep -q "fetched for an answer were not stored" "$T/g.log"
+ctl g --json placement three-on-b > "$T/g2.json" 2>&1
+check "G's next answer asks the catalogue again (nothing was stored)" json_is "$T/g2.json" '.catalogue.fetched and (.cached | not)'
+check "G asked the catalogue twice" lookups_are g 2
+ctl g --json placement three-on-b --cores 64,128 > "$T/g3.json" 2>&1
+check "G answers locally once the rows are stored" json_is "$T/g3.json" '.catalogue.fetched == false and .regions_with_metrics == 5'
+check "G asked the catalogue twice in all" lookups_are g 2
 
 # ------------------------------------------------------------ another platform never matches
 start_pimd c host-c "catalogue_platform = another-kind-of-host" && ok "pimd C starts with another platform key" ||

@@ -1387,6 +1387,16 @@ START_TEST(fetched_metrics_many_to_a_statement)
 			 (int)n - 1);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE region_id = 199 AND evidence = 'counters' AND "
 				 "source = 'fleet catalogue: host host-a, counters backend'"), 1);
+
+	/* kept again, the version as committed said: a new one, the model's now */
+	int64_t before, committed, now;
+	ck_assert_int_eq(store_model_version(s, mid, &before, &err), 0);
+	ck_assert_int_eq(store_fetched_begin(s, &err), 0);
+	ck_assert_int_eq(store_fetched_put_many(s, mid, pid, ptr, 10, &missing, &err), 0);
+	ck_assert_int_eq(store_fetched_end_version(s, mid, true, &committed, &err), 0);
+	ck_assert_int_eq(store_model_version(s, mid, &now, &err), 0);
+	ck_assert_int_gt(committed, before);
+	ck_assert_int_eq(committed, now);
 	store_close(s);
 	large_free(m);
 }
