@@ -229,6 +229,212 @@ uint64_t pim_model_samples_dropped(const pim_model *m);
  * binding is the one process-wide state of the library, because emitted code passes no handle. */
 void pim_model_bind_hooks(pim_model *m);
 
+/* ---------------------------------------------------------------- placement
+ *
+ * The typed calls below return results that the library allocates and one call frees; their
+ * strings stay valid until then.  Request structs are the caller's: zero them (= {0}) before
+ * setting fields, so that a field added later means "pimd's default".
+ */
+enum pim_evidence {
+	PIM_EVIDENCE_NONE = 0,     /* no metrics: Stage 2 cannot hold */
+	PIM_EVIDENCE_COUNTERS = 1, /* hardware counters on this host */
+	PIM_EVIDENCE_ESTIMATE = 2, /* timing backend: T_host measured, BW_read estimated */
+	PIM_EVIDENCE_IMPORTED = 3  /* perf stat counts measured elsewhere */
+};
+
+enum pim_cond_state {
+	PIM_COND_FALSE = 0,
+	PIM_COND_TRUE = 1,
+	PIM_COND_NO_DATA = 2,      /* not evaluable: the metric is missing */
+	PIM_COND_SKIPPED = 3       /* not evaluated: Stage 1 failed */
+};
+
+/* Platform parameters; 0 in a request means pimd's configured value.  In a result: the values
+ * used (n_core 0 when the answer holds several core counts). */
+struct pim_placement_params {
+	double n_core, f_pim, i_min, t_ctx, b_cpu, theta, theta_ratio, sigma, b_rd, b_wb, b_pim_core,
+		line_bytes, b_cpu_spread;
+};
+
+struct pim_placement_request {
+	struct pim_placement_params params;
+	const char *granularity;   /* loop (NULL), operator, block */
+	const char *movement;      /* upper (NULL), resident */
+	const double *core_counts; /* estimates at these PIM core counts (at most 16); NULL: n_core */
+	size_t n_core_counts;
+	int summary_only;          /* estimates without per-region decisions */
+};
+
+struct pim_condition {
+	enum pim_cond_state state;
+	double lhs, rhs;
+	double noise;              /* in lhs's unit; 0: not known */
+	int marginal;              /* |lhs - rhs| <= noise */
+};
+
+struct pim_region_decision {
+	uint32_t region_id;
+	const char *name, *op;
+	uint32_t order;
+	uint64_t n_par, n_total, trip;
+	int pim;                   /* placed on PIM */
+	struct pim_condition conditions[4]; /* C1..C4 */
+	size_t n_conditions;       /* 4, or 0 when pimd sent none */
+	enum pim_evidence evidence;
+	int bw_estimated;
+	double t_host;             /* seconds, one execution */
+	const char *reason;
+	double t_pim;              /* seconds, all executions, when on PIM */
+	uint64_t fetch_bytes, flush_bytes;
+	uint32_t unit_size;        /* regions deciding together */
+	const char *t_pim_term;    /* compute, bandwidth, measured; "" on the host */
+	int marginal;              /* the noise of a condition can change the side */
+	uint32_t marginal_on;      /* bit c: condition C(c+1)'s noise can */
+};
+
+struct pim_movement {
+	const char *model;         /* upper or resident; NULL when pimd sent no movement */
+	uint64_t segments, transitions, fetch_bytes, flush_bytes;
+	double t_switch, t_fetch, t_flush, t_move;
+};
+
+struct pim_placement_estimate {
+	double n_core;
+	struct pim_region_decision *regions; /* none with summary_only */
+	size_t n_regions;
+	uint32_t offloaded, rejected_stage1, rejected_stage2;
+	struct pim_movement movement;
+	double t_cpu, t_host, t_pim, t_hybrid, speedup, captured_share, residual_share;
+	double bound, bound_movement;        /* 0 when unbounded */
+	double t_pim_compute, t_pim_bandwidth, t_pim_measured;
+	uint32_t pim_compute, pim_bandwidth, pim_measured;
+	uint32_t marginal, marginal_pim;
+	uint32_t marginal_by_condition[4];
+	size_t n_marginal_by_condition;
+};
+
+/* Where B_cpu comes from (pimd(8), "B_cpu"); source NULL when pimd sent none. */
+struct pim_bandwidth_probe {
+	double b_cpu;
+	const char *source;        /* measured, configured, requested or default */
+	double measured, spread;
+	const char *method;
+	int64_t measured_at;
+	int busy;
+	const char *load, *host;
+};
+
+/* Metrics of the answer taken from the fleet catalogue; host NULL when none were. */
+struct pim_catalogue_origin {
+	const char *host;
+	int64_t measured_at;
+	const char *backend;
+	uint32_t regions, hosts;
+	const char *model_hash, *platform_key;
+	int fetched;
+};
+
+struct pim_placement {
+	const char *model, *granularity, *movement, *platform;
+	struct pim_placement_params params;
+	struct pim_placement_estimate *estimates; /* one per core count */
+	size_t n_estimates;
+	int cached;
+	uint32_t regions_with_metrics;
+	const char *const *notes;
+	size_t n_notes;
+	struct pim_bandwidth_probe b_cpu_probe;
+	struct pim_catalogue_origin catalogue;
+	void *internal_;           /* the library's */
+};
+
+/* The placement of a loaded model (rq NULL: pimd's configuration). */
+int pim_placement_get(pim_client *c, const char *model, const struct pim_placement_request *rq,
+		      struct pim_placement **out);
+void pim_placement_free(struct pim_placement *p);
+
+#define PIM_NO_REGION 2            /* a decision table entry: the model has no region of that id */
+
+/* A model's decisions as a table: place[id] is PIM_ON_HOST, PIM_ON_PIM or PIM_NO_REGION for
+ * every id below id_limit.  rq's params, granularity and movement apply (NULL: pimd's). */
+struct pim_decisions {
+	const char *model;
+	uint32_t id_limit;
+	uint32_t offloaded;
+	enum pim_evidence evidence; /* weakest evidence behind an offload decision */
+	const uint8_t *place;
+};
+
+int pim_decisions_get(pim_client *c, const char *model, const struct pim_placement_request *rq,
+		      struct pim_decisions **out);
+void pim_decisions_free(struct pim_decisions *d);
+
+/* ---------------------------------------------------------------- calibration */
+
+struct pim_calibrate_request {
+	const char *labels_csv;    /* region,beneficial lines (pimctl(1), calibrate) */
+	struct pim_placement_params params;
+	double theta_lo, theta_hi, theta_step; /* B/s; 0: 0.5e9, 4.0e9, 0.01e9 */
+	const double *sigmas;      /* NULL: pimd's */
+	size_t n_sigmas;
+};
+
+struct pim_calibrate_point {
+	double theta, sigma;
+	uint32_t selected, tp, fp, tn, fn;
+	double accuracy;
+};
+
+struct pim_calibration {
+	uint32_t labelled, beneficial;
+	struct pim_calibrate_point *points;
+	size_t n_points;
+	/* per sigma: the midpoint theta of the best interval [lo, hi] */
+	struct pim_calibrate_point *suggestions;
+	double *suggestion_lo, *suggestion_hi;
+	size_t n_suggestions;
+	uint32_t best;             /* index into suggestions */
+};
+
+int pim_calibrate(pim_client *c, const char *model, const struct pim_calibrate_request *rq,
+		  struct pim_calibration **out);
+void pim_calibration_free(struct pim_calibration *cal);
+
+/* ---------------------------------------------------------------- MX quantization
+ *
+ * A tensor larger than one frame (max_frame_bytes) is sent in parts that fit: whole rows of a
+ * row-blocked tensor, whole columns of a column-blocked one (the packed layout of pimd(8),
+ * "Quantization", keeps either contiguous), and the answers joined; `requests` says how many.
+ * A PIM engine (tiled, strided, strided-opt) is not split: pimd bounds its tensors itself.
+ */
+struct pim_jitq_tensor_request {
+	const char *format;        /* mx9, mx6 (NULL), mx4, or an OCP format (mxfp8-e4m3, ...) */
+	const char *source;        /* quantize: bf16 (NULL), fp32 */
+	const char *direction;     /* row (NULL) or col */
+	const char *engine;        /* quantize: reference (NULL) or a PIM mapping */
+	const char *kernel;        /* quantize with a PIM mapping: exact, paper (NULL: pimd's) */
+	uint32_t rows, cols;
+	const void *data;          /* quantize: rows x cols raw; dequantize: the packed tensor */
+	size_t len;
+};
+
+struct pim_jitq_tensor {
+	void *data;                /* quantize: packed MX; dequantize: rows x cols FP32 */
+	size_t len;
+	uint64_t blocks;
+	uint64_t nan_blocks;       /* dequantize: blocks whose scale marks them NaN */
+	char engine[32];           /* quantize */
+	double pim_time_ns;        /* quantize with a PIM mapping */
+	uint64_t pim_commands;
+	unsigned requests;         /* frames the tensor went in */
+};
+
+int pim_jitq_quantize(pim_client *c, const struct pim_jitq_tensor_request *rq,
+		      struct pim_jitq_tensor **out);
+int pim_jitq_dequantize(pim_client *c, const struct pim_jitq_tensor_request *rq,
+			struct pim_jitq_tensor **out);
+void pim_jitq_tensor_free(struct pim_jitq_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

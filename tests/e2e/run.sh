@@ -182,6 +182,19 @@ expect_rc 0 "C3: BW_read 15.73 GB/s >= θ 1.63 GB/s (θ from the measuring host'
 	"$PIMCTL" --socket "$S" placement decoder-block --verbose
 check "no warning once the measuring host's B_cpu is known" sh -c \
 	"! '$PIMCTL' --socket '$S' placement decoder-block | grep -q 'without the B_cpu'"
+# A C program (and a ctypes script) reach the same placement through pim.h's typed calls alone.
+expect_rc 0 "^1 qkv.matvec pim C3: BW_read 15.73 GB/s >= θ 1.63 GB/s" \
+	"a C program gets a placement with per-region decisions through the typed call" \
+	"$B/tests/e2e-typed" "$S" decoder-block
+check "the typed call's placement agrees with pim_decisions_get's table" sh -c \
+	"'$B/tests/e2e-typed' '$S' decoder-block | grep -q '^decoder-block: 1 of 9 regions on PIM at 128 cores'"
+expect_rc 1 'no model named "nope"' "a typed call reports pimd's refusal" "$B/tests/e2e-typed" "$S" nope
+# (not under ASan: its runtime must come first in a process, which python3 is not built with)
+if ! ldd "$B/libpimclient.so" | grep -q libasan && /usr/bin/python3 -c "import ctypes" 2>/dev/null; then
+	expect_rc 0 "^decoder-block: id_limit 9, offloaded 1, place 010000000$" \
+		"Python through ctypes gets the decision table (no protobuf)" \
+		/usr/bin/python3 tests/e2e/typed.py "$B/libpimclient.so" "$S" decoder-block
+fi
 expect_rc 2 "not a positive number of bytes per second" "import-perf --b-cpu takes a positive bandwidth" \
 	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --b-cpu -5
 # A model of 300 regions: the table keeps to its columns, the reasons are counted below it.
