@@ -130,7 +130,10 @@ $(B)/pimclient.pc: client/pimclient.pc.in Makefile
 $(B)/libpimchart.a: $(B)/obj/client/chart.o
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimchart.a $(B)/libpimclient.a $(B)/libpimcommon.a
+# One file per command family (client/pimctl/), with the include paths of client/.
+INC_client/pimctl := $(INC_client)
+PIMCTL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard client/pimctl/*.c))
+$(B)/pimctl: $(PIMCTL_OBJ) $(B)/libpimchart.a $(B)/libpimclient.a $(B)/libpimcommon.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_COMMON) -lpthread
 
 -include $(shell find $(B)/obj $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)
