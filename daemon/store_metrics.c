@@ -163,25 +163,25 @@ int store_model_id_for(struct store *s, const char *name, uid_t uid, const char 
 	return 0;
 }
 
-static const char *evidence_text(Pim__Evidence e)
+static const char *evidence_text(enum placement_evidence e)
 {
 	switch (e) {
-	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return "counters";
-	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return "estimate";
-	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return "imported";
+	case PL_EVIDENCE_COUNTERS: return "counters";
+	case PL_EVIDENCE_ESTIMATE: return "estimate";
+	case PL_EVIDENCE_IMPORTED: return "imported";
 	default: return NULL;
 	}
 }
 
-static Pim__Evidence evidence_from_text(const char *t)
+static enum placement_evidence evidence_from_text(const char *t)
 {
 	if (t && strcmp(t, "counters") == 0)
-		return PIM__EVIDENCE__EVIDENCE_COUNTERS;
+		return PL_EVIDENCE_COUNTERS;
 	if (t && strcmp(t, "estimate") == 0)
-		return PIM__EVIDENCE__EVIDENCE_ESTIMATE;
+		return PL_EVIDENCE_ESTIMATE;
 	if (t && strcmp(t, "imported") == 0)
-		return PIM__EVIDENCE__EVIDENCE_IMPORTED;
-	return PIM__EVIDENCE__EVIDENCE_NONE;
+		return PL_EVIDENCE_IMPORTED;
+	return PL_EVIDENCE_NONE;
 }
 
 static void bind_opt(sqlite3_stmt *st, int i, bool have, double v)
@@ -193,7 +193,7 @@ static void bind_opt(sqlite3_stmt *st, int i, bool have, double v)
 }
 
 int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, int64_t run_id,
-		      const Pim__RegionMetrics *m, struct pim_error *err)
+		      const struct store_metrics *m, struct pim_error *err)
 {
 	const char *ev = evidence_text(m->evidence);
 	sqlite3_stmt *st;
@@ -268,7 +268,7 @@ int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, s
 	sqlite3_bind_int64(st, 1, model_id);
 	sqlite3_bind_int64(st, 2, platform_id);
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-		Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
+		struct store_metrics m = { 0 };
 		const unsigned char *source = sqlite3_column_text(st, 10);
 
 		m.region_id = (uint32_t)sqlite3_column_int64(st, 0);
@@ -287,13 +287,13 @@ int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, s
 			m.c_be3 = sqlite3_column_double(st, 8);
 		}
 		m.bw_read_estimate = sqlite3_column_double(st, 9);
-		m.source = (char *)(source ? (const char *)source : "");
+		m.source = source ? (const char *)source : "";
 		m.updated_at = sqlite3_column_int64(st, 11);
 		m.source_b_cpu = sqlite3_column_double(st, 12); /* NULL reads as 0: unknown */
 		const unsigned char *oh = sqlite3_column_text(st, 13), *ob = sqlite3_column_text(st, 15);
-		m.origin_host = (char *)(oh ? (const char *)oh : "");
+		m.origin_host = oh ? (const char *)oh : "";
 		m.origin_measured_at = sqlite3_column_int64(st, 14);
-		m.origin_backend = (char *)(ob ? (const char *)ob : "");
+		m.origin_backend = ob ? (const char *)ob : "";
 		if ((r = fn(ctx, &m)) < 0) {
 			sqlite3_reset(st);
 			return r == -ENOMEM ? err_set(err, -ENOMEM, "out of memory reading metrics") : r;
@@ -306,48 +306,49 @@ int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, s
 }
 
 struct metrics_vec {
-	Pim__RegionMetrics **v;
+	struct store_metrics *v;
 	size_t len, cap;
 };
 
-static int metrics_keep(void *ctx, const Pim__RegionMetrics *m)
+void store_metrics_list_free(struct store_metrics *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free((char *)v[i].source);
+		free((char *)v[i].origin_host);
+		free((char *)v[i].origin_backend);
+	}
+	free(v);
+}
+
+static int metrics_keep(void *ctx, const struct store_metrics *m)
 {
 	struct metrics_vec *mv = ctx;
 
 	if (mv->len == mv->cap) {
 		size_t cap = mv->cap ? mv->cap * 2 : 64;
-		Pim__RegionMetrics **nv = realloc(mv->v, cap * sizeof *nv);
+		struct store_metrics *nv = realloc(mv->v, cap * sizeof *nv);
 		if (!nv)
 			return -ENOMEM;
 		mv->v = nv;
 		mv->cap = cap;
 	}
-	Pim__RegionMetrics *c = malloc(sizeof *c);
-	if (!c)
-		return -ENOMEM;
+	struct store_metrics *c = &mv->v[mv->len];
 	*c = *m;
-	c->origin_host = c->origin_backend = NULL;
-	if (!(c->source = strdup(m->source)) || !(c->origin_host = strdup(m->origin_host)) ||
-	    !(c->origin_backend = strdup(m->origin_backend))) {
-		free(c->source);
-		free(c->origin_host);
-		free(c);
-		return -ENOMEM;
-	}
-	mv->v[mv->len++] = c;
-	return 0;
+	c->source = strdup(m->source);
+	c->origin_host = strdup(m->origin_host);
+	c->origin_backend = strdup(m->origin_backend);
+	mv->len++; /* freed with the rest, also when a copy failed */
+	return c->source && c->origin_host && c->origin_backend ? 0 : -ENOMEM;
 }
 
 int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
-		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err)
+		       struct store_metrics **out, size_t *n, struct pim_error *err)
 {
 	struct metrics_vec mv = { 0 };
 	int r = store_metrics_each(s, model_id, platform_id, metrics_keep, &mv, err);
 
 	if (r < 0) {
-		for (size_t i = 0; i < mv.len; i++)
-			pim__region_metrics__free_unpacked(mv.v[i], NULL);
-		free(mv.v);
+		store_metrics_list_free(mv.v, mv.len);
 		return r;
 	}
 	*out = mv.v;
@@ -425,7 +426,7 @@ int store_fetched_begin(struct store *s, struct pim_error *err)
 	return store_exec_simple(s, ST_BEGIN, err);
 }
 
-static bool fetched_valid(const Pim__RegionMetrics *m)
+static bool fetched_valid(const struct store_metrics *m)
 {
 	return evidence_text(m->evidence) && m->t_host > 0 && isfinite(m->t_host) && m->origin_host &&
 	       *m->origin_host;
@@ -433,7 +434,7 @@ static bool fetched_valid(const Pim__RegionMetrics *m)
 
 /* Binds row m of fetched metrics to st's parameters after base. */
 static void fetched_bind(sqlite3_stmt *st, int base, int64_t model_id, int64_t platform_id, int64_t now,
-			 const Pim__RegionMetrics *m)
+			 const struct store_metrics *m)
 {
 	sqlite3_bind_int64(st, base + 1, model_id);
 	sqlite3_bind_int64(st, base + 2, m->region_id);
@@ -455,7 +456,7 @@ static void fetched_bind(sqlite3_stmt *st, int base, int64_t model_id, int64_t p
 	sqlite3_bind_text(st, base + 18, m->origin_backend ? m->origin_backend : "", -1, SQLITE_STATIC);
 }
 
-int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
+int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const struct store_metrics *m,
 		      struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_METRICS_FETCHED);
@@ -475,7 +476,7 @@ int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, co
 /* STORE_FETCHED_ROWS rows in one statement: 0, -ENOENT when one names a region the model lacks
  * (the statement then stored none of them), or < 0 and err. */
 static int fetched_put_chunk(struct store *s, int64_t model_id, int64_t platform_id, int64_t now,
-			     const Pim__RegionMetrics *const *m, struct pim_error *err)
+			     const struct store_metrics *const *m, struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_METRICS_FETCHED_MANY);
 
@@ -490,7 +491,7 @@ static int fetched_put_chunk(struct store *s, int64_t model_id, int64_t platform
 	return store_db_err(s, err, "storing metrics from the catalogue");
 }
 
-int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *const *m,
+int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const struct store_metrics *const *m,
 			   size_t n, size_t *missing, struct pim_error *err)
 {
 	int64_t now = (int64_t)time(NULL);
