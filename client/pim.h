@@ -400,6 +400,101 @@ int pim_calibrate(pim_client *c, const char *model, const struct pim_calibrate_r
 		  struct pim_calibration **out);
 void pim_calibration_free(struct pim_calibration *cal);
 
+/* ---------------------------------------------------------------- metrics, B_cpu, catalogue */
+
+/* A region's metrics on the daemon's platform (pimd(8), "Metrics"). */
+struct pim_region_metrics {
+	uint32_t region_id;
+	enum pim_evidence evidence;
+	double t_host;             /* seconds, one execution (median) */
+	double t_host_spread;      /* (max - min) / median; 0 if unknown */
+	int have_n_rd;
+	double n_rd;
+	int have_store;            /* c_store and the three backend counts */
+	double c_store, c_be1, c_be2, c_be3;
+	double bw_read_estimate;   /* B/s, timing backend; 0: none */
+	const char *source;
+	int64_t updated_at;
+	double source_b_cpu;       /* imported: the measuring host's B_cpu; 0 unknown */
+	const char *origin_host;   /* "" unless from the fleet catalogue */
+	int64_t origin_measured_at;
+	const char *origin_backend;
+};
+
+/* Counts measured elsewhere (perf stat -x, output) for one region of a model. */
+struct pim_import_request {
+	uint32_t region_id;
+	const char *csv;
+	double t_host;             /* seconds per execution; 0: from duration_time or task-clock */
+	uint64_t executions;       /* executions the counts cover; 0 means 1 */
+	double b_cpu;              /* B/s of the measuring host; 0: unknown */
+};
+
+struct pim_import {
+	struct pim_region_metrics metrics; /* as stored */
+	const char *const *notes;
+	size_t n_notes;
+	void *internal_;
+};
+
+int pim_import_perf(pim_client *c, const char *model, const struct pim_import_request *rq,
+		    struct pim_import **out);
+void pim_import_free(struct pim_import *imp);
+
+/* B_cpu measured again now (root or pimd's own user): the probe before and the new one. */
+struct pim_probe_result {
+	struct pim_bandwidth_probe previous, probe; /* source NULL when absent */
+	void *internal_;
+};
+
+int pim_platform_probe(pim_client *c, struct pim_probe_result **out);
+void pim_probe_result_free(struct pim_probe_result *p);
+
+/* The fleet catalogue as the daemon sees it; the rest is empty unless configured. */
+struct pim_catalogue_status {
+	int configured, reachable;
+	const char *target, *host_id, *platform_key;
+	uint64_t outbox_depth, outbox_failed;
+	int64_t last_publish_at;
+	uint64_t published, conflicts;
+	const char *last_error;
+	int64_t last_error_at;
+	uint32_t retry_in_ms, schema_version;
+	uint64_t lookups, lookup_hits;
+	void *internal_;
+};
+
+struct pim_catalogue_entry {
+	const char *model_hash, *model_name, *platform_key;
+	uint32_t hosts, runs, imports;
+	int64_t last_measured_at;
+	uint32_t regions;
+};
+
+struct pim_catalogue_list {
+	struct pim_catalogue_entry *entries;
+	size_t n_entries;
+	int truncated;
+	const char *platform_key;  /* this host's */
+	void *internal_;
+};
+
+int pim_catalogue_status_get(pim_client *c, struct pim_catalogue_status **out);
+void pim_catalogue_status_free(struct pim_catalogue_status *st);
+/* At most limit rows (0: the daemon's 1000). */
+int pim_catalogue_list_get(pim_client *c, unsigned limit, struct pim_catalogue_list **out);
+void pim_catalogue_list_free(struct pim_catalogue_list *l);
+
+/* A profiling job's clock, beside its struct pim_profile_job (pim_profile_poll). */
+struct pim_profile_clock {
+	uint32_t timeout_ms;       /* its wall-clock limit while queued or running; 0 after */
+	uint64_t running_ms;       /* how long its worker has run so far */
+	int64_t created_at, finished_at;
+};
+
+/* As pim_profile_status, and the job's clock. */
+int pim_profile_poll(pim_client *c, uint64_t id, struct pim_profile_job *job, struct pim_profile_clock *clock);
+
 /* ---------------------------------------------------------------- MX quantization
  *
  * A tensor larger than one frame (max_frame_bytes) is sent in parts that fit: whole rows of a

@@ -687,6 +687,29 @@ int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
 	return profile_job_call(c, &req, job);
 }
 
+int pim_profile_poll(pim_client *c, uint64_t id, struct pim_profile_job *job, struct pim_profile_clock *clock)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
+	Pim__Response *resp;
+	int r;
+
+	body.job = id;
+	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
+	req.profile_status = &body;
+	pthread_mutex_lock(&c->lock);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_PROFILE, &resp);
+	if (r == 0) {
+		const Pim__ProfileReply *p = resp->profile;
+		job_from(job, p);
+		*clock = (struct pim_profile_clock){ .timeout_ms = p->timeout_ms, .running_ms = p->running_ms,
+						     .created_at = p->created_at, .finished_at = p->finished_at };
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
 int pim_profile_cancel(pim_client *c, uint64_t id, struct pim_profile_job *job)
 {
 	Pim__Request req = PIM__REQUEST__INIT;

@@ -2,7 +2,7 @@
 /*
  * pimclient_priv.h: what the files of libpimclient share and its users never see: the handle
  * and its one round trip.  pimclient.c owns the connection; pimclient_typed.c (placement,
- * decisions, calibration) and pimclient_mx.c (MX tensors in frame-sized parts) convert between
+ * decisions, calibration, imports, the B_cpu probe, the catalogue) and pimclient_mx.c (MX tensors in frame-sized parts) convert between
  * pim.h's structs and pim.proto on top of it.
  */
 #ifndef PIMCLIENT_PRIV_H

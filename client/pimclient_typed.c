@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libpimclient's typed placement, decisions and calibration calls: pim.h's structs in, a
- * request on the wire, the answer read into pim.h's structs.  Strings of a result point into
+ * libpimclient's typed placement, decisions, calibration, import, B_cpu probe and catalogue
+ * calls: pim.h's structs in, a request on the wire, the answer read into pim.h's structs.  Strings of a result point into
  * the decoded answer, which the result keeps until its free call.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,19 @@ static int estimate_from_wire(pim_client *c, struct pim_placement_estimate *e, c
 	return 0;
 }
 
+static void probe_from_wire(struct pim_bandwidth_probe *p, const Pim__BandwidthProbe *b)
+{
+	if (!b) {
+		*p = (struct pim_bandwidth_probe){ 0 };
+		return;
+	}
+	*p = (struct pim_bandwidth_probe){
+		.b_cpu = b->b_cpu, .source = b->source, .measured = b->measured, .spread = b->spread,
+		.method = b->method, .measured_at = b->measured_at, .busy = b->busy, .load = b->load,
+		.host = b->host,
+	};
+}
+
 void pim_placement_free(struct pim_placement *p)
 {
 	if (!p)
@@ -157,14 +171,7 @@ static int placement_from_wire(pim_client *c, Pim__Response *resp, struct pim_pl
 	p->regions_with_metrics = w->regions_with_metrics;
 	p->notes = (const char *const *)w->notes;
 	p->n_notes = w->n_notes;
-	if (w->b_cpu_probe) {
-		const Pim__BandwidthProbe *b = w->b_cpu_probe;
-		p->b_cpu_probe = (struct pim_bandwidth_probe){
-			.b_cpu = b->b_cpu, .source = b->source, .measured = b->measured, .spread = b->spread,
-			.method = b->method, .measured_at = b->measured_at, .busy = b->busy, .load = b->load,
-			.host = b->host,
-		};
-	}
+	probe_from_wire(&p->b_cpu_probe, w->b_cpu_probe);
 	if (w->catalogue) {
 		const Pim__CatalogueOrigin *k = w->catalogue;
 		p->catalogue = (struct pim_catalogue_origin){
@@ -392,4 +399,194 @@ int pim_calibrate(pim_client *c, const char *model, const struct pim_calibrate_r
 out:
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+/* ---------------------------------------------------------------- metrics, B_cpu, catalogue */
+
+/* A call answered with one message read into a result of size bytes whose internal_ keeps the
+ * answer (at offset internal_off): the result, or NULL with the failure recorded. */
+static void *boxed_call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, size_t size,
+			size_t internal_off, Pim__Response **resp, int *r)
+{
+	void *box;
+
+	if ((*r = pimclient_call(c, req, want, resp)) < 0)
+		return NULL;
+	if (!(box = calloc(1, size))) {
+		pim__response__free_unpacked(*resp, NULL);
+		*r = pimclient_fail(c, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	*(void **)((char *)box + internal_off) = *resp;
+	return box;
+}
+
+static void boxed_free(void *box, void *internal)
+{
+	if (internal)
+		pim__response__free_unpacked(internal, NULL);
+	free(box);
+}
+
+int pim_import_perf(pim_client *c, const char *model, const struct pim_import_request *rq,
+		    struct pim_import **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ImportPerf body = PIM__IMPORT_PERF__INIT;
+	Pim__Response *resp;
+	int r;
+
+	*out = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (!model || !*model || !rq || !rq->csv) {
+		r = pimclient_fail(c, -EINVAL, "an import needs a model and its counts");
+		goto out;
+	}
+	body.model = (char *)model;
+	body.region_id = rq->region_id;
+	body.csv = (char *)rq->csv;
+	body.t_host = rq->t_host;
+	body.executions = rq->executions;
+	body.b_cpu = rq->b_cpu;
+	req.body_case = PIM__REQUEST__BODY_IMPORT_PERF;
+	req.import_perf = &body;
+	struct pim_import *imp = boxed_call(c, &req, PIM__RESPONSE__BODY_IMPORT_PERF, sizeof *imp,
+					    offsetof(struct pim_import, internal_), &resp, &r);
+	if (!imp)
+		goto out;
+	const Pim__ImportPerfReply *w = resp->import_perf;
+	const Pim__RegionMetrics *m = w->metrics;
+	if (!m) {
+		pim_import_free(imp);
+		r = pimclient_fail(c, -EBADMSG, "pimd answered an import without its metrics");
+		goto out;
+	}
+	imp->metrics = (struct pim_region_metrics){
+		.region_id = m->region_id, .evidence = evidence_from_wire(m->evidence), .t_host = m->t_host,
+		.t_host_spread = m->t_host_spread, .have_n_rd = m->have_n_rd, .n_rd = m->n_rd,
+		.have_store = m->have_store, .c_store = m->c_store, .c_be1 = m->c_be1, .c_be2 = m->c_be2,
+		.c_be3 = m->c_be3, .bw_read_estimate = m->bw_read_estimate, .source = m->source,
+		.updated_at = m->updated_at, .source_b_cpu = m->source_b_cpu, .origin_host = m->origin_host,
+		.origin_measured_at = m->origin_measured_at, .origin_backend = m->origin_backend,
+	};
+	imp->notes = (const char *const *)w->notes;
+	imp->n_notes = w->n_notes;
+	*out = imp;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_import_free(struct pim_import *imp)
+{
+	if (imp)
+		boxed_free(imp, imp->internal_);
+}
+
+int pim_platform_probe(pim_client *c, struct pim_probe_result **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProbeBandwidth body = PIM__PROBE_BANDWIDTH__INIT;
+	Pim__Response *resp;
+	int r;
+
+	req.body_case = PIM__REQUEST__BODY_PROBE_BANDWIDTH;
+	req.probe_bandwidth = &body;
+	pthread_mutex_lock(&c->lock);
+	struct pim_probe_result *p = boxed_call(c, &req, PIM__RESPONSE__BODY_PROBE_BANDWIDTH, sizeof *p,
+						offsetof(struct pim_probe_result, internal_), &resp, &r);
+	if (p) {
+		probe_from_wire(&p->previous, resp->probe_bandwidth->previous);
+		probe_from_wire(&p->probe, resp->probe_bandwidth->probe);
+	}
+	*out = p;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_probe_result_free(struct pim_probe_result *p)
+{
+	if (p)
+		boxed_free(p, p->internal_);
+}
+
+int pim_catalogue_status_get(pim_client *c, struct pim_catalogue_status **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__CatalogueStatus body = PIM__CATALOGUE_STATUS__INIT;
+	Pim__Response *resp;
+	int r;
+
+	req.body_case = PIM__REQUEST__BODY_CATALOGUE_STATUS;
+	req.catalogue_status = &body;
+	pthread_mutex_lock(&c->lock);
+	struct pim_catalogue_status *st = boxed_call(c, &req, PIM__RESPONSE__BODY_CATALOGUE_STATUS, sizeof *st,
+						     offsetof(struct pim_catalogue_status, internal_), &resp, &r);
+	if (st) {
+		const Pim__CatalogueStatusReply *w = resp->catalogue_status;
+		*st = (struct pim_catalogue_status){
+			.configured = w->configured, .reachable = w->reachable, .target = w->target,
+			.host_id = w->host_id, .platform_key = w->platform_key, .outbox_depth = w->outbox_depth,
+			.outbox_failed = w->outbox_failed, .last_publish_at = w->last_publish_at,
+			.published = w->published, .conflicts = w->conflicts, .last_error = w->last_error,
+			.last_error_at = w->last_error_at, .retry_in_ms = w->retry_in_ms,
+			.schema_version = w->schema_version, .lookups = w->lookups, .lookup_hits = w->lookup_hits,
+			.internal_ = resp,
+		};
+	}
+	*out = st;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_catalogue_status_free(struct pim_catalogue_status *st)
+{
+	if (st)
+		boxed_free(st, st->internal_);
+}
+
+int pim_catalogue_list_get(pim_client *c, unsigned limit, struct pim_catalogue_list **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__CatalogueList body = PIM__CATALOGUE_LIST__INIT;
+	Pim__Response *resp;
+	int r;
+
+	body.limit = limit;
+	req.body_case = PIM__REQUEST__BODY_CATALOGUE_LIST;
+	req.catalogue_list = &body;
+	pthread_mutex_lock(&c->lock);
+	struct pim_catalogue_list *l = boxed_call(c, &req, PIM__RESPONSE__BODY_CATALOGUE_LIST, sizeof *l,
+						  offsetof(struct pim_catalogue_list, internal_), &resp, &r);
+	if (l) {
+		const Pim__CatalogueListReply *w = resp->catalogue_list;
+		l->truncated = w->truncated;
+		l->platform_key = w->platform_key;
+		if (w->n_entries && !(l->entries = calloc(w->n_entries, sizeof *l->entries))) {
+			pim_catalogue_list_free(l);
+			l = NULL;
+			r = pimclient_fail(c, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; l && i < w->n_entries; i++) {
+			const Pim__CatalogueListEntry *e = w->entries[i];
+			l->entries[i] = (struct pim_catalogue_entry){
+				.model_hash = e->model_hash, .model_name = e->model_name,
+				.platform_key = e->platform_key, .hosts = e->hosts, .runs = e->runs,
+				.imports = e->imports, .last_measured_at = e->last_measured_at, .regions = e->regions,
+			};
+		}
+		if (l)
+			l->n_entries = w->n_entries;
+	}
+	*out = l;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_catalogue_list_free(struct pim_catalogue_list *l)
+{
+	if (l) {
+		free(l->entries);
+		boxed_free(l, l->internal_);
+	}
 }

@@ -12,8 +12,7 @@ int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 		{ 0 }
 	};
 	struct cmd_getopt g = { .name = "import-perf", .argc = argc, .argv = argv, .opts = opts };
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__ImportPerf body = PIM__IMPORT_PERF__INIT;
+	struct pim_import_request rq = { 0 };
 	const char *pos[3], *v;
 	int npos = 0, opt, r;
 	char *end;
@@ -22,14 +21,14 @@ int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 		switch (opt) {
 		case O_TIME:
 			errno = 0;
-			body.t_host = strtod(v, &end);
-			if (errno || *end || end == v || !isfinite(body.t_host) || body.t_host <= 0)
+			rq.t_host = strtod(v, &end);
+			if (errno || *end || end == v || !isfinite(rq.t_host) || rq.t_host <= 0)
 				return usage_error("--time: '%s' is not a positive number of seconds", v);
 			break;
 		case O_B_CPU:
 			errno = 0;
-			body.b_cpu = strtod(v, &end);
-			if (errno || *end || end == v || !isfinite(body.b_cpu) || body.b_cpu <= 0)
+			rq.b_cpu = strtod(v, &end);
+			if (errno || *end || end == v || !isfinite(rq.b_cpu) || rq.b_cpu <= 0)
 				return usage_error("--b-cpu: '%s' is not a positive number of bytes per second", v);
 			break;
 		case O_EXECUTIONS: {
@@ -37,7 +36,7 @@ int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 			unsigned long long e = strtoull(v, &end, 10);
 			if (errno || *end || end == v || e == 0 || v[0] == '-')
 				return usage_error("--executions: '%s' is not a positive integer", v);
-			body.executions = e;
+			rq.executions = e;
 			break;
 		}
 		case 0:
@@ -62,22 +61,19 @@ int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 		free(csv);
 		return r;
 	}
-	body.model = (char *)pos[0];
-	body.region_id = (uint32_t)region;
-	body.csv = csv;
-	req.body_case = PIM__REQUEST__BODY_IMPORT_PERF;
-	req.import_perf = &body;
-	Pim__Response *resp;
-	r = call_body(ctl, &req, PIM__RESPONSE__BODY_IMPORT_PERF, &resp);
+	rq.region_id = (uint32_t)region;
+	rq.csv = csv;
+	struct pim_import *imp;
+	r = pim_import_perf(ctl->client, pos[0], &rq, &imp);
 	free(csv);
-	if (r)
-		return r;
-	const Pim__RegionMetrics *m = resp->import_perf->metrics;
+	if (r < 0)
+		return request_failed(ctl, r);
+	const struct pim_region_metrics *m = &imp->metrics;
 	if (ctl->json) {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "model", json_object_new_string(pos[0]));
 		json_object_object_add(o, "region", json_object_new_int64(m->region_id));
-		json_object_object_add(o, "evidence", json_object_new_string(evidence_name((enum pim_evidence)m->evidence)));
+		json_object_object_add(o, "evidence", json_object_new_string(evidence_name(m->evidence)));
 		json_object_object_add(o, "t_host", jdouble(m->t_host));
 		json_object_object_add(o, "n_rd", m->have_n_rd ? jdouble(m->n_rd) : json_object_new_null());
 		json_object_object_add(o, "c_store", m->have_store ? jdouble(m->c_store) : json_object_new_null());
@@ -88,8 +84,8 @@ int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 		json_object_object_add(o, "b_cpu", m->source_b_cpu > 0 ? jdouble(m->source_b_cpu)
 								      : json_object_new_null());
 		json_object *notes = json_object_new_array();
-		for (size_t i = 0; i < resp->import_perf->n_notes; i++)
-			json_object_array_add(notes, json_object_new_string(resp->import_perf->notes[i]));
+		for (size_t i = 0; i < imp->n_notes; i++)
+			json_object_array_add(notes, json_object_new_string(imp->notes[i]));
 		json_object_object_add(o, "notes", notes);
 		print_json(o);
 	} else {
@@ -103,10 +99,10 @@ int cmd_import_perf(struct ctl *ctl, int argc, char **argv)
 		if (m->source_b_cpu > 0)
 			printf("; measured on a host with B_cpu %.2f GB/s", m->source_b_cpu / 1e9);
 		printf("\n");
-		for (size_t i = 0; i < resp->import_perf->n_notes; i++)
-			printf("note: %s\n", resp->import_perf->notes[i]);
+		for (size_t i = 0; i < imp->n_notes; i++)
+			printf("note: %s\n", imp->notes[i]);
 	}
-	pim__response__free_unpacked(resp, NULL);
+	pim_import_free(imp);
 	return EXIT_OK;
 }
 

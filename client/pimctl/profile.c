@@ -28,51 +28,39 @@ static bool job_finished(const struct pim_profile_job *j)
 
 /* The progress line of a profiling job: its state, regions and repetitions done, and how long
  * its worker has run against its timeout (or how long it has waited in the queue). */
-static void progress_job(struct progress *p, const Pim__ProfileReply *q)
+static void progress_job(struct progress *p, const struct pim_profile_job *q, const struct pim_profile_clock *k)
 {
 	char limit[64] = "";
-	if (q->timeout_ms)
-		snprintf(limit, sizeof limit, " of its %.4g s timeout", q->timeout_ms / 1e3);
+	if (k->timeout_ms)
+		snprintf(limit, sizeof limit, " of its %.4g s timeout", k->timeout_ms / 1e3);
 	if (strcmp(q->state, "running") == 0)
 		progress_show(p, "job %" PRIu64 " running: regions %u/%u, repetitions %" PRIu64 "/%" PRIu64
-			      ", %.1f s%s", q->job, q->regions_done, q->regions_total, q->repetitions_done,
-			      q->repetitions_total, q->running_ms / 1e3, limit);
+			      ", %.1f s%s", q->id, q->regions_done, q->regions_total, q->repetitions_done,
+			      q->repetitions_total, k->running_ms / 1e3, limit);
 	else
-		progress_show(p, "job %" PRIu64 " %s: waiting %.1f s for a worker", q->job, q->state,
+		progress_show(p, "job %" PRIu64 " %s: waiting %.1f s for a worker", q->id, q->state,
 			      progress_elapsed(p));
 }
 
-/* Polls until the job ends, with a progress line on a terminal; the exit status says how it
- * ended.  The polls ask for the reply itself (its timeout and run time are not in
- * struct pim_profile_job); the job's last state then comes through libpimclient. */
+/* Polls until the job ends, with a progress line on a terminal; j is its last state. */
 static int profile_wait(struct ctl *ctl, struct pim_profile_job *j)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
+	struct pim_profile_clock clock;
 	struct progress p;
-	int r = 0;
+	int r;
 
 	progress_init(&p, ctl);
-	body.job = j->id;
-	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
-	req.profile_status = &body;
-	for (bool end = job_finished(j); !end;) {
-		Pim__Response *resp;
-		if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_PROFILE, &resp)))
-			break;
-		end = strcmp(resp->profile->state, "done") == 0 || strcmp(resp->profile->state, "failed") == 0 ||
-		      strcmp(resp->profile->state, "cancelled") == 0;
-		if (!end)
-			progress_job(&p, resp->profile);
-		pim__response__free_unpacked(resp, NULL);
-		if (!end)
+	while (!job_finished(j)) {
+		if ((r = pim_profile_poll(ctl->client, j->id, j, &clock)) < 0) {
+			progress_end(&p);
+			return request_failed(ctl, r);
+		}
+		if (!job_finished(j)) {
+			progress_job(&p, j, &clock);
 			usleep(100000);
+		}
 	}
 	progress_end(&p);
-	if (r)
-		return r;
-	if ((r = pim_profile_status(ctl->client, j->id, j)) < 0)
-		return request_failed(ctl, r);
 	return EXIT_OK;
 }
 

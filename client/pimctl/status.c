@@ -74,7 +74,7 @@ static int cmd_status(struct ctl *ctl)
 /* pimctl platform probe: B_cpu measured again (root or pimd's user). */
 /* ---------------------------------------------------------------- the fleet catalogue */
 
-static json_object *catalogue_status_json(const Pim__CatalogueStatusReply *r)
+static json_object *catalogue_status_json(const struct pim_catalogue_status *r)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "configured", json_object_new_boolean(r->configured));
@@ -98,7 +98,7 @@ static json_object *catalogue_status_json(const Pim__CatalogueStatusReply *r)
 	return o;
 }
 
-static void catalogue_status_print(const Pim__CatalogueStatusReply *r)
+static void catalogue_status_print(const struct pim_catalogue_status *r)
 {
 	char a[40], b[40];
 
@@ -124,16 +124,11 @@ static void catalogue_status_print(const Pim__CatalogueStatusReply *r)
 /* Exit status 0 when the catalogue is reachable, 1 when not or none is configured. */
 static int cmd_catalogue_status(struct ctl *ctl)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__CatalogueStatus body = PIM__CATALOGUE_STATUS__INIT;
-	Pim__Response *resp;
-	int r;
+	struct pim_catalogue_status *cs;
+	int r = pim_catalogue_status_get(ctl->client, &cs);
 
-	req.body_case = PIM__REQUEST__BODY_CATALOGUE_STATUS;
-	req.catalogue_status = &body;
-	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_CATALOGUE_STATUS, &resp)))
-		return r;
-	const Pim__CatalogueStatusReply *cs = resp->catalogue_status;
+	if (r < 0)
+		return request_failed(ctl, r);
 	if (ctl->json)
 		print_json(catalogue_status_json(cs));
 	else if (!cs->configured)
@@ -141,28 +136,22 @@ static int cmd_catalogue_status(struct ctl *ctl)
 	else
 		catalogue_status_print(cs);
 	r = cs->configured && cs->reachable ? EXIT_OK : EXIT_DAEMON;
-	pim__response__free_unpacked(resp, NULL);
+	pim_catalogue_status_free(cs);
 	return r;
 }
 
 static int cmd_catalogue_list(struct ctl *ctl, unsigned limit)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__CatalogueList body = PIM__CATALOGUE_LIST__INIT;
-	Pim__Response *resp;
+	struct pim_catalogue_list *l;
 	char when[40];
-	int r;
+	int r = pim_catalogue_list_get(ctl->client, limit, &l);
 
-	body.limit = limit;
-	req.body_case = PIM__REQUEST__BODY_CATALOGUE_LIST;
-	req.catalogue_list = &body;
-	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_CATALOGUE_LIST, &resp)))
-		return r;
-	const Pim__CatalogueListReply *l = resp->catalogue_list;
+	if (r < 0)
+		return request_failed(ctl, r);
 	if (ctl->json) {
 		json_object *o = json_object_new_object(), *a = json_object_new_array();
 		for (size_t i = 0; i < l->n_entries; i++) {
-			const Pim__CatalogueListEntry *e = l->entries[i];
+			const struct pim_catalogue_entry *e = &l->entries[i];
 			json_object *je = json_object_new_object();
 			json_object_object_add(je, "model", json_object_new_string(e->model_name));
 			json_object_object_add(je, "model_hash", json_object_new_string(e->model_hash));
@@ -184,7 +173,7 @@ static int cmd_catalogue_list(struct ctl *ctl, unsigned limit)
 		printf("%-24s %-12s %6s %5s %7s %8s  %-20s %s\n", "MODEL", "HASH", "HOSTS", "RUNS", "IMPORTS", "REGIONS",
 		       "LAST MEASURED", "PLATFORM");
 		for (size_t i = 0; i < l->n_entries; i++) {
-			const Pim__CatalogueListEntry *e = l->entries[i];
+			const struct pim_catalogue_entry *e = &l->entries[i];
 			printf("%-24s %-12.12s %6u %5u %7u %8u  %-20.20s %s%s\n", tty(e->model_name), e->model_hash,
 			       e->hosts, e->runs, e->imports, e->regions, when_text(e->last_measured_at, when, sizeof when),
 			       tty(e->platform_key), strcmp(e->platform_key, l->platform_key) == 0 ? " (this host's)" : "");
@@ -192,34 +181,31 @@ static int cmd_catalogue_list(struct ctl *ctl, unsigned limit)
 		if (l->truncated)
 			printf("(more rows: --limit)\n");
 	}
-	pim__response__free_unpacked(resp, NULL);
+	pim_catalogue_list_free(l);
 	return EXIT_OK;
 }
 
 static int cmd_platform_probe(struct ctl *ctl)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__ProbeBandwidth body = PIM__PROBE_BANDWIDTH__INIT;
-	Pim__Response *resp;
+	struct pim_probe_result *pr;
 	struct ticker t;
 	int r;
 
-	req.body_case = PIM__REQUEST__BODY_PROBE_BANDWIDTH;
-	req.probe_bandwidth = &body;
 	ticker_start(&t, ctl, "measuring B_cpu");
-	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_PROBE_BANDWIDTH, &resp)))
-		return r;
-	const Pim__ProbeBandwidthReply *pr = resp->probe_bandwidth;
-	struct pim_bandwidth_probe was_probe = probe_of(pr->previous), now_probe = probe_of(pr->probe);
+	r = pim_platform_probe(ctl->client, &pr);
+	ctl_ticker_end(ctl);
+	if (r < 0)
+		return request_failed(ctl, r);
+	const struct pim_bandwidth_probe *was = pr->previous.source ? &pr->previous : NULL;
+	const struct pim_bandwidth_probe *now = pr->probe.source ? &pr->probe : NULL;
 	if (ctl->json) {
 		json_object *o = json_object_new_object();
-		if (pr->previous)
-			json_object_object_add(o, "previous", b_cpu_json(&was_probe));
-		if (pr->probe)
-			json_object_object_add(o, "probe", b_cpu_json(&now_probe));
+		if (was)
+			json_object_object_add(o, "previous", b_cpu_json(was));
+		if (now)
+			json_object_object_add(o, "probe", b_cpu_json(now));
 		print_json(o);
-	} else if (pr->probe) {
-		const struct pim_bandwidth_probe *was = pr->previous ? &was_probe : NULL, *now = &now_probe;
+	} else if (now) {
 		printf("B_cpu measured: %.2f GB/s", now->measured / 1e9);
 		if (was && was->measured > 0)
 			printf(" (was %.2f GB/s, %+.1f%%)", was->measured / 1e9,
@@ -227,7 +213,7 @@ static int cmd_platform_probe(struct ctl *ctl)
 		printf("\n");
 		b_cpu_print(now, "  ");
 	}
-	pim__response__free_unpacked(resp, NULL);
+	pim_probe_result_free(pr);
 	return EXIT_OK;
 }
 
