@@ -402,6 +402,27 @@ void pim_calibration_free(struct pim_calibration *cal);
 
 /* ---------------------------------------------------------------- metrics, B_cpu, catalogue */
 
+/* pim_status's answer with its strings whole, and where B_cpu comes from (b_cpu_probe.source
+ * NULL: not sent). */
+struct pim_daemon_status {
+	const char *server_version;
+	unsigned protocol_version;
+	uint64_t uptime_ms;
+	unsigned models, clients, schema_version;
+	uint64_t requests;
+	unsigned max_frame_bytes, pid;
+	const char *database, *platform, *backend, *backend_reason;
+	double b_cpu;
+	const char *b_cpu_source;
+	unsigned profile_jobs;
+	const char *containment;
+	struct pim_bandwidth_probe b_cpu_probe;
+	void *internal_;
+};
+
+int pim_status_get(pim_client *c, struct pim_daemon_status **out);
+void pim_daemon_status_free(struct pim_daemon_status *d);
+
 /* A region's metrics on the daemon's platform (pimd(8), "Metrics"). */
 struct pim_region_metrics {
 	uint32_t region_id;

@@ -258,41 +258,93 @@ static void info_from(struct pim_model_info *info, const Pim__ModelSummary *s)
 	info->allocation_bytes = s->allocation_bytes;
 }
 
-int pim_status(pim_client *c, struct pim_status *st)
+static void status_from(struct pim_status *st, const Pim__StatusReply *s)
+{
+	memset(st, 0, sizeof *st);
+	pimclient_copy_str(st->server_version, sizeof st->server_version, s->server_version);
+	pimclient_copy_str(st->database, sizeof st->database, s->database);
+	st->protocol_version = s->protocol_version;
+	st->uptime_ms = s->uptime_ms;
+	st->models = s->models;
+	st->clients = s->clients;
+	st->schema_version = s->schema_version;
+	st->requests = s->requests;
+	st->max_frame_bytes = s->max_frame_bytes;
+	st->pid = s->pid;
+	pimclient_copy_str(st->platform, sizeof st->platform, s->platform);
+	pimclient_copy_str(st->backend, sizeof st->backend, s->backend);
+	pimclient_copy_str(st->backend_reason, sizeof st->backend_reason, s->backend_reason);
+	pimclient_copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
+	st->b_cpu = s->b_cpu;
+	st->profile_jobs = s->profile_jobs;
+	pimclient_copy_str(st->containment, sizeof st->containment, s->containment);
+}
+
+/* The Status round trip (c->lock held). */
+static int status_call(pim_client *c, Pim__Response **resp)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
 	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
+
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &body;
+	return pimclient_call(c, &req, PIM__RESPONSE__BODY_STATUS, resp);
+}
+
+int pim_status(pim_client *c, struct pim_status *st)
+{
 	Pim__Response *resp;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	req.body_case = PIM__REQUEST__BODY_STATUS;
-	req.status = &body;
-	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_STATUS, &resp);
+	r = status_call(c, &resp);
 	if (r == 0) {
-		const Pim__StatusReply *s = resp->status;
-		memset(st, 0, sizeof *st);
-		pimclient_copy_str(st->server_version, sizeof st->server_version, s->server_version);
-		pimclient_copy_str(st->database, sizeof st->database, s->database);
-		st->protocol_version = s->protocol_version;
-		st->uptime_ms = s->uptime_ms;
-		st->models = s->models;
-		st->clients = s->clients;
-		st->schema_version = s->schema_version;
-		st->requests = s->requests;
-		st->max_frame_bytes = s->max_frame_bytes;
-		st->pid = s->pid;
-		pimclient_copy_str(st->platform, sizeof st->platform, s->platform);
-		pimclient_copy_str(st->backend, sizeof st->backend, s->backend);
-		pimclient_copy_str(st->backend_reason, sizeof st->backend_reason, s->backend_reason);
-		pimclient_copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
-		st->b_cpu = s->b_cpu;
-		st->profile_jobs = s->profile_jobs;
-		pimclient_copy_str(st->containment, sizeof st->containment, s->containment);
+		status_from(st, resp->status);
 		pim__response__free_unpacked(resp, NULL);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+int pim_status_get(pim_client *c, struct pim_daemon_status **out)
+{
+	Pim__Response *resp;
+	int r;
+
+	*out = NULL;
+	pthread_mutex_lock(&c->lock);
+	r = status_call(c, &resp);
+	if (r == 0) {
+		struct pim_daemon_status *d = calloc(1, sizeof *d);
+		if (!d) {
+			pim__response__free_unpacked(resp, NULL);
+			r = pimclient_fail(c, -ENOMEM, "out of memory");
+		} else {
+			const Pim__StatusReply *w = resp->status;
+			*d = (struct pim_daemon_status){
+				.server_version = w->server_version, .protocol_version = w->protocol_version,
+				.uptime_ms = w->uptime_ms, .models = w->models, .clients = w->clients,
+				.schema_version = w->schema_version, .requests = w->requests,
+				.max_frame_bytes = w->max_frame_bytes, .pid = w->pid, .database = w->database,
+				.platform = w->platform, .backend = w->backend, .backend_reason = w->backend_reason,
+				.b_cpu = w->b_cpu, .b_cpu_source = w->b_cpu_source, .profile_jobs = w->profile_jobs,
+				.containment = w->containment, .internal_ = resp,
+			};
+			pimclient_probe_from_wire(&d->b_cpu_probe, w->b_cpu_probe);
+			*out = d;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_daemon_status_free(struct pim_daemon_status *d)
+{
+	if (!d)
+		return;
+	if (d->internal_)
+		pim__response__free_unpacked(d->internal_, NULL);
+	free(d);
 }
 
 int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned flags,

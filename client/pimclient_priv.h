@@ -39,5 +39,7 @@ int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Respon
 int pimclient_call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out);
 
 void pimclient_copy_str(char *dst, size_t cap, const char *src);
+/* A probe of the wire as pim.h's (strings borrowed from b; all 0 and NULL when b is NULL). */
+void pimclient_probe_from_wire(struct pim_bandwidth_probe *p, const Pim__BandwidthProbe *b);
 
 #endif

@@ -125,7 +125,7 @@ static int estimate_from_wire(pim_client *c, struct pim_placement_estimate *e, c
 	return 0;
 }
 
-static void probe_from_wire(struct pim_bandwidth_probe *p, const Pim__BandwidthProbe *b)
+void pimclient_probe_from_wire(struct pim_bandwidth_probe *p, const Pim__BandwidthProbe *b)
 {
 	if (!b) {
 		*p = (struct pim_bandwidth_probe){ 0 };
@@ -171,7 +171,7 @@ static int placement_from_wire(pim_client *c, Pim__Response *resp, struct pim_pl
 	p->regions_with_metrics = w->regions_with_metrics;
 	p->notes = (const char *const *)w->notes;
 	p->n_notes = w->n_notes;
-	probe_from_wire(&p->b_cpu_probe, w->b_cpu_probe);
+	pimclient_probe_from_wire(&p->b_cpu_probe, w->b_cpu_probe);
 	if (w->catalogue) {
 		const Pim__CatalogueOrigin *k = w->catalogue;
 		p->catalogue = (struct pim_catalogue_origin){
@@ -496,8 +496,8 @@ int pim_platform_probe(pim_client *c, struct pim_probe_result **out)
 	struct pim_probe_result *p = boxed_call(c, &req, PIM__RESPONSE__BODY_PROBE_BANDWIDTH, sizeof *p,
 						offsetof(struct pim_probe_result, internal_), &resp, &r);
 	if (p) {
-		probe_from_wire(&p->previous, resp->probe_bandwidth->previous);
-		probe_from_wire(&p->probe, resp->probe_bandwidth->probe);
+		pimclient_probe_from_wire(&p->previous, resp->probe_bandwidth->previous);
+		pimclient_probe_from_wire(&p->probe, resp->probe_bandwidth->probe);
 	}
 	*out = p;
 	pthread_mutex_unlock(&c->lock);

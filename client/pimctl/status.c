@@ -2,31 +2,14 @@
 /* pimctl status, platform probe and catalogue: the daemon, its B_cpu and the fleet catalogue. */
 #include "pimctl.h"
 
-/* A probe as the typed calls give it (source NULL: none). */
-static struct pim_bandwidth_probe probe_of(const Pim__BandwidthProbe *w)
-{
-	if (!w)
-		return (struct pim_bandwidth_probe){ 0 };
-	return (struct pim_bandwidth_probe){ .b_cpu = w->b_cpu, .source = w->source, .measured = w->measured,
-					     .spread = w->spread, .method = w->method,
-					     .measured_at = w->measured_at, .busy = w->busy, .load = w->load,
-					     .host = w->host };
-}
-
-
 static int cmd_status(struct ctl *ctl)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
-	Pim__Response *resp;
-	int r;
+	struct pim_daemon_status *st;
+	int r = pim_status_get(ctl->client, &st);
 
-	req.body_case = PIM__REQUEST__BODY_STATUS;
-	req.status = &body;
-	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_STATUS, &resp)))
-		return r;
-	const Pim__StatusReply *st = resp->status;
-	struct pim_bandwidth_probe probe = probe_of(st->b_cpu_probe);
+	if (r < 0)
+		return request_failed(ctl, r);
+	const struct pim_bandwidth_probe *probe = st->b_cpu_probe.source ? &st->b_cpu_probe : NULL;
 	if (ctl->json) {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "server_version", json_object_new_string(st->server_version));
@@ -44,13 +27,13 @@ static int cmd_status(struct ctl *ctl)
 		json_object_object_add(o, "backend_reason", json_object_new_string(st->backend_reason));
 		json_object_object_add(o, "b_cpu", json_object_new_double(st->b_cpu));
 		json_object_object_add(o, "b_cpu_source", json_object_new_string(st->b_cpu_source));
-		if (st->b_cpu_probe)
-			json_object_object_add(o, "b_cpu_probe", b_cpu_json(&probe));
+		if (probe)
+			json_object_object_add(o, "b_cpu_probe", b_cpu_json(probe));
 		json_object_object_add(o, "profile_jobs", json_object_new_int64(st->profile_jobs));
 		json_object_object_add(o, "containment", json_object_new_string(st->containment));
 		json_object_object_add(o, "socket", json_object_new_string(pim_client_socket_path(ctl->client)));
 		print_json(o);
-		pim__response__free_unpacked(resp, NULL);
+		pim_daemon_status_free(st);
 		return EXIT_OK;
 	}
 	printf("pimd %s (protocol %u), pid %u\n", st->server_version, st->protocol_version, st->pid);
@@ -64,10 +47,10 @@ static int cmd_status(struct ctl *ctl)
 	printf("  platform:   %s\n", st->platform);
 	printf("  profiling:  %s backend; %s\n", st->backend, st->backend_reason);
 	printf("  B_cpu:      %.2f GB/s (%s)\n", st->b_cpu / 1e9, st->b_cpu_source);
-	b_cpu_print(st->b_cpu_probe ? &probe : NULL, "              ");
+	b_cpu_print(probe, "              ");
 	printf("  jobs:       %u profiling jobs queued or running\n", st->profile_jobs);
 	printf("  contained:  %s\n", st->containment);
-	pim__response__free_unpacked(resp, NULL);
+	pim_daemon_status_free(st);
 	return EXIT_OK;
 }
 
