@@ -842,7 +842,7 @@ static int jblock_cmp(const void *a, const void *b)
 #define JITQ_BLOCKS_ONE 512 /* more blocks in a phase than this: consecutive ones merge */
 
 /* One phase's timeline: the accelerator's lane above the PIM's; returns the height used. */
-static double draw_phase(struct svg *s, const Pim__JitqPhase *p, double top)
+static double draw_phase(struct svg *s, const struct pim_jitq_plan_phase *p, double top)
 {
 	size_t n = p->n_blocks;
 	char tip[512], value[32], a[32], b[32], c[32];
@@ -854,7 +854,7 @@ static double draw_phase(struct svg *s, const Pim__JitqPhase *p, double top)
 	/* t = 0 is the first block's start; the prologue's launches come before it (the head start) */
 	double begin = 0, end = 0;
 	for (size_t i = 0; i < n; i++) {
-		const Pim__JitqBlock *k = p->blocks[i];
+		const struct pim_jitq_plan_block *k = &p->blocks[i];
 		v[i] = (struct jblock){ .start = k->start_s, .accel = k->accel_s, .stall = k->stall_s,
 					.launch = k->launch_s, .ready = k->ready_s, .pim = k->pim_s, .slack = k->slack,
 					.layer = (uint32_t)i };
@@ -932,7 +932,7 @@ static void memory_bar(struct svg *s, double y, double bytes, const struct svg_s
 	svg_text(s, x + 6, y + 13, "start", "sub", "%s", b);
 }
 
-int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_error *err)
+int chart_jitq(const struct pim_jitq_plan_reply *r, char **out, size_t *len, struct pim_error *err)
 {
 	struct svg s;
 	char title[512];
@@ -947,17 +947,17 @@ int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_
 	double y = 76;
 	bool blocks = false;
 	for (size_t i = 0; i < r->n_phases; i++)
-		blocks |= r->phases[i]->n_blocks > 0;
+		blocks |= r->phases[i].n_blocks > 0;
 	if (!blocks)
 		svg_text(&s, 20, y, "start", "head", "No per-block rows in this plan (pimctl asks for them with --svg)");
 	for (size_t i = 0; i < r->n_phases && blocks; i++)
-		y += draw_phase(&s, r->phases[i], y) + 10;
+		y += draw_phase(&s, &r->phases[i], y) + 10;
 	legend_mark(&s, PX0, y, SVG_SQUARE, "#4b6f94", "accelerator compute per block");
 	legend_mark(&s, PX0 + 230, y, SVG_SQUARE, CHART_PIM_COLOUR, "PIM quantization of a block's copies");
 	legend_mark(&s, PX0 + 500, y, SVG_SQUARE, "#c00", "stall: the copies are not ready");
 	y += 30;
-	if (r->capacity) {
-		const Pim__JitqCapacity *c = r->capacity;
+	if (r->has_capacity) {
+		const struct pim_jitq_capacity *c = &r->capacity;
 		double top = (double)c->total_both;
 		top = fmax(top, fmax((double)c->total_one, (double)c->total_jitq));
 		struct svg_scale xs = { .lo = 0, .hi = top > 0 ? top : 1, .p0 = PX0 + 160, .p1 = WIDTH - 120 };

@@ -2,8 +2,8 @@
 /*
  * chart.h: pimctl's pictures, drawn as SVG with svg.h from pimd's answers.
  *
- * Pure: each function takes an answer (libpimclient's typed results; JIT-Q's still its decoded
- * protobuf-c reply) and returns the text of one self-contained SVG document; no I/O, no global state.  What cannot be seen is aggregated
+ * Pure: each function takes an answer (libpimclient's typed results) and returns the text of
+ * one self-contained SVG document; no I/O, no global state.  What cannot be seen is aggregated
  * so that a model of any size draws in a bounded time and size: above CHART_MARKS_ONE regions,
  * the marks of one cell of CHART_CELL_PX pixels with the same decision and evidence become one
  * mark that says how many regions it stands for; regions narrower than a pixel in the
@@ -16,7 +16,6 @@
 #define PIMD_CHART_H
 
 #include "pim.h"
-#include "pim.pb-c.h"
 #include "util.h"
 
 #define CHART_MARKS_ONE 2000 /* up to this many regions in a panel: one mark each */
@@ -43,6 +42,6 @@ int chart_calibrate(const struct pim_calibration *r, const char *model, char **o
  * block, the PIM quantizations and when they are ready, slack and stalls, forward and
  * backward; the memory JIT-Q's copies hold beside the resident copies it saves.
  */
-int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_error *err);
+int chart_jitq(const struct pim_jitq_plan_reply *r, char **out, size_t *len, struct pim_error *err);
 
 #endif

@@ -516,6 +516,83 @@ struct pim_profile_clock {
 /* As pim_profile_status, and the job's clock. */
 int pim_profile_poll(pim_client *c, uint64_t id, struct pim_profile_job *job, struct pim_profile_clock *clock);
 
+/* ---------------------------------------------------------------- JIT-Q plans, whole
+ *
+ * What pimctl jitq plan shows: the schedule of both phases, per block with per_block, the
+ * memory it saves and the daemon's text.  (pim_jitq_plan_fetch above indexes a plan for a
+ * training runtime instead.)
+ */
+struct pim_jitq_plan_request {
+	const char *preset;        /* bert-340M ... future-1T, or NULL for a custom model */
+	unsigned layers, hidden, heads, seq, batch, tslice, vocab, pipeline; /* 0: the preset's */
+	const char *format;        /* mx9, mx6 (NULL), mx4 */
+	const char *source;        /* bf16 (NULL), fp32 */
+	const char *mapping;       /* tiled, strided, strided-opt (NULL) */
+	double peak_flops, efficiency; /* the accelerator; 0: the daemon's */
+	const double *fwd_s, *bwd_s; /* measured seconds per block (both or neither) */
+	size_t n_times;
+	unsigned max_lookahead;    /* 0: the daemon's */
+	int per_block;             /* each block's row and every launch */
+	unsigned pim_stacks;       /* 0: 5 */
+	const char *const *settings; /* "key=value" (pimctl(1), --set), at most 64 */
+	size_t n_settings;
+	const char *config;        /* NULL or "default"; "paper" */
+	double speedup_mx9, speedup_mx6, speedup_mx4; /* 0: the daemon's */
+};
+
+struct pim_jitq_plan_launch {
+	uint32_t block;
+	int32_t boundary;          /* PIM_JITQ_PROLOGUE: before the phase's first block */
+	const char *phase, *tensor, *direction;
+	uint32_t rows, cols;
+	uint64_t bytes;
+	double pim_s;
+	uint32_t chan_first, chan_count;
+};
+
+struct pim_jitq_plan_block {
+	double accel_s, pim_s, slack, stall_s;
+	double launch_s, ready_s, start_s; /* from the phase's start */
+};
+
+struct pim_jitq_plan_phase {
+	const char *phase;
+	uint32_t lookahead;
+	double accel_s, pim_s, stall_s;
+	int pim_bound;
+	double overlap_s, slack_min, slack_median;
+	uint64_t resident_bytes;
+	struct pim_jitq_plan_launch *launches;
+	size_t n_launches;
+	struct pim_jitq_plan_block *blocks; /* with per_block */
+	size_t n_blocks;
+};
+
+struct pim_jitq_capacity {
+	uint64_t params, params_quant, master, grads, optim, acts, lp_both, lp_one, lp_jitq,
+		total_both, total_one, total_jitq;
+	int64_t saved_vs_both, saved_vs_one;
+	double pct_vs_both, pct_vs_one;
+};
+
+struct pim_jitq_plan_reply {
+	const char *model, *format, *source, *mapping, *kernel;
+	uint32_t layers, model_layers, pipeline, pim_stacks;
+	double pim_tck_ns;
+	struct pim_jitq_plan_phase *phases;
+	size_t n_phases;
+	int has_capacity;
+	struct pim_jitq_capacity capacity;
+	double loss, loss_stall, loss_interference;
+	const char *text;          /* the plan as the daemon renders it for people */
+	const char *const *assumptions;
+	size_t n_assumptions;
+	void *internal_;
+};
+
+int pim_jitq_plan_get(pim_client *c, const struct pim_jitq_plan_request *rq, struct pim_jitq_plan_reply **out);
+void pim_jitq_plan_reply_free(struct pim_jitq_plan_reply *p);
+
 /* ---------------------------------------------------------------- MX quantization
  *
  * A tensor larger than one frame (max_frame_bytes) is sent in parts that fit: whole rows of a

@@ -590,3 +590,151 @@ void pim_catalogue_list_free(struct pim_catalogue_list *l)
 		boxed_free(l, l->internal_);
 	}
 }
+
+/* ---------------------------------------------------------------- JIT-Q plans, whole */
+
+#define JITQ_SETTINGS_MAX 64 /* pim.proto JitqPlan.settings */
+
+void pim_jitq_plan_reply_free(struct pim_jitq_plan_reply *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n_phases; i++) {
+		free(p->phases[i].launches);
+		free(p->phases[i].blocks);
+	}
+	free(p->phases);
+	boxed_free(p, p->internal_);
+}
+
+static int phase_from_wire(struct pim_jitq_plan_phase *d, const Pim__JitqPhase *w)
+{
+	*d = (struct pim_jitq_plan_phase){
+		.phase = w->phase, .lookahead = w->lookahead, .accel_s = w->accel_s, .pim_s = w->pim_s,
+		.stall_s = w->stall_s, .pim_bound = w->pim_bound, .overlap_s = w->overlap_s,
+		.slack_min = w->slack_min, .slack_median = w->slack_median, .resident_bytes = w->resident_bytes,
+	};
+	if ((w->n_launches && !(d->launches = calloc(w->n_launches, sizeof *d->launches))) ||
+	    (w->n_blocks && !(d->blocks = calloc(w->n_blocks, sizeof *d->blocks))))
+		return -ENOMEM;
+	for (size_t i = 0; i < w->n_launches; i++) {
+		const Pim__JitqLaunch *l = w->launches[i];
+		d->launches[i] = (struct pim_jitq_plan_launch){
+			.block = l->block, .boundary = l->boundary, .phase = l->phase, .tensor = l->tensor,
+			.direction = l->direction, .rows = l->rows, .cols = l->cols, .bytes = l->bytes,
+			.pim_s = l->pim_s, .chan_first = l->chan_first, .chan_count = l->chan_count,
+		};
+	}
+	d->n_launches = w->n_launches;
+	for (size_t i = 0; i < w->n_blocks; i++) {
+		const Pim__JitqBlock *k = w->blocks[i];
+		d->blocks[i] = (struct pim_jitq_plan_block){
+			.accel_s = k->accel_s, .pim_s = k->pim_s, .slack = k->slack, .stall_s = k->stall_s,
+			.launch_s = k->launch_s, .ready_s = k->ready_s, .start_s = k->start_s,
+		};
+	}
+	d->n_blocks = w->n_blocks;
+	return 0;
+}
+
+int pim_jitq_plan_get(pim_client *c, const struct pim_jitq_plan_request *rq, struct pim_jitq_plan_reply **out)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__JitqPlan body = PIM__JITQ_PLAN__INIT;
+	Pim__JitqModel model = PIM__JITQ_MODEL__INIT;
+	Pim__Response *resp;
+	int r;
+
+	*out = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (rq->n_settings > JITQ_SETTINGS_MAX || (rq->n_settings && !rq->settings)) {
+		r = pimclient_fail(c, -EINVAL, "%zu settings: at most %u", rq->n_settings, JITQ_SETTINGS_MAX);
+		goto out;
+	}
+	if (rq->n_times && (!rq->fwd_s || !rq->bwd_s)) {
+		r = pimclient_fail(c, -EINVAL, "measured times need both phases'");
+		goto out;
+	}
+	if (rq->preset)
+		model.preset = (char *)rq->preset;
+	model.layers = rq->layers;
+	model.hidden = rq->hidden;
+	model.heads = rq->heads;
+	model.seq = rq->seq;
+	model.batch = rq->batch;
+	model.tslice = rq->tslice;
+	model.vocab = rq->vocab;
+	model.pipeline = rq->pipeline;
+	body.model = &model;
+	if (rq->format)
+		body.format = (char *)rq->format;
+	if (rq->source)
+		body.source = (char *)rq->source;
+	if (rq->mapping)
+		body.mapping = (char *)rq->mapping;
+	if (rq->config)
+		body.config = (char *)rq->config;
+	body.peak_flops = rq->peak_flops;
+	body.efficiency = rq->efficiency;
+	body.fwd_times = (double *)rq->fwd_s;
+	body.bwd_times = (double *)rq->bwd_s;
+	body.n_fwd_times = body.n_bwd_times = rq->n_times;
+	body.max_lookahead = rq->max_lookahead;
+	body.per_block = rq->per_block != 0;
+	body.pim_stacks = rq->pim_stacks;
+	body.settings = (char **)rq->settings;
+	body.n_settings = rq->n_settings;
+	body.speedup_mx9 = rq->speedup_mx9;
+	body.speedup_mx6 = rq->speedup_mx6;
+	body.speedup_mx4 = rq->speedup_mx4;
+	req.body_case = PIM__REQUEST__BODY_JITQ_PLAN;
+	req.jitq_plan = &body;
+	struct pim_jitq_plan_reply *p = boxed_call(c, &req, PIM__RESPONSE__BODY_JITQ_PLAN, sizeof *p,
+						   offsetof(struct pim_jitq_plan_reply, internal_), &resp, &r);
+	if (!p)
+		goto out;
+	const Pim__JitqPlanReply *w = resp->jitq_plan;
+	p->model = w->model;
+	p->format = w->format;
+	p->source = w->source;
+	p->mapping = w->mapping;
+	p->kernel = w->kernel;
+	p->layers = w->layers;
+	p->model_layers = w->model_layers;
+	p->pipeline = w->pipeline;
+	p->pim_stacks = w->pim_stacks;
+	p->pim_tck_ns = w->pim_tck_ns;
+	p->loss = w->loss;
+	p->loss_stall = w->loss_stall;
+	p->loss_interference = w->loss_interference;
+	p->text = w->text;
+	p->assumptions = (const char *const *)w->assumptions;
+	p->n_assumptions = w->n_assumptions;
+	if (w->capacity) {
+		const Pim__JitqCapacity *k = w->capacity;
+		p->has_capacity = 1;
+		p->capacity = (struct pim_jitq_capacity){
+			.params = k->params, .params_quant = k->params_quant, .master = k->master,
+			.grads = k->grads, .optim = k->optim, .acts = k->acts, .lp_both = k->lp_both,
+			.lp_one = k->lp_one, .lp_jitq = k->lp_jitq, .total_both = k->total_both,
+			.total_one = k->total_one, .total_jitq = k->total_jitq,
+			.saved_vs_both = k->saved_vs_both, .saved_vs_one = k->saved_vs_one,
+			.pct_vs_both = k->pct_vs_both, .pct_vs_one = k->pct_vs_one,
+		};
+	}
+	if (w->n_phases && !(p->phases = calloc(w->n_phases, sizeof *p->phases)))
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < w->n_phases; i++) {
+		r = phase_from_wire(&p->phases[i], w->phases[i]);
+		p->n_phases = i + 1;
+	}
+	if (r < 0) {
+		pim_jitq_plan_reply_free(p);
+		r = pimclient_fail(c, -ENOMEM, "out of memory");
+		goto out;
+	}
+	*out = p;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}

@@ -52,7 +52,7 @@ static int read_times(const char *path, double **fwd, double **bwd, size_t *n)
 	return EXIT_OK;
 }
 
-static json_object *jitq_json(const Pim__JitqPlanReply *r)
+static json_object *jitq_json(const struct pim_jitq_plan_reply *r)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "model", json_object_new_string(r->model));
@@ -70,7 +70,7 @@ static json_object *jitq_json(const Pim__JitqPlanReply *r)
 	json_object_object_add(o, "loss_interference", jdouble(r->loss_interference));
 	json_object *phases = json_object_new_array();
 	for (size_t i = 0; i < r->n_phases; i++) {
-		const Pim__JitqPhase *p = r->phases[i];
+		const struct pim_jitq_plan_phase *p = &r->phases[i];
 		json_object *jp = json_object_new_object();
 		json_object_object_add(jp, "phase", json_object_new_string(p->phase));
 		json_object_object_add(jp, "lookahead", json_object_new_int64(p->lookahead));
@@ -84,7 +84,7 @@ static json_object *jitq_json(const Pim__JitqPlanReply *r)
 		json_object_object_add(jp, "resident_bytes", json_object_new_int64((int64_t)p->resident_bytes));
 		json_object *ls = json_object_new_array();
 		for (size_t j = 0; j < p->n_launches; j++) {
-			const Pim__JitqLaunch *l = p->launches[j];
+			const struct pim_jitq_plan_launch *l = &p->launches[j];
 			json_object *jl = json_object_new_object();
 			json_object_object_add(jl, "block", json_object_new_int64(l->block));
 			json_object_object_add(jl, "boundary", json_object_new_int64(l->boundary));
@@ -100,21 +100,21 @@ static json_object *jitq_json(const Pim__JitqPlanReply *r)
 		json_object *bs = json_object_new_array();
 		for (size_t j = 0; j < p->n_blocks; j++) {
 			json_object *jb = json_object_new_object();
-			json_object_object_add(jb, "accel_s", jdouble(p->blocks[j]->accel_s));
-			json_object_object_add(jb, "pim_s", jdouble(p->blocks[j]->pim_s));
-			json_object_object_add(jb, "slack", jdouble(p->blocks[j]->slack));
-			json_object_object_add(jb, "stall_s", jdouble(p->blocks[j]->stall_s));
-			json_object_object_add(jb, "launch_s", jdouble(p->blocks[j]->launch_s));
-			json_object_object_add(jb, "ready_s", jdouble(p->blocks[j]->ready_s));
-			json_object_object_add(jb, "start_s", jdouble(p->blocks[j]->start_s));
+			json_object_object_add(jb, "accel_s", jdouble(p->blocks[j].accel_s));
+			json_object_object_add(jb, "pim_s", jdouble(p->blocks[j].pim_s));
+			json_object_object_add(jb, "slack", jdouble(p->blocks[j].slack));
+			json_object_object_add(jb, "stall_s", jdouble(p->blocks[j].stall_s));
+			json_object_object_add(jb, "launch_s", jdouble(p->blocks[j].launch_s));
+			json_object_object_add(jb, "ready_s", jdouble(p->blocks[j].ready_s));
+			json_object_object_add(jb, "start_s", jdouble(p->blocks[j].start_s));
 			json_object_array_add(bs, jb);
 		}
 		json_object_object_add(jp, "blocks", bs);
 		json_object_array_add(phases, jp);
 	}
 	json_object_object_add(o, "phases", phases);
-	if (r->capacity) {
-		const Pim__JitqCapacity *c = r->capacity;
+	if (r->has_capacity) {
+		const struct pim_jitq_capacity *c = &r->capacity;
 		json_object *jc = json_object_new_object();
 #define CAP(f) json_object_object_add(jc, #f, json_object_new_int64((int64_t)c->f))
 		CAP(params);
@@ -179,9 +179,7 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 	static const char *const set_keys[] = { [O_SET] = "", [O_KERNEL] = "kernel", [O_TCK] = "tCK",
 						[O_ACTIVATIONS] = "activations", [O_LAYOUT] = "layout" };
 	struct cmd_getopt g = { .name = "jitq plan", .argc = argc, .argv = argv, .opts = opts };
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__JitqPlan body = PIM__JITQ_PLAN__INIT;
-	Pim__JitqModel model = PIM__JITQ_MODEL__INIT;
+	struct pim_jitq_plan_request rq = { 0 };
 	double *fwd = NULL, *bwd = NULL;
 	size_t n_times = 0;
 	bool have_model = false;
@@ -208,22 +206,22 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 			continue;
 		}
 		switch (opt) {
-		case O_MODEL: model.preset = (char *)v; have_model = true; break;
-		case O_LAYERS: r = parse_u32("--layers", v, &model.layers); have_model = true; break;
-		case O_HIDDEN: r = parse_u32("--hidden", v, &model.hidden); have_model = true; break;
-		case O_HEADS: r = parse_u32("--heads", v, &model.heads); break;
-		case O_SEQ: r = parse_u32("--seq", v, &model.seq); break;
-		case O_BATCH: r = parse_u32("--batch", v, &model.batch); break;
-		case O_TSLICE: r = parse_u32("--tslice", v, &model.tslice); break;
-		case O_PIPELINE: r = parse_u32("--pipeline", v, &model.pipeline); break;
-		case O_PRESET: body.config = (char *)v; break;
-		case O_FORMAT: body.format = (char *)v; break;
-		case O_FROM: body.source = (char *)v; break;
-		case O_MAPPING: body.mapping = (char *)v; break;
-		case O_PEAK_FLOPS: r = parse_pos_double("--peak-flops", v, &body.peak_flops); break;
-		case O_EFFICIENCY: r = parse_pos_double("--efficiency", v, &body.efficiency); break;
-		case O_LOOKAHEAD: r = parse_u32("--lookahead", v, &body.max_lookahead); break;
-		case O_STACKS: r = parse_u32("--stacks", v, &body.pim_stacks); break;
+		case O_MODEL: rq.preset = v; have_model = true; break;
+		case O_LAYERS: r = parse_u32("--layers", v, &rq.layers); have_model = true; break;
+		case O_HIDDEN: r = parse_u32("--hidden", v, &rq.hidden); have_model = true; break;
+		case O_HEADS: r = parse_u32("--heads", v, &rq.heads); break;
+		case O_SEQ: r = parse_u32("--seq", v, &rq.seq); break;
+		case O_BATCH: r = parse_u32("--batch", v, &rq.batch); break;
+		case O_TSLICE: r = parse_u32("--tslice", v, &rq.tslice); break;
+		case O_PIPELINE: r = parse_u32("--pipeline", v, &rq.pipeline); break;
+		case O_PRESET: rq.config = v; break;
+		case O_FORMAT: rq.format = v; break;
+		case O_FROM: rq.source = v; break;
+		case O_MAPPING: rq.mapping = v; break;
+		case O_PEAK_FLOPS: r = parse_pos_double("--peak-flops", v, &rq.peak_flops); break;
+		case O_EFFICIENCY: r = parse_pos_double("--efficiency", v, &rq.efficiency); break;
+		case O_LOOKAHEAD: r = parse_u32("--lookahead", v, &rq.max_lookahead); break;
+		case O_STACKS: r = parse_u32("--stacks", v, &rq.pim_stacks); break;
 		case O_TIMES:
 			free(fwd);
 			free(bwd);
@@ -231,7 +229,7 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 			r = read_times(v, &fwd, &bwd, &n_times);
 			break;
 		case O_SVG: svg = v; break;
-		case O_PER_BLOCK: body.per_block = true; break;
+		case O_PER_BLOCK: rq.per_block = 1; break;
 		case 0: r = usage_error("jitq plan: unexpected argument '%s'", v); break;
 		default: r = -opt;
 		}
@@ -247,31 +245,27 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 			free(settings[i]);
 		return r;
 	}
-	body.settings = settings;
-	body.n_settings = n_set;
-	body.model = &model;
-	body.fwd_times = fwd;
-	body.bwd_times = bwd;
-	body.n_fwd_times = body.n_bwd_times = n_times;
-	req.body_case = PIM__REQUEST__BODY_JITQ_PLAN;
-	req.jitq_plan = &body;
-	Pim__Response *resp, *full = NULL;
-	r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
+	rq.settings = (const char *const *)settings;
+	rq.n_settings = n_set;
+	rq.fwd_s = fwd;
+	rq.bwd_s = bwd;
+	rq.n_times = n_times;
+	struct pim_jitq_plan_reply *p, *full = NULL;
+	r = pim_jitq_plan_get(ctl->client, &rq, &p);
 	/* the chart needs every block's timeline: the same plan with its rows per block */
-	if (!r && svg && body.per_block)
-		full = resp;
-	else if (!r && svg) {
-		body.per_block = true;
-		if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &full)))
-			pim__response__free_unpacked(resp, NULL);
+	if (r == 0 && svg && rq.per_block)
+		full = p;
+	else if (r == 0 && svg) {
+		rq.per_block = 1;
+		if ((r = pim_jitq_plan_get(ctl->client, &rq, &full)) < 0)
+			pim_jitq_plan_reply_free(p);
 	}
 	free(fwd);
 	free(bwd);
 	for (size_t i = 0; i < n_set; i++)
 		free(settings[i]);
-	if (r)
-		return r;
-	const Pim__JitqPlanReply *p = resp->jitq_plan;
+	if (r < 0)
+		return request_failed(ctl, r);
 	if (ctl->json)
 		print_json(jitq_json(p));
 	else {
@@ -281,13 +275,14 @@ static int cmd_jitq_plan(struct ctl *ctl, int argc, char **argv)
 				printf("%s\n", p->assumptions[i]);
 		fputs(p->text, stdout);
 	}
+	r = EXIT_OK;
 	if (svg) {
 		struct drawn d = { 0 };
-		r = write_svg(ctl, svg, chart_jitq(full->jitq_plan, &d.text, &d.len, &d.e), &d);
-		if (full != resp)
-			pim__response__free_unpacked(full, NULL);
+		r = write_svg(ctl, svg, chart_jitq(full, &d.text, &d.len, &d.e), &d);
+		if (full != p)
+			pim_jitq_plan_reply_free(full);
 	}
-	pim__response__free_unpacked(resp, NULL);
+	pim_jitq_plan_reply_free(p);
 	return r;
 }
 

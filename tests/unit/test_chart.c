@@ -466,10 +466,10 @@ END_TEST
 
 START_TEST(test_jitq_chart)
 {
-	Pim__JitqPlanReply r = PIM__JITQ_PLAN_REPLY__INIT;
-	Pim__JitqPhase ph = PIM__JITQ_PHASE__INIT, *php = &ph;
-	Pim__JitqBlock b[3], *bp[3];
-	Pim__JitqCapacity cap = PIM__JITQ_CAPACITY__INIT;
+	struct pim_jitq_plan_reply r = { 0 };
+	struct pim_jitq_plan_phase ph = { 0 };
+	struct pim_jitq_plan_block b[3];
+	struct pim_jitq_capacity cap = { 0 };
 	struct pim_error err = { 0 };
 	char *out;
 	size_t len;
@@ -477,7 +477,7 @@ START_TEST(test_jitq_chart)
 	/* blocks of 1 ms; each block's copies take 0.4 ms on PIM from its predecessor's start; the
 	 * last waits 0.2 ms for them */
 	for (int i = 0; i < 3; i++) {
-		pim__jitq_block__init(&b[i]);
+		b[i] = (struct pim_jitq_plan_block){ 0 };
 		b[i].accel_s = 1e-3;
 		b[i].pim_s = 0.4e-3;
 		b[i].start_s = i * 1e-3 + (i == 2 ? 0.2e-3 : 0);
@@ -485,11 +485,10 @@ START_TEST(test_jitq_chart)
 		b[i].launch_s = i ? (i - 1) * 1e-3 : 0;
 		b[i].ready_s = b[i].launch_s + 0.4e-3;
 		b[i].slack = 2.5;
-		bp[i] = &b[i];
 	}
 	ph.phase = "forward";
 	ph.lookahead = 1;
-	ph.blocks = bp;
+	ph.blocks = b;
 	ph.n_blocks = 3;
 	cap.lp_both = 2u << 30;
 	cap.lp_one = 1u << 30;
@@ -502,9 +501,10 @@ START_TEST(test_jitq_chart)
 	r.source = "bf16";
 	r.mapping = "strided-opt";
 	r.layers = 3;
-	r.phases = &php;
+	r.phases = &ph;
 	r.n_phases = 1;
-	r.capacity = &cap;
+	r.capacity = cap;
+	r.has_capacity = 1;
 	ck_assert_int_eq(chart_jitq(&r, &out, &len, &err), 0);
 	ck_assert_uint_eq(count(out, "class=\"accel\""), 3);
 	ck_assert_uint_eq(count(out, "class=\"quant\""), 3);
