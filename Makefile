@@ -107,7 +107,7 @@ $(B)/pimd-worker: $(B)/obj/daemon/pimd_worker.o $(CORE_LIBS)
 		$(CORE_LIBS) $(LIBS_DAEMON)
 
 # ---------------------------------------------------------------- libpimclient and pimctl
-CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/common/frame.o $(B)/obj/gen/pim.pb-c.o
+CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/pimclient_typed.o $(B)/obj/client/pimclient_mx.o $(B)/obj/common/frame.o $(B)/obj/gen/pim.pb-c.o
 LIBS_CLIENT := $(shell pkg-config --libs libprotobuf-c 2>/dev/null) -lpthread
 
 $(B)/libpimclient.a: $(CLIENT_OBJ)
@@ -130,7 +130,10 @@ $(B)/pimclient.pc: client/pimclient.pc.in Makefile
 $(B)/libpimchart.a: $(B)/obj/client/chart.o
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/pimctl: $(B)/obj/client/pimctl.o $(B)/libpimchart.a $(B)/libpimclient.a $(B)/libpimcommon.a
+# One file per command family (client/pimctl/), with the include paths of client/.
+INC_client/pimctl := $(INC_client)
+PIMCTL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard client/pimctl/*.c))
+$(B)/pimctl: $(PIMCTL_OBJ) $(B)/libpimchart.a $(B)/libpimclient.a $(B)/libpimcommon.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS_COMMON) -lpthread
 
 -include $(shell find $(B)/obj $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)
@@ -182,6 +185,11 @@ $(B)/tests/e2e-tool: tests/e2e/e2e-tool.c $(B)/libpimclient.a $(CORE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_TESTS) $(DEPFLAGS) -rdynamic -o $@ $< $(B)/libpimclient.a $(CORE_LIBS) \
 		$(LIBS_DAEMON) -lpthread -ldl
+
+# A client of the typed calls alone (pim.h, the shared library): what an application writes.
+$(B)/tests/e2e-typed: tests/e2e/typed.c client/pim.h $(B)/libpimclient.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 -pedantic $(WARN) $(CFLAGS) -Iclient -o $@ $< -L$(B) -lpimclient -Wl,-rpath,$(abspath $(B))
 
 # A client written from pimd(8) alone: its own framing and encoding, no generated code.
 $(B)/tests/e2e-rawtext: tests/e2e/rawtext.c
@@ -245,7 +253,7 @@ check-man:
 	mandoc -Tlint -Wwarning man/*
 	@echo "man: $(words $(wildcard man/*)) pages lint clean"
 
-check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(MODEL_SO)
+check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(B)/tests/e2e-typed $(MODEL_SO)
 	sh tests/e2e/run.sh $(B)
 	sh tests/e2e/cgroup.sh $(B)
 	sh tests/e2e/jobs.sh $(B)

@@ -108,43 +108,43 @@ static size_t text_wrapped(struct svg *s, double x, double y, size_t width, cons
 
 /* ---------------------------------------------------------------- placement */
 
-static const char *evidence_word(Pim__Evidence e)
+static const char *evidence_word(enum pim_evidence e)
 {
 	switch (e) {
-	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return "counters";
-	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return "estimate";
-	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return "imported";
+	case PIM_EVIDENCE_COUNTERS: return "counters";
+	case PIM_EVIDENCE_ESTIMATE: return "estimate";
+	case PIM_EVIDENCE_IMPORTED: return "imported";
 	default: return "none";
 	}
 }
 
 /* Shape by evidence: counters a circle, estimate a triangle, imported a diamond, none a cross. */
-static enum svg_shape evidence_shape(Pim__Evidence e)
+static enum svg_shape evidence_shape(enum pim_evidence e)
 {
 	switch (e) {
-	case PIM__EVIDENCE__EVIDENCE_COUNTERS: return SVG_CIRCLE;
-	case PIM__EVIDENCE__EVIDENCE_ESTIMATE: return SVG_TRIANGLE;
-	case PIM__EVIDENCE__EVIDENCE_IMPORTED: return SVG_DIAMOND;
+	case PIM_EVIDENCE_COUNTERS: return SVG_CIRCLE;
+	case PIM_EVIDENCE_ESTIMATE: return SVG_TRIANGLE;
+	case PIM_EVIDENCE_IMPORTED: return SVG_DIAMOND;
 	default: return SVG_CROSS;
 	}
 }
 
-static Pim__CondState cond_state(const Pim__RegionDecision *d, int c)
+static enum pim_cond_state cond_state(const struct pim_region_decision *d, int c)
 {
-	return d->n_conditions == 4 && d->conditions[c] ? d->conditions[c]->state : PIM__COND_STATE__COND_SKIPPED;
+	return d->n_conditions == 4 ? d->conditions[c].state : PIM_COND_SKIPPED;
 }
 
-static double cond_lhs(const Pim__RegionDecision *d, int c)
+static double cond_lhs(const struct pim_region_decision *d, int c)
 {
-	return d->n_conditions == 4 && d->conditions[c] ? d->conditions[c]->lhs : NAN;
+	return d->n_conditions == 4 ? d->conditions[c].lhs : NAN;
 }
 
-static char cond_char(Pim__CondState st)
+static char cond_char(enum pim_cond_state st)
 {
 	switch (st) {
-	case PIM__COND_STATE__COND_TRUE: return 'y';
-	case PIM__COND_STATE__COND_FALSE: return 'n';
-	case PIM__COND_STATE__COND_NO_DATA: return '?';
+	case PIM_COND_TRUE: return 'y';
+	case PIM_COND_FALSE: return 'n';
+	case PIM_COND_NO_DATA: return '?';
 	default: return '.';
 	}
 }
@@ -153,7 +153,7 @@ static char cond_char(Pim__CondState st)
 #define CHART_MARGINAL_COLOUR "#111"
 
 /* "T_ctx (C1) and θ (C3)": the thresholds whose measured noise can change d's side. */
-static void marginal_words(const Pim__RegionDecision *d, char *buf, size_t len)
+static void marginal_words(const struct pim_region_decision *d, char *buf, size_t len)
 {
 	static const char *const what[4] = { "T_ctx (C1)", "N_core (C2)", "θ (C3)", "σ (C4)" };
 	size_t pos = 0;
@@ -166,7 +166,7 @@ static void marginal_words(const Pim__RegionDecision *d, char *buf, size_t len)
 		}
 }
 
-static void region_title(const Pim__RegionDecision *d, char *buf, size_t len)
+static void region_title(const struct pim_region_decision *d, char *buf, size_t len)
 {
 	char bw[48], fs[32], t[32], marg[96] = "";
 	double b = cond_lhs(d, 2), f = cond_lhs(d, 3);
@@ -197,7 +197,7 @@ static void region_title(const Pim__RegionDecision *d, char *buf, size_t len)
  * regions aggregated into one mark.  Its data-marginal (one) or data-marginals (several) attribute
  * counts marginal decisions apart from data-region(s), which count regions.
  */
-static void marginal_ring(struct svg *s, double x, double y, double r, const Pim__RegionDecision *d,
+static void marginal_ring(struct svg *s, double x, double y, double r, const struct pim_region_decision *d,
 			  size_t count)
 {
 	char title[160], value[32], marg[96];
@@ -221,7 +221,7 @@ static void marginal_ring(struct svg *s, double x, double y, double r, const Pim
 /* A region's place in the rule's picture. */
 struct item {
 	double x, y;
-	const Pim__RegionDecision *d;
+	const struct pim_region_decision *d;
 	uint64_t cell; /* aggregation key: cell, decision, marginal, evidence */
 };
 
@@ -240,7 +240,7 @@ static void draw_items(struct svg *s, struct item *it, size_t n)
 	char title[1024], value[32];
 	if (n <= CHART_MARKS_ONE) {
 		for (size_t i = 0; i < n; i++) {
-			const Pim__RegionDecision *d = it[i].d;
+			const struct pim_region_decision *d = it[i].d;
 			region_title(d, title, sizeof title);
 			snprintf(value, sizeof value, "%u", d->region_id);
 			const struct svg_tag t = { .cls = d->pim ? "mark pim" : "mark host",
@@ -270,7 +270,7 @@ static void draw_items(struct svg *s, struct item *it, size_t n)
 			}
 			j++;
 		}
-		const Pim__RegionDecision *d = it[i].d;
+		const struct pim_region_decision *d = it[i].d;
 		if (j - i == 1)
 			region_title(d, title, sizeof title);
 		else
@@ -293,11 +293,11 @@ static void draw_items(struct svg *s, struct item *it, size_t n)
 
 static int order_cmp(const void *a, const void *b)
 {
-	const Pim__RegionDecision *p = *(const Pim__RegionDecision *const *)a, *q = *(const Pim__RegionDecision *const *)b;
+	const struct pim_region_decision *p = *(const struct pim_region_decision *const *)a, *q = *(const struct pim_region_decision *const *)b;
 	return p->order < q->order ? -1 : p->order > q->order;
 }
 
-static double host_time(const Pim__RegionDecision *d)
+static double host_time(const struct pim_region_decision *d)
 {
 	double t = d->t_host * (double)(d->trip ? d->trip : 1);
 	return isfinite(t) && t > 0 ? t : 0;
@@ -305,13 +305,13 @@ static double host_time(const Pim__RegionDecision *d)
 
 /* A region's width in the strip: its share of the all-host time, or equal shares when none was
  * measured. */
-static double piece_width(const Pim__RegionDecision *d, bool equal, double total, double span, size_t n)
+static double piece_width(const struct pim_region_decision *d, bool equal, double total, double span, size_t n)
 {
 	return equal ? span / (double)n : host_time(d) / total * span;
 }
 
 /* The model in program order: width ∝ T_host × trip, colour by decision, PIM segments above. */
-static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim__PlacementEstimate *e,
+static double draw_strip(struct svg *s, const struct pim_placement *r, const struct pim_placement_estimate *e,
 			 double top)
 {
 	const double x0 = PX0, x1 = WIDTH - 40, h = 26;
@@ -321,14 +321,14 @@ static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim_
 	svg_text(s, PX0 - 60, top, "start", "head", "The model in program order (width: T_host x trip; "
 		 "brackets: PIM segments)");
 	top += 18;
-	const Pim__RegionDecision **ord = malloc((n ? n : 1) * sizeof *ord);
+	const struct pim_region_decision **ord = malloc((n ? n : 1) * sizeof *ord);
 	if (!ord) {
 		s->text.error = s->text.error ? s->text.error : -ENOMEM;
 		return top + h + 40;
 	}
 	double total = 0;
 	for (size_t i = 0; i < n; i++) {
-		ord[i] = e->regions[i];
+		ord[i] = &e->regions[i];
 		total += host_time(ord[i]);
 	}
 	qsort(ord, n, sizeof *ord, order_cmp);
@@ -343,7 +343,7 @@ static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim_
 			while (j < n && w < 2 && ord[j]->pim == ord[i]->pim &&
 			       piece_width(ord[j], equal, total, span, n) < 2)
 				w += piece_width(ord[j++], equal, total, span, n);
-		const Pim__RegionDecision *d = ord[i];
+		const struct pim_region_decision *d = ord[i];
 		if (j - i == 1) {
 			region_title(d, title, sizeof title);
 			snprintf(value, sizeof value, "%u", d->region_id);
@@ -402,7 +402,7 @@ static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim_
 	}
 	svg_group_end(s);
 	free(ord);
-	const Pim__Movement *m = e->movement;
+	const struct pim_movement *m = e->movement.model ? &e->movement : NULL;
 	char tm[32];
 	fmt_seconds(tm, sizeof tm, m ? m->t_move : NAN);
 	svg_text(s, x0, top + h + 24, "start", "sub",
@@ -413,7 +413,7 @@ static double draw_strip(struct svg *s, const Pim__PlacementReply *r, const Pim_
 }
 
 /* Speedup against PIM cores, with the movement-aware bound and 1/residual. */
-static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double top)
+static double draw_speedup(struct svg *s, const struct pim_placement *r, double top)
 {
 	const double y0 = top + 24, y1 = top + 214;
 	size_t n = r->n_estimates;
@@ -423,7 +423,7 @@ static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double t
 	svg_text(s, PX0 - 60, top, "start", "head", "Estimated speedup against PIM cores (an estimate: "
 		 "T_pim from its compute or bandwidth term)");
 	for (size_t i = 0; i < n; i++) {
-		const Pim__PlacementEstimate *e = r->estimates[i];
+		const struct pim_placement_estimate *e = &r->estimates[i];
 		cmin = fmin(cmin, e->n_core);
 		cmax = fmax(cmax, e->n_core);
 		if (isfinite(e->speedup))
@@ -434,8 +434,8 @@ static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double t
 	/* 1/residual joins the scale unless it would flatten the rest */
 	double top_all = ymax;
 	for (size_t i = 0; i < n; i++)
-		if (isfinite(r->estimates[i]->bound) && r->estimates[i]->bound <= 4 * ymax)
-			top_all = fmax(top_all, r->estimates[i]->bound);
+		if (isfinite(r->estimates[i].bound) && r->estimates[i].bound <= 4 * ymax)
+			top_all = fmax(top_all, r->estimates[i].bound);
 	ymax = top_all * 1.15;
 	bool one = !(cmax > cmin);
 	struct svg_scale xs = { .lo = one ? cmin / 2 : cmin / 1.3, .hi = one ? cmin * 2 : cmax * 1.3, .p0 = PX0,
@@ -446,9 +446,9 @@ static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double t
 	svg_axis(s, &ys, true, PX0, 1, "speedup (x)");
 	svg_line(s, PX0, y1, PX1, y1, &(struct svg_tag){ .cls = "axis", .stroke = "#333" });
 	for (size_t i = 0; i < n; i++) {
-		double x = svg_scale_at(&xs, r->estimates[i]->n_core);
+		double x = svg_scale_at(&xs, r->estimates[i].n_core);
 		svg_line(s, x, y1, x, y1 + 4, &(struct svg_tag){ .stroke = "#333" });
-		svg_text(s, x, y1 + 15, "middle", "tick", "%g", r->estimates[i]->n_core);
+		svg_text(s, x, y1 + 15, "middle", "tick", "%g", r->estimates[i].n_core);
 	}
 	svg_text(s, (PX0 + PX1) / 2, y1 + 30, "middle", "label", "PIM cores (N_core)");
 	double one_y = svg_scale_at(&ys, 1);
@@ -465,7 +465,7 @@ static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double t
 		static const char *const cls[] = { "speedup", "bound-move", "bound" };
 		static const char *const colour[] = { "#222", "#7570b3", "#1b9e77" };
 		for (size_t i = 0; i < n; i++) {
-			const Pim__PlacementEstimate *e = r->estimates[i];
+			const struct pim_placement_estimate *e = &r->estimates[i];
 			double v = series == 0 ? e->speedup : series == 1 ? e->bound_movement : e->bound;
 			if (!(v > 0) || !isfinite(v) || v > ymax)
 				continue;
@@ -497,20 +497,20 @@ static double draw_speedup(struct svg *s, const Pim__PlacementReply *r, double t
 	legend_mark(s, PX1 + 40, ly + 18, SVG_SQUARE, "#7570b3", "bound with movement (N_core -> inf)");
 	legend_mark(s, PX1 + 40, ly + 36, SVG_SQUARE, "#1b9e77", "1/residual (no movement)");
 	for (size_t i = 0; i < n; i++)
-		if (r->estimates[i]->bound > ymax && isfinite(r->estimates[i]->bound)) {
+		if (r->estimates[i].bound > ymax && isfinite(r->estimates[i].bound)) {
 			svg_text(s, PX1 + 40, ly + 58, "start", "note", "1/residual above the scale: %.3gx",
-				 r->estimates[i]->bound);
+				 r->estimates[i].bound);
 			break;
 		}
 	return y1 + 50;
 }
 
-int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struct pim_error *err)
+int chart_placement(const struct pim_placement *r, char **out, size_t *len, struct pim_error *err)
 {
 	struct svg s;
-	const Pim__PlacementEstimate *e = r->n_estimates ? r->estimates[0] : NULL;
+	const struct pim_placement_estimate *e = r->n_estimates ? &r->estimates[0] : NULL;
 	size_t n = e ? e->n_regions : 0;
-	double theta = r->params ? r->params->theta : NAN, sigma = r->params ? r->params->sigma : NAN;
+	double theta = r->params.theta > 0 ? r->params.theta : NAN, sigma = r->params.theta > 0 ? r->params.sigma : NAN;
 	size_t note_lines = 0;
 	for (size_t i = 0; i < r->n_notes; i++)
 		note_lines += text_wrapped(NULL, 0, 0, NOTE_WIDTH, NULL, r->notes[i]) ;
@@ -521,10 +521,10 @@ int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struc
 		 r->granularity, r->movement);
 	svg_begin(&s, WIDTH, height, CHART_MAX_BYTES, title, CSS);
 	svg_text(&s, 20, 26, "start", "title", "%s", title);
-	if (r->params)
+	if (r->params.theta > 0)
 		svg_text(&s, 20, 44, "start", "sub", "Platform %s; θ %.2f GB/s, σ %.2f, T_ctx %g s, f_pim %g Hz, "
-			 "B_cpu %.2f GB/s%s", r->platform, theta / 1e9, sigma, r->params->t_ctx, r->params->f_pim,
-			 r->params->b_cpu / 1e9, r->cached ? " (stored answer)" : "");
+			 "B_cpu %.2f GB/s%s", r->platform, theta / 1e9, sigma, r->params.t_ctx, r->params.f_pim,
+			 r->params.b_cpu / 1e9, r->cached ? " (stored answer)" : "");
 
 	/* -------- the rule: BW_read (log) against f_store, Stage-1 failures apart */
 	const double y0 = 100, y1 = 330, unknown_y = 352, s1_top = 425;
@@ -541,7 +541,7 @@ int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struc
 		lo = hi = theta;
 	}
 	for (size_t i = 0; i < n; i++) {
-		double b = cond_lhs(e->regions[i], 2);
+		double b = cond_lhs(&e->regions[i], 2);
 		if (b > 0 && isfinite(b)) {
 			lo = fmin(lo, b);
 			hi = fmax(hi, b);
@@ -556,10 +556,10 @@ int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struc
 	struct svg_scale ys = { .lo = 0, .hi = 1, .p0 = y1, .p1 = y0 };
 	const double unknown_x = PX0 - 16;
 	for (size_t i = 0; i < n; i++) {
-		const Pim__RegionDecision *d = e->regions[i];
+		const struct pim_region_decision *d = &e->regions[i];
 		double b = cond_lhs(d, 2), f = cond_lhs(d, 3);
 		double x = b > 0 && isfinite(b) ? svg_scale_at(&xs, b) : unknown_x;
-		bool c1 = cond_state(d, 0) == PIM__COND_STATE__COND_TRUE, c2 = cond_state(d, 1) == PIM__COND_STATE__COND_TRUE;
+		bool c1 = cond_state(d, 0) == PIM_COND_TRUE, c2 = cond_state(d, 1) == PIM_COND_TRUE;
 		if (c1 && c2) {
 			stage2[n2++] = (struct item){ .x = x, .y = isfinite(f) ? svg_scale_at(&ys, f) : unknown_y, .d = d };
 			continue;
@@ -673,8 +673,8 @@ static const char *const palette[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a
  * A series drawn as a polyline of at most about two points per pixel column: above that, each
  * column keeps its first, lowest, highest and last point in θ order (what a line shows there).
  */
-static void series(struct svg *s, const Pim__CalibratePoint *const *pts, size_t n, const struct svg_scale *xs,
-		   const struct svg_scale *ys, double (*value)(const Pim__CalibratePoint *), const struct svg_tag *t)
+static void series(struct svg *s, const struct pim_calibrate_point *pts, size_t n, const struct svg_scale *xs,
+		   const struct svg_scale *ys, double (*value)(const struct pim_calibrate_point *), const struct svg_tag *t)
 {
 	double *px = malloc((n ? n : 1) * 2 * sizeof *px), *py = px ? px + n : NULL;
 	size_t k = 0;
@@ -684,25 +684,25 @@ static void series(struct svg *s, const Pim__CalibratePoint *const *pts, size_t 
 	}
 	bool thin = n > 2 * (size_t)fabs(xs->p1 - xs->p0);
 	for (size_t i = 0; i < n;) {
-		double x = svg_scale_at(xs, pts[i]->theta);
+		double x = svg_scale_at(xs, pts[i].theta);
 		size_t j = i + 1;
 		if (thin)
-			while (j < n && lround(svg_scale_at(xs, pts[j]->theta)) == lround(x))
+			while (j < n && lround(svg_scale_at(xs, pts[j].theta)) == lround(x))
 				j++;
 		/* the column's first, lowest, highest and last points, in θ order */
 		size_t lo = i, hi = i;
 		for (size_t q = i; q < j; q++) {
-			if (value(pts[q]) < value(pts[lo]))
+			if (value(&pts[q]) < value(&pts[lo]))
 				lo = q;
-			if (value(pts[q]) > value(pts[hi]))
+			if (value(&pts[q]) > value(&pts[hi]))
 				hi = q;
 		}
 		size_t keep[4] = { i, lo < hi ? lo : hi, lo < hi ? hi : lo, j - 1 };
 		for (size_t q = 0; q < 4; q++) {
 			if (q && keep[q] == keep[q - 1])
 				continue;
-			px[k] = svg_scale_at(xs, pts[keep[q]]->theta);
-			py[k++] = svg_scale_at(ys, value(pts[keep[q]]));
+			px[k] = svg_scale_at(xs, pts[keep[q]].theta);
+			py[k++] = svg_scale_at(ys, value(&pts[keep[q]]));
 		}
 		i = j;
 	}
@@ -710,28 +710,28 @@ static void series(struct svg *s, const Pim__CalibratePoint *const *pts, size_t 
 	free(px);
 }
 
-static double point_accuracy(const Pim__CalibratePoint *p) { return p->accuracy; }
-static double point_fp(const Pim__CalibratePoint *p) { return p->fp; }
-static double point_fn(const Pim__CalibratePoint *p) { return p->fn; }
+static double point_accuracy(const struct pim_calibrate_point *p) { return p->accuracy; }
+static double point_fp(const struct pim_calibrate_point *p) { return p->fp; }
+static double point_fn(const struct pim_calibrate_point *p) { return p->fn; }
 
-int chart_calibrate(const Pim__CalibrateReply *r, const char *model, char **out, size_t *len,
+int chart_calibrate(const struct pim_calibration *r, const char *model, char **out, size_t *len,
 		    struct pim_error *err)
 {
 	struct svg s;
 	char title[512], value[64], tip[512];
 	const double y0 = 90, y1 = 330, f0 = 400, f1 = 600;
 	double lo = HUGE_VAL, hi = -HUGE_VAL, errmax = 1;
-	const Pim__CalibratePoint *best = r->best < r->n_suggestions ? r->suggestions[r->best] : NULL;
+	const struct pim_calibrate_point *best = r->best < r->n_suggestions ? &r->suggestions[r->best] : NULL;
 
 	snprintf(title, sizeof title, "Calibration of %s: %u labelled regions, %u beneficial", model, r->labelled,
 		 r->beneficial);
 	svg_begin(&s, WIDTH, 700, CHART_MAX_BYTES, title, CSS);
 	svg_text(&s, 20, 26, "start", "title", "%s", title);
 	for (size_t i = 0; i < r->n_points; i++) {
-		lo = fmin(lo, r->points[i]->theta);
-		hi = fmax(hi, r->points[i]->theta);
-		if (!best || r->points[i]->sigma == best->sigma)
-			errmax = fmax(errmax, fmax(r->points[i]->fp, r->points[i]->fn));
+		lo = fmin(lo, r->points[i].theta);
+		hi = fmax(hi, r->points[i].theta);
+		if (!best || r->points[i].sigma == best->sigma)
+			errmax = fmax(errmax, fmax(r->points[i].fp, r->points[i].fn));
 	}
 	if (!(hi > lo)) {
 		lo = isfinite(lo) ? lo / 2 : 0;
@@ -772,23 +772,23 @@ int chart_calibrate(const Pim__CalibrateReply *r, const char *model, char **out,
 	size_t curves = 0;
 	for (size_t i = 0; i < r->n_points;) {
 		size_t j = i;
-		while (j < r->n_points && r->points[j]->sigma == r->points[i]->sigma)
+		while (j < r->n_points && r->points[j].sigma == r->points[i].sigma)
 			j++;
 		const char *colour = palette[curves % ELEMENTSOF(palette)];
-		snprintf(value, sizeof value, "%.17g", r->points[i]->sigma);
-		snprintf(tip, sizeof tip, "accuracy at σ %.2f, θ %.3f to %.3f GB/s (%zu values)", r->points[i]->sigma,
-			 r->points[i]->theta / 1e9, r->points[j - 1]->theta / 1e9, j - i);
-		series(&s, (const Pim__CalibratePoint *const *)r->points + i, j - i, &xs, &ys, point_accuracy,
+		snprintf(value, sizeof value, "%.17g", r->points[i].sigma);
+		snprintf(tip, sizeof tip, "accuracy at σ %.2f, θ %.3f to %.3f GB/s (%zu values)", r->points[i].sigma,
+			 r->points[i].theta / 1e9, r->points[j - 1].theta / 1e9, j - i);
+		series(&s, r->points + i, j - i, &xs, &ys, point_accuracy,
 		       &(struct svg_tag){ .cls = "accuracy", .stroke = colour, .title = tip, .data = "sigma",
 					  .value = value });
 		char label[64];
-		snprintf(label, sizeof label, "accuracy at σ %.2f", r->points[i]->sigma);
+		snprintf(label, sizeof label, "accuracy at σ %.2f", r->points[i].sigma);
 		legend_line(&s, PX1 + 60, y0 + 18.0 * (double)curves, NULL, colour, label);
 		curves++;
 		i = j;
 	}
 	for (size_t i = 0; i < r->n_suggestions; i++) {
-		const Pim__CalibratePoint *p = r->suggestions[i];
+		const struct pim_calibrate_point *p = &r->suggestions[i];
 		snprintf(value, sizeof value, "%.17g", p->sigma);
 		snprintf(tip, sizeof tip, "σ %.2f: θ %.3f GB/s suggested, accuracy %.3f%s", p->sigma, p->theta / 1e9,
 			 p->accuracy, i == r->best ? " (chosen)" : "");
@@ -799,17 +799,17 @@ int chart_calibrate(const Pim__CalibrateReply *r, const char *model, char **out,
 
 	/* false positives and false negatives at the chosen σ */
 	svg_text(&s, PX0 - 60, f0 - 24, "start", "head", "False positives (offloaded, not beneficial) and false "
-		 "negatives (beneficial, kept) at σ %.2f", best ? best->sigma : r->n_points ? r->points[0]->sigma : 0);
+		 "negatives (beneficial, kept) at σ %.2f", best ? best->sigma : r->n_points ? r->points[0].sigma : 0);
 	svg_axis(&s, &es, true, PX0, 1, "regions");
 	svg_axis(&s, &xs, false, f1, 1e-9, "θ (GB/s)");
 	for (size_t i = 0; i < r->n_points;) {
 		size_t j = i;
-		while (j < r->n_points && r->points[j]->sigma == r->points[i]->sigma)
+		while (j < r->n_points && r->points[j].sigma == r->points[i].sigma)
 			j++;
-		if (!best || r->points[i]->sigma == best->sigma) {
-			series(&s, (const Pim__CalibratePoint *const *)r->points + i, j - i, &xs, &es, point_fp,
+		if (!best || r->points[i].sigma == best->sigma) {
+			series(&s, r->points + i, j - i, &xs, &es, point_fp,
 			       &(struct svg_tag){ .cls = "fp", .stroke = "#c00", .title = "false positives" });
-			series(&s, (const Pim__CalibratePoint *const *)r->points + i, j - i, &xs, &es, point_fn,
+			series(&s, r->points + i, j - i, &xs, &es, point_fn,
 			       &(struct svg_tag){ .cls = "fn dash", .stroke = "#7570b3", .title = "false negatives" });
 			break;
 		}
@@ -842,7 +842,7 @@ static int jblock_cmp(const void *a, const void *b)
 #define JITQ_BLOCKS_ONE 512 /* more blocks in a phase than this: consecutive ones merge */
 
 /* One phase's timeline: the accelerator's lane above the PIM's; returns the height used. */
-static double draw_phase(struct svg *s, const Pim__JitqPhase *p, double top)
+static double draw_phase(struct svg *s, const struct pim_jitq_plan_phase *p, double top)
 {
 	size_t n = p->n_blocks;
 	char tip[512], value[32], a[32], b[32], c[32];
@@ -854,7 +854,7 @@ static double draw_phase(struct svg *s, const Pim__JitqPhase *p, double top)
 	/* t = 0 is the first block's start; the prologue's launches come before it (the head start) */
 	double begin = 0, end = 0;
 	for (size_t i = 0; i < n; i++) {
-		const Pim__JitqBlock *k = p->blocks[i];
+		const struct pim_jitq_plan_block *k = &p->blocks[i];
 		v[i] = (struct jblock){ .start = k->start_s, .accel = k->accel_s, .stall = k->stall_s,
 					.launch = k->launch_s, .ready = k->ready_s, .pim = k->pim_s, .slack = k->slack,
 					.layer = (uint32_t)i };
@@ -932,7 +932,7 @@ static void memory_bar(struct svg *s, double y, double bytes, const struct svg_s
 	svg_text(s, x + 6, y + 13, "start", "sub", "%s", b);
 }
 
-int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_error *err)
+int chart_jitq(const struct pim_jitq_plan_reply *r, char **out, size_t *len, struct pim_error *err)
 {
 	struct svg s;
 	char title[512];
@@ -947,17 +947,17 @@ int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_
 	double y = 76;
 	bool blocks = false;
 	for (size_t i = 0; i < r->n_phases; i++)
-		blocks |= r->phases[i]->n_blocks > 0;
+		blocks |= r->phases[i].n_blocks > 0;
 	if (!blocks)
 		svg_text(&s, 20, y, "start", "head", "No per-block rows in this plan (pimctl asks for them with --svg)");
 	for (size_t i = 0; i < r->n_phases && blocks; i++)
-		y += draw_phase(&s, r->phases[i], y) + 10;
+		y += draw_phase(&s, &r->phases[i], y) + 10;
 	legend_mark(&s, PX0, y, SVG_SQUARE, "#4b6f94", "accelerator compute per block");
 	legend_mark(&s, PX0 + 230, y, SVG_SQUARE, CHART_PIM_COLOUR, "PIM quantization of a block's copies");
 	legend_mark(&s, PX0 + 500, y, SVG_SQUARE, "#c00", "stall: the copies are not ready");
 	y += 30;
-	if (r->capacity) {
-		const Pim__JitqCapacity *c = r->capacity;
+	if (r->has_capacity) {
+		const struct pim_jitq_capacity *c = &r->capacity;
 		double top = (double)c->total_both;
 		top = fmax(top, fmax((double)c->total_one, (double)c->total_jitq));
 		struct svg_scale xs = { .lo = 0, .hi = top > 0 ? top : 1, .p0 = PX0 + 160, .p1 = WIDTH - 120 };

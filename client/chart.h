@@ -2,7 +2,7 @@
 /*
  * chart.h: pimctl's pictures, drawn as SVG with svg.h from pimd's answers.
  *
- * Pure: each function takes a decoded reply (plain protobuf-c structs) and returns the text of
+ * Pure: each function takes an answer (libpimclient's typed results) and returns the text of
  * one self-contained SVG document; no I/O, no global state.  What cannot be seen is aggregated
  * so that a model of any size draws in a bounded time and size: above CHART_MARKS_ONE regions,
  * the marks of one cell of CHART_CELL_PX pixels with the same decision and evidence become one
@@ -15,7 +15,7 @@
 #ifndef PIMD_CHART_H
 #define PIMD_CHART_H
 
-#include "pim.pb-c.h"
+#include "pim.h"
 #include "util.h"
 
 #define CHART_MARKS_ONE 2000 /* up to this many regions in a panel: one mark each */
@@ -31,10 +31,10 @@
  * f_store, θ and σ, Stage-1 failures apart), the model as a program-order strip, the speedup
  * against PIM cores with its bounds.  0 with *out and *len, or -ENOMEM/-E2BIG with err.
  */
-int chart_placement(const Pim__PlacementReply *r, char **out, size_t *len, struct pim_error *err);
+int chart_placement(const struct pim_placement *r, char **out, size_t *len, struct pim_error *err);
 
 /* Accuracy against θ per σ, the chosen θ and its interval, false positives and negatives. */
-int chart_calibrate(const Pim__CalibrateReply *r, const char *model, char **out, size_t *len,
+int chart_calibrate(const struct pim_calibration *r, const char *model, char **out, size_t *len,
 		    struct pim_error *err);
 
 /*
@@ -42,6 +42,6 @@ int chart_calibrate(const Pim__CalibrateReply *r, const char *model, char **out,
  * block, the PIM quantizations and when they are ready, slack and stalls, forward and
  * backward; the memory JIT-Q's copies hold beside the resident copies it saves.
  */
-int chart_jitq(const Pim__JitqPlanReply *r, char **out, size_t *len, struct pim_error *err);
+int chart_jitq(const struct pim_jitq_plan_reply *r, char **out, size_t *len, struct pim_error *err);
 
 #endif

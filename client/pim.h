@@ -229,6 +229,405 @@ uint64_t pim_model_samples_dropped(const pim_model *m);
  * binding is the one process-wide state of the library, because emitted code passes no handle. */
 void pim_model_bind_hooks(pim_model *m);
 
+/* ---------------------------------------------------------------- placement
+ *
+ * The typed calls below return results that the library allocates and one call frees; their
+ * strings stay valid until then.  Request structs are the caller's: zero them (= {0}) before
+ * setting fields, so that a field added later means "pimd's default".
+ */
+enum pim_evidence {
+	PIM_EVIDENCE_NONE = 0,     /* no metrics: Stage 2 cannot hold */
+	PIM_EVIDENCE_COUNTERS = 1, /* hardware counters on this host */
+	PIM_EVIDENCE_ESTIMATE = 2, /* timing backend: T_host measured, BW_read estimated */
+	PIM_EVIDENCE_IMPORTED = 3  /* perf stat counts measured elsewhere */
+};
+
+enum pim_cond_state {
+	PIM_COND_FALSE = 0,
+	PIM_COND_TRUE = 1,
+	PIM_COND_NO_DATA = 2,      /* not evaluable: the metric is missing */
+	PIM_COND_SKIPPED = 3       /* not evaluated: Stage 1 failed */
+};
+
+/* Platform parameters; 0 in a request means pimd's configured value.  In a result: the values
+ * used (n_core 0 when the answer holds several core counts). */
+struct pim_placement_params {
+	double n_core, f_pim, i_min, t_ctx, b_cpu, theta, theta_ratio, sigma, b_rd, b_wb, b_pim_core,
+		line_bytes, b_cpu_spread;
+};
+
+struct pim_placement_request {
+	struct pim_placement_params params;
+	const char *granularity;   /* loop (NULL), operator, block */
+	const char *movement;      /* upper (NULL), resident */
+	const double *core_counts; /* estimates at these PIM core counts (at most 16); NULL: n_core */
+	size_t n_core_counts;
+	int summary_only;          /* estimates without per-region decisions */
+};
+
+struct pim_condition {
+	enum pim_cond_state state;
+	double lhs, rhs;
+	double noise;              /* in lhs's unit; 0: not known */
+	int marginal;              /* |lhs - rhs| <= noise */
+};
+
+struct pim_region_decision {
+	uint32_t region_id;
+	const char *name, *op;
+	uint32_t order;
+	uint64_t n_par, n_total, trip;
+	int pim;                   /* placed on PIM */
+	struct pim_condition conditions[4]; /* C1..C4 */
+	size_t n_conditions;       /* 4, or 0 when pimd sent none */
+	enum pim_evidence evidence;
+	int bw_estimated;
+	double t_host;             /* seconds, one execution */
+	const char *reason;
+	double t_pim;              /* seconds, all executions, when on PIM */
+	uint64_t fetch_bytes, flush_bytes;
+	uint32_t unit_size;        /* regions deciding together */
+	const char *t_pim_term;    /* compute, bandwidth, measured; "" on the host */
+	int marginal;              /* the noise of a condition can change the side */
+	uint32_t marginal_on;      /* bit c: condition C(c+1)'s noise can */
+};
+
+struct pim_movement {
+	const char *model;         /* upper or resident; NULL when pimd sent no movement */
+	uint64_t segments, transitions, fetch_bytes, flush_bytes;
+	double t_switch, t_fetch, t_flush, t_move;
+};
+
+struct pim_placement_estimate {
+	double n_core;
+	struct pim_region_decision *regions; /* none with summary_only */
+	size_t n_regions;
+	uint32_t offloaded, rejected_stage1, rejected_stage2;
+	struct pim_movement movement;
+	double t_cpu, t_host, t_pim, t_hybrid, speedup, captured_share, residual_share;
+	double bound, bound_movement;        /* 0 when unbounded */
+	double t_pim_compute, t_pim_bandwidth, t_pim_measured;
+	uint32_t pim_compute, pim_bandwidth, pim_measured;
+	uint32_t marginal, marginal_pim;
+	uint32_t marginal_by_condition[4];
+	size_t n_marginal_by_condition;
+};
+
+/* Where B_cpu comes from (pimd(8), "B_cpu"); source NULL when pimd sent none. */
+struct pim_bandwidth_probe {
+	double b_cpu;
+	const char *source;        /* measured, configured, requested or default */
+	double measured, spread;
+	const char *method;
+	int64_t measured_at;
+	int busy;
+	const char *load, *host;
+};
+
+/* Metrics of the answer taken from the fleet catalogue; host NULL when none were. */
+struct pim_catalogue_origin {
+	const char *host;
+	int64_t measured_at;
+	const char *backend;
+	uint32_t regions, hosts;
+	const char *model_hash, *platform_key;
+	int fetched;
+};
+
+struct pim_placement {
+	const char *model, *granularity, *movement, *platform;
+	struct pim_placement_params params;
+	struct pim_placement_estimate *estimates; /* one per core count */
+	size_t n_estimates;
+	int cached;
+	uint32_t regions_with_metrics;
+	const char *const *notes;
+	size_t n_notes;
+	struct pim_bandwidth_probe b_cpu_probe;
+	struct pim_catalogue_origin catalogue;
+	void *internal_;           /* the library's */
+};
+
+/* The placement of a loaded model (rq NULL: pimd's configuration). */
+int pim_placement_get(pim_client *c, const char *model, const struct pim_placement_request *rq,
+		      struct pim_placement **out);
+void pim_placement_free(struct pim_placement *p);
+
+#define PIM_NO_REGION 2            /* a decision table entry: the model has no region of that id */
+
+/* A model's decisions as a table: place[id] is PIM_ON_HOST, PIM_ON_PIM or PIM_NO_REGION for
+ * every id below id_limit.  rq's params, granularity and movement apply (NULL: pimd's). */
+struct pim_decisions {
+	const char *model;
+	uint32_t id_limit;
+	uint32_t offloaded;
+	enum pim_evidence evidence; /* weakest evidence behind an offload decision */
+	const uint8_t *place;
+};
+
+int pim_decisions_get(pim_client *c, const char *model, const struct pim_placement_request *rq,
+		      struct pim_decisions **out);
+void pim_decisions_free(struct pim_decisions *d);
+
+/* ---------------------------------------------------------------- calibration */
+
+struct pim_calibrate_request {
+	const char *labels_csv;    /* region,beneficial lines (pimctl(1), calibrate) */
+	struct pim_placement_params params;
+	double theta_lo, theta_hi, theta_step; /* B/s; 0: 0.5e9, 4.0e9, 0.01e9 */
+	const double *sigmas;      /* NULL: pimd's */
+	size_t n_sigmas;
+};
+
+struct pim_calibrate_point {
+	double theta, sigma;
+	uint32_t selected, tp, fp, tn, fn;
+	double accuracy;
+};
+
+struct pim_calibration {
+	uint32_t labelled, beneficial;
+	struct pim_calibrate_point *points;
+	size_t n_points;
+	/* per sigma: the midpoint theta of the best interval [lo, hi] */
+	struct pim_calibrate_point *suggestions;
+	double *suggestion_lo, *suggestion_hi;
+	size_t n_suggestions;
+	uint32_t best;             /* index into suggestions */
+};
+
+int pim_calibrate(pim_client *c, const char *model, const struct pim_calibrate_request *rq,
+		  struct pim_calibration **out);
+void pim_calibration_free(struct pim_calibration *cal);
+
+/* ---------------------------------------------------------------- metrics, B_cpu, catalogue */
+
+/* pim_status's answer with its strings whole, and where B_cpu comes from (b_cpu_probe.source
+ * NULL: not sent). */
+struct pim_daemon_status {
+	const char *server_version;
+	unsigned protocol_version;
+	uint64_t uptime_ms;
+	unsigned models, clients, schema_version;
+	uint64_t requests;
+	unsigned max_frame_bytes, pid;
+	const char *database, *platform, *backend, *backend_reason;
+	double b_cpu;
+	const char *b_cpu_source;
+	unsigned profile_jobs;
+	const char *containment;
+	struct pim_bandwidth_probe b_cpu_probe;
+	void *internal_;
+};
+
+int pim_status_get(pim_client *c, struct pim_daemon_status **out);
+void pim_daemon_status_free(struct pim_daemon_status *d);
+
+/* A region's metrics on the daemon's platform (pimd(8), "Metrics"). */
+struct pim_region_metrics {
+	uint32_t region_id;
+	enum pim_evidence evidence;
+	double t_host;             /* seconds, one execution (median) */
+	double t_host_spread;      /* (max - min) / median; 0 if unknown */
+	int have_n_rd;
+	double n_rd;
+	int have_store;            /* c_store and the three backend counts */
+	double c_store, c_be1, c_be2, c_be3;
+	double bw_read_estimate;   /* B/s, timing backend; 0: none */
+	const char *source;
+	int64_t updated_at;
+	double source_b_cpu;       /* imported: the measuring host's B_cpu; 0 unknown */
+	const char *origin_host;   /* "" unless from the fleet catalogue */
+	int64_t origin_measured_at;
+	const char *origin_backend;
+};
+
+/* Counts measured elsewhere (perf stat -x, output) for one region of a model. */
+struct pim_import_request {
+	uint32_t region_id;
+	const char *csv;
+	double t_host;             /* seconds per execution; 0: from duration_time or task-clock */
+	uint64_t executions;       /* executions the counts cover; 0 means 1 */
+	double b_cpu;              /* B/s of the measuring host; 0: unknown */
+};
+
+struct pim_import {
+	struct pim_region_metrics metrics; /* as stored */
+	const char *const *notes;
+	size_t n_notes;
+	void *internal_;
+};
+
+int pim_import_perf(pim_client *c, const char *model, const struct pim_import_request *rq,
+		    struct pim_import **out);
+void pim_import_free(struct pim_import *imp);
+
+/* B_cpu measured again now (root or pimd's own user): the probe before and the new one. */
+struct pim_probe_result {
+	struct pim_bandwidth_probe previous, probe; /* source NULL when absent */
+	void *internal_;
+};
+
+int pim_platform_probe(pim_client *c, struct pim_probe_result **out);
+void pim_probe_result_free(struct pim_probe_result *p);
+
+/* The fleet catalogue as the daemon sees it; the rest is empty unless configured. */
+struct pim_catalogue_status {
+	int configured, reachable;
+	const char *target, *host_id, *platform_key;
+	uint64_t outbox_depth, outbox_failed;
+	int64_t last_publish_at;
+	uint64_t published, conflicts;
+	const char *last_error;
+	int64_t last_error_at;
+	uint32_t retry_in_ms, schema_version;
+	uint64_t lookups, lookup_hits;
+	void *internal_;
+};
+
+struct pim_catalogue_entry {
+	const char *model_hash, *model_name, *platform_key;
+	uint32_t hosts, runs, imports;
+	int64_t last_measured_at;
+	uint32_t regions;
+};
+
+struct pim_catalogue_list {
+	struct pim_catalogue_entry *entries;
+	size_t n_entries;
+	int truncated;
+	const char *platform_key;  /* this host's */
+	void *internal_;
+};
+
+int pim_catalogue_status_get(pim_client *c, struct pim_catalogue_status **out);
+void pim_catalogue_status_free(struct pim_catalogue_status *st);
+/* At most limit rows (0: the daemon's 1000). */
+int pim_catalogue_list_get(pim_client *c, unsigned limit, struct pim_catalogue_list **out);
+void pim_catalogue_list_free(struct pim_catalogue_list *l);
+
+/* A profiling job's clock, beside its struct pim_profile_job (pim_profile_poll). */
+struct pim_profile_clock {
+	uint32_t timeout_ms;       /* its wall-clock limit while queued or running; 0 after */
+	uint64_t running_ms;       /* how long its worker has run so far */
+	int64_t created_at, finished_at;
+};
+
+/* As pim_profile_status, and the job's clock. */
+int pim_profile_poll(pim_client *c, uint64_t id, struct pim_profile_job *job, struct pim_profile_clock *clock);
+
+/* ---------------------------------------------------------------- JIT-Q plans, whole
+ *
+ * What pimctl jitq plan shows: the schedule of both phases, per block with per_block, the
+ * memory it saves and the daemon's text.  (pim_jitq_plan_fetch above indexes a plan for a
+ * training runtime instead.)
+ */
+struct pim_jitq_plan_request {
+	const char *preset;        /* bert-340M ... future-1T, or NULL for a custom model */
+	unsigned layers, hidden, heads, seq, batch, tslice, vocab, pipeline; /* 0: the preset's */
+	const char *format;        /* mx9, mx6 (NULL), mx4 */
+	const char *source;        /* bf16 (NULL), fp32 */
+	const char *mapping;       /* tiled, strided, strided-opt (NULL) */
+	double peak_flops, efficiency; /* the accelerator; 0: the daemon's */
+	const double *fwd_s, *bwd_s; /* measured seconds per block (both or neither) */
+	size_t n_times;
+	unsigned max_lookahead;    /* 0: the daemon's */
+	int per_block;             /* each block's row and every launch */
+	unsigned pim_stacks;       /* 0: 5 */
+	const char *const *settings; /* "key=value" (pimctl(1), --set), at most 64 */
+	size_t n_settings;
+	const char *config;        /* NULL or "default"; "paper" */
+	double speedup_mx9, speedup_mx6, speedup_mx4; /* 0: the daemon's */
+};
+
+struct pim_jitq_plan_launch {
+	uint32_t block;
+	int32_t boundary;          /* PIM_JITQ_PROLOGUE: before the phase's first block */
+	const char *phase, *tensor, *direction;
+	uint32_t rows, cols;
+	uint64_t bytes;
+	double pim_s;
+	uint32_t chan_first, chan_count;
+};
+
+struct pim_jitq_plan_block {
+	double accel_s, pim_s, slack, stall_s;
+	double launch_s, ready_s, start_s; /* from the phase's start */
+};
+
+struct pim_jitq_plan_phase {
+	const char *phase;
+	uint32_t lookahead;
+	double accel_s, pim_s, stall_s;
+	int pim_bound;
+	double overlap_s, slack_min, slack_median;
+	uint64_t resident_bytes;
+	struct pim_jitq_plan_launch *launches;
+	size_t n_launches;
+	struct pim_jitq_plan_block *blocks; /* with per_block */
+	size_t n_blocks;
+};
+
+struct pim_jitq_capacity {
+	uint64_t params, params_quant, master, grads, optim, acts, lp_both, lp_one, lp_jitq,
+		total_both, total_one, total_jitq;
+	int64_t saved_vs_both, saved_vs_one;
+	double pct_vs_both, pct_vs_one;
+};
+
+struct pim_jitq_plan_reply {
+	const char *model, *format, *source, *mapping, *kernel;
+	uint32_t layers, model_layers, pipeline, pim_stacks;
+	double pim_tck_ns;
+	struct pim_jitq_plan_phase *phases;
+	size_t n_phases;
+	int has_capacity;
+	struct pim_jitq_capacity capacity;
+	double loss, loss_stall, loss_interference;
+	const char *text;          /* the plan as the daemon renders it for people */
+	const char *const *assumptions;
+	size_t n_assumptions;
+	void *internal_;
+};
+
+int pim_jitq_plan_get(pim_client *c, const struct pim_jitq_plan_request *rq, struct pim_jitq_plan_reply **out);
+void pim_jitq_plan_reply_free(struct pim_jitq_plan_reply *p);
+
+/* ---------------------------------------------------------------- MX quantization
+ *
+ * A tensor larger than one frame (max_frame_bytes) is sent in parts that fit: whole rows of a
+ * row-blocked tensor, whole columns of a column-blocked one (the packed layout of pimd(8),
+ * "Quantization", keeps either contiguous), and the answers joined; `requests` says how many.
+ * A PIM engine (tiled, strided, strided-opt) is not split: pimd bounds its tensors itself.
+ */
+struct pim_jitq_tensor_request {
+	const char *format;        /* mx9, mx6 (NULL), mx4, or an OCP format (mxfp8-e4m3, ...) */
+	const char *source;        /* quantize: bf16 (NULL), fp32 */
+	const char *direction;     /* row (NULL) or col */
+	const char *engine;        /* quantize: reference (NULL) or a PIM mapping */
+	const char *kernel;        /* quantize with a PIM mapping: exact, paper (NULL: pimd's) */
+	uint32_t rows, cols;
+	const void *data;          /* quantize: rows x cols raw; dequantize: the packed tensor */
+	size_t len;
+};
+
+struct pim_jitq_tensor {
+	void *data;                /* quantize: packed MX; dequantize: rows x cols FP32 */
+	size_t len;
+	uint64_t blocks;
+	uint64_t nan_blocks;       /* dequantize: blocks whose scale marks them NaN */
+	char engine[32];           /* quantize */
+	double pim_time_ns;        /* quantize with a PIM mapping */
+	uint64_t pim_commands;
+	unsigned requests;         /* frames the tensor went in */
+};
+
+int pim_jitq_quantize(pim_client *c, const struct pim_jitq_tensor_request *rq,
+		      struct pim_jitq_tensor **out);
+int pim_jitq_dequantize(pim_client *c, const struct pim_jitq_tensor_request *rq,
+			struct pim_jitq_tensor **out);
+void pim_jitq_tensor_free(struct pim_jitq_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

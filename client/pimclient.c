@@ -18,22 +18,9 @@
 #include "frame.h"
 #include "pim.pb-c.h"
 #include "pim_hooks.h"
+#include "pimclient_priv.h"
 
-struct pim_client {
-	pthread_mutex_t lock;
-	int fd;
-	uint64_t next_id;
-	uint32_t max_frame;
-	int remote;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char server_version[32];
-	char error[512];
-};
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int fail(pim_client *c, int code, const char *fmt, ...)
+int pimclient_fail(pim_client *c, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -102,21 +89,21 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 	int r;
 
 	if (c->fd < 0)
-		return fail(c, -ENOTCONN, "not connected to pimd");
+		return pimclient_fail(c, -ENOTCONN, "not connected to pimd");
 	req->id = c->next_id++;
 	n = pim__request__get_packed_size(req);
 	if (n > c->max_frame)
-		return fail(c, -EMSGSIZE, "request of %zu bytes exceeds the daemon's frame limit of %u "
+		return pimclient_fail(c, -EMSGSIZE, "request of %zu bytes exceeds the daemon's frame limit of %u "
 			    "bytes", n, c->max_frame);
 	buf = malloc(n ? n : 1);
 	if (!buf)
-		return fail(c, -ENOMEM, "out of memory");
+		return pimclient_fail(c, -ENOMEM, "out of memory");
 	pim__request__pack(req, buf);
 	r = pass_fd >= 0 ? frame_send_fd(c->fd, buf, (uint32_t)n, pass_fd) : frame_send(c->fd, buf, (uint32_t)n);
 	free(buf);
 	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
 		drop_connection(c);
-		return fail(c, r, "sending to pimd at %s: %s", c->path, strerror(-r));
+		return pimclient_fail(c, r, "sending to pimd at %s: %s", c->path, strerror(-r));
 	}
 	/* Even when the send failed because pimd closed the connection, it may have said why
 	 * first (too many clients, an oversized frame): read that answer if it is there. */
@@ -124,26 +111,26 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 	r = frame_recv(c->fd, c->max_frame, &rbuf, &rlen);
 	if (r < 0 && sent < 0) {
 		drop_connection(c);
-		return fail(c, sent, "sending to pimd at %s: %s", c->path, strerror(-sent));
+		return pimclient_fail(c, sent, "sending to pimd at %s: %s", c->path, strerror(-sent));
 	}
 	if (r < 0) {
 		drop_connection(c);
 		if (r == -ECONNRESET || r == -EPIPE)
-			return fail(c, -ECONNRESET, "pimd at %s closed the connection", c->path);
+			return pimclient_fail(c, -ECONNRESET, "pimd at %s closed the connection", c->path);
 		if (r == -EAGAIN)
-			return fail(c, -ETIMEDOUT, "no answer from pimd at %s within the timeout", c->path);
-		return fail(c, r, "receiving from pimd at %s: %s", c->path, strerror(-r));
+			return pimclient_fail(c, -ETIMEDOUT, "no answer from pimd at %s within the timeout", c->path);
+		return pimclient_fail(c, r, "receiving from pimd at %s: %s", c->path, strerror(-r));
 	}
 	*out = pim__response__unpack(NULL, rlen, rbuf);
 	free(rbuf);
 	if (!*out) {
 		drop_connection(c);
-		return fail(c, -EBADMSG, "pimd sent a response that does not decode");
+		return pimclient_fail(c, -EBADMSG, "pimd sent a response that does not decode");
 	}
 	if ((*out)->id != req->id && (*out)->id != 0) {
 		pim__response__free_unpacked(*out, NULL);
 		drop_connection(c);
-		return fail(c, -EBADMSG, "pimd answered request %llu with id %llu",
+		return pimclient_fail(c, -EBADMSG, "pimd answered request %llu with id %llu",
 			    (unsigned long long)req->id, (unsigned long long)(*out)->id);
 	}
 	return 0;
@@ -155,8 +142,8 @@ static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
 }
 
 /* Round trip expecting a body; an Error response becomes a failure with its message. */
-static int call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
-		   Pim__Response **out)
+int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
+		      Pim__Response **out)
 {
 	Pim__Response *resp;
 	int r = roundtrip_fd(c, req, pass_fd, &resp);
@@ -165,14 +152,14 @@ static int call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response_
 		return r;
 	if (resp->body_case == PIM__RESPONSE__BODY_ERROR) {
 		r = errno_from_code(resp->error->code);
-		fail(c, r, "%s", resp->error->message);
+		pimclient_fail(c, r, "%s", resp->error->message);
 		c->remote = (int)resp->error->code ? (int)resp->error->code : PIM_REMOTE_INTERNAL;
 		pim__response__free_unpacked(resp, NULL);
 		return r;
 	}
 	if (resp->body_case != want) {
 		pim__response__free_unpacked(resp, NULL);
-		return fail(c, -EBADMSG, "pimd answered with an unexpected message (%d)", resp->body_case);
+		return pimclient_fail(c, -EBADMSG, "pimd answered with an unexpected message (%d)", resp->body_case);
 	}
 	*out = resp;
 	c->error[0] = 0;
@@ -180,9 +167,9 @@ static int call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response_
 	return 0;
 }
 
-static int call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
+int pimclient_call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
 {
-	return call_fd(c, req, -1, want, out);
+	return pimclient_call_fd(c, req, -1, want, out);
 }
 
 int pim_client_connect(pim_client *c, const char *path, const char *client_name)
@@ -200,20 +187,20 @@ int pim_client_connect(pim_client *c, const char *path, const char *client_name)
 	if (!path || !*path)
 		path = PIM_DEFAULT_SOCKET;
 	if (strlen(path) >= sizeof c->path) {
-		r = fail(c, -ENAMETOOLONG, "socket path %s is too long", path);
+		r = pimclient_fail(c, -ENAMETOOLONG, "socket path %s is too long", path);
 		goto out;
 	}
 	memcpy(c->path, path, strlen(path) + 1);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
-		r = fail(c, -errno, "socket: %s", strerror(errno));
+		r = pimclient_fail(c, -errno, "socket: %s", strerror(errno));
 		goto out;
 	}
 	if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		r = -errno;
 		drop_connection(c);
-		fail(c, r, "cannot connect to pimd at %s: %s%s", path, strerror(-r),
+		pimclient_fail(c, r, "cannot connect to pimd at %s: %s%s", path, strerror(-r),
 		     r == -ENOENT || r == -ECONNREFUSED ? " (is pimd running? $PIMD_SOCKET names "
 							  "another path)"
 		     : r == -EACCES ? " (is your user in the socket's group?)" : "");
@@ -223,7 +210,7 @@ int pim_client_connect(pim_client *c, const char *path, const char *client_name)
 	hello.client_name = (char *)(client_name ? client_name : "libpimclient");
 	req.body_case = PIM__REQUEST__BODY_HELLO;
 	req.hello = &hello;
-	r = call(c, &req, PIM__RESPONSE__BODY_HELLO, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_HELLO, &resp);
 	if (r < 0) {
 		drop_connection(c);
 		goto out;
@@ -245,14 +232,14 @@ int pim_client_set_timeout(pim_client *c, unsigned timeout_ms)
 
 	pthread_mutex_lock(&c->lock);
 	if (c->fd < 0)
-		r = fail(c, -ENOTCONN, "not connected to pimd");
+		r = pimclient_fail(c, -ENOTCONN, "not connected to pimd");
 	else if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
-		r = fail(c, -errno, "SO_RCVTIMEO: %s", strerror(errno));
+		r = pimclient_fail(c, -errno, "SO_RCVTIMEO: %s", strerror(errno));
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
 
-static void copy_str(char *dst, size_t cap, const char *src)
+void pimclient_copy_str(char *dst, size_t cap, const char *src)
 {
 	snprintf(dst, cap, "%s", src ? src : "");
 }
@@ -262,8 +249,8 @@ static void info_from(struct pim_model_info *info, const Pim__ModelSummary *s)
 	memset(info, 0, sizeof *info);
 	if (!s)
 		return;
-	copy_str(info->name, sizeof info->name, s->name);
-	copy_str(info->source, sizeof info->source, s->source);
+	pimclient_copy_str(info->name, sizeof info->name, s->name);
+	pimclient_copy_str(info->source, sizeof info->source, s->source);
 	info->regions = s->regions;
 	info->allocations = s->allocations;
 	info->owner_uid = s->owner_uid;
@@ -271,41 +258,93 @@ static void info_from(struct pim_model_info *info, const Pim__ModelSummary *s)
 	info->allocation_bytes = s->allocation_bytes;
 }
 
-int pim_status(pim_client *c, struct pim_status *st)
+static void status_from(struct pim_status *st, const Pim__StatusReply *s)
+{
+	memset(st, 0, sizeof *st);
+	pimclient_copy_str(st->server_version, sizeof st->server_version, s->server_version);
+	pimclient_copy_str(st->database, sizeof st->database, s->database);
+	st->protocol_version = s->protocol_version;
+	st->uptime_ms = s->uptime_ms;
+	st->models = s->models;
+	st->clients = s->clients;
+	st->schema_version = s->schema_version;
+	st->requests = s->requests;
+	st->max_frame_bytes = s->max_frame_bytes;
+	st->pid = s->pid;
+	pimclient_copy_str(st->platform, sizeof st->platform, s->platform);
+	pimclient_copy_str(st->backend, sizeof st->backend, s->backend);
+	pimclient_copy_str(st->backend_reason, sizeof st->backend_reason, s->backend_reason);
+	pimclient_copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
+	st->b_cpu = s->b_cpu;
+	st->profile_jobs = s->profile_jobs;
+	pimclient_copy_str(st->containment, sizeof st->containment, s->containment);
+}
+
+/* The Status round trip (c->lock held). */
+static int status_call(pim_client *c, Pim__Response **resp)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
 	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
+
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &body;
+	return pimclient_call(c, &req, PIM__RESPONSE__BODY_STATUS, resp);
+}
+
+int pim_status(pim_client *c, struct pim_status *st)
+{
 	Pim__Response *resp;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	req.body_case = PIM__REQUEST__BODY_STATUS;
-	req.status = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_STATUS, &resp);
+	r = status_call(c, &resp);
 	if (r == 0) {
-		const Pim__StatusReply *s = resp->status;
-		memset(st, 0, sizeof *st);
-		copy_str(st->server_version, sizeof st->server_version, s->server_version);
-		copy_str(st->database, sizeof st->database, s->database);
-		st->protocol_version = s->protocol_version;
-		st->uptime_ms = s->uptime_ms;
-		st->models = s->models;
-		st->clients = s->clients;
-		st->schema_version = s->schema_version;
-		st->requests = s->requests;
-		st->max_frame_bytes = s->max_frame_bytes;
-		st->pid = s->pid;
-		copy_str(st->platform, sizeof st->platform, s->platform);
-		copy_str(st->backend, sizeof st->backend, s->backend);
-		copy_str(st->backend_reason, sizeof st->backend_reason, s->backend_reason);
-		copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
-		st->b_cpu = s->b_cpu;
-		st->profile_jobs = s->profile_jobs;
-		copy_str(st->containment, sizeof st->containment, s->containment);
+		status_from(st, resp->status);
 		pim__response__free_unpacked(resp, NULL);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+int pim_status_get(pim_client *c, struct pim_daemon_status **out)
+{
+	Pim__Response *resp;
+	int r;
+
+	*out = NULL;
+	pthread_mutex_lock(&c->lock);
+	r = status_call(c, &resp);
+	if (r == 0) {
+		struct pim_daemon_status *d = calloc(1, sizeof *d);
+		if (!d) {
+			pim__response__free_unpacked(resp, NULL);
+			r = pimclient_fail(c, -ENOMEM, "out of memory");
+		} else {
+			const Pim__StatusReply *w = resp->status;
+			*d = (struct pim_daemon_status){
+				.server_version = w->server_version, .protocol_version = w->protocol_version,
+				.uptime_ms = w->uptime_ms, .models = w->models, .clients = w->clients,
+				.schema_version = w->schema_version, .requests = w->requests,
+				.max_frame_bytes = w->max_frame_bytes, .pid = w->pid, .database = w->database,
+				.platform = w->platform, .backend = w->backend, .backend_reason = w->backend_reason,
+				.b_cpu = w->b_cpu, .b_cpu_source = w->b_cpu_source, .profile_jobs = w->profile_jobs,
+				.containment = w->containment, .internal_ = resp,
+			};
+			pimclient_probe_from_wire(&d->b_cpu_probe, w->b_cpu_probe);
+			*out = d;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void pim_daemon_status_free(struct pim_daemon_status *d)
+{
+	if (!d)
+		return;
+	if (d->internal_)
+		pim__response__free_unpacked(d->internal_, NULL);
+	free(d);
 }
 
 int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned flags,
@@ -319,13 +358,13 @@ int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned fla
 	pthread_mutex_lock(&c->lock);
 	body.manifest = pim__manifest__unpack(NULL, len, manifest);
 	if (!body.manifest) {
-		r = fail(c, -EINVAL, "the manifest is not a valid serialized pim.Manifest");
+		r = pimclient_fail(c, -EINVAL, "the manifest is not a valid serialized pim.Manifest");
 		goto out;
 	}
 	body.replace = (flags & PIM_LOAD_REPLACE) != 0;
 	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
 	req.model_load = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_LOAD, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_MODEL_LOAD, &resp);
 	pim__manifest__free_unpacked(body.manifest, NULL);
 	if (r == 0) {
 		if (info)
@@ -349,12 +388,12 @@ int pim_model_list(pim_client *c, struct pim_model_info **models, size_t *n)
 	pthread_mutex_lock(&c->lock);
 	req.body_case = PIM__REQUEST__BODY_MODEL_LIST;
 	req.model_list = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_LIST, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_MODEL_LIST, &resp);
 	if (r == 0) {
 		size_t cnt = resp->model_list->n_models;
 		struct pim_model_info *v = calloc(cnt ? cnt : 1, sizeof *v);
 		if (!v)
-			r = fail(c, -ENOMEM, "out of memory");
+			r = pimclient_fail(c, -ENOMEM, "out of memory");
 		else {
 			for (size_t i = 0; i < cnt; i++)
 				info_from(&v[i], resp->model_list->models[i]);
@@ -379,7 +418,7 @@ int pim_model_show(pim_client *c, const char *name, struct pim_model_info *info,
 	body.name = (char *)name;
 	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
 	req.model_show = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_SHOW, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_MODEL_SHOW, &resp);
 	if (r == 0) {
 		if (info)
 			info_from(info, resp->model_show->model);
@@ -388,7 +427,7 @@ int pim_model_show(pim_client *c, const char *name, struct pim_model_info *info,
 			size_t len = m ? pim__manifest__get_packed_size(m) : 0;
 			void *buf = malloc(len ? len : 1);
 			if (!buf)
-				r = fail(c, -ENOMEM, "out of memory");
+				r = pimclient_fail(c, -ENOMEM, "out of memory");
 			else {
 				if (m)
 					pim__manifest__pack(m, buf);
@@ -413,7 +452,7 @@ int pim_model_remove(pim_client *c, const char *name)
 	body.name = (char *)name;
 	req.body_case = PIM__REQUEST__BODY_MODEL_REMOVE;
 	req.model_remove = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_MODEL_REMOVE, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_MODEL_REMOVE, &resp);
 	if (r == 0)
 		pim__response__free_unpacked(resp, NULL);
 	pthread_mutex_unlock(&c->lock);
@@ -429,7 +468,7 @@ int pim_call(pim_client *c, const void *request, size_t len, void **response, si
 	pthread_mutex_lock(&c->lock);
 	req = pim__request__unpack(NULL, len, request);
 	if (!req) {
-		r = fail(c, -EINVAL, "the request is not a valid serialized pim.Request");
+		r = pimclient_fail(c, -EINVAL, "the request is not a valid serialized pim.Request");
 		goto out;
 	}
 	r = roundtrip(c, req, &resp);
@@ -438,7 +477,7 @@ int pim_call(pim_client *c, const void *request, size_t len, void **response, si
 		size_t n = pim__response__get_packed_size(resp);
 		void *buf = malloc(n ? n : 1);
 		if (!buf)
-			r = fail(c, -ENOMEM, "out of memory");
+			r = pimclient_fail(c, -ENOMEM, "out of memory");
 		else {
 			pim__response__pack(resp, buf);
 			*response = buf;
@@ -536,19 +575,19 @@ int pim_model_open(pim_client *c, const char *name, pim_model **out)
 	body.model = (char *)name;
 	req.body_case = PIM__REQUEST__BODY_DECISIONS;
 	req.decisions = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_DECISIONS, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_DECISIONS, &resp);
 	if (r == 0) {
 		const Pim__DecisionsReply *d = resp->decisions;
 		if (d->id_limit > MODEL_ID_LIMIT_MAX || d->pim_bitmap.len < (d->id_limit + 7u) / 8u ||
 		    d->known_bitmap.len < (d->id_limit + 7u) / 8u) {
-			r = fail(c, -EBADMSG, "pimd sent an inconsistent decision table");
+			r = pimclient_fail(c, -EBADMSG, "pimd sent an inconsistent decision table");
 		} else {
 			pim_model *m = calloc(1, sizeof *m + d->id_limit + 1);
 			if (!m) {
-				r = fail(c, -ENOMEM, "out of memory");
+				r = pimclient_fail(c, -ENOMEM, "out of memory");
 			} else {
 				m->id_limit = d->id_limit;
-				copy_str(m->name, sizeof m->name, name);
+				pimclient_copy_str(m->name, sizeof m->name, name);
 				for (uint32_t i = 0; i < d->id_limit; i++)
 					if (!(d->known_bitmap.data[i / 8] & (1u << (i % 8)))) {
 						m->place[i] = PLACE_UNKNOWN;
@@ -627,11 +666,11 @@ static void job_from(struct pim_profile_job *job, const Pim__ProfileReply *p)
 {
 	memset(job, 0, sizeof *job);
 	job->id = p->job;
-	copy_str(job->state, sizeof job->state, p->state);
-	copy_str(job->model, sizeof job->model, p->model);
-	copy_str(job->backend, sizeof job->backend, p->backend);
-	copy_str(job->backend_reason, sizeof job->backend_reason, p->backend_reason);
-	copy_str(job->message, sizeof job->message, p->message);
+	pimclient_copy_str(job->state, sizeof job->state, p->state);
+	pimclient_copy_str(job->model, sizeof job->model, p->model);
+	pimclient_copy_str(job->backend, sizeof job->backend, p->backend);
+	pimclient_copy_str(job->backend_reason, sizeof job->backend_reason, p->backend_reason);
+	pimclient_copy_str(job->message, sizeof job->message, p->message);
 	job->regions_done = p->regions_done;
 	job->regions_total = p->regions_total;
 	job->repetitions_done = p->repetitions_done;
@@ -650,7 +689,7 @@ int pim_profile_start(pim_client *c, const char *model, int library_fd,
 
 	pthread_mutex_lock(&c->lock);
 	if (library_fd < 0) {
-		r = fail(c, -EBADF, "no model library descriptor");
+		r = pimclient_fail(c, -EBADF, "no model library descriptor");
 		goto out;
 	}
 	body.model = (char *)model;
@@ -663,7 +702,7 @@ int pim_profile_start(pim_client *c, const char *model, int library_fd,
 	}
 	req.body_case = PIM__REQUEST__BODY_PROFILE;
 	req.profile = &body;
-	r = call_fd(c, &req, library_fd, PIM__RESPONSE__BODY_PROFILE, &resp);
+	r = pimclient_call_fd(c, &req, library_fd, PIM__RESPONSE__BODY_PROFILE, &resp);
 	if (r == 0) {
 		job_from(job, resp->profile);
 		pim__response__free_unpacked(resp, NULL);
@@ -680,7 +719,7 @@ static int profile_job_call(pim_client *c, Pim__Request *req, struct pim_profile
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = call(c, req, PIM__RESPONSE__BODY_PROFILE, &resp);
+	r = pimclient_call(c, req, PIM__RESPONSE__BODY_PROFILE, &resp);
 	if (r == 0) {
 		job_from(job, resp->profile);
 		pim__response__free_unpacked(resp, NULL);
@@ -698,6 +737,29 @@ int pim_profile_status(pim_client *c, uint64_t id, struct pim_profile_job *job)
 	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
 	req.profile_status = &body;
 	return profile_job_call(c, &req, job);
+}
+
+int pim_profile_poll(pim_client *c, uint64_t id, struct pim_profile_job *job, struct pim_profile_clock *clock)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__ProfileStatus body = PIM__PROFILE_STATUS__INIT;
+	Pim__Response *resp;
+	int r;
+
+	body.job = id;
+	req.body_case = PIM__REQUEST__BODY_PROFILE_STATUS;
+	req.profile_status = &body;
+	pthread_mutex_lock(&c->lock);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_PROFILE, &resp);
+	if (r == 0) {
+		const Pim__ProfileReply *p = resp->profile;
+		job_from(job, p);
+		*clock = (struct pim_profile_clock){ .timeout_ms = p->timeout_ms, .running_ms = p->running_ms,
+						     .created_at = p->created_at, .finished_at = p->finished_at };
+		pim__response__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }
 
 int pim_profile_cancel(pim_client *c, uint64_t id, struct pim_profile_job *job)
@@ -746,15 +808,15 @@ static int jitq_index(pim_client *c, pim_jitq_plan *p, int ph, const Pim__JitqPh
 	p->launches[ph] = calloc(n ? n : 1, sizeof *p->launches[ph]);
 	p->first[ph] = calloc(p->layers + 3, sizeof *p->first[ph]);
 	if (!p->launches[ph] || !p->first[ph])
-		return fail(c, -ENOMEM, "out of memory");
+		return pimclient_fail(c, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		const Pim__JitqLaunch *l = m->launches[i];
 		if (l->boundary < -1 || l->boundary >= (int32_t)p->layers || l->block >= p->layers)
-			return fail(c, -EBADMSG, "pimd sent a launch outside the model's blocks");
+			return pimclient_fail(c, -EBADMSG, "pimd sent a launch outside the model's blocks");
 		struct pim_jitq_launch *d = &p->launches[ph][i];
 		d->block = l->block;
 		d->boundary = l->boundary;
-		copy_str(d->tensor, sizeof d->tensor, l->tensor);
+		pimclient_copy_str(d->tensor, sizeof d->tensor, l->tensor);
 		d->column = l->direction && strcmp(l->direction, "col") == 0;
 		d->rows = l->rows;
 		d->cols = l->cols;
@@ -805,14 +867,14 @@ int pim_jitq_plan_fetch(pim_client *c, const struct pim_jitq_request *rq, pim_ji
 	body.per_block = true; /* every launch: the runtime needs them all */
 	req.body_case = PIM__REQUEST__BODY_JITQ_PLAN;
 	req.jitq_plan = &body;
-	r = call(c, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_JITQ_PLAN, &resp);
 	if (r == 0) {
 		const Pim__JitqPlanReply *m = resp->jitq_plan;
 		pim_jitq_plan *p = calloc(1, sizeof *p);
 		if (!p)
-			r = fail(c, -ENOMEM, "out of memory");
+			r = pimclient_fail(c, -ENOMEM, "out of memory");
 		else if (m->layers == 0 || m->layers > JITQ_LAYERS_MAX || m->n_phases != 2)
-			r = fail(c, -EBADMSG, "pimd sent a plan of an unexpected shape");
+			r = pimclient_fail(c, -EBADMSG, "pimd sent a plan of an unexpected shape");
 		else {
 			p->layers = m->layers;
 			for (int ph = 0; ph < 2 && r == 0; ph++) {
@@ -871,7 +933,7 @@ static void sample_send(struct sampler *s, Pim__RegionSample *v, size_t n, bool 
 	req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
 	req.sample_batch = &body;
 	pthread_mutex_lock(&s->c->lock);
-	int r = call(s->c, &req, PIM__RESPONSE__BODY_SAMPLE_BATCH, &resp);
+	int r = pimclient_call(s->c, &req, PIM__RESPONSE__BODY_SAMPLE_BATCH, &resp);
 	pthread_mutex_unlock(&s->c->lock);
 	free(ptrs);
 	if (r < 0) {
@@ -966,7 +1028,7 @@ int pim_model_sample(pim_model *m, const char *socket_path, unsigned one_in)
 		req.body_case = PIM__REQUEST__BODY_SAMPLE_BATCH;
 		req.sample_batch = &body;
 		pthread_mutex_lock(&s->c->lock);
-		r = call(s->c, &req, PIM__RESPONSE__BODY_SAMPLE_BATCH, &resp);
+		r = pimclient_call(s->c, &req, PIM__RESPONSE__BODY_SAMPLE_BATCH, &resp);
 		pthread_mutex_unlock(&s->c->lock);
 		if (r < 0)
 			goto fail;

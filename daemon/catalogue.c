@@ -523,7 +523,7 @@ static bool column_token(const PGresult *res, int row, int i, size_t max)
 
 /* A row of SQL_LOOKUP as metrics, each value checked (the catalogue is another host's word);
  * the host and backend point into res. */
-static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m)
+static int lookup_row(const PGresult *res, int row, struct store_metrics *m)
 {
 	bool have, have_n_rd, have_store;
 
@@ -537,10 +537,10 @@ static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m)
 	if (id < 0 || at < 0)
 		return -EINVAL;
 	m->region_id = (uint32_t)id;
-	m->evidence = strcmp(ev, "counters") == 0 ? PIM__EVIDENCE__EVIDENCE_COUNTERS
-		      : strcmp(ev, "estimate") == 0 ? PIM__EVIDENCE__EVIDENCE_ESTIMATE
-		      : strcmp(ev, "imported") == 0 ? PIM__EVIDENCE__EVIDENCE_IMPORTED : PIM__EVIDENCE__EVIDENCE_NONE;
-	if (m->evidence == PIM__EVIDENCE__EVIDENCE_NONE || column_number(res, row, 2, &m->t_host, NULL) < 0 ||
+	m->evidence = strcmp(ev, "counters") == 0 ? PL_EVIDENCE_COUNTERS
+		      : strcmp(ev, "estimate") == 0 ? PL_EVIDENCE_ESTIMATE
+		      : strcmp(ev, "imported") == 0 ? PL_EVIDENCE_IMPORTED : PL_EVIDENCE_NONE;
+	if (m->evidence == PL_EVIDENCE_NONE || column_number(res, row, 2, &m->t_host, NULL) < 0 ||
 	    !(m->t_host > 0) || column_number(res, row, 3, &m->t_host_spread, &have) < 0 ||
 	    column_number(res, row, 4, &m->n_rd, &have_n_rd) < 0 || column_number(res, row, 5, &m->c_store, &have_store) < 0)
 		return -EINVAL;
@@ -567,8 +567,8 @@ static int lookup_row(const PGresult *res, int row, Pim__RegionMetrics *m)
 /* What one batch of the lookup is read into before it is stored; kept, with its result (the
  * strings point into it), while the first answer is computed from memory (struct fetched). */
 struct lookup_rows {
-	Pim__RegionMetrics m[LOOKUP_BATCH];
-	const Pim__RegionMetrics *ptr[LOOKUP_BATCH];
+	struct store_metrics m[LOOKUP_BATCH];
+	const struct store_metrics *ptr[LOOKUP_BATCH];
 	char source[LOOKUP_BATCH][96];
 	size_t n;
 	PGresult *res;
@@ -591,11 +591,11 @@ static int lookup_parse(PGresult *res, struct lookup_rows *lr, struct lookup_pos
 	if (!lookup_types_ok(res) || PQntuples(res) > LOOKUP_BATCH)
 		return err_set(err, -EPROTO, "the catalogue's lookup returned other columns than asked for");
 	for (int i = 0; i < PQntuples(res); i++) {
-		Pim__RegionMetrics *m = &lr->m[lr->n];
+		struct store_metrics *m = &lr->m[lr->n];
 		if (++p->rows > p->n_regions)
 			return err_set(err, -EPROTO, "the catalogue returned more rows than the model's %" PRIu64
 				       " regions", p->n_regions);
-		*m = (Pim__RegionMetrics)PIM__REGION_METRICS__INIT;
+		*m = (struct store_metrics){ 0 };
 		if (lookup_row(res, i, m) < 0) {
 			p->bad++;
 			continue;

@@ -145,7 +145,7 @@ static int loaded_operand(void *ctx, const struct store_operand_row *o)
 }
 
 /* A region's metrics came from the catalogue: counted with their host. */
-static void loaded_origin_add(struct loaded *l, const Pim__RegionMetrics *mt)
+static void loaded_origin_add(struct loaded *l, const struct store_metrics *mt)
 {
 	size_t i;
 
@@ -166,10 +166,10 @@ static void loaded_origin_add(struct loaded *l, const Pim__RegionMetrics *mt)
 }
 
 /* The stored metrics of a region, as the placement rule reads them. */
-static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim__RegionMetrics *mt)
+static void loaded_apply(struct loaded *l, struct placement_region *p, const struct store_metrics *mt)
 {
 	l->n_with_metrics++;
-	p->evidence = (enum placement_evidence)mt->evidence;
+	p->evidence = mt->evidence;
 	p->t_host = mt->t_host;
 	/* a spread that is not a finite relative spread is taken as not known */
 	if (isfinite(mt->t_host_spread) && mt->t_host_spread > 0) {
@@ -183,7 +183,7 @@ static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim
 	p->c_be1 = mt->c_be1;
 	p->c_be2 = mt->c_be2;
 	p->c_be3 = mt->c_be3;
-	if (mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED) {
+	if (mt->evidence == PL_EVIDENCE_IMPORTED) {
 		/* θ of imported counts comes from the B_cpu of the host that measured them */
 		if (mt->source_b_cpu > 0 && isfinite(mt->source_b_cpu))
 			p->b_cpu_source = mt->source_b_cpu;
@@ -196,9 +196,9 @@ static void loaded_apply(struct loaded *l, struct placement_region *p, const Pim
 	}
 	if (mt->origin_host && *mt->origin_host)
 		loaded_origin_add(l, mt);
-	l->n_estimates += mt->evidence == PIM__EVIDENCE__EVIDENCE_ESTIMATE;
-	l->n_counters += mt->evidence == PIM__EVIDENCE__EVIDENCE_COUNTERS;
-	l->n_imported += mt->evidence == PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	l->n_estimates += mt->evidence == PL_EVIDENCE_ESTIMATE;
+	l->n_counters += mt->evidence == PL_EVIDENCE_COUNTERS;
+	l->n_imported += mt->evidence == PL_EVIDENCE_IMPORTED;
 }
 
 /* Metrics rows come by region id; so do the regions, through by_id (NULL: in array order). */
@@ -208,7 +208,7 @@ struct metrics_merge {
 	size_t next;
 };
 
-static int loaded_metric(void *ctx, const Pim__RegionMetrics *mt)
+static int loaded_metric(void *ctx, const struct store_metrics *mt)
 {
 	struct metrics_merge *mm = ctx;
 	struct loaded *l = mm->l;
@@ -911,9 +911,7 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 				   "time per execution (--time)");
 	if (q->t_host == 0)
 		t /= (double)execs;
-	Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
-	m.region_id = q->region_id;
-	m.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	struct store_metrics m = { .region_id = q->region_id, .evidence = PL_EVIDENCE_IMPORTED };
 	m.t_host = t;
 	m.source_b_cpu = q->b_cpu;
 	unsigned bit_rd = 1u << EVENTS_ROLE_N_RD, bit_store = 1u << EVENTS_ROLE_C_STORE;
@@ -948,7 +946,7 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 				    : NULL;
 	if (!mm)
 		return reply_finish(&b);
-	*mm = m;
+	placement_rpc_metrics_to_wire(&m, mm);
 	mm->source = reply_strdup(&b, source);
 	/* notes: conditions without data, and an unknown measuring host */
 	if (!m.have_store)
@@ -962,6 +960,83 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 			     "these counts is unknown, so C3 compares them with theta from this host's "
 			     "B_cpu (%.2f GB/s); give it with --b-cpu", placement_host_b_cpu(ctx) / 1e9);
 	return reply_finish(&b);
+}
+
+/* ---------------------------------------------------------------- metrics on the wire */
+
+/* An empty string as protobuf-c's own, which pim__*__free_unpacked leaves alone. */
+static char *wire_str(const char *t)
+{
+	return t && *t ? (char *)t : (char *)protobuf_c_empty_string;
+}
+
+void placement_rpc_metrics_to_wire(const struct store_metrics *m, Pim__RegionMetrics *w)
+{
+	w->region_id = m->region_id;
+	w->evidence = (Pim__Evidence)m->evidence; /* the same numbers (pim.proto Evidence) */
+	w->t_host = m->t_host;
+	w->t_host_spread = m->t_host_spread;
+	w->have_n_rd = m->have_n_rd;
+	w->n_rd = m->n_rd;
+	w->have_store = m->have_store;
+	w->c_store = m->c_store;
+	w->c_be1 = m->c_be1;
+	w->c_be2 = m->c_be2;
+	w->c_be3 = m->c_be3;
+	w->bw_read_estimate = m->bw_read_estimate;
+	w->source = wire_str(m->source);
+	w->updated_at = m->updated_at;
+	w->source_b_cpu = m->source_b_cpu;
+	w->origin_host = wire_str(m->origin_host);
+	w->origin_measured_at = m->origin_measured_at;
+	w->origin_backend = wire_str(m->origin_backend);
+}
+
+void placement_rpc_metrics_from_wire(const Pim__RegionMetrics *w, struct store_metrics *m)
+{
+	*m = (struct store_metrics){
+		.region_id = w->region_id, .evidence = (enum placement_evidence)w->evidence, .t_host = w->t_host,
+		.t_host_spread = w->t_host_spread, .have_n_rd = w->have_n_rd, .n_rd = w->n_rd,
+		.have_store = w->have_store, .c_store = w->c_store, .c_be1 = w->c_be1, .c_be2 = w->c_be2,
+		.c_be3 = w->c_be3, .bw_read_estimate = w->bw_read_estimate, .source = w->source,
+		.updated_at = w->updated_at, .source_b_cpu = w->source_b_cpu, .origin_host = w->origin_host,
+		.origin_measured_at = w->origin_measured_at, .origin_backend = w->origin_backend,
+	};
+}
+
+int placement_rpc_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
+			       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err)
+{
+	struct store_metrics *v;
+	size_t k;
+	int r = store_metrics_list(s, model_id, platform_id, &v, &k, err);
+
+	if (r < 0)
+		return r;
+	Pim__RegionMetrics **w = calloc(k ? k : 1, sizeof *w);
+	size_t i = 0;
+	for (; w && i < k; i++) {
+		if (!(w[i] = malloc(sizeof *w[i])))
+			break;
+		pim__region_metrics__init(w[i]);
+		placement_rpc_metrics_to_wire(&v[i], w[i]);
+		/* its own copies, for pim__region_metrics__free_unpacked (v's are freed below) */
+		w[i]->source = (char *)v[i].source;
+		w[i]->origin_host = (char *)v[i].origin_host;
+		w[i]->origin_backend = (char *)v[i].origin_backend;
+		v[i].source = v[i].origin_host = v[i].origin_backend = NULL;
+	}
+	if (!w || i < k) {
+		for (size_t j = 0; w && j < i; j++)
+			pim__region_metrics__free_unpacked(w[j], NULL);
+		free(w);
+		store_metrics_list_free(v, k);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
+	store_metrics_list_free(v, k);
+	*out = w;
+	*n = k;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- calibrate */

@@ -8,6 +8,7 @@
 #define PIMD_PLACEMENT_RPC_H
 
 #include "reply.h"
+#include "store.h"
 
 Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Request *req);
 Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct rpc_peer *peer,
@@ -16,6 +17,16 @@ Pim__Response *placement_rpc_import_perf(struct rpc_context *ctx, const struct r
 Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Request *req,
 				       struct rpc_deferred *defer);
 Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req);
+
+/* A region's metrics as the store keeps them, into pim.RegionMetrics (w initialised; its
+ * strings borrowed from m), and back. */
+void placement_rpc_metrics_to_wire(const struct store_metrics *m, Pim__RegionMetrics *w);
+void placement_rpc_metrics_from_wire(const Pim__RegionMetrics *w, struct store_metrics *m);
+/* The metrics of a model on a platform as pim.RegionMetrics (ModelShowReply.metrics): each one
+ * and its strings allocated, to free with pim__region_metrics__free_unpacked and the array with
+ * free(). */
+int placement_rpc_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
+			       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err);
 
 /* Limits on what a request may ask for. */
 #define PLACEMENT_MAX_CORE_COUNTS 16

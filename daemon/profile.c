@@ -473,7 +473,7 @@ struct derive {
 static void derive_flush(struct derive *d)
 {
 	struct job *j = d->j;
-	Pim__RegionMetrics m = PIM__REGION_METRICS__INIT;
+	struct store_metrics m = { 0 };
 	char source[96];
 	struct metrics_result res;
 
@@ -485,7 +485,7 @@ static void derive_flush(struct derive *d)
 	m.t_host = res.t_host;
 	m.t_host_spread = res.t_host_spread;
 	if (j->n_groups) {
-		m.evidence = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+		m.evidence = PL_EVIDENCE_COUNTERS;
 		m.have_n_rd = res.have[EVENTS_ROLE_N_RD];
 		m.n_rd = res.have[EVENTS_ROLE_N_RD] ? res.role[EVENTS_ROLE_N_RD] : 0;
 		m.have_store = res.have[EVENTS_ROLE_C_STORE] && res.have[EVENTS_ROLE_BE1] &&
@@ -497,7 +497,7 @@ static void derive_flush(struct derive *d)
 			m.c_be3 = res.role[EVENTS_ROLE_BE3];
 		}
 	} else {
-		m.evidence = PIM__EVIDENCE__EVIDENCE_ESTIMATE;
+		m.evidence = PL_EVIDENCE_ESTIMATE;
 		const struct region_fact *f = fact_of(j, d->region);
 		if (f)
 			m.bw_read_estimate = metrics_bw_read_estimate(f->read_bytes, m.t_host);

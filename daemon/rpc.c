@@ -267,8 +267,8 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 		return reply_finish(&b);
 	if (store_model_get(ctx->store, name, &sr->model, &sr->manifest, &err) < 0 ||
 	    store_model_id(ctx->store, name, &model_id, &err) < 0 ||
-	    store_metrics_list(ctx->store, model_id, ctx->platform->row, &sr->metrics, &sr->n_metrics,
-			       &err) < 0)
+	    placement_rpc_metrics_list(ctx->store, model_id, ctx->platform->row, &sr->metrics, &sr->n_metrics,
+				       &err) < 0)
 		return reply_fail(&b, &err);
 	return reply_finish(&b);
 }
@@ -385,10 +385,12 @@ static int show_operand(void *ctx, const struct store_operand_row *o)
 }
 
 /* A metrics row, packed as read (ModelShowReply.metrics). */
-static int show_metrics(void *ctx, const Pim__RegionMetrics *m)
+static int show_metrics(void *ctx, const struct store_metrics *m)
 {
 	struct wbuf *b = ctx;
-	wbuf_message(b, 3, &m->base);
+	Pim__RegionMetrics w = PIM__REGION_METRICS__INIT;
+	placement_rpc_metrics_to_wire(m, &w);
+	wbuf_message(b, 3, &w.base);
 	return b->oom ? -ENOMEM : 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "manifest.h"
 #include "pim.pb-c.h"
+#include "placement.h"
 #include "util.h"
 
 /* Text form of a region's extents: at most 16 numbers of 20 digits. */
@@ -247,24 +248,47 @@ int store_model_id(struct store *s, const char *name, int64_t *id, struct pim_er
 int store_model_id_for(struct store *s, const char *name, uid_t uid, const char *what, int64_t *id,
 		       struct pim_error *err);
 
+/*
+ * A region's metrics on a platform, as the store keeps them (the region_metrics table); the RPC
+ * layer converts them from and to pim.RegionMetrics (placement_rpc.h).  Strings are borrowed.
+ */
+struct store_metrics {
+	uint32_t region_id;
+	enum placement_evidence evidence;
+	double t_host;              /* seconds, one execution (median) */
+	double t_host_spread;       /* (max - min) / median over repetitions, 0 if unknown */
+	bool have_n_rd;
+	double n_rd;
+	bool have_store;            /* c_store and the three backend counts */
+	double c_store, c_be1, c_be2, c_be3;
+	double bw_read_estimate;    /* B/s, timing backend; 0: none */
+	const char *source;         /* "perf stat import", "profile job 3", ... */
+	int64_t updated_at;         /* when stored (read back only) */
+	double source_b_cpu;        /* imported: B_cpu of the measuring host, B/s; 0 unknown */
+	const char *origin_host;    /* from the fleet catalogue: who measured, when, its backend; */
+	int64_t origin_measured_at; /* "" / 0 for this host's own metrics */
+	const char *origin_backend;
+};
+
 /* Stores the metrics of one region (replacing earlier ones on this platform) and drops the
  * model's stored decisions, in one transaction.  -ENOENT for an unknown region. */
 int store_metrics_put(struct store *s, int64_t model_id, int64_t platform_id, int64_t run_id,
-		      const Pim__RegionMetrics *m, struct pim_error *err);
+		      const struct store_metrics *m, struct pim_error *err);
 
 /*
  * Calls fn for each metrics row of a model on a platform, by region id; m and its strings are
  * valid during the call only.  A negative return of fn ends the walk and is returned (-ENOMEM
  * with a message in err).  Memory stays constant however many regions the model has.
  */
-typedef int (*store_metrics_fn)(void *ctx, const Pim__RegionMetrics *m);
+typedef int (*store_metrics_fn)(void *ctx, const struct store_metrics *m);
 int store_metrics_each(struct store *s, int64_t model_id, int64_t platform_id, store_metrics_fn fn, void *ctx,
 		       struct pim_error *err);
 
-/* All metrics of a model on a platform, by region id; free each with
- * pim__region_metrics__free_unpacked and the array with free(). */
+/* All metrics of a model on a platform, by region id (their strings copied); free with
+ * store_metrics_list_free. */
 int store_metrics_list(struct store *s, int64_t model_id, int64_t platform_id,
-		       Pim__RegionMetrics ***out, size_t *n, struct pim_error *err);
+		       struct store_metrics **out, size_t *n, struct pim_error *err);
+void store_metrics_list_free(struct store_metrics *v, size_t n);
 
 /* A version of the model that changes with its manifest and with any of its metrics, and is
  * never given to another model (sql/0005-model-version.sql): placement answers are stored
@@ -346,12 +370,12 @@ int store_model_measured(struct store *s, const char *name, int64_t platform_id,
  * row than store_metrics_put: a new host's first answer waits for all of them.
  */
 int store_fetched_begin(struct store *s, struct pim_error *err);
-int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *m,
+int store_fetched_put(struct store *s, int64_t model_id, int64_t platform_id, const struct store_metrics *m,
 		      struct pim_error *err);
 /* n rows, STORE_FETCHED_ROWS to a statement: 0 and *missing the rows of regions the model
  * lacks (not stored; the rest stand), or < 0 (-EINVAL: a row not valid; nothing of it stored). */
 #define STORE_FETCHED_ROWS 64
-int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const Pim__RegionMetrics *const *m,
+int store_fetched_put_many(struct store *s, int64_t model_id, int64_t platform_id, const struct store_metrics *const *m,
 			   size_t n, size_t *missing, struct pim_error *err);
 int store_fetched_end(struct store *s, int64_t model_id, bool keep, struct pim_error *err);
 /* As store_fetched_end; *version: the model's version as committed (store_model_version). */

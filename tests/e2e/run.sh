@@ -182,6 +182,19 @@ expect_rc 0 "C3: BW_read 15.73 GB/s >= θ 1.63 GB/s (θ from the measuring host'
 	"$PIMCTL" --socket "$S" placement decoder-block --verbose
 check "no warning once the measuring host's B_cpu is known" sh -c \
 	"! '$PIMCTL' --socket '$S' placement decoder-block | grep -q 'without the B_cpu'"
+# A C program (and a ctypes script) reach the same placement through pim.h's typed calls alone.
+expect_rc 0 "^1 qkv.matvec pim C3: BW_read 15.73 GB/s >= θ 1.63 GB/s" \
+	"a C program gets a placement with per-region decisions through the typed call" \
+	"$B/tests/e2e-typed" "$S" decoder-block
+check "the typed call's placement agrees with pim_decisions_get's table" sh -c \
+	"'$B/tests/e2e-typed' '$S' decoder-block | grep -q '^decoder-block: 1 of 9 regions on PIM at 128 cores'"
+expect_rc 1 'no model named "nope"' "a typed call reports pimd's refusal" "$B/tests/e2e-typed" "$S" nope
+# (not under ASan: its runtime must come first in a process, which python3 is not built with)
+if ! ldd "$B/libpimclient.so" | grep -q libasan && /usr/bin/python3 -c "import ctypes" 2>/dev/null; then
+	expect_rc 0 "^decoder-block: id_limit 9, offloaded 1, place 010000000$" \
+		"Python through ctypes gets the decision table (no protobuf)" \
+		/usr/bin/python3 tests/e2e/typed.py "$B/libpimclient.so" "$S" decoder-block
+fi
 expect_rc 2 "not a positive number of bytes per second" "import-perf --b-cpu takes a positive bandwidth" \
 	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --b-cpu -5
 # A model of 300 regions: the table keeps to its columns, the reasons are counted below it.
@@ -411,9 +424,30 @@ expect_rc 1 "row blocking needs the column count (40) to be a multiple of 16" "j
 	"$PIMCTL" --socket "$S" jitq dequantize --format mx6 --shape 64x40 "$T/w.mx6" "$T/out"
 expect_rc 1 "format \"fp16\" is not one of" "jitq dequantize refuses an unknown format" \
 	"$PIMCTL" --socket "$S" jitq dequantize --format fp16 --shape 64x64 "$T/w.mx6" "$T/out"
-head -c 4194304 /dev/zero > "$T/big.mx4"
-expect_rc 1 "more than a reply of max_frame_bytes" "jitq dequantize refuses a result larger than a frame" \
-	"$PIMCTL" --socket "$S" jitq dequantize --format mx4 --shape 2048x4096 "$T/big.mx4" "$T/out"
+# A tensor whose FP32 form is larger than a frame (16 MiB) goes in parts of whole rows (row
+# blocking) or whole columns (column blocking): the round trip stays bit-exact across the parts,
+# and each part equals that part of the tensor alone.
+"$TOOL" mxgen "$T/big.bf16" 4194304
+for dir in row col; do
+	check "jitq dequantize 2048x2048 mx6 ($dir) in parts: bit-exact round trip through fp32 quantize in parts" sh -c "
+		'$PIMCTL' --socket '$S' jitq quantize --format mx6 --shape 2048x2048 --direction $dir '$T/big.bf16' '$T/big.q' >/dev/null &&
+		'$PIMCTL' --socket '$S' jitq dequantize --format mx6 --shape 2048x2048 --direction $dir '$T/big.q' '$T/big.f32' | grep -q 'Wrote 16777216 bytes (2048 x 2048 FP32) from 262144 MX blocks to .*; in 2 parts that fit a frame' &&
+		'$PIMCTL' --socket '$S' jitq quantize --format mx6 --from fp32 --shape 2048x2048 --direction $dir '$T/big.f32' '$T/big.q2' | grep -q 'in 2 parts' &&
+		cmp '$T/big.q' '$T/big.q2' &&
+		'$TOOL' mxerr '$T/big.bf16' '$T/big.f32' 2048 2048 16 $dir -4"
+done
+check "the first rows of a row-blocked tensor in parts equal those rows dequantized alone" sh -c "
+	'$PIMCTL' --socket '$S' jitq quantize --format mx6 --shape 2048x2048 '$T/big.bf16' '$T/big.q' >/dev/null &&
+	'$PIMCTL' --socket '$S' jitq dequantize --format mx6 --shape 2048x2048 '$T/big.q' '$T/big.f32' >/dev/null &&
+	head -c \$((64 * 2048 / 16 * 12)) '$T/big.q' > '$T/rows.q' &&
+	'$PIMCTL' --socket '$S' jitq dequantize --format mx6 --shape 64x2048 '$T/rows.q' '$T/rows.f32' >/dev/null &&
+	head -c \$((64 * 2048 * 4)) '$T/big.f32' | cmp - '$T/rows.f32'"
+expect_rc 0 '"requests":2' "jitq dequantize --json says how many parts" \
+	"$PIMCTL" --socket "$S" --json jitq dequantize --format mx6 --shape 2048x2048 "$T/big.q" "$T/big.f32"
+head -c $((16 * 1048576 / 16 * 8)) /dev/zero > "$T/wide.mx4"
+expect_rc 1 "one row of 16777216 elements needs 67108864 bytes, more than a frame" \
+	"a row too long for a frame is refused with why" \
+	"$PIMCTL" --socket "$S" jitq dequantize --format mx4 --shape 1x16777216 "$T/wide.mx4" "$T/out"
 expect_rc 2 "expected ROWSxCOLS" "jitq dequantize checks --shape" \
 	"$PIMCTL" --socket "$S" jitq dequantize --shape 64 "$T/w.mx6" "$T/out"
 

@@ -159,22 +159,18 @@ END_TEST
 /* ---------------------------------------------------------------- the placement chart */
 
 struct fixture {
-	Pim__PlacementReply r;
-	Pim__PlacementParams params;
-	Pim__PlacementEstimate est[2], *estp[2];
-	Pim__Movement move;
-	Pim__RegionDecision *dp[4];
-	Pim__RegionDecision d[4];
-	Pim__Condition cond[4][4], *condp[4][4];
+	struct pim_placement r;
+	struct pim_placement_estimate est[2];
+	struct pim_region_decision d[4];
 };
 
-static void region(struct fixture *f, int i, uint32_t id, const char *name, bool pim, Pim__Evidence ev,
+static void region(struct fixture *f, int i, uint32_t id, const char *name, bool pim, enum pim_evidence ev,
 		   bool c1, bool c2, double bw, double fstore, double t_host)
 {
-	Pim__RegionDecision *d = &f->d[i];
-	pim__region_decision__init(d);
+	struct pim_region_decision *d = &f->d[i];
+	*d = (struct pim_region_decision){ 0 };
 	d->region_id = id;
-	d->name = (char *)name;
+	d->name = name;
 	d->op = "linalg.generic";
 	d->order = (uint32_t)i;
 	d->trip = 1;
@@ -182,20 +178,14 @@ static void region(struct fixture *f, int i, uint32_t id, const char *name, bool
 	d->evidence = ev;
 	d->t_host = t_host;
 	d->reason = "because";
-	for (int c = 0; c < 4; c++) {
-		pim__condition__init(&f->cond[i][c]);
-		f->condp[i][c] = &f->cond[i][c];
-	}
-	f->cond[i][0].state = c1 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
-	f->cond[i][1].state = c2 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
-	f->cond[i][2].lhs = bw;
-	f->cond[i][2].state = bw >= 2e9 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
-	f->cond[i][3].lhs = fstore;
-	f->cond[i][3].state = isnan(fstore) ? PIM__COND_STATE__COND_NO_DATA
-			      : fstore >= 0.4 ? PIM__COND_STATE__COND_TRUE : PIM__COND_STATE__COND_FALSE;
-	d->conditions = f->condp[i];
+	d->t_pim_term = "";
+	d->conditions[0].state = c1 ? PIM_COND_TRUE : PIM_COND_FALSE;
+	d->conditions[1].state = c2 ? PIM_COND_TRUE : PIM_COND_FALSE;
+	d->conditions[2].lhs = bw;
+	d->conditions[2].state = bw >= 2e9 ? PIM_COND_TRUE : PIM_COND_FALSE;
+	d->conditions[3].lhs = fstore;
+	d->conditions[3].state = isnan(fstore) ? PIM_COND_NO_DATA : fstore >= 0.4 ? PIM_COND_TRUE : PIM_COND_FALSE;
 	d->n_conditions = 4;
-	f->dp[i] = d;
 }
 
 /*
@@ -206,42 +196,33 @@ static void region(struct fixture *f, int i, uint32_t id, const char *name, bool
 static void fixture_init(struct fixture *f)
 {
 	memset(f, 0, sizeof *f);
-	pim__placement_reply__init(&f->r);
-	pim__placement_params__init(&f->params);
-	f->params.theta = 2e9;
-	f->params.sigma = 0.4;
-	f->params.b_cpu = 16.754e9;
-	f->params.t_ctx = 1e-5;
-	f->params.f_pim = 350e6;
+	f->r.params.theta = 2e9;
+	f->r.params.sigma = 0.4;
+	f->r.params.b_cpu = 16.754e9;
+	f->r.params.t_ctx = 1e-5;
+	f->r.params.f_pim = 350e6;
 	f->r.model = "gemv<&>";
 	f->r.granularity = "loop";
 	f->r.movement = "upper";
 	f->r.platform = "test CPU";
-	f->r.params = &f->params;
-	region(f, 0, 1, "a", true, PIM__EVIDENCE__EVIDENCE_COUNTERS, true, true, 6e9, 0.1, 1e-3);
-	region(f, 1, 2, "b", true, PIM__EVIDENCE__EVIDENCE_COUNTERS, true, true, 1e9, 0.6, 1e-3);
+	region(f, 0, 1, "a", true, PIM_EVIDENCE_COUNTERS, true, true, 6e9, 0.1, 1e-3);
+	region(f, 1, 2, "b", true, PIM_EVIDENCE_COUNTERS, true, true, 1e9, 0.6, 1e-3);
 	/* region 2's f_store within the measured noise of σ: marginal on C4 */
 	f->d[1].marginal = true;
 	f->d[1].marginal_on = 1u << 3;
-	region(f, 2, 3, "c<script>", false, PIM__EVIDENCE__EVIDENCE_ESTIMATE, true, true, 0.5e9, NAN, 2e-3);
-	region(f, 3, 4, "d", false, PIM__EVIDENCE__EVIDENCE_IMPORTED, false, true, 3e9, NAN, 1e-6);
-	pim__movement__init(&f->move);
-	f->move.model = "upper";
-	f->move.segments = 1;
-	f->move.transitions = 2;
+	region(f, 2, 3, "c<script>", false, PIM_EVIDENCE_ESTIMATE, true, true, 0.5e9, NAN, 2e-3);
+	region(f, 3, 4, "d", false, PIM_EVIDENCE_IMPORTED, false, true, 3e9, NAN, 1e-6);
 	for (int k = 0; k < 2; k++) {
-		pim__placement_estimate__init(&f->est[k]);
 		f->est[k].n_core = 128 << k;
-		f->est[k].regions = f->dp;
+		f->est[k].regions = f->d;
 		f->est[k].n_regions = 4;
-		f->est[k].movement = &f->move;
+		f->est[k].movement = (struct pim_movement){ .model = "upper", .segments = 1, .transitions = 2 };
 		f->est[k].speedup = 1.5 + k;
 		f->est[k].bound_movement = 3;
 		f->est[k].bound = 100; /* off the scale */
 		f->est[k].marginal = 1;
-		f->estp[k] = &f->est[k];
 	}
-	f->r.estimates = f->estp;
+	f->r.estimates = f->est;
 	f->r.n_estimates = 2;
 }
 
@@ -318,7 +299,7 @@ END_TEST
 
 START_TEST(test_placement_chart_empty)
 {
-	Pim__PlacementReply r = PIM__PLACEMENT_REPLY__INIT;
+	struct pim_placement r = { 0 };
 	struct pim_error err = { 0 };
 	char *out;
 	size_t len;
@@ -339,8 +320,7 @@ START_TEST(test_placement_chart_large)
 {
 	enum { N = 10000 };
 	struct fixture f;
-	static Pim__RegionDecision d[N], *dp[N];
-	static Pim__Condition c[N][4], *cp[N][4];
+	static struct pim_region_decision d[N];
 	struct pim_error err = { 0 };
 	char *out;
 	size_t len;
@@ -348,23 +328,17 @@ START_TEST(test_placement_chart_large)
 	fixture_init(&f);
 	unsigned seed = 1;
 	for (size_t i = 0; i < N; i++) {
-		d[i] = *f.dp[i % 4];
+		d[i] = f.d[i % 4];
 		d[i].region_id = (uint32_t)i;
 		d[i].order = (uint32_t)(N - i);
 		d[i].pim = rand_r(&seed) % 2;
 		d[i].marginal = i % 10 == 0;
 		d[i].marginal_on = d[i].marginal ? 1u << 2 : 0;
 		d[i].name = "some-long-region-name";
-		for (int k = 0; k < 4; k++) {
-			c[i][k] = *f.dp[i % 4]->conditions[k];
-			cp[i][k] = &c[i][k];
-		}
-		c[i][2].lhs = pow(10, 7 + 4.0 * rand_r(&seed) / RAND_MAX);
-		c[i][3].lhs = i % 7 ? (double)rand_r(&seed) / RAND_MAX : NAN;
-		d[i].conditions = cp[i];
-		dp[i] = &d[i];
+		d[i].conditions[2].lhs = pow(10, 7 + 4.0 * rand_r(&seed) / RAND_MAX);
+		d[i].conditions[3].lhs = i % 7 ? (double)rand_r(&seed) / RAND_MAX : NAN;
 	}
-	f.est[0].regions = f.est[1].regions = dp;
+	f.est[0].regions = f.est[1].regions = d;
 	f.est[0].n_regions = f.est[1].n_regions = N;
 	/* CPU time: what the drawing costs, whatever else the machine runs */
 	struct timespec t0, t1;
@@ -403,41 +377,37 @@ END_TEST
 /* Two σ of five θ each (1 to 5 GB/s); σ 0.5 is chosen at θ 3.5 GB/s, interval [3, 4] GB/s. */
 START_TEST(test_calibrate_chart)
 {
-	Pim__CalibrateReply r = PIM__CALIBRATE_REPLY__INIT;
-	Pim__CalibratePoint pt[10], *pp[10], sug[2], *sp[2];
+	struct pim_calibration r = { 0 };
+	struct pim_calibrate_point pt[10], sug[2];
 	double lo[2] = { 2e9, 3e9 }, hi[2] = { 3e9, 4e9 };
 	struct pim_error err = { 0 };
 	char *out;
 	size_t len;
 
 	for (int i = 0; i < 10; i++) {
-		pim__calibrate_point__init(&pt[i]);
+		pt[i] = (struct pim_calibrate_point){ 0 };
 		pt[i].sigma = i < 5 ? 0.3 : 0.5;
 		pt[i].theta = (1 + i % 5) * 1e9;
 		pt[i].accuracy = 0.6 + 0.05 * (i % 5);
 		pt[i].fp = (uint32_t)(5 - i % 5);
 		pt[i].fn = (uint32_t)(i % 5);
-		pp[i] = &pt[i];
 	}
 	for (int k = 0; k < 2; k++) {
-		pim__calibrate_point__init(&sug[k]);
+		sug[k] = (struct pim_calibrate_point){ 0 };
 		sug[k].sigma = k ? 0.5 : 0.3;
 		sug[k].theta = k ? 3.5e9 : 2.5e9;
 		sug[k].accuracy = k ? 0.9 : 0.8;
 		sug[k].tp = 40;
 		sug[k].tn = 5;
-		sp[k] = &sug[k];
 	}
 	r.labelled = 50;
 	r.beneficial = 42;
-	r.points = pp;
+	r.points = pt;
 	r.n_points = 10;
-	r.suggestions = sp;
+	r.suggestions = sug;
 	r.n_suggestions = 2;
 	r.suggestion_lo = lo;
-	r.n_suggestion_lo = 2;
 	r.suggestion_hi = hi;
-	r.n_suggestion_hi = 2;
 	r.best = 1;
 	ck_assert_int_eq(chart_calibrate(&r, "m&m", &out, &len, &err), 0);
 	ck_has(out, "<title>Calibration of m&amp;m: 50 labelled regions, 42 beneficial</title>");
@@ -463,20 +433,19 @@ END_TEST
 START_TEST(test_calibrate_chart_thin)
 {
 	enum { N = 50000 };
-	static Pim__CalibratePoint pt[N], *pp[N];
-	Pim__CalibrateReply r = PIM__CALIBRATE_REPLY__INIT;
+	static struct pim_calibrate_point pt[N];
+	struct pim_calibration r = { 0 };
 	struct pim_error err = { 0 };
 	char *out;
 	size_t len;
 
 	for (int i = 0; i < N; i++) {
-		pim__calibrate_point__init(&pt[i]);
+		pt[i] = (struct pim_calibrate_point){ 0 };
 		pt[i].sigma = 0.4;
 		pt[i].theta = 1e6 * (i + 1);
 		pt[i].accuracy = i == 31337 ? 1.0 : 0.5;
-		pp[i] = &pt[i];
 	}
-	r.points = pp;
+	r.points = pt;
 	r.n_points = N;
 	ck_assert_int_eq(chart_calibrate(&r, "m", &out, &len, &err), 0);
 	ck_assert_msg(len < 200000, "%zu bytes", len);
@@ -497,10 +466,10 @@ END_TEST
 
 START_TEST(test_jitq_chart)
 {
-	Pim__JitqPlanReply r = PIM__JITQ_PLAN_REPLY__INIT;
-	Pim__JitqPhase ph = PIM__JITQ_PHASE__INIT, *php = &ph;
-	Pim__JitqBlock b[3], *bp[3];
-	Pim__JitqCapacity cap = PIM__JITQ_CAPACITY__INIT;
+	struct pim_jitq_plan_reply r = { 0 };
+	struct pim_jitq_plan_phase ph = { 0 };
+	struct pim_jitq_plan_block b[3];
+	struct pim_jitq_capacity cap = { 0 };
 	struct pim_error err = { 0 };
 	char *out;
 	size_t len;
@@ -508,7 +477,7 @@ START_TEST(test_jitq_chart)
 	/* blocks of 1 ms; each block's copies take 0.4 ms on PIM from its predecessor's start; the
 	 * last waits 0.2 ms for them */
 	for (int i = 0; i < 3; i++) {
-		pim__jitq_block__init(&b[i]);
+		b[i] = (struct pim_jitq_plan_block){ 0 };
 		b[i].accel_s = 1e-3;
 		b[i].pim_s = 0.4e-3;
 		b[i].start_s = i * 1e-3 + (i == 2 ? 0.2e-3 : 0);
@@ -516,11 +485,10 @@ START_TEST(test_jitq_chart)
 		b[i].launch_s = i ? (i - 1) * 1e-3 : 0;
 		b[i].ready_s = b[i].launch_s + 0.4e-3;
 		b[i].slack = 2.5;
-		bp[i] = &b[i];
 	}
 	ph.phase = "forward";
 	ph.lookahead = 1;
-	ph.blocks = bp;
+	ph.blocks = b;
 	ph.n_blocks = 3;
 	cap.lp_both = 2u << 30;
 	cap.lp_one = 1u << 30;
@@ -533,9 +501,10 @@ START_TEST(test_jitq_chart)
 	r.source = "bf16";
 	r.mapping = "strided-opt";
 	r.layers = 3;
-	r.phases = &php;
+	r.phases = &ph;
 	r.n_phases = 1;
-	r.capacity = &cap;
+	r.capacity = cap;
+	r.has_capacity = 1;
 	ck_assert_int_eq(chart_jitq(&r, &out, &len, &err), 0);
 	ck_assert_uint_eq(count(out, "class=\"accel\""), 3);
 	ck_assert_uint_eq(count(out, "class=\"quant\""), 3);

@@ -352,9 +352,9 @@ START_TEST(show_packed_as_read)
 {
 	struct pim_error err = { 0 };
 	int64_t model_id;
-	Pim__RegionMetrics mt = PIM__REGION_METRICS__INIT;
+	struct store_metrics mt = { 0 };
 	mt.region_id = manifest->regions[1]->id;
-	mt.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	mt.evidence = PL_EVIDENCE_IMPORTED;
 	mt.t_host = 5e-5;
 	mt.have_n_rd = true;
 	mt.n_rd = 12288;

@@ -477,7 +477,7 @@ struct seen_metrics {
 	int fail;
 };
 
-static int see_metrics(void *ctx, const Pim__RegionMetrics *m)
+static int see_metrics(void *ctx, const struct store_metrics *m)
 {
 	struct seen_metrics *sm = ctx;
 	sm->n++;
@@ -522,9 +522,9 @@ START_TEST(metrics_and_decisions)
 	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 
-	Pim__RegionMetrics rm = PIM__REGION_METRICS__INIT;
+	struct store_metrics rm = { 0 };
 	rm.region_id = 10;
-	rm.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	rm.evidence = PL_EVIDENCE_IMPORTED;
 	rm.t_host = 2e-3;
 	rm.have_n_rd = true;
 	rm.n_rd = 1000;
@@ -545,16 +545,15 @@ START_TEST(metrics_and_decisions)
 	rm.have_n_rd = false;
 	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
 	ck_assert_int_eq(store_decision_get(s, mid, pid, "k", &got, &len, &err), 0);
-	Pim__RegionMetrics **v;
+	struct store_metrics *v;
 	size_t n;
 	ck_assert_int_eq(store_metrics_list(s, mid, pid, &v, &n, &err), 0);
 	ck_assert_uint_eq(n, 1);
-	ck_assert(v[0]->t_host == 4e-3);
-	ck_assert(!v[0]->have_n_rd);
-	ck_assert_int_eq(v[0]->evidence, PIM__EVIDENCE__EVIDENCE_IMPORTED);
-	ck_assert(v[0]->source_b_cpu == 0); /* not given: NULL, read back as unknown */
-	pim__region_metrics__free_unpacked(v[0], NULL);
-	free(v);
+	ck_assert(v[0].t_host == 4e-3);
+	ck_assert(!v[0].have_n_rd);
+	ck_assert_int_eq(v[0].evidence, PL_EVIDENCE_IMPORTED);
+	ck_assert(v[0].source_b_cpu == 0); /* not given: NULL, read back as unknown */
+	store_metrics_list_free(v, n);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE source_b_cpu IS NULL"), 1);
 
 	/* the measuring host's B_cpu is kept with imported counts (migration 0004) */
@@ -562,9 +561,8 @@ START_TEST(metrics_and_decisions)
 	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
 	ck_assert_int_eq(store_metrics_list(s, mid, pid, &v, &n, &err), 0);
 	ck_assert_uint_eq(n, 1);
-	ck_assert(v[0]->source_b_cpu == 13.6e9);
-	pim__region_metrics__free_unpacked(v[0], NULL);
-	free(v);
+	ck_assert(v[0].source_b_cpu == 13.6e9);
+	store_metrics_list_free(v, n);
 	/* row by row: what the callback sees, and a callback's error ends the walk */
 	struct seen_metrics seen = { 0 };
 	ck_assert_int_eq(store_metrics_each(s, mid, pid, see_metrics, &seen, &err), 0);
@@ -629,9 +627,9 @@ START_TEST(model_versions_and_a_second_connection)
 	ck_assert_int_eq(store_model_regions(s, "nothing", &regions, &err), 0);
 	ck_assert_uint_eq(regions, 0);
 
-	Pim__RegionMetrics rm = PIM__REGION_METRICS__INIT;
+	struct store_metrics rm = { 0 };
 	rm.region_id = 10;
-	rm.evidence = PIM__EVIDENCE__EVIDENCE_IMPORTED;
+	rm.evidence = PL_EVIDENCE_IMPORTED;
 	rm.t_host = 2e-3;
 	rm.source = "test";
 	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), 0);
@@ -1339,8 +1337,8 @@ START_TEST(fetched_metrics_many_to_a_statement)
 	Pim__Manifest *m = large("fetched", n);
 	struct store_platform pf = { .name = "test cpu / none", .cpu_model = "test cpu", .pmu = "none",
 				     .kernel = "6.1" };
-	Pim__RegionMetrics rows[200];
-	const Pim__RegionMetrics *ptr[200];
+	struct store_metrics rows[200];
+	const struct store_metrics *ptr[200];
 	int64_t pid, mid;
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
@@ -1348,9 +1346,9 @@ START_TEST(fetched_metrics_many_to_a_statement)
 	ck_assert_msg(store_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(store_model_id(s, "fetched", &mid, &err), 0);
 	for (size_t i = 0; i < n; i++) {
-		rows[i] = (Pim__RegionMetrics)PIM__REGION_METRICS__INIT;
+		rows[i] = (struct store_metrics){ 0 };
 		rows[i].region_id = (uint32_t)i;
-		rows[i].evidence = PIM__EVIDENCE__EVIDENCE_COUNTERS;
+		rows[i].evidence = PL_EVIDENCE_COUNTERS;
 		rows[i].t_host = 1e-3 * (double)(i + 1);
 		rows[i].origin_host = "host-a";
 		rows[i].origin_backend = "counters";
