@@ -175,6 +175,7 @@ struct avx512_idx {
 	__m512i lsb;  /* 1 << (s1 + 1): the quotient's lsb in v (0 from s1 = 7 on) */
 	__m512i at;   /* 8 (k % 8) + 8 for byte k: s1 + 0x78 + at is the bit offset of y >> s1 in
 		       * byte k's qword, modulo 64 (vpmultishiftqb's count) */
+	bool stream;  /* MX4: each step's 64 bytes are a line, stored non-temporally (avx512_row()) */
 };
 
 /*
@@ -390,7 +391,11 @@ AVX512_INLINE void avx512_put_group(__m512i n01, __m512i n23, const __m512i H[2]
 		__m512i z = _mm512_packus_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(n01, m2), m4),
 						_mm512_madd_epi16(_mm512_maddubs_epi16(n23, m2), m4));
 		z = _mm512_madd_epi16(z, _mm512_set1_epi32(1 | (1 << (4 * w)) << 16));
-		avx512_put(o, _mm512_permutex2var_epi8(z, ix->out[0], H[0]), room);
+		z = _mm512_permutex2var_epi8(z, ix->out[0], H[0]);
+		if (ix->stream && room >= 64)
+			_mm512_stream_si512((void *)o, z);
+		else
+			avx512_put(o, z, room);
 		return;
 	}
 	__m512i p[2];
@@ -486,9 +491,10 @@ AVX512_INLINE bool avx512_front(struct avx512_grp *g, bool f32, const void *src,
 /*
  * Software-pipelined: the next step's loads and exponent reduction come before this step's
  * fields and packing in program order, so the core overlaps the two dependency chains.
+ * stream: MX4 only, out on a 64-byte line (see avx512_row()).
  */
-AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
-			      uint8_t *out)
+AVX512_INLINE void avx512_rows(unsigned m, enum mx_src t, const void *src, size_t nblocks,
+			       uint8_t *out, bool stream)
 {
 	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, total = nblocks * bb;
 	const bool f32 = t == MX_SRC_FP32;
@@ -502,6 +508,7 @@ AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t
 	if (!nblocks)
 		return;
 	avx512_idx_init(&ix, m);
+	ix.stream = stream;
 	careful = avx512_front(&g, f32, src, 0, nblocks < 8 ? (unsigned)nblocks : 8, narrow, &ix);
 	for (size_t b = 0; b < nblocks; b += 8) {
 		unsigned n = nblocks - b < 8 ? (unsigned)(nblocks - b) : 8;
@@ -518,6 +525,29 @@ AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t
 		g = next;
 		careful = careful_next;
 	}
+}
+
+/*
+ * A large MX4 output (MX_STREAM_MIN bytes or more) goes around the caches: from the first
+ * block on a 64-byte line on, each step's 8 blocks fill a line, which a non-temporal store
+ * writes without reading it first (read for ownership) or evicting the source's lines. Other
+ * formats store as usual: there a step's output does not fill whole lines, and the staging
+ * it would need did not pay here.
+ */
+AVX512_INLINE void avx512_row(unsigned m, enum mx_src t, const void *src, size_t nblocks,
+			      uint8_t *out)
+{
+	const size_t bb = 2 + MX_BLOCK * (1 + m) / 8, esz = t == MX_SRC_FP32 ? 4 : 2;
+
+	if (m == 2 && nblocks * bb >= MX_STREAM_MIN && (uintptr_t)out % bb == 0) {
+		size_t head = (64 - (uintptr_t)out % 64) % 64 / bb;
+		avx512_rows(m, t, src, head, out, false);
+		avx512_rows(m, t, (const char *)src + head * MX_BLOCK * esz, nblocks - head,
+			    out + head * bb, true);
+		_mm_sfence(); /* the non-temporal stores are weakly ordered: done before returning */
+		return;
+	}
+	avx512_rows(m, t, src, nblocks, out, false);
 }
 
 AVX512_INLINE void avx512_m(unsigned m, enum mx_src t, const void *src, size_t rows,

@@ -91,6 +91,11 @@ static inline __attribute__((always_inline)) void quant_bits_generic(const uint3
 	}
 }
 
+/* An MX4 output of this many bytes or more (per call: per thread's part) is written around
+ * the caches by the AVX-512 rows (mx_avx512.c): larger than a core's share of L3, it would
+ * only evict lines on its way to memory. */
+#define MX_STREAM_MIN ((size_t)4 << 20)
+
 /* Whether this CPU runs the AVX2 / AVX-512 paths (false where not x86-64). */
 bool mx_have_avx2(void);
 bool mx_have_avx512(void);

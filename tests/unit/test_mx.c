@@ -953,6 +953,57 @@ START_TEST(test_fast_eq_ref_bf16_all)
 }
 END_TEST
 
+/*
+ * A large MX4 output, which the AVX-512 rows write with non-temporal stores from the first
+ * 64-byte line on (MX_STREAM_MIN: 4 MiB): equal to the reference at output addresses on a line,
+ * 8 bytes past one (a head of blocks stored as usual first) and 4 past one (no streaming), with
+ * a partial last step, and nothing written outside the output.
+ */
+START_TEST(test_fast_eq_ref_stream)
+{
+	const size_t nb = ((size_t)4 << 20) / 8 + 13, n = nb * 16, sz = nb * 8;
+	static const size_t offs[] = { 0, 8, 24, 4 };
+	struct pim_error e = { 0 };
+	uint32_t *f32 = malloc(n * sizeof *f32);
+	uint16_t *b16 = malloc(n * sizeof *b16);
+	uint8_t *ref = malloc(sz), *buf = malloc(sz + 256);
+
+	ck_assert(f32 && b16 && ref && buf);
+	rng_state = 99;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t base = (uint32_t)((i / 16 * 2654435761u) % 254) + 1;
+		f32[i] = rnd_f32_bits(base);
+		b16[i] = (uint16_t)(rnd_f32_bits(base) >> 16);
+	}
+	for (int t = 0; t < 2; t++) {
+		const void *src = t ? (const void *)b16 : (const void *)f32;
+		ck_assert_int_eq(mx_quantize_tensor_ref(MX_FMT_MX4, t, src, 1, n, MX_DIR_ROW, ref, sz,
+							&e),
+				 0);
+		for (size_t k = 0; k < ELEMENTSOF(offs); k++) {
+			/* buf + 64 is on a line when malloc aligns to 64; else the offsets still
+			 * differ in their alignment */
+			uint8_t *base = buf + 64 - (uintptr_t)buf % 64, *o = base + offs[k];
+			memset(buf, 0xa5, sz + 256);
+			ck_assert_int_eq(mx_quantize_tensor(MX_FMT_MX4, t, src, 1, n, MX_DIR_ROW, o,
+							    sz, &e),
+					 0);
+			ck_assert_msg(memcmp(o, ref, sz) == 0, "src %d offset %zu differs", t, offs[k]);
+			for (uint8_t *p = buf; p < o; p++)
+				ck_assert_msg(*p == 0xa5, "src %d offset %zu: wrote before the output", t,
+					      offs[k]);
+			for (uint8_t *p = o + sz; p < buf + sz + 256; p++)
+				ck_assert_msg(*p == 0xa5, "src %d offset %zu: wrote past the output", t,
+					      offs[k]);
+		}
+	}
+	free(f32);
+	free(b16);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_fast_eq_ref_normal)
 {
 	enum { N = 512 * 525 };
@@ -1240,6 +1291,7 @@ static Suite *mx_suite(void)
 	tcase_add_loop_test(tc, test_fast_eq_ref_bits, 0, 2);
 	tcase_add_test(tc, test_fast_eq_ref_normal);
 	tcase_add_test(tc, test_fast_eq_ref_bf16_all);
+	tcase_add_test(tc, test_fast_eq_ref_stream);
 	tcase_add_loop_test(tc, test_fast_eq_ref_edges, 0, 4);
 	tcase_add_test(tc, test_split_blocks);
 	tcase_add_test(tc, test_mt_eq_single);
