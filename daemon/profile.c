@@ -97,6 +97,7 @@ struct job {
  * with the writer any more) its outcome.
  */
 struct job_write {
+	struct store_write sw;     /* as handed to the writer (store_write_via) */
 	struct job *j;
 	int64_t run;               /* j's run (the loop's j->run is not read on the writer) */
 	struct store_sample *buf;  /* n samples (values in vals) */
@@ -249,25 +250,19 @@ static void job_part_done(void *data)
 
 static void job_write_done(void *data, int r, const struct pim_error *err);
 
-/* Hands jw to the writer (j->writes counts it until job_write_done); j may be freed when it
- * returns (a final change written at once). */
+/* Hands jw to the writer (j->writes counts it until job_write_done, which comes later: j is
+ * still there when this returns). */
 static void job_submit(struct job *j, struct job_write *jw)
 {
-	struct pim_error err = { 0 };
-
-	jw->j = j;
-	jw->run = j->run;
-	j->writes++;
 	if (j->gone && !jw->final) {
-		job_write_done(jw, 0, NULL); /* its run is gone: nothing more to store */
+		job_write_free(jw); /* its run is gone: nothing more to store */
 		return;
 	}
-	int r = store_write_via(&j->pf->writer, j->pf->store,
-				&(struct store_write){ job_write_run, job_write_done, jw, job_part_done });
-	if (r < 0) {
-		err_set(&err, r, "cannot hand the job's samples to pimd's writer thread: %s", strerror(-r));
-		job_write_done(jw, r, &err);
-	}
+	jw->j = j;
+	jw->run = j->run;
+	jw->sw = (struct store_write){ job_write_run, job_write_done, jw, job_part_done, NULL };
+	j->writes++;
+	store_write_via(&j->pf->writer, j->pf->store, &jw->sw);
 }
 
 /* Hands j's buffered samples, and progress when not NULL, to the writer; false when
@@ -341,7 +336,7 @@ static void job_write_done(void *data, int r, const struct pim_error *err)
 	if (j->paused && (j->nbuf < SAMPLE_BATCH || job_flush(j, NULL)))
 		job_pause(j, false);
 	if (j->ending)
-		job_end(j); /* may free j */
+		job_end(j); /* (j is freed when its end's done() comes) */
 }
 
 static void on_record(void *ctx, const struct worker_record *r)
@@ -658,7 +653,7 @@ static void job_end(struct job *j)
 	j->buf = NULL;
 	j->vals = NULL;
 	j->nbuf = 0;
-	job_submit(j, jw); /* may free j */
+	job_submit(j, jw);
 }
 
 static void profiler_kick(struct profiler *pf);
@@ -757,7 +752,7 @@ static void job_try_finish(struct job *j)
 		st.end = WORKER_END_EXITED;
 		snprintf(st.message, sizeof st.message, "could not reap the worker: %s", strerror(-r));
 	}
-	job_finish(j, &st); /* may free j */
+	job_finish(j, &st);
 }
 
 /* What job_cancel does once j's run is stored: stops its worker (its end comes as any
@@ -770,7 +765,7 @@ static void job_stop(struct job *j)
 		return;
 	}
 	struct worker_status st = { .end = WORKER_END_FAILED };
-	job_finish(j, &st); /* may free j */
+	job_finish(j, &st);
 }
 
 /* Cancels j (a job of a worker, queued or running), which ends failed with "cancelled: " and
@@ -793,7 +788,7 @@ static void job_cancel(struct job *j, const char *why, bool gone)
 	}
 	log_info("Profile job %" PRId64 " (model \"%s\", %s) cancelled: %s", j->run, j->model,
 		 j->running ? "running" : "queued", why);
-	job_stop(j); /* may free j */
+	job_stop(j);
 }
 
 /* Whether the model j was queued for is gone from the store, and why ("model replaced" when
@@ -989,7 +984,7 @@ static void profiler_kick(struct profiler *pf)
 			continue;
 		}
 		profile_turns_take(&pf->turns, j->uid);
-		job_start(j); /* may finish (and free) the job at once */
+		job_start(j);
 	}
 }
 
@@ -1009,7 +1004,7 @@ static void on_timer(struct watch *w, uint32_t events)
 			reap = j;
 	}
 	if (reap)
-		job_try_finish(reap); /* may free it and start others: one per tick */
+		job_try_finish(reap); /* one per tick */
 	if (pf->cgroup)
 		cgroup_tree_sweep(pf->cgroup); /* job cgroups whose last processes died since */
 }
@@ -1437,12 +1432,12 @@ static void profile_start_done(void *data, int r, const struct pim_error *err)
 	if (j->cancelled) {
 		log_info("Profile job %" PRId64 " (model \"%s\") cancelled: %s", j->run, j->model,
 			 j->cancel_why);
-		job_stop(j); /* may free j */
+		job_stop(j);
 		return;
 	}
 	log_info("Profile job %" PRId64 " queued: model \"%s\" for uid %u, %u repetitions, %u regions",
 		 j->run, j->model, (unsigned)j->uid, j->reps, ps->jw.regions_total);
-	profiler_kick(ps->pf); /* may finish (and free) the job at once */
+	profiler_kick(ps->pf);
 }
 
 static Pim__Response *profile_start_reply(void *data)
@@ -1603,7 +1598,7 @@ Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, c
 				   "cancel it", job, (unsigned)j->uid);
 	char why[64];
 	snprintf(why, sizeof why, "by uid %u", (unsigned)uid);
-	job_cancel(j, why, false); /* may free j */
+	job_cancel(j, why, false); /* (j ends once its end is stored: later) */
 	return status_response(pf, req->id, (int64_t)job);
 }
 
@@ -1705,6 +1700,8 @@ void profiler_free(struct profiler *pf)
 {
 	if (!pf)
 		return;
+	/* what the writer did not take is written first: its done() may end jobs */
+	store_write_settle(pf->store);
 	while (pf->jobs) {
 		struct job *j = pf->jobs;
 		struct pim_error err = { 0 };
@@ -1812,14 +1809,9 @@ static void insitu_end(struct profiler *pf, struct insitu *in)
 		return;
 	}
 	in->j->samples_seen = in->seq;
-	in->end = (struct job_write){ .j = in->j, .run = in->j->run, .final = true };
-	int r = store_write_via(&pf->writer, pf->store,
-				&(struct store_write){ insitu_end_write, insitu_ended, in, insitu_end_part_done });
-	if (r < 0) {
-		struct pim_error err = { 0 };
-		err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
-		insitu_ended(in, r, &err);
-	}
+	in->end = (struct job_write){ .sw = { insitu_end_write, insitu_ended, in, insitu_end_part_done, NULL },
+				      .j = in->j, .run = in->j->run, .final = true };
+	store_write_via(&pf->writer, pf->store, &in->end.sw);
 }
 
 void profiler_insitu_close(struct profiler *pf, struct rpc_peer *peer)
