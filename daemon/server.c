@@ -75,7 +75,6 @@ struct server {
 	uint64_t accept_paused_ns, accept_logged_ns;
 	unsigned accept_failures; /* since the last line logged */
 	struct threads *threads; /* the work threads and the writer (threads.h) */
-	uint64_t models_seq;     /* of the model count in ctx (frame_job.models_seq) */
 	void (*change_fn)(struct server *, void *);
 	void *change_data;
 };
@@ -389,12 +388,8 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 	if (j->after == RPC_CLOSE)
 		c->closing = true;
 	if (j->model_change) {
-		/* a thread's connection changed the models: the count it read after, unless one
-		 * read later came back first */
-		if (j->models_seq > s->models_seq) {
-			s->ctx->models = j->models;
-			s->models_seq = j->models_seq;
-		}
+		/* a thread's connection changed the models */
+		s->ctx->models += j->models_delta;
 		store_forget_cached(s->ctx->store);
 		models_changed(s);
 	}

@@ -49,7 +49,6 @@ struct threads {
 	pthread_t loop_thread;
 	struct rpc_context *ctx;
 	unsigned busy_timeout_ms;
-	uint64_t models_seq; /* model counts read (frame_job.models_seq), atomically */
 	struct lane work, writer;
 	void (*finished)(void *data, struct work *w);
 	void *data;
@@ -142,6 +141,11 @@ static void frame_job_settle(struct lane_thread *lt, struct work *w)
 	struct frame_job *j = w->frame;
 
 	decoded_free(&j->d);
+	/* What the count Status tells gains or loses (the loop never queries the store). */
+	if (j->resp && j->resp->body_case == PIM__RESPONSE__BODY_MODEL_LOAD)
+		j->models_delta = j->resp->model_load->replaced ? 0 : 1;
+	else if (j->resp && j->resp->body_case == PIM__RESPONSE__BODY_MODEL_REMOVE)
+		j->models_delta = -1;
 	/* Packed here, so that the answer's structures (a large model's manifest, for one) are
 	 * freed in this thread's heap before it is trimmed, and the loop only queues bytes. */
 	if (j->resp) {
@@ -159,16 +163,6 @@ static void frame_job_settle(struct lane_thread *lt, struct work *w)
 		}
 	}
 	frame_job_release_frame(j);
-	/* The count Status tells, read here: the loop never queries the store.  (Counted anew:
-	 * another thread's connection may have changed the models since this one counted.) */
-	if (j->model_change) {
-		/* numbered before it is read: of two counts, the higher number saw at least what
-		 * the other saw (they may come back to the loop in either order) */
-		j->models_seq = __atomic_add_fetch(&lt->lane->th->models_seq, 1, __ATOMIC_SEQ_CST);
-		store_forget_cached(lt->store);
-		if (store_model_count(lt->store, &j->models, NULL) < 0)
-			j->models_seq = 0; /* (the loop keeps what it has) */
-	}
 }
 
 /* j as a whole. */

@@ -59,10 +59,8 @@ struct frame_job {
 	struct decode_regions regions; /* of a manifest, left in payload */
 	bool decoded;           /* d was decoded on the loop already */
 	bool answered;          /* the answer below is set; else d goes back to the loop */
-	bool model_change;      /* models: the count after it, read as the models_seq'th count (0:
-				 * not read); the loop keeps the count of the highest */
-	unsigned models;
-	uint64_t models_seq;
+	bool model_change;      /* a load or removal: the models stored changed by models_delta */
+	int models_delta;
 	Pim__Response *resp;    /* or, packed on the thread behind FRAME_HEADER_BYTES of room: */
 	uint8_t *packed;
 	size_t packed_len;
