@@ -387,12 +387,6 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 	}
 	if (j->after == RPC_CLOSE)
 		c->closing = true;
-	if (j->model_change) {
-		/* a thread's connection changed the models */
-		s->ctx->models += j->models_delta;
-		store_forget_cached(s->ctx->store);
-		models_changed(s);
-	}
 }
 
 /* threads.h: work handed over is done (or dropped): answer its connection. */
@@ -404,6 +398,13 @@ static void work_finished(void *data, struct work *w)
 	if (c) {
 		c->deferred = NULL;
 		c->active_ns = now_ns();
+	}
+	/* A thread's connection changed the models: so it is, whether or not the connection
+	 * that asked is still there to be told. */
+	if (w->frame && w->frame->answered && w->frame->model_change && !w->dropped) {
+		s->ctx->models += w->frame->models_delta;
+		store_forget_cached(s->ctx->store);
+		models_changed(s);
 	}
 	if (c && !w->dropped) {
 		if (w->frame) {
