@@ -6,13 +6,22 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frame.h"
 #include "log.h"
 
-/* A job of a work thread that ran this long may have taken much of its heap: trimmed after. */
+/* A job of a work thread that took this much CPU time may have taken much of its heap: trimmed
+ * after (a quick read, however long it waited for a CPU, is not). */
 #define THREADS_TRIM_AFTER_NS (20ull * 1000000ull)
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /*
  * A queue and the threads that take from it: the work threads (each takes one job at a time,
@@ -314,7 +323,7 @@ static void *thread_main(void *data)
 		pthread_mutex_unlock(&l->mu);
 		if (store_found_readonly(lt->store))
 			thread_reconnect(lt);
-		uint64_t t0 = now_ns();
+		uint64_t t0 = thread_cpu_ns();
 		if (l->group)
 			write_group_run(lt, w, n);
 		else if (w->frame)
@@ -323,7 +332,7 @@ static void *thread_main(void *data)
 			w->job.run(w->job.data);
 		/* A large model took hundreds of MiB of this thread's heap: give them back now rather
 		 * than keep them until the next such request (a quick read took little). */
-		if (!l->group && (w->big || now_ns() - t0 > THREADS_TRIM_AFTER_NS))
+		if (!l->group && (w->big || thread_cpu_ns() - t0 > THREADS_TRIM_AFTER_NS))
 			malloc_trim(0);
 		pthread_mutex_lock(&l->mu);
 		while (w) {
