@@ -9,6 +9,8 @@ struct loop {
 	 * be called (its owner may have freed it) */
 	struct epoll_event *batch;
 	int batch_n, batch_i;
+	void (*after)(void *data);
+	void *after_data;
 };
 
 int loop_new(struct loop **out)
@@ -83,6 +85,14 @@ int loop_run(struct loop *l)
 				w->fn(w, ev[l->batch_i].events);
 		}
 		l->batch_n = 0;
+		if (l->after)
+			l->after(l->after_data);
 	}
 	return l->code;
+}
+
+void loop_set_after(struct loop *l, void (*fn)(void *data), void *data)
+{
+	l->after = fn;
+	l->after_data = data;
 }

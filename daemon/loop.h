@@ -27,5 +27,7 @@ void loop_del(struct loop *l, struct watch *w);
 /* Dispatches events until loop_quit(); returns the exit code given to loop_quit(). */
 int loop_run(struct loop *l);
 void loop_quit(struct loop *l, int code);
+/* fn(data) runs after each batch of events (pimd: the changes no writer took, store.h). */
+void loop_set_after(struct loop *l, void (*fn)(void *data), void *data);
 
 #endif

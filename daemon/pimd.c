@@ -150,10 +150,9 @@ static void raise_fd_limit(const struct config *c)
 
 static void update_status(struct pimd *d)
 {
-	unsigned clients = server_clients(d->server), models = 0;
+	unsigned clients = server_clients(d->server), models = d->ctx.models;
 	char buf[sizeof d->status];
 
-	store_model_count(d->store, &models, NULL);
 	snprintf(buf, sizeof buf, "Serving %u client%s, %u model%s", clients, clients == 1 ? "" : "s",
 		 models, models == 1 ? "" : "s");
 	if (strcmp(buf, d->status) != 0) {
@@ -165,6 +164,18 @@ static void update_status(struct pimd *d)
 static void on_change(struct server *s, void *data)
 {
 	update_status(data);
+}
+
+/* After each batch of events: the changes the writer thread did not take (it was stopping, or
+ * out of memory) are written here (store.h: store_write_via). */
+static void settle_changes(void *data)
+{
+	struct pimd *d = data;
+	unsigned n = store_write_settle(d->store);
+
+	if (n)
+		log_debug("Wrote %u change%s on the event loop that the writer thread did not take", n,
+			  n == 1 ? "" : "s");
 }
 
 static void reload(struct pimd *d)
@@ -589,6 +600,7 @@ static int start(struct pimd *d)
 		d->ctx.catalogue = d->catalogue;
 	}
 	server_set_change_hook(d->server, on_change, d);
+	loop_set_after(d->loop, settle_changes, d);
 	return 0;
 }
 

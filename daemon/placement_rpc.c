@@ -575,7 +575,7 @@ static void note_not_fetched(char *note)
 }
 
 /* For a model this host has not measured, the catalogue's metrics into the store first
- * (catalogue.h); only off the event loop (rpc_where sends such a query there). */
+ * (catalogue.h); only off the event loop (dispatch.c sends such a query there). */
 static int fill_from_catalogue(struct rpc_context *ctx, const char *name, struct catalogue_fill *fill,
 			       struct pim_error *err)
 {

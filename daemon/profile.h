@@ -23,7 +23,8 @@ int profiler_new(struct loop *loop, struct store *store, const struct platform *
 		 const struct config *cfg, struct profiler **out, struct pim_error *err);
 /* Who makes the jobs' changes (samples, progress, metrics, ends of runs; in-situ batches): the
  * writer thread (server_writer), so that the event loop never waits for the store; NULL: they
- * are written at once with the profiler's store. */
+ * wait in the profiler's store until it is settled (store_write_settle: pimd does after each
+ * batch of events, and profiler_free). */
 void profiler_set_writer(struct profiler *pf, const struct store_writer *writer);
 /* No job starts any more (pimd is stopping). */
 void profiler_stop(struct profiler *pf);

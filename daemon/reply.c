@@ -198,7 +198,8 @@ Pim__Response *reply_error_from(uint64_t id, const struct pim_error *err)
 
 /* A placement answer with the writer. */
 struct decision_write {
-	struct rpc_context *ctx;
+	struct store_write sw;
+	size_t *waiting; /* rpc_context.decisions_waiting */
 	int64_t model_id, platform_id;
 	uint8_t *packed;
 	size_t len;
@@ -218,7 +219,7 @@ static void decision_done(void *data, int r, const struct pim_error *err)
 
 	if (r < 0)
 		log_warning("Could not store an answer for \"%s\": %s", d->model, err->msg);
-	d->ctx->decisions_waiting -= d->len;
+	__atomic_fetch_sub(d->waiting, d->len, __ATOMIC_RELAXED);
 	free(d->packed);
 	free(d);
 }
@@ -228,23 +229,19 @@ void reply_store_decision(struct rpc_context *ctx, int64_t model_id, const char 
 {
 	struct decision_write *d = NULL;
 
-	if (ctx->decisions_waiting + len <= REPLY_DECISIONS_WAITING_MAX)
+	if (__atomic_load_n(ctx->decisions_waiting, __ATOMIC_RELAXED) + len <= REPLY_DECISIONS_WAITING_MAX)
 		d = calloc(1, sizeof *d + strlen(key) + 1);
 	if (!d) {
 		free(packed);
 		return;
 	}
-	*d = (struct decision_write){ .ctx = ctx, .model_id = model_id, .platform_id = ctx->platform->row,
-				      .packed = packed, .len = len };
+	*d = (struct decision_write){ .sw = { decision_write, decision_done, d, NULL, NULL },
+				      .waiting = ctx->decisions_waiting, .model_id = model_id,
+				      .platform_id = ctx->platform->row, .packed = packed, .len = len };
 	snprintf(d->model, sizeof d->model, "%s", model);
 	memcpy(d->key, key, strlen(key) + 1);
-	ctx->decisions_waiting += len;
-	int r = store_write_via(&ctx->writer, ctx->store, &(struct store_write){ decision_write, decision_done, d, NULL });
-	if (r < 0) {
-		struct pim_error err = { 0 };
-		err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
-		decision_done(d, r, &err);
-	}
+	__atomic_fetch_add(ctx->decisions_waiting, len, __ATOMIC_RELAXED);
+	store_write_via(&ctx->writer, ctx->store, &d->sw);
 }
 
 Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job)
@@ -253,10 +250,15 @@ Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred
 		*defer = *job;
 		return NULL;
 	}
-	if (job->write.write)
-		store_write_via(NULL, job->store, &job->write);
-	else
+	/* (the write waits in the store until settled: its done() never runs inside the call
+	 * that hands it over) */
+	struct store_write w = job->write;
+	if (w.write) {
+		store_write_via(NULL, job->store, &w);
+		store_write_settle(job->store);
+	} else {
 		job->run(job->data);
+	}
 	Pim__Response *r = job->finish(job->data);
 	job->release(job->data);
 	return r;

@@ -34,9 +34,14 @@ struct rpc_context {
 	uint64_t started_ns;
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
-	/* Who writes what the event loop must not wait for (store_write_via); none on a thread. */
+	unsigned models;        /* models stored, as of the last change (Status: never queried) */
+	/* Who writes what the asking thread must not wait for (store_write_via): the writer
+	 * thread, on the event loop and on the work threads alike. */
 	struct store_writer writer;
-	size_t decisions_waiting; /* bytes of answers handed to it, not yet stored */
+	/* bytes of answers handed to it, not yet stored: decisions_waiting_bytes of the loop's
+	 * context, which copies on threads point to (updated atomically) */
+	size_t *decisions_waiting;
+	size_t decisions_waiting_bytes;
 	uint32_t max_frame_bytes;
 	struct profiler *profiler;
 	/* The manifest regions of the request being answered, left in its frame (decode.h:
@@ -77,14 +82,16 @@ struct rpc_deferred {
 };
 
 /* Stores a placement answer (store_decision_put: packed, len bytes, taken over) for the next
- * identical query without waiting for it: by ctx's writer, or at once without one.  It is a
+ * identical query without waiting for it: by ctx's writer, or, without one, when the store's
+ * waiting changes are settled (store_write_settle).  It is a
  * cache: a failure is logged, and while REPLY_DECISIONS_WAITING_MAX bytes of answers wait for
  * the writer already, it is not stored. */
 #define REPLY_DECISIONS_WAITING_MAX (16u << 20)
 void reply_store_decision(struct rpc_context *ctx, int64_t model_id, const char *key, uint8_t *packed,
 			  size_t len, const char *model);
 
-/* For handlers: hands job to defer, or with defer NULL runs and finishes it at once. */
+/* For handlers: hands job to defer, or with defer NULL runs and finishes it before returning
+ * (a write settled on job->store first). */
 Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job);
 
 /* A Response being built.  Allocation failures are remembered (oom) and answered once, at the

@@ -47,19 +47,15 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 
 static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req)
 {
-	struct pim_error err = { 0 };
-	unsigned models = 0;
 	struct reply b;
 
-	if (store_model_count(ctx->store, &models, &err) < 0)
-		return reply_error_from(req->id, &err);
 	Pim__StatusReply *s = reply_start(&b, req->id, PIM__RESPONSE__BODY_STATUS);
 	if (!s)
 		return reply_finish(&b);
 	s->server_version = reply_strdup(&b, PIMD_VERSION);
 	s->protocol_version = PROTOCOL_VERSION;
 	s->uptime_ms = (now_ns() - ctx->started_ns) / 1000000;
-	s->models = models;
+	s->models = ctx->models; /* (kept in memory: the loop does not query the store) */
 	s->clients = ctx->clients;
 	s->schema_version = store_schema_version(ctx->store);
 	s->database = reply_strdup(&b, store_path(ctx->store));
@@ -100,6 +96,7 @@ struct probe_job {
 
 /* What the writer stores: a copy, as the platform may be measured again before it is written. */
 struct probe_write {
+	struct store_write sw;
 	int64_t row;
 	struct store_platform m;
 };
@@ -155,14 +152,9 @@ static Pim__Response *probe_job_finish(void *data)
 	if (!w) {
 		log_warning("Cannot store the measured B_cpu: out of memory; it holds until pimd stops");
 	} else {
-		*w = (struct probe_write){ .row = ctx->platform->row, .m = *id };
-		int r = store_write_via(&ctx->writer, ctx->store,
-					&(struct store_write){ probe_write, probe_write_done, w, NULL });
-		if (r < 0) {
-			struct pim_error err = { 0 };
-			err_set(&err, r, "cannot hand it to pimd's writer thread: %s", strerror(-r));
-			probe_write_done(w, r, &err);
-		}
+		*w = (struct probe_write){ .sw = { probe_write, probe_write_done, w, NULL, NULL },
+					   .row = ctx->platform->row, .m = *id };
+		store_write_via(&ctx->writer, ctx->store, &w->sw);
 	}
 	return reply_finish(&b);
 }
@@ -580,7 +572,7 @@ static int list_entry(void *data, const struct catalogue_entry *e)
 	return 0;
 }
 
-/* Answered on the work thread (rpc_where): it waits for PostgreSQL. */
+/* Answered on a work thread (dispatch.c): it waits for PostgreSQL. */
 static Pim__Response *do_catalogue_list(struct rpc_context *ctx, const Pim__Request *req)
 {
 	struct pim_error err = { 0 };
@@ -617,6 +609,9 @@ void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platf
 {
 	*ctx = (struct rpc_context){ .store = store, .platform = platform, .pim = pim,
 				     .profiler = profiler, .started_ns = now_ns() };
+	ctx->decisions_waiting = &ctx->decisions_waiting_bytes;
+	if (store_model_count(store, &ctx->models, NULL) < 0)
+		ctx->models = 0;
 	rpc_context_apply_config(ctx, cfg);
 }
 
@@ -628,73 +623,8 @@ void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg)
 	memcpy(ctx->jitq_speedup, cfg->jitq_speedup, sizeof ctx->jitq_speedup);
 }
 
-/* RPC_OFF_LOOP when the stored model of that name is large, else RPC_ANYWHERE. */
-static enum rpc_where model_where(struct rpc_context *ctx, const char *name)
-{
-	uint64_t n = 0;
-
-	/* an error or an invalid name: the handler says so, quickly */
-	if (name && store_model_regions(ctx->store, name, &n, NULL) == 0 && n > RPC_LOOP_MAX_REGIONS)
-		return RPC_OFF_LOOP;
-	return RPC_ANYWHERE;
-}
-
-/* A placement answer: as model_where, and off the loop when it may ask the fleet catalogue (the
- * model has no metrics here). */
-static enum rpc_where answer_where(struct rpc_context *ctx, const char *name)
-{
-	int64_t id;
-	bool measured = true;
-
-	if (ctx->catalogue && manifest_name_valid(name) &&
-	    store_model_measured(ctx->store, name, ctx->platform->row, &id, &measured, NULL) == 0 && !measured)
-		return RPC_OFF_LOOP;
-	return model_where(ctx, name);
-}
-
-enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req)
-{
-	switch (req->body_case) {
-	case PIM__REQUEST__BODY_MODEL_LOAD:
-		/* a replaced model is removed in the same transaction */
-		return req->model_load->manifest &&
-		       (req->model_load->manifest->n_regions > RPC_LOOP_MAX_REGIONS ||
-			(ctx->regions && ctx->regions->n > RPC_LOOP_MAX_REGIONS) ||
-			(req->model_load->replace &&
-			 model_where(ctx, req->model_load->manifest->name) == RPC_OFF_LOOP))
-			? RPC_OFF_LOOP : RPC_ANYWHERE;
-	case PIM__REQUEST__BODY_MODEL_REMOVE:
-		return model_where(ctx, req->model_remove->name);
-	case PIM__REQUEST__BODY_MODEL_SHOW:
-		return model_where(ctx, req->model_show->name);
-	case PIM__REQUEST__BODY_PLACEMENT:
-		return answer_where(ctx, req->placement->model);
-	case PIM__REQUEST__BODY_DECISIONS:
-		return answer_where(ctx, req->decisions->model);
-	case PIM__REQUEST__BODY_CATALOGUE_LIST:
-		return RPC_OFF_LOOP;
-	case PIM__REQUEST__BODY_CALIBRATE:
-		return model_where(ctx, req->calibrate->model);
-	case PIM__REQUEST__BODY_MODEL_LIST:
-	case PIM__REQUEST__BODY_IMPORT_PERF:
-	case PIM__REQUEST__BODY_JITQ_PLAN:
-	case PIM__REQUEST__BODY_JITQ_QUANTIZE:
-	case PIM__REQUEST__BODY_JITQ_DEQUANTIZE:
-		return RPC_ANYWHERE;
-	default:
-		return RPC_ON_LOOP;
-	}
-}
-
-bool rpc_stores(const Pim__Request *req)
-{
-	return req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
-	       req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE ||
-	       req->body_case == PIM__REQUEST__BODY_IMPORT_PERF;
-}
-
-Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
-			  enum rpc_after *after, struct rpc_deferred *defer)
+static Pim__Response *rpc_answer(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
+				 enum rpc_after *after, struct rpc_deferred *defer)
 {
 	*after = RPC_KEEP;
 	if (defer)
@@ -752,6 +682,18 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_UNIMPLEMENTED,
 				   "request body not known to this pimd (version %s)", PIMD_VERSION);
 	}
+}
+
+Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
+			  enum rpc_after *after, struct rpc_deferred *defer)
+{
+	Pim__Response *r = rpc_answer(ctx, peer, req, after, defer);
+
+	/* Answered at once (a thread, the fuzz harness): what it stored without a writer is
+	 * written before the answer goes (store_write_settle; on the loop, after the batch). */
+	if (!defer)
+		store_write_settle(ctx->store);
+	return r;
 }
 
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer)

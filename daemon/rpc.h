@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rpc.h: answers one decoded Request.  The transport (server.c) owns connections and frames;
- * this module dispatches each request to its handler (here for the session and the models,
+ * rpc.h: answers one decoded Request.  The transport (server.c) owns connections and frames,
+ * and answers each request on the thread dispatch.h's table names; this module calls the
+ * request's handler (here for the session and the models,
  * placement_rpc.c, jitq_rpc.c, profile.c), which builds its answer with reply.h.
  */
 #ifndef PIMD_RPC_H
@@ -13,7 +14,8 @@
 /*
  * The context requests are answered in: the store, this host, the configuration cfg (which
  * must outlive ctx: the placement parameters are read from it), the HBM-PIM model and the
- * profiler.  pimd and the fuzz harness build it here alike.
+ * profiler.  pimd and the fuzz harness build it here alike, before the event loop runs (the
+ * model count is read from the store here, once).
  */
 void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platform *platform,
 		      const struct config *cfg, const struct pimsim_params *pim,
@@ -34,27 +36,6 @@ enum rpc_after {
  */
 Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,
 			  enum rpc_after *after, struct rpc_deferred *defer);
-
-/*
- * Where a request may be answered.  RPC_ON_LOOP: on the event loop only (it uses the connection,
- * the counters of the context or the profiler).  RPC_ANYWHERE: quick, and it may also be
- * answered on another thread, with a context of its own (rpc_handle with defer NULL, a store
- * connection of that thread, copies of the parameters).  RPC_OFF_LOOP: as RPC_ANYWHERE, and it
- * reads or writes a model of more than RPC_LOOP_MAX_REGIONS regions whole (load, replace,
- * remove, show, placement, decisions, calibration), which takes seconds at the documented
- * limit: the transport answers it on its work thread.  Looks the model up in ctx->store.
- */
-#define RPC_LOOP_MAX_REGIONS 10000u
-enum rpc_where {
-	RPC_ON_LOOP,
-	RPC_ANYWHERE,
-	RPC_OFF_LOOP,
-};
-enum rpc_where rpc_where(struct rpc_context *ctx, const Pim__Request *req);
-/* True for a request (RPC_ANYWHERE) whose success answer says something is stored, so it is
- * answered after an fsync: a model load or removal, imported metrics.  The transport answers
- * it on its writer thread, beside other clients' changes in one transaction (group commit). */
-bool rpc_stores(const Pim__Request *req);
 
 /*
  * A request whose answer is packed as it is read rather than built first (model_show: a

@@ -4,11 +4,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
-#include <malloc.h>
-#include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -18,6 +15,7 @@
 #include "frame.h"
 #include "log.h"
 #include "profile.h"
+#include "threads.h"
 
 /* Frames decoded per wakeup of one connection, so one busy client cannot starve the others. */
 #define FRAMES_PER_WAKEUP 32
@@ -32,9 +30,6 @@
 #define ACCEPT_PAUSE_MS 250u
 /* At most one log line about failing accept() per this interval. */
 #define ACCEPT_LOG_INTERVAL_NS (10ull * 1000000000ull)
-/* A frame this large is decoded on the work thread (a manifest at the documented limit takes
- * a second to decode), and answered there unless it must be answered on the loop (rpc_where). */
-#define DECODE_OFF_LOOP_BYTES (1u << 20)
 
 struct outbuf {
 	uint8_t *data;
@@ -56,83 +51,7 @@ struct conn {
 	uint64_t accepted_ns; /* handshake deadline counts from here */
 	uint64_t active_ns;   /* last complete request or byte sent: idle timeout counts from here */
 	size_t in_charge, out_charge;  /* bytes counted in server.buffered */
-	struct work *deferred; /* the request being worked on by the work thread: reading waits */
-};
-
-/* A frame decoded, with what its strings' check found. */
-struct decoded {
-	uint32_t len;           /* of the frame */
-	int k;                  /* decode_request's result */
-	Pim__Request *req;      /* allocated from budget */
-	struct decode_budget budget;
-	struct pim_error err;
-	bool bad_text;
-	struct pim_error text_err;
-};
-
-/*
- * A request answered on the work thread as a whole (rpc_where: RPC_OFF_LOOP, or a large frame),
- * with copies of what it reads of the server's context; its frame is decoded there.  A request
- * that must be answered on the event loop after all is handed back decoded.
- */
-struct frame_job {
-	uint8_t *payload;
-	uint32_t len;
-	size_t charge;          /* bytes counted in server.buffered while it is held */
-	struct rpc_peer peer;   /* a copy, without descriptor or in-situ state */
-	struct rpc_context ctx; /* a copy, with the thread's store and the copies below */
-	struct placement_params params;
-	struct pimsim_params pim;
-	struct platform platform; /* B_cpu may be measured again on the loop meanwhile */
-	unsigned busy_timeout_ms;
-	struct decoded d;
-	struct decode_regions regions; /* of a manifest, left in payload */
-	bool answered;          /* resp and after are set; else d goes back to the loop */
-	bool model_change;
-	Pim__Response *resp;    /* or, packed on the thread behind FRAME_HEADER_BYTES of room: */
-	uint8_t *packed;
-	size_t packed_len;
-	uint64_t resp_id;
-	enum rpc_after after;
-};
-
-/* A request handed to a thread: a deferred part (job: run on the work thread, or a write on the
- * writer) or a whole frame (frame); conn is NULL once it closed, and for a change pimd makes
- * itself (server_store_write: job.write alone). */
-struct work {
-	struct work *next;
-	struct conn *conn;
-	struct rpc_deferred job;
-	struct frame_job *frame;
-	int write_r;               /* job.write's outcome, with the group's */
-	struct pim_error write_err;
-	unsigned busy_timeout_ms;  /* job.write waits this long for the write lock */
-};
-
-/* Changes written together by the writer thread (group commit), at most. */
-#define WRITE_GROUP_MAX 64
-
-/*
- * A thread beside the event loop, so that other clients and the watchdog keep being served:
- * the work thread runs requests too long for the loop one at a time, in the order they came;
- * the writer runs the requests that store something (rpc_stores) and the changes pimd makes
- * itself (profiling samples and runs, in-situ batches, stored answers: server_store_write),
- * every change queued meanwhile in one transaction with one fsync (group commit), so that
- * neither SQLite's write lock nor an fsync is waited for on the loop.
- */
-struct worker_thread {
-	struct server *server;
-	const char *name;     /* for the log */
-	bool group;           /* the writer: what is queued runs as one group of changes */
-	pthread_t thread;
-	bool started, stopping;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct work *queued, **queued_tail;  /* under mu */
-	struct work *done;               /* under mu, finished, newest first */
-	struct watch ev;                 /* eventfd: the thread finished something */
-	struct store *store;             /* the thread's connection to the store */
-	struct pim_error start_err;      /* why it last could not start (code 0: it could) */
+	struct work *deferred; /* its request being answered on a thread (threads.h): reading waits */
 };
 
 struct server {
@@ -155,7 +74,7 @@ struct server {
 	bool accept_paused;   /* out of descriptors: listener off until a close or ACCEPT_PAUSE_MS */
 	uint64_t accept_paused_ns, accept_logged_ns;
 	unsigned accept_failures; /* since the last line logged */
-	struct worker_thread wt, writer;
+	struct threads *threads; /* the work threads and the writer (threads.h) */
 	void (*change_fn)(struct server *, void *);
 	void *change_data;
 };
@@ -184,7 +103,7 @@ static void conn_free(struct conn *c)
 	struct server *s = c->server;
 
 	if (c->deferred)
-		c->deferred->conn = NULL;  /* its result is dropped when it comes */
+		threads_disown(c->deferred);  /* its result is dropped when it comes */
 	rpc_peer_closed(s->ctx, &c->peer);
 	loop_del(s->loop, &c->watch);
 	close(c->watch.fd);
@@ -444,264 +363,10 @@ static bool conn_refuse(struct conn *c, const char *msg)
 	return true;
 }
 
-static bool model_changing(const Pim__Request *req)
-{
-	return req->body_case == PIM__REQUEST__BODY_MODEL_LOAD ||
-	       req->body_case == PIM__REQUEST__BODY_MODEL_REMOVE;
-}
-
-/* Decodes a frame and checks its strings: as far as pimd goes without its connection. */
-/* With regions not NULL, a manifest's regions are left in the frame (decode_request_lean). */
-static void frame_decode(struct decoded *d, const uint8_t *payload, uint32_t len, bool hello_done,
-			 struct decode_regions *regions)
-{
-	d->len = len;
-	/* Measured before anything is allocated for it (decode.c). */
-	d->k = regions ? decode_request_lean(payload, len, &d->budget, &d->req, regions, &d->text_err, &d->err)
-		       : decode_request(payload, len, &d->budget, &d->req, &d->text_err, &d->err);
-	/* Strings are checked in the same walk (decode.c); a first request
-	 * that is not a Hello is left to rpc_handle, which closes the connection. */
-	d->bad_text = d->k >= 0 && d->text_err.code < 0 &&
-		      (hello_done || d->req->body_case == PIM__REQUEST__BODY_HELLO);
-}
-
-static void decoded_free(struct decoded *d)
-{
-	if (d->k >= 0 && d->req)
-		pim__request__free_unpacked(d->req, &d->budget.alloc);
-	d->req = NULL;
-}
-
-/* On a thread: j's frame no longer needed. */
-static void frame_job_release_frame(struct frame_job *j)
-{
-	decode_regions_free(&j->regions);
-	j->ctx.regions = NULL;
-	free(j->payload);
-	j->payload = NULL;
-}
-
-/* On a thread: decodes j's frame; false if it goes back to the loop to be answered there. */
-static bool frame_job_decode(struct worker_thread *t, struct frame_job *j)
-{
-	struct decoded *d = &j->d;
-
-	/* A manifest's regions stay in the frame, decoded one at a time as they are checked and
-	 * stored: a million of them decoded at once take hundreds of MiB.  (The writer's frames
-	 * are small: decoded whole, so that a change can be made again.) */
-	frame_decode(d, j->payload, j->len, j->peer.hello_done, t->group ? NULL : &j->regions);
-	bool lean = d->k >= 0 && j->regions.manifest && d->req->body_case == PIM__REQUEST__BODY_MODEL_LOAD;
-	if (!lean) {
-		free(j->payload);
-		j->payload = NULL;
-	}
-	store_set_busy_timeout(t->store, j->busy_timeout_ms);
-	j->ctx.store = t->store;
-	j->ctx.regions = lean ? &j->regions : NULL;
-	/* (a model_load is never answered on the loop only, so lean requests stay here) */
-	if (d->k < 0 || d->bad_text || !j->peer.hello_done || rpc_where(&j->ctx, d->req) == RPC_ON_LOOP) {
-		frame_job_release_frame(j);
-		return false;
-	}
-	return true;
-}
-
-/* On a thread: answers j's decoded request. */
-static void frame_job_answer(struct worker_thread *t, struct frame_job *j)
-{
-	j->after = RPC_KEEP;
-	if (rpc_handle_packed(&j->ctx, &j->peer, j->d.req, &j->packed, &j->packed_len))
-		j->resp_id = j->d.req->id;
-	else
-		j->resp = rpc_handle(&j->ctx, &j->peer, j->d.req, &j->after, NULL);
-	j->answered = true;
-	j->model_change = model_changing(j->d.req);
-}
-
-/* On a thread: j answered; what it held is freed. */
-static void frame_job_settle(struct worker_thread *t, struct frame_job *j)
-{
-	decoded_free(&j->d);
-	/* Packed here, so that the answer's structures (a large model's manifest, for one) are
-	 * freed in this thread's heap before it is trimmed, and the loop only queues bytes. */
-	if (j->resp) {
-		size_t n = pim__response__get_packed_size(j->resp);
-		uint8_t *buf = malloc(FRAME_HEADER_BYTES + n);
-		if (buf) {
-			pim__response__pack(j->resp, buf + FRAME_HEADER_BYTES);
-			j->packed = buf;
-			j->packed_len = n;
-			j->resp_id = j->resp->id;
-			pim__response__free_unpacked(j->resp, NULL);
-			j->resp = NULL;
-		}
-	}
-	frame_job_release_frame(j);
-	/* A large model took hundreds of MiB of this thread's heap: give them back now rather
-	 * than keep them until the next such request. */
-	if (!t->group)
-		malloc_trim(0);
-}
-
-/* On a thread: j as a whole. */
-static void frame_job_run(struct worker_thread *t, struct frame_job *j)
-{
-	if (!frame_job_decode(t, j))
-		return;
-	frame_job_answer(t, j);
-	frame_job_settle(t, j);
-}
-
-static void frame_job_free(struct server *s, struct frame_job *j)
-{
-	decoded_free(&j->d);
-	free(j->payload);
-	free(j->packed);
-	if (j->resp)
-		pim__response__free_unpacked(j->resp, NULL);
-	s->buffered -= j->charge;
-	free(j);
-	server_wake_starved(s);
-}
-
-/* On the writer thread: a change pimd makes (job.write), its outcome kept for the loop. */
-static void write_change_run(struct worker_thread *t, struct work *w)
-{
-	w->write_err = (struct pim_error){ 0 };
-	store_set_busy_timeout(t->store, w->busy_timeout_ms); /* (a reload may have changed it) */
-	w->write_r = w->job.write.write(t->store, w->job.write.data, &w->write_err);
-}
-
-/* On the writer thread: the n jobs of list (whole frames of different clients, each storing
- * something, and changes pimd makes) as one group of changes.  An answer that says something
- * was stored stands only once the group is on disk; if the group's commit fails, each change is
- * made again alone (it may be the one that failed, or a removal that needs the reserve). */
-static void write_group_run(struct worker_thread *t, struct work *list, unsigned n)
-{
-	struct pim_error err = { 0 };
-	bool committed;
-	struct work *w;
-
-	/* a client's change alone is made alone (a removal may need the reserve); pimd's own
-	 * changes (a run's metrics: a change per region) always as a group */
-	if ((n == 1 && list->frame) || store_group_begin(t->store, &err) < 0) {
-		for (w = list; w; w = w->next)
-			if (w->frame)
-				frame_job_run(t, w->frame);
-			else
-				write_change_run(t, w);
-		return;
-	}
-	for (w = list; w; w = w->next)
-		if (!w->frame)
-			write_change_run(t, w);
-		else if (frame_job_decode(t, w->frame))
-			frame_job_answer(t, w->frame);
-	int r = store_group_commit(t->store, &committed, &err);
-	for (w = list; w; w = w->next) {
-		struct frame_job *j = w->frame;
-		if (!j) {
-			if (r < 0 && w->write_r >= 0) {
-				if (committed) {
-					/* perhaps not on disk: not stored, as far as anybody is told */
-					w->write_r = r;
-					w->write_err = err;
-				} else {
-					write_change_run(t, w);
-				}
-			}
-			continue;
-		}
-		bool said_stored = j->resp && j->resp->body_case != PIM__RESPONSE__BODY_ERROR;
-		if (r < 0 && j->answered && (said_stored || !committed)) {
-			/* rolled back: made again alone (a failure may have come from another change);
-			 * committed but perhaps not on disk: what said stored is an error */
-			uint64_t id = j->resp ? j->resp->id : 0;
-			if (j->resp)
-				pim__response__free_unpacked(j->resp, NULL);
-			j->resp = committed ? reply_error_from(id, &err) : NULL;
-			if (!committed)
-				frame_job_answer(t, j);
-		}
-		if (j->answered)
-			frame_job_settle(t, j); /* else the loop answers it */
-	}
-}
-
-/* The database was found read-only (a mode, an immutable attribute or a file system that has
- * since changed): a connection opened anew writes again once the file is writable; until then
- * each job fails with what SQLite says ("read-only database"). */
-static void work_reconnect(struct worker_thread *t)
-{
-	struct pim_error err = { 0 };
-
-	if (store_reconnect(t->store, &err) == 0)
-		log_notice("The %s's connection to the store had found the database read-only; "
-			   "reopened it", t->name);
-}
-
-static void *work_main(void *data)
-{
-	struct worker_thread *t = data;
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&t->mu);
-	for (;;) {
-		while (!t->queued && !t->stopping)
-			pthread_cond_wait(&t->cv, &t->mu);
-		/* the writer writes what it was given before it stops: pimd's own changes have
-		 * nobody to ask for them again */
-		if (t->stopping && (!t->group || !t->queued))
-			break;
-		/* the work thread takes one job; the writer all that are queued, up to a bound */
-		struct work *w = t->queued, *last = w;
-		unsigned n = 1;
-		while (t->group && last->next && n < WRITE_GROUP_MAX) {
-			last = last->next;
-			n++;
-		}
-		t->queued = last->next;
-		last->next = NULL;
-		if (!t->queued)
-			t->queued_tail = &t->queued;
-		pthread_mutex_unlock(&t->mu);
-		if (store_found_readonly(t->store))
-			work_reconnect(t);
-		if (t->group)
-			write_group_run(t, w, n);
-		else if (w->frame)
-			frame_job_run(t, w->frame);
-		else
-			w->job.run(w->job.data);
-		pthread_mutex_lock(&t->mu);
-		while (w) {
-			struct work *next = w->next;
-			if (!w->frame && t->group && w->write_r == STORE_WRITE_AGAIN) {
-				/* a part of a long change is on disk: the rest after what came meanwhile */
-				if (w->job.write.part_done)
-					w->job.write.part_done(w->job.write.data);
-				w->next = NULL;
-				*t->queued_tail = w;
-				t->queued_tail = &w->next;
-			} else {
-				w->next = t->done;
-				t->done = w;
-			}
-			w = next;
-		}
-		if (write(t->ev.fd, &one, sizeof one) < 0) {
-			/* the counter cannot overflow in practice; the loop drains it */
-		}
-	}
-	pthread_mutex_unlock(&t->mu);
-	return NULL;
-}
-
 static void conn_event(struct watch *w, uint32_t events);
 static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd);
-static void work_release(struct server *s, struct work *w);
 
-/* A whole request came back from the work thread: its answer, or its decoded frame. */
+/* A whole request came back from a thread: its answer, or its decoded frame. */
 static void frame_job_finish(struct conn *c, struct frame_job *j)
 {
 	struct server *s = c->server;
@@ -722,262 +387,63 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 	}
 	if (j->after == RPC_CLOSE)
 		c->closing = true;
-	if (j->model_change) {
-		/* the thread's connection changed the models */
+}
+
+/* threads.h: work handed over is done (or dropped): answer its connection. */
+static void work_finished(void *data, struct work *w)
+{
+	struct server *s = data;
+	struct conn *c = w->owner;
+
+	if (c) {
+		c->deferred = NULL;
+		c->active_ns = now_ns();
+	}
+	/* A thread's connection changed the models: so it is, whether or not the connection
+	 * that asked is still there to be told. */
+	if (w->frame && w->frame->answered && w->frame->model_change && !w->dropped) {
+		s->ctx->models += w->frame->models_delta;
 		store_forget_cached(s->ctx->store);
 		models_changed(s);
 	}
-}
-
-/* The work thread finished jobs: answer their connections, in the order they were asked. */
-static void work_event(struct watch *wch, uint32_t events)
-{
-	struct worker_thread *t = wch->data;
-	struct server *s = t->server;
-	uint64_t n;
-	struct work *done, *rev = NULL;
-
-	if (read(t->ev.fd, &n, sizeof n) < 0 && errno == EAGAIN)
-		return;
-	pthread_mutex_lock(&t->mu);
-	done = t->done;
-	t->done = NULL;
-	pthread_mutex_unlock(&t->mu);
-	while (done) {
-		struct work *next = done->next;
-		done->next = rev;
-		rev = done;
-		done = next;
-	}
-	for (struct work *w = rev, *next; w; w = next) {
-		next = w->next;
-		struct conn *c = w->conn;
-		if (c) {
-			c->deferred = NULL;
-			c->active_ns = now_ns();
-		}
-		if (!w->frame && w->job.write.write)
-			w->job.write.done(w->job.write.data, w->write_r, &w->write_err);
-		if (c && w->frame) {
+	if (c && !w->dropped) {
+		if (w->frame) {
 			frame_job_finish(c, w->frame);
-		} else if (c) {
+		} else if (w->job.finish) {
 			Pim__Response *resp = w->job.finish(w->job.data);
 			if (!resp || conn_queue(c, resp) < 0) {
 				log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
 				c->closing = true;
 			}
 		}
-		work_release(s, w);
-		if (c) {
-			/* flush and read on, as if the socket had become writable */
-			conn_event(&c->watch, EPOLLOUT);
-		}
+	}
+	s->buffered -= w->charge;
+	threads_release(s->threads, w);
+	server_wake_starved(s);
+	if (c && !w->dropped) {
+		/* flush and read on, as if the socket had become writable */
+		conn_event(&c->watch, EPOLLOUT);
 	}
 }
 
-static void work_release(struct server *s, struct work *w)
+/* Hands c's whole frame (payload of len bytes, and d when it was decoded here: taken over) to
+ * where; answers why if it could not. */
+static void conn_submit_frame(struct conn *c, enum dispatch_thread where, uint8_t *payload, uint32_t len,
+			      struct decoded *d)
 {
-	if (w->frame)
-		frame_job_free(s, w->frame);
-	else if (w->job.release)
-		w->job.release(w->job.data);
-	free(w);
-}
+	struct server *s = c->server;
+	struct work *w;
 
-static int work_start(struct server *s, struct worker_thread *t)
-{
-	struct pim_error err = { 0 };
-	int fd, r;
-
-	/* SQLite connections are not shared between threads: the thread gets its own. */
-	if ((r = store_open_again(s->ctx->store, s->busy_timeout_ms, &t->store, &err)) < 0) {
-		/* tried again at the next request: a database made writable again heals */
-		log_error("Cannot open the store for the %s: %s", t->name, err.msg);
-		t->start_err = err;
-		return r;
-	}
-	t->start_err = (struct pim_error){ 0 };
-	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	t->ev = (struct watch){ .fd = fd, .fn = work_event, .data = t };
-	if ((r = loop_add(s->loop, &t->ev, EPOLLIN)) < 0) {
-		close(fd);
-		t->ev.fd = -1;
-		goto fail;
-	}
-	t->queued_tail = &t->queued;
-	/* The thread takes no signals: they stay with signalfd on the event loop. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = -pthread_create(&t->thread, NULL, work_main, t);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r < 0) {
-		loop_del(s->loop, &t->ev);
-		close(fd);
-		t->ev.fd = -1;
-		goto fail;
-	}
-	t->started = true;
-	return 0;
-fail:
-	store_close(t->store);
-	t->store = NULL;
-	return r;
-}
-
-/* Queues w (a deferred part, or a whole frame) for thread t; c (NULL: nobody) waits for its
- * answer. */
-static int work_queue(struct server *s, struct conn *c, struct worker_thread *t, struct work *w)
-{
-	int r;
-
-	if (t->stopping) {
-		work_release(s, w);
-		return -ESHUTDOWN;
-	}
-	if (!t->started && (r = work_start(s, t)) < 0) {
-		if (!t->start_err.code) /* (the store's message was logged) */
-			log_error("Cannot start the %s: %s", t->name, strerror(-r));
-		work_release(s, w);
-		return r;
-	}
-	w->conn = c;
-	w->busy_timeout_ms = s->busy_timeout_ms;
-	if (c)
+	if (threads_submit_frame(s->threads, where, c, &c->peer, payload, len, d, &w) == 0) {
+		/* The frame's bytes stay counted against max_buffered_bytes until it is done. */
+		w->charge = over_free(len);
+		s->buffered += w->charge;
 		c->deferred = w;
-	pthread_mutex_lock(&t->mu);
-	*t->queued_tail = w;
-	t->queued_tail = &w->next;
-	pthread_cond_signal(&t->cv);
-	pthread_mutex_unlock(&t->mu);
-	return 0;
-}
-
-/* Hands the deferred part of c's current request to the work thread, or a change it asks for
- * to the writer. */
-static int work_submit(struct conn *c, const struct rpc_deferred *job)
-{
-	struct server *s = c->server;
-	struct work *w = calloc(1, sizeof *w);
-	if (!w) {
-		job->release(job->data);
-		return -ENOMEM;
-	}
-	w->job = *job;
-	return work_queue(s, c, job->write.write ? &s->writer : &s->wt, w);
-}
-
-int server_store_write(struct server *s, const struct store_write *change)
-{
-	struct work *w = calloc(1, sizeof *w);
-	if (!w)
-		return -ENOMEM;
-	w->job.write = *change;
-	/* (not started: refused, and nothing of the change was called) */
-	return work_queue(s, NULL, &s->writer, w);
-}
-
-static int server_submit(void *owner, const struct store_write *change)
-{
-	return server_store_write(owner, change);
-}
-
-struct store_writer server_writer(struct server *s)
-{
-	return (struct store_writer){ .submit = server_submit, .owner = s };
-}
-
-/* Hands c's request of len bytes at payload (taken over, also on failure) to thread t as a
- * whole. */
-static int work_submit_frame(struct conn *c, struct worker_thread *t, uint8_t *payload, uint32_t len)
-{
-	struct server *s = c->server;
-	struct work *w = calloc(1, sizeof *w);
-	struct frame_job *j = calloc(1, sizeof *j);
-
-	if (!w || !j) {
-		free(w);
-		free(j);
-		free(payload);
-		return -ENOMEM;
-	}
-	j->payload = payload;
-	j->len = len;
-	/* The frame's bytes stay counted against max_buffered_bytes until it is done. */
-	j->charge = over_free(len);
-	s->buffered += j->charge;
-	j->peer = c->peer;
-	j->peer.passed_fd = -1;
-	j->peer.insitu = NULL;
-	j->ctx = *s->ctx;
-	j->ctx.profiler = NULL;
-	j->ctx.writer = (struct store_writer){ 0 }; /* the thread writes with its own store */
-	j->ctx.may_block = true;
-	/* A reload may change the parameters on the loop meanwhile. */
-	j->params = *s->ctx->params;
-	j->pim = *s->ctx->pim;
-	j->platform = *s->ctx->platform;
-	j->ctx.params = &j->params;
-	j->ctx.pim = &j->pim;
-	j->ctx.platform = &j->platform;
-	j->busy_timeout_ms = s->busy_timeout_ms;
-	w->frame = j;
-	return work_queue(s, c, t, w);
-}
-
-/* Stops thread t after the job it runs (if any; the writer after all it was given); drops
- * what was not done.  Nothing is queued for t afterwards (-ESHUTDOWN). */
-static void work_stop(struct server *s, struct worker_thread *t)
-{
-	if (!t->started) {
-		t->stopping = true;
 		return;
 	}
-	pthread_mutex_lock(&t->mu);
-	t->stopping = true;
-	pthread_cond_signal(&t->cv);
-	pthread_mutex_unlock(&t->mu);
-	pthread_join(t->thread, NULL);
-	/* What was done, in order: a change's done() is told its outcome (its answer is not sent). */
-	struct work *rev = NULL;
-	while (t->done) {
-		struct work *w = t->done;
-		t->done = w->next;
-		w->next = rev;
-		rev = w;
-	}
-	struct work *lists[2] = { t->queued, rev };
-	for (int i = 0; i < 2; i++)
-		for (struct work *w = lists[i], *next; w; w = next) {
-			next = w->next;
-			if (w->conn)
-				w->conn->deferred = NULL;
-			if (i == 1 && !w->frame && w->job.write.write)
-				w->job.write.done(w->job.write.data, w->write_r, &w->write_err);
-			work_release(s, w);
-		}
-	t->queued = t->done = NULL;
-	loop_del(s->loop, &t->ev);
-	close(t->ev.fd);
-	store_close(t->store);
-	t->store = NULL;
-	t->started = false;
-}
-
-/* The answer to request id that thread t could not take: why, when its store could not be
- * opened (a read-only database is no refusal of the client: ERROR_INTERNAL, the cause named). */
-static Pim__Response *work_refusal(uint64_t id, const struct worker_thread *t)
-{
-	if (!t->started && t->start_err.code)
-		return reply_error(id, reply_code_from_errno(t->start_err.code),
-				   "cannot hand the request to pimd's %s: %s; retry later", t->name,
-				   t->start_err.msg);
-	return reply_error(id, PIM__ERROR_CODE__ERROR_INTERNAL,
-			   "cannot hand the request to pimd's %s; retry later", t->name);
+	Pim__Response *r = threads_refusal(s->threads, where, 0);
+	if (!r || conn_queue(c, r) < 0)
+		c->closing = true;
 }
 
 /* Answers a decoded frame on the event loop (d's request is freed here). */
@@ -1011,14 +477,16 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 	/* A descriptor the request did not take is not kept. */
 	closep(&c->peer.passed_fd);
 	c->peer.passed_fd = -1;
-	bool model_change = model_changing(req);
 	decoded_free(d);
 	if (!resp && (defer.run || defer.write.write)) {
 		/* Answered when the work thread (or the writer) is done; nothing more is read
 		 * meanwhile, so the responses stay in the order of the requests. */
-		if (work_submit(c, &defer) == 0)
+		struct work *w;
+		if (threads_submit_deferred(s->threads, c, &defer, &w) == 0) {
+			c->deferred = w;
 			return;
-		resp = work_refusal(id, defer.write.write ? &s->writer : &s->wt);
+		}
+		resp = threads_refusal(s->threads, defer.write.write ? DISPATCH_WRITER : DISPATCH_WORK, id);
 	}
 	if (!resp || conn_queue(c, resp) < 0) {
 		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
@@ -1027,37 +495,30 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 	}
 	if (after == RPC_CLOSE)
 		c->closing = true;
-	if (model_change)
-		models_changed(s);
 }
 
 static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
 {
-	struct server *s = c->server;
 	struct decoded d = { 0 };
 
 	c->active_ns = now_ns();
-	/* A large frame takes long to decode: the work thread does it (descriptors stay here). */
-	struct worker_thread *t = len > DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done ? &s->wt : NULL;
-	if (!t) {
-		frame_decode(&d, payload, len, c->peer.hello_done, NULL);
-		/* A large model read or written whole: the work thread decodes the frame again and
-		 * answers it (the bytes are few, the work is not); a change to store: the writer
-		 * does, so that its fsync is not waited for here. */
-		if (d.k >= 0 && !d.bad_text && c->peer.hello_done && fd < 0)
-			t = rpc_where(s->ctx, d.req) == RPC_OFF_LOOP ? &s->wt
-			    : rpc_stores(d.req)			     ? &s->writer
-								     : NULL;
-		if (t)
-			decoded_free(&d);
-	}
-	if (t) {
-		if (work_submit_frame(c, t, payload, len) == 0)
-			return;
-		Pim__Response *r = work_refusal(0, t);
-		if (!r || conn_queue(c, r) < 0)
-			c->closing = true;
+	/* A large frame takes long to decode: a work thread does it (descriptors stay here), and
+	 * answers it unless its rule says the loop (dispatch.h). */
+	if (len > DISPATCH_DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done) {
+		conn_submit_frame(c, DISPATCH_WORK, payload, len, NULL);
 		return;
+	}
+	decoded_init(&d, payload, len, c->peer.hello_done, NULL);
+	/* Where the table says (dispatch.c): a thread answers the decoded request; what must be
+	 * answered here, is. */
+	if (d.k >= 0 && !d.bad_text && c->peer.hello_done) {
+		enum dispatch_thread where = dispatch_where(d.req, 0);
+		if (where == DISPATCH_WORK || where == DISPATCH_WRITER) {
+			/* (a descriptor is taken by the profiler's requests only) */
+			closep(&fd);
+			conn_submit_frame(c, where, payload, len, &d);
+			return;
+		}
 	}
 	free(payload);
 	conn_handle_decoded(c, &d, fd);
@@ -1446,14 +907,11 @@ int server_new(struct loop *loop, const struct config *cfg, struct rpc_context *
 	s->loop = loop;
 	s->listener = (struct watch){ .fd = -1, .fn = listener_event, .data = s };
 	s->timer = (struct watch){ .fd = -1, .fn = timer_event, .data = s };
-	s->wt = (struct worker_thread){ .server = s, .name = "work thread", .ev.fd = -1 };
-	s->writer = (struct worker_thread){ .server = s, .name = "writer thread", .group = true,
-					    .ev.fd = -1 };
-	for (struct worker_thread *t = &s->wt; t; t = t == &s->wt ? &s->writer : NULL) {
-		pthread_mutex_init(&t->mu, NULL);
-		pthread_cond_init(&t->cv, NULL);
-	}
 	s->ctx = ctx;
+	if ((r = threads_new(loop, ctx, cfg->busy_timeout_ms, work_finished, s, &s->threads)) < 0) {
+		free(s);
+		return err_set(err, r, "out of memory");
+	}
 	server_apply_config(s, cfg);
 
 	n = sd_listen_fds(1);
@@ -1510,8 +968,8 @@ void server_free(struct server *s)
 	if (!s)
 		return;
 	s->change_fn = NULL;
-	work_stop(s, &s->wt);
-	work_stop(s, &s->writer);
+	threads_free(s->threads);
+	s->threads = NULL;
 	while (s->conns)
 		conn_free(s->conns);
 	if (s->listener.fd >= 0) {
@@ -1525,10 +983,6 @@ void server_free(struct server *s)
 	if (s->bound_path) {
 		unlink(s->bound_path);
 		free(s->bound_path);
-	}
-	for (struct worker_thread *t = &s->wt; t; t = t == &s->wt ? &s->writer : NULL) {
-		pthread_mutex_destroy(&t->mu);
-		pthread_cond_destroy(&t->cv);
 	}
 	free(s);
 }
@@ -1544,6 +998,8 @@ void server_apply_config(struct server *s, const struct config *cfg)
 	s->idle_s = cfg->idle_timeout_s;
 	s->max_buffered = cfg->max_buffered_bytes;
 	s->busy_timeout_ms = cfg->busy_timeout_ms;
+	if (s->threads)
+		threads_set_busy_timeout(s->threads, cfg->busy_timeout_ms);
 	for (struct conn *c = s->conns; c; c = c->next)
 		c->rd.max = cfg->max_frame_bytes;
 	if (s->listener.fd >= 0 && listen(s->listener.fd, listen_backlog(s)) < 0)
@@ -1560,4 +1016,9 @@ void server_set_change_hook(struct server *s, void (*fn)(struct server *s, void 
 {
 	s->change_fn = fn;
 	s->change_data = data;
+}
+
+struct store_writer server_writer(struct server *s)
+{
+	return threads_writer(s->threads);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.h: the listening socket and the client connections of pimd: framing, per-connection
- * limits and peer credentials.  Requests are handed to rpc.c.
+ * server.h: the transport of pimd: the listening socket and the client connections, framing,
+ * per-connection limits and peer credentials.  Each decoded request is answered where
+ * dispatch.h's table says: here, with rpc.c, or on the threads beside the loop (threads.h).
  */
 #ifndef PIMD_SERVER_H
 #define PIMD_SERVER_H
@@ -26,11 +27,8 @@ void server_free(struct server *s);
  * request context takes its own share (rpc_context_apply_config). */
 void server_apply_config(struct server *s, const struct config *cfg);
 
-/* Hands a change pimd makes itself (store.h: store_write) to the writer thread, which writes it
- * in its next group of changes; from the event loop only.  -ESHUTDOWN once the server is being
- * freed (what was handed over before is written first). */
-int server_store_write(struct server *s, const struct store_write *change);
-/* The writer as a store_writer (store_write_via), valid until server_free. */
+/* The writer thread (threads.h) as a store_writer (store_write_via), valid until server_free:
+ * what was handed over before it is freed is written first. */
 struct store_writer server_writer(struct server *s);
 
 bool server_socket_activated(const struct server *s);

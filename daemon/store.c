@@ -589,6 +589,7 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	store_write_settle(s);
 	if (s->shared && atomic_fetch_sub(&s->shared->refs, 1) == 1)
 		free(s->shared);
 	for (int i = 0; i < ST__MAX; i++)
@@ -661,16 +662,33 @@ bool store_in_group(const struct store *s)
 	return s->grouped;
 }
 
-int store_write_via(const struct store_writer *wr, struct store *s, const struct store_write *w)
+void store_write_via(const struct store_writer *wr, struct store *s, struct store_write *w)
 {
-	int r = wr && wr->submit ? wr->submit(wr->owner, w) : -ESHUTDOWN;
+	if (wr && wr->submit && wr->submit(wr->owner, w) == 0)
+		return;
+	/* refused, or nobody to hand it to: it waits here (no allocation, so nothing fails) */
+	w->next = NULL;
+	if (!s->later)
+		s->later_tail = &s->later;
+	*s->later_tail = w;
+	s->later_tail = &w->next;
+}
 
-	if (r != -ESHUTDOWN)
-		return r;
-	struct pim_error err = { 0 };
-	r = w->write(s, w->data, &err); /* alone: written whole, never STORE_WRITE_AGAIN */
-	w->done(w->data, r, &err);
-	return 0;
+unsigned store_write_settle(struct store *s)
+{
+	unsigned n = 0;
+
+	while (s->later) {
+		struct store_write *w = s->later;
+		struct pim_error err = { 0 };
+		s->later = w->next;
+		w->next = NULL;
+		/* alone: written whole, never STORE_WRITE_AGAIN (store_in_group is false) */
+		int r = w->write(s, w->data, &err);
+		w->done(w->data, r, &err); /* (may free w, and hand over more) */
+		n++;
+	}
+	return n;
 }
 
 int store_model_count(struct store *s, unsigned *n, struct pim_error *err)

@@ -170,11 +170,12 @@ int store_group_commit(struct store *s, bool *committed, struct pim_error *err);
 
 /*
  * A change written by another thread than the one that asks for it (pimd's writer thread,
- * server.c), so that the asking thread never waits for SQLite's write lock or an fsync:
+ * threads.c), so that the asking thread never waits for SQLite's write lock or an fsync:
  * write() runs there, with that thread's connection, inside a group of changes; done() runs
  * back on the asking thread once the group is on disk, with write's result, or the group's
  * failure (then nothing of the change may be stored).  done() is called exactly once, also
- * when the writer stops; changes handed over are written in that order.
+ * when the writer stops, and never inside the call that handed the change over (so it may free
+ * what the caller still uses); changes handed over are written in that order.
  */
 struct store_write {
 	int (*write)(struct store *s, void *data, struct pim_error *err);
@@ -182,6 +183,7 @@ struct store_write {
 	void *data;
 	/* a part (STORE_WRITE_AGAIN) is on disk: what write() did for it holds (writer thread) */
 	void (*part_done)(void *data);
+	struct store_write *next; /* store_write_via's, while it waits for store_write_settle */
 };
 /*
  * What write() returns when it wrote a part of a long change (the metrics of a large run): the
@@ -200,10 +202,16 @@ struct store_writer {
 	int (*submit)(void *owner, const struct store_write *w);
 	void *owner;
 };
-/* Hands w to wr; without a writer (wr or its submit NULL) or one that writes no more, w is
- * written here at once with s, and done() called before returning.  Other refusals are
- * returned (w not called). */
-int store_write_via(const struct store_writer *wr, struct store *s, const struct store_write *w);
+/*
+ * Hands w to wr.  Without a writer (wr or its submit NULL), or when it refuses w, w waits in s
+ * (which keeps the pointer: w must stay valid until its done()) for store_write_settle, which
+ * writes it with s alone and calls done().  Either way done() never runs inside this call.
+ */
+void store_write_via(const struct store_writer *wr, struct store *s, struct store_write *w);
+/* Writes the changes waiting in s (store_write_via) and calls their done(), in the order they
+ * came, also those handed over meanwhile by a done(); returns how many.  store_close settles
+ * what is left. */
+unsigned store_write_settle(struct store *s);
 
 /* The number of regions of a model, 0 if there is none of that name. */
 int store_model_regions(struct store *s, const char *name, uint64_t *n, struct pim_error *err);

@@ -112,6 +112,8 @@ struct store {
 	bool grouped; /* in a group of changes: each one is a savepoint (store_group_begin) */
 	bool found_readonly; /* a statement failed with SQLITE_READONLY: store_reconnect */
 	sqlite3_stmt *stmt[ST__MAX];
+	/* changes no writer took (store_write_via), waiting for store_write_settle */
+	struct store_write *later, **later_tail;
 };
 
 int store_change_begin(struct store *s, struct pim_error *err);

@@ -194,7 +194,6 @@ struct worker_sample {
 	uint32_t rep;          /* 0..reps-1 */
 	uint32_t n_values;     /* events of the group; 0 for timing */
 	uint64_t executions;
-	uint64_t first_seq;    /* order of the region's first entry in this repetition */
 	uint64_t time_ns;      /* CLOCK_MONOTONIC, summed */
 	uint64_t time_enabled; /* perf group times, summed deltas; 0 for timing */
 	uint64_t time_running; /* < time_enabled: the group was multiplexed (flag, scale) */

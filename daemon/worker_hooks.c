@@ -29,13 +29,12 @@
 struct frame {
 	int32_t slot;
 	int32_t acc;
-	uint64_t seq;
 	uint64_t t0;
 	uint64_t c0[READ_WORDS];
 };
 
 /* Accumulator layout, ACC_WORDS + n_values words per measured region. */
-enum { A_EXEC, A_SEQ, A_TIME, A_ENABLED, A_RUNNING, ACC_WORDS };
+enum { A_EXEC, A_TIME, A_ENABLED, A_RUNNING, ACC_WORDS };
 
 static struct {
 	bool ready;
@@ -55,7 +54,6 @@ static struct {
 	size_t read_bytes;
 
 	unsigned depth;
-	uint64_t seq;
 	struct frame stack[WORKER_DEPTH_MAX];
 
 	bool faulted;
@@ -138,7 +136,6 @@ void worker_region_enter(int32_t region)
 	f->acc = H.acc_of[slot];
 	if (f->acc < 0)
 		return;
-	f->seq = H.seq++;
 	if (H.group_fd >= 0 && __builtin_expect(!read_group(f->c0), 0))
 		fault(-EIO, region, "pim_region_enter(%d): reading the counter group failed: %s",
 		      region, strerror(errno));
@@ -173,8 +170,7 @@ void worker_region_exit(int32_t region)
 		uint64_t t1 = clock_ns();
 		uint64_t c1[READ_WORDS];
 		uint64_t *a = H.acc + (size_t)f->acc * H.stride;
-		if (a[A_EXEC]++ == 0)
-			a[A_SEQ] = f->seq;
+		a[A_EXEC]++;
 		a[A_TIME] += t1 - f->t0;
 		if (H.group_fd >= 0) {
 			if (__builtin_expect(!read_group(c1), 0)) {
@@ -300,7 +296,6 @@ void worker_hooks_arm(int leader_fd, unsigned n_values)
 void worker_hooks_begin(void)
 {
 	H.depth = 0;
-	H.seq = 0;
 	H.faulted = false;
 	H.faults = 0;
 	__atomic_store_n(&H.foreign, 0, __ATOMIC_RELAXED);
@@ -342,7 +337,6 @@ int worker_hooks_end(uint32_t group, uint32_t rep,
 			r.sample.rep = rep;
 			r.sample.n_values = H.group_fd >= 0 ? H.n_values : 0;
 			r.sample.executions = a[A_EXEC];
-			r.sample.first_seq = a[A_SEQ];
 			r.sample.time_ns = a[A_TIME];
 			r.sample.time_enabled = a[A_ENABLED];
 			r.sample.time_running = a[A_RUNNING];

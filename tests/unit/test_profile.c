@@ -8,7 +8,8 @@
 #include <string.h>
 #include <sys/timerfd.h>
 
-#include "profile.c"
+#include "log.h"
+#include "profile_int.h"
 #include "test_util.h"
 
 /* Runs a queue of jobs (their uids, in arrival order) one at a time; returns the start order. */

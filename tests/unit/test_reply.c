@@ -15,12 +15,14 @@
 #include <string.h>
 
 #include "config.h"
+#include "dispatch.h"
 #include "log.h"
 #include "loop.h"
 #include "manifest.h"
 #include "mx.h"
 #include "profile.h"
 #include "rpc.h"
+#include "threads.h"
 #include "frame.h"
 #include "test_util.h"
 
@@ -203,6 +205,74 @@ START_TEST(errors_and_their_codes)
 			 PIM__ERROR_CODE__ERROR_UNSUPPORTED_VERSION);
 	ck_assert_int_eq(reply_code_from_errno(-EOPNOTSUPP), PIM__ERROR_CODE__ERROR_UNIMPLEMENTED);
 	ck_assert_int_eq(reply_code_from_errno(-ENOMEM), PIM__ERROR_CODE__ERROR_INTERNAL);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- which thread answers */
+
+/* Every kind of Request in pim.proto (the fields of its oneof, from the generated descriptor)
+ * has exactly one row in the dispatch table, named as the field; and no row is left over. */
+START_TEST(dispatch_covers_every_request_kind)
+{
+	const ProtobufCMessageDescriptor *d = &pim__request__descriptor;
+	size_t n_rows, kinds = 0;
+	const struct dispatch_rule *table = dispatch_table(&n_rows);
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+			continue;
+		kinds++;
+		const struct dispatch_rule *r = dispatch_rule((Pim__Request__BodyCase)f->id);
+		ck_assert_msg(r, "request kind %s (field %u) has no row in dispatch.c's table", f->name, f->id);
+		ck_assert_str_eq(r->name, f->name);
+		unsigned same = 0;
+		for (size_t k = 0; k < n_rows; k++)
+			same += table[k].kind == (Pim__Request__BodyCase)f->id;
+		ck_assert_msg(same == 1, "request kind %s has %u rows", f->name, same);
+	}
+	ck_assert_uint_ge(kinds, 20); /* as of this writing */
+	ck_assert_uint_eq(n_rows, kinds);
+	ck_assert_ptr_null(dispatch_rule((Pim__Request__BodyCase)9999));
+}
+END_TEST
+
+/* What each thread may touch: the loop never the store; only the writer changes it. */
+START_TEST(dispatch_rules_hold)
+{
+	size_t n;
+	const struct dispatch_rule *t = dispatch_table(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].thread == DISPATCH_LOOP)
+			ck_assert_msg(!(t[i].access & (DISPATCH_STORE_READ | DISPATCH_STORE_WRITE)),
+				      "%s: answered on the loop, but touches the store", t[i].name);
+		if (t[i].access & DISPATCH_STORE_WRITE)
+			ck_assert_msg(t[i].thread == DISPATCH_WRITER, "%s: changes the store off the writer",
+				      t[i].name);
+		if (t[i].access & DISPATCH_PROFILER_STATE)
+			ck_assert_msg(t[i].thread == DISPATCH_PROFILER || t[i].thread == DISPATCH_LOOP,
+				      "%s: reads the profiler off the loop", t[i].name);
+	}
+	/* where: by the kind alone, a large load on a work thread, an unknown kind on the loop */
+	Pim__Manifest m = PIM__MANIFEST__INIT;
+	Pim__ModelLoad ml = PIM__MODEL_LOAD__INIT;
+	Pim__Request req = PIM__REQUEST__INIT;
+	ml.manifest = &m;
+	req.body_case = PIM__REQUEST__BODY_MODEL_LOAD;
+	req.model_load = &ml;
+	ck_assert_int_eq(dispatch_where(&req, 0), DISPATCH_WRITER);
+	ck_assert_int_eq(dispatch_where(&req, DISPATCH_WRITER_MAX_REGIONS + 1), DISPATCH_WORK);
+	m.n_regions = DISPATCH_WRITER_MAX_REGIONS + 1;
+	ck_assert_int_eq(dispatch_where(&req, 0), DISPATCH_WORK);
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	ck_assert_int_eq(dispatch_where(&req, 0), DISPATCH_LOOP);
+	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
+	ck_assert_int_eq(dispatch_where(&req, 0), DISPATCH_WORK);
+	req.body_case = PIM__REQUEST__BODY_PROFILE;
+	ck_assert_int_eq(dispatch_where(&req, 0), DISPATCH_PROFILER);
+	req.body_case = (Pim__Request__BodyCase)9999;
+	ck_assert_int_eq(dispatch_where(&req, 0), DISPATCH_LOOP);
 }
 END_TEST
 
@@ -580,6 +650,108 @@ START_TEST(in_situ_samples_and_profile_status)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a change's done() comes later */
+
+/* A change whose done() frees it, as the profiler's do, and counts. */
+struct later_change {
+	struct store_write sw;
+	int *written, *done;
+	struct loop *quit; /* done() ends the loop when set */
+	struct store_writer *again; /* done() hands another change over (to settle in the same call) */
+	struct store *store;
+};
+
+static int later_write(struct store *s, void *data, struct pim_error *err)
+{
+	struct later_change *c = data;
+	(*c->written)++;
+	return store_model_count(s, &(unsigned){ 0 }, err);
+}
+
+static struct later_change *later_new(int *written, int *done);
+
+static void later_done(void *data, int r, const struct pim_error *err)
+{
+	struct later_change *c = data;
+	ck_assert_int_eq(r, 0);
+	(*c->done)++;
+	if (c->quit)
+		loop_quit(c->quit, 0);
+	if (c->again) {
+		struct later_change *n = later_new(c->written, c->done);
+		store_write_via(c->again, c->store, &n->sw);
+	}
+	free(c); /* the caller of store_write_via must not be the one running this */
+}
+
+static struct later_change *later_new(int *written, int *done)
+{
+	struct later_change *c = calloc(1, sizeof *c);
+	ck_assert_ptr_nonnull(c);
+	c->sw = (struct store_write){ later_write, later_done, c, NULL, NULL };
+	c->written = written;
+	c->done = done;
+	return c;
+}
+
+static int refuse(void *owner, const struct store_write *w) { return -ENOMEM; }
+
+/* threads.h: what the writer finished (a change of pimd's own: nobody waits) is given back. */
+static void finished(void *data, struct work *w)
+{
+	ck_assert_ptr_null(w->owner);
+	threads_release(*(struct threads **)data, w);
+}
+
+/* store_write_via never runs done() inside the call: without a writer, with one that refuses,
+ * and with pimd's writer thread (threads.h), whose done() comes on the event loop. */
+START_TEST(store_write_done_is_never_synchronous)
+{
+	int written = 0, done = 0;
+	struct later_change *c;
+
+	/* no writer: waits in the store */
+	c = later_new(&written, &done);
+	store_write_via(NULL, store, &c->sw);
+	ck_assert_int_eq(done, 0);
+	ck_assert_int_eq(written, 0);
+	ck_assert_uint_eq(store_write_settle(store), 1);
+	ck_assert_int_eq(written, 1);
+	ck_assert_int_eq(done, 1);
+	/* a writer that refuses (out of memory): the same, and a done() that hands another change
+	 * over has it settled in the same call, after it */
+	struct store_writer refusing = { refuse, NULL };
+	c = later_new(&written, &done);
+	c->again = &refusing;
+	c->store = store;
+	store_write_via(&refusing, store, &c->sw);
+	ck_assert_int_eq(done, 1);
+	ck_assert_uint_eq(store_write_settle(store), 2);
+	ck_assert_int_eq(written, 3);
+	ck_assert_int_eq(done, 3);
+	ck_assert_uint_eq(store_write_settle(store), 0);
+
+	/* the writer thread: written there, done() on the loop */
+	struct threads *th;
+	ck_assert_int_eq(threads_new(loop, &ctx, 1000, finished, &th, &th), 0);
+	struct store_writer wr = threads_writer(th);
+	c = later_new(&written, &done);
+	c->quit = loop;
+	store_write_via(&wr, store, &c->sw);
+	ck_assert_int_eq(done, 3);
+	ck_assert_uint_eq(store_write_settle(store), 0); /* the writer took it */
+	ck_assert_int_eq(loop_run(loop), 0);
+	ck_assert_int_eq(written, 4);
+	ck_assert_int_eq(done, 4);
+	/* stopping: what was handed over is written first, done() told before threads_free ends */
+	c = later_new(&written, &done);
+	store_write_via(&wr, store, &c->sw);
+	threads_free(th);
+	ck_assert_int_eq(written, 5);
+	ck_assert_int_eq(done, 5);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("reply");
@@ -590,6 +762,9 @@ int main(void)
 	tcase_add_test(tc, append_and_printf);
 	tcase_add_test(tc, wrap_takes_the_message);
 	tcase_add_test(tc, errors_and_their_codes);
+	tc = test_case(s, "dispatch");
+	tcase_add_test(tc, dispatch_covers_every_request_kind);
+	tcase_add_test(tc, dispatch_rules_hold);
 	tc = test_case(s, "handlers out of memory");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, session_and_models);
@@ -598,6 +773,7 @@ int main(void)
 	tcase_add_test(tc, placement_import_decisions);
 	tcase_add_test(tc, jitq_quantize);
 	tcase_add_test(tc, in_situ_samples_and_profile_status);
+	tcase_add_test(tc, store_write_done_is_never_synchronous);
 	tc = test_case(s, "a plan out of memory");
 	tcase_set_timeout(tc, 600); /* minutes under AddressSanitizer on a loaded machine */
 	tcase_add_checked_fixture(tc, setup, teardown);

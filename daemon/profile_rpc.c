@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/* profile_rpc.c: who may profile (profile_group), and the requests Profile, ProfileStatus and ProfileCancel. */
+#include "profile_int.h"
+
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+
+#include "log.h"
+#include "manifest.h"
+#include "metrics.h"
+#include "placement.h"
+#include "worker.h"
+
+/* A Profile request whose run's row is being stored by the writer; its job waits in the queue
+ * meanwhile (creating), and the answer is sent once the row is stored. */
+struct profile_start {
+	struct job_write jw;
+	struct profiler *pf;
+	uint64_t id;
+	bool written;
+	int r;
+	struct pim_error err;
+};
+
+static int job_group(const struct profiler *pf, gid_t *gid, char *name, size_t len,
+		     struct pim_error *err);
+static bool user_in_group(uid_t uid, gid_t gid);
+static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_error *err);
+static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run);
+static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run);
+static int profile_start_write(struct store *s, void *data, struct pim_error *err);
+static Pim__Response *profile_start_reply(void *data);
+static void profile_start_release(void *data);
+
+/* The group whose members jobs may run as: profile_group, else the socket's group. */
+static int job_group(const struct profiler *pf, gid_t *gid, char *name, size_t len,
+		     struct pim_error *err)
+{
+	if (pf->group[0]) {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(pf->group, &end, 10);
+		const struct group *g = *end == 0 && errno == 0 && n < UINT32_MAX ? getgrgid((gid_t)n)
+									       : getgrnam(pf->group);
+		if (g) {
+			*gid = g->gr_gid;
+			snprintf(name, len, "%s", g->gr_name);
+			return 0;
+		}
+		if (*end == 0 && errno == 0 && n < UINT32_MAX) {
+			*gid = (gid_t)n;
+			snprintf(name, len, "%lu", n);
+			return 0;
+		}
+		return err_set(err, -ENOENT, "profile: profile_group \"%s\" of pimd.conf is not a group of "
+			       "this host; no job may run as another user until it names one", pf->group);
+	}
+	struct stat st;
+	if (stat(pf->socket_path, &st) < 0)
+		return err_set(err, -errno, "profile: cannot tell the group of the socket %s (%s) whose "
+			       "members jobs may run as; set profile_group in pimd.conf", pf->socket_path,
+			       strerror(errno));
+	*gid = st.st_gid;
+	const struct group *g = getgrgid(st.st_gid);
+	if (g)
+		snprintf(name, len, "%s", g->gr_name);
+	else
+		snprintf(name, len, "%u", (unsigned)st.st_gid);
+	return 0;
+}
+
+/* Whether uid is a member of gid (primary or supplementary group in the user database). */
+static bool user_in_group(uid_t uid, gid_t gid)
+{
+	const struct passwd *pw = getpwuid(uid);
+	if (!pw)
+		return false;
+	if (pw->pw_gid == gid)
+		return true;
+	int n = 64;
+	for (int tries = 0; tries < 3; tries++) {
+		_cleanup_(freep) gid_t *list = calloc((size_t)n, sizeof *list);
+		if (!list)
+			return false;
+		int got = n;
+		if (getgrouplist(pw->pw_name, pw->pw_gid, list, &got) >= 0) {
+			for (int i = 0; i < got; i++)
+				if (list[i] == gid)
+					return true;
+			return false;
+		}
+		if (got <= n || got > 65536)
+			return false;
+		n = got;
+	}
+	return false;
+}
+
+/* Who a worker may become (doc/design.md §4.3): not root unless allow_root_jobs; when pimd must switch
+ * to another uid, only a member of profile_group (by default the socket's group). */
+static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_error *err)
+{
+	if (uid == 0)
+		return pf->allow_root_jobs
+			       ? 0
+			       : err_set(err, -EPERM, "profile: jobs for uid 0 are refused: the model "
+						      "would run as root; set allow_root_jobs = yes in "
+						      "pimd.conf to allow them");
+	if (uid == geteuid())
+		return 0; /* no switch: the worker stays pimd's own user */
+	gid_t gid = 0;
+	char name[CONFIG_NAME_MAX + 16];
+	int r = job_group(pf, &gid, name, sizeof name, err);
+	if (r < 0)
+		return r;
+	if (user_in_group(uid, gid))
+		return 0;
+	return err_set(err, -EPERM, "profile: uid %u is not a member of group %s (gid %u), whose "
+				    "members pimd runs jobs for (profile_group)", (unsigned)uid, name,
+		       (unsigned)gid);
+}
+
+/* The run of a job cancelled with its model, gone with it: NULL when none (or no memory). */
+static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run)
+{
+	const char *model = NULL, *why = NULL;
+	uid_t uid = 0;
+	for (const struct job *j = pf->jobs; j && !model; j = j->next)
+		if (j->run == run && j->gone && !j->creating) {
+			model = j->model;
+			why = j->cancel_why;
+			uid = j->uid;
+		}
+	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_gone && !model; i++)
+		if (pf->gone[i].run == run) {
+			model = pf->gone[i].model;
+			why = pf->gone[i].why;
+			uid = pf->gone[i].uid;
+		}
+	if (!model)
+		return NULL;
+	Pim__ProfileReply *p = malloc(sizeof *p);
+	if (!p)
+		return NULL;
+	pim__profile_reply__init(p);
+	p->job = (uint64_t)run;
+	p->uid = uid;
+	p->state = strdup("cancelled");
+	p->model = strdup(model);
+	if (!p->state || !p->model || asprintf(&p->message, "cancelled: %s", why) < 0) {
+		p->message = NULL;
+		pim__profile_reply__free_unpacked(p, NULL);
+		return NULL;
+	}
+	return p;
+}
+
+static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run)
+{
+	struct pim_error err = { 0 };
+	Pim__ProfileReply *p;
+
+	if (store_run_get(pf->store, run, &p, &err) < 0) {
+		if (err.code != -ENOENT || !(p = gone_reply(pf, run)))
+			return reply_error_from(id, &err);
+		return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
+	}
+	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_unrecorded; i++)
+		if (pf->unrecorded[i].run == run) {
+			char *state = strdup("failed"), *msg = strdup(pf->unrecorded[i].message);
+			if (!state || !msg) {
+				free(state);
+				free(msg);
+				pim__profile_reply__free_unpacked(p, NULL);
+				return NULL;
+			}
+			free(p->state);
+			free(p->message);
+			p->state = state;
+			p->message = msg;
+		}
+	/* the live position of a queued or running job, between progress writes: its repetitions,
+	 * its timeout and how much of it the worker has used (pimctl's progress line) */
+	for (struct job *j = pf->jobs; j; j = j->next)
+		if (j->run == run && j->cancelled && !j->creating) {
+			/* its worker is being stopped: it reads as it will end */
+			char *state = strdup("cancelled"), *msg = NULL;
+			if (!state || asprintf(&msg, "cancelled: %s", j->cancel_why) < 0) {
+				free(state);
+				pim__profile_reply__free_unpacked(p, NULL);
+				return NULL;
+			}
+			free(p->state);
+			free(p->message);
+			p->state = state;
+			p->message = msg;
+		} else if (j->run == run) {
+			p->repetitions_done = j->reps_done;
+			if (j->reps_total)
+				p->repetitions_total = j->reps_total;
+			p->timeout_ms = j->timeout_ms;
+			uint64_t deadline = j->w ? worker_deadline(j->w) : UINT64_MAX, now = now_ns();
+			uint64_t limit_ns = (uint64_t)j->timeout_ms * 1000000u;
+			if (deadline != UINT64_MAX) {
+				uint64_t left = deadline > now ? deadline - now : 0;
+				p->running_ms = (limit_ns > left ? limit_ns - left : 0) / 1000000u;
+			}
+		}
+	return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
+}
+
+static int profile_start_write(struct store *s, void *data, struct pim_error *err)
+{
+	return profile_job_write_run(s, &((struct profile_start *)data)->jw, err);
+}
+
+/* On the event loop: the run is stored (or not); the job may start. */
+void profile_start_done(void *data, int r, const struct pim_error *err)
+{
+	struct profile_start *ps = data;
+	struct job *j = ps->jw.j;
+
+	ps->written = true;
+	ps->r = r;
+	if (r < 0) {
+		ps->err = *err;
+		return; /* the job goes in profile_start_release */
+	}
+	j->run = ps->jw.run;
+	j->creating = false;
+	if (j->cancelled) {
+		log_info("Profile job %" PRId64 " (model \"%s\") cancelled: %s", j->run, j->model,
+			 j->cancel_why);
+		profile_job_stop(j);
+		return;
+	}
+	log_info("Profile job %" PRId64 " queued: model \"%s\" for uid %u, %u repetitions, %u regions",
+		 j->run, j->model, (unsigned)j->uid, j->reps, ps->jw.regions_total);
+	profiler_kick(ps->pf);
+}
+
+static Pim__Response *profile_start_reply(void *data)
+{
+	struct profile_start *ps = data;
+
+	if (ps->r < 0 && ps->jw.j->cancelled)
+		return reply_error(ps->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "profile: %s while the "
+				   "job was being queued (%s)", ps->jw.j->cancel_why, ps->err.msg);
+	if (ps->r < 0)
+		return reply_error_from(ps->id, &ps->err);
+	return status_response(ps->pf, ps->id, ps->jw.run);
+}
+
+static void profile_start_release(void *data)
+{
+	struct profile_start *ps = data;
+
+	if (!ps->written || ps->r < 0) {
+		profile_job_unlink(ps->jw.j);
+		profile_job_free(ps->jw.j);
+	}
+	free(ps);
+}
+
+Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				  struct rpc_deferred *defer)
+{
+	const Pim__Profile *q = req->profile;
+	struct pim_error err = { 0 };
+	struct stat st;
+	int k;
+
+	if (peer->passed_fd < 0)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: the model library must come with the request as a file "
+				   "descriptor (pimctl profile --library PATH)");
+	if (fstat(peer->passed_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: the descriptor passed is not a non-empty regular file");
+	if (q->repetitions > WORKER_REPS_MAX || q->warmups > WORKER_WARMUPS_MAX)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: at most %u repetitions and %u warm-up runs", WORKER_REPS_MAX,
+				   WORKER_WARMUPS_MAX);
+	if (q->timeout_ms > 86400000u)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: timeout_ms %u exceeds a day", q->timeout_ms);
+	if (q->n_regions > WORKER_REGIONS_MAX)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "profile: at most %u regions", WORKER_REGIONS_MAX);
+	if (pf->n_queued >= pf->queue_max)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "profile: %u jobs are queued already (profile_queue_max); retry later",
+				   pf->n_queued);
+	if (!manifest_name_valid(q->model))
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
+	if (job_uid_allowed(pf, peer->cred.uid, &err) < 0)
+		return reply_error(req->id, err.code == -EPERM ? PIM__ERROR_CODE__ERROR_PERMISSION_DENIED
+							       : PIM__ERROR_CODE__ERROR_INTERNAL,
+				   "%s", err.msg);
+	unsigned mine = 0;
+	for (const struct job *o = pf->jobs; o; o = o->next)
+		mine += !o->running && !o->cancelled && o->uid == peer->cred.uid;
+	if (mine >= pf->queue_per_uid)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
+				   "retry when one has started", (unsigned)peer->cred.uid, mine);
+	struct job *j = calloc(1, sizeof *j);
+	if (!j)
+		return NULL;
+	j->pf = pf;
+	j->model_fd = -1;
+	snprintf(j->model, sizeof j->model, "%s", q->model);
+	j->uid = peer->cred.uid;
+	j->gid = peer->cred.gid;
+	j->reps = q->repetitions ? q->repetitions : pf->reps;
+	j->warmups = q->warmups ? q->warmups : pf->warmups;
+	/* profile_timeout_ms is the most a job may hold a worker: a client may ask for less */
+	j->timeout_ms = q->timeout_ms ? q->timeout_ms : pf->timeout_ms;
+	if (j->timeout_ms > pf->timeout_ms) {
+		snprintf(j->note, sizeof j->note, "timeout_ms %u capped at %u ms (profile_timeout_ms)",
+			 j->timeout_ms, pf->timeout_ms);
+		j->timeout_ms = pf->timeout_ms;
+	}
+	j->buf = calloc(SAMPLE_ROOM, sizeof *j->buf);
+	j->vals = calloc(SAMPLE_ROOM, sizeof *j->vals);
+	j->last = calloc(1, sizeof *j->last);
+	if (!j->buf || !j->vals || !j->last) {
+		profile_job_free(j);
+		return NULL;
+	}
+	if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "profile it", &j->model_id,
+				    &err)) < 0 ||
+	    (k = profile_job_from_store(j, pf->store, q->model, q, &err)) < 0) {
+		profile_job_free(j);
+		return reply_error_from(req->id, &err);
+	}
+	profile_plan_events(j, pf->platform);
+	struct profile_start *ps = calloc(1, sizeof *ps);
+	if (!ps) {
+		profile_job_free(j);
+		return NULL;
+	}
+	ps->pf = pf;
+	ps->id = req->id;
+	ps->jw = (struct job_write){ .j = j, .open = true,
+				     .regions_total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions) };
+	if (j->note[0]) {
+		/* the reply says at once what pimd changed; the final message repeats it */
+		ps->jw.update = true;
+		ps->jw.u = (struct store_run_update){ .message = j->note, .worker_uid = -1, .regions_done = -1,
+						      .repetitions_done = -1, .repetitions_total = -1 };
+	}
+	j->model_fd = TAKE_FD(peer->passed_fd);
+	/* queued at the end, but it starts once its run is stored (profile_start_done);
+	 * profiler_kick() picks in turns between uids */
+	j->creating = true;
+	struct job **tail = &pf->jobs;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	pf->n_queued++;
+	return reply_defer(defer, &(struct rpc_deferred){
+		.write = { profile_start_write, profile_start_done, ps, NULL }, .store = pf->store,
+		.finish = profile_start_reply, .release = profile_start_release, .data = ps });
+}
+
+Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+{
+	uint64_t job = req->profile_cancel->job;
+	uid_t uid = peer->cred.uid;
+	struct job *j = pf->jobs;
+
+	while (j && (j->creating || (uint64_t)j->run != job))
+		j = j->next;
+	if (!j || j->ending || j->cancelled) {
+		/* no worker's job queued or running: unknown (the store says so), ended (its state
+		 * says how), or an in-situ run (not one of the profiler's jobs) */
+		Pim__Response *r = job > INT64_MAX ? NULL : status_response(pf, req->id, (int64_t)job);
+		if (!r || r->body_case != PIM__RESPONSE__BODY_PROFILE)
+			return r ? r : reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND,
+						   "no profile job %" PRIu64, job);
+		const char *state = j && j->cancelled ? "cancelled" : r->profile->state;
+		bool ended = j || strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
+			     strcmp(state, "cancelled") == 0;
+		char msg[256];
+		snprintf(msg, sizeof msg, ended ? "profile job %" PRIu64 " has ended (%s): there is "
+						  "nothing to cancel"
+						: "profile job %" PRIu64 " is an in-situ run (%s): it "
+						  "ends when its client's connection closes", job, state);
+		pim__response__free_unpacked(r, NULL);
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", msg);
+	}
+	if (uid != 0 && uid != j->uid)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_PERMISSION_DENIED,
+				   "profile job %" PRIu64 " belongs to uid %u: only its owner or root may "
+				   "cancel it", job, (unsigned)j->uid);
+	char why[64];
+	snprintf(why, sizeof why, "by uid %u", (unsigned)uid);
+	profile_job_cancel(j, why, false); /* (j ends once its end is stored: later) */
+	return status_response(pf, req->id, (int64_t)job);
+}
+
+Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)
+{
+	if (req->profile_status->job > INT64_MAX)
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRIu64,
+				   req->profile_status->job);
+	return status_response(pf, req->id, (int64_t)req->profile_status->job);
+}
