@@ -276,6 +276,8 @@ check-charts: all $(B)/tests/e2e-tool $(MODEL_SO)
 # Figures in doc/benchmarks.md.
 stress: all $(B)/tests/e2e-tool $(MODEL_SO)
 	sh tests/e2e/stress.sh $(B)
+	PIMD_E2E_GOALS=1 sh tests/e2e/jobs.sh $(B)
+	PIMD_E2E_GOALS=1 sh tests/e2e/bcpu.sh $(B)
 
 check-install: all
 	@rm -rf $(B)/destdir

@@ -133,6 +133,12 @@ JOB=$("$PIMCTL" --socket "$S" profile three-regions --library "$B/tests/models/t
 	--reps 3000 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
 writes_wait "$S" "$T/state/pimd.db" "$JOB" 5000 10
 stop
+# ... and while a model load waits for the lock (2 s), status keeps p99 < 500 ms and the requests
+# sent behind the load are answered after it, in order (make check runs it with a hang guard).
+start 'busy_timeout_ms = 20000\n'
+check "status p99 < 500 ms while a model load waits 2 s for the database" \
+	"$TOOL" write-wait "$S" "$T/state/pimd.db" 2000 500
+stop
 
 # 7. A crowd: 256 clients of one uid send status requests back to back for 10 s, on one
 #    connection each, then each request on a new connection (connect, Hello, Status): the
