@@ -148,8 +148,9 @@ forget compact
 # whose shadow memory and quarantine hold hundreds of MiB before the first step.
 if [ -z "${PIMD_E2E_ASAN:-}" ]; then LOAD_MIB=48; LOAD_RSS=", pimd's peak RSS in each step < 48 MiB"
 else LOAD_MIB=0; LOAD_RSS=" (RSS not bounded under ASan)"; fi
-measure "status is served while a 50,000-region model is loaded, replaced, shown, sampled in situ, placed, calibrated and removed (p99 < $P99 ms)$LOAD_RSS" \
-	"$TOOL" load-p99 "$S" "$PID" 50000 "$P99" "$LOAD_MIB"
+# (another client's small loads meanwhile: they wait for one part of the large write, goal 2 s)
+measure "status is served while a 50,000-region model is loaded, replaced, shown, sampled in situ, placed, calibrated and removed (p99 < $P99 ms; small loads beside it < $(goal 2 30) s)$LOAD_RSS" \
+	env PIMD_E2E_SMALL_WRITE_MS="$(goal 2000 30000)" "$TOOL" load-p99 "$S" "$PID" 50000 "$P99" "$LOAD_MIB"
 forget compact small-writer
 measure "status is served while a model load waits 2 s for the database (p99 < $(goal 500 10000) ms); requests behind it answered in order" \
 	"$TOOL" write-wait "$S" "$T/state/pimd.db" 2000 "$(goal 500 10000)"
