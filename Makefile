@@ -238,7 +238,7 @@ $(B)/units/pimd.socket: systemd/pimd.socket
 check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 	sh tests/e2e/test_units.sh $(B)/units
 
-# The pure modules (README, Layout): the engines pimd wires to sockets and SQLite, and util.
+# The pure modules (README.md, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
 PURE_MODULES := common/util common/strbuf common/svg common/sha256 client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_avx2 daemon/mx_avx512 daemon/mx_ocp \
 	daemon/placement_reason daemon/placement_units daemon/placement_movement daemon/pimsim daemon/pimsim_stream daemon/pimsim_exec daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events daemon/bandwidth
@@ -263,9 +263,16 @@ check-e2e: all $(B)/tests/e2e-tool $(B)/tests/e2e-rawtext $(B)/tests/e2e-typed $
 check-fleet: all $(MODEL_SO)
 	pg_virtualenv -o log_min_messages=panic -t sh tests/e2e/fleet.sh $(B)
 
-# B_cpu measured under load as when quiet, ROUNDS times (default 1; check-e2e runs one).
+# B_cpu measured under load as when quiet, ROUNDS times (default 1), against its goal (within
+# 10%); check-e2e runs one round and prints the ratio (doc/testing.md).
 check-bcpu: all $(B)/tests/e2e-tool
-	sh tests/e2e/bcpu.sh $(B) $(ROUNDS)
+	PIMD_E2E_GOALS=1 sh tests/e2e/bcpu.sh $(B) $(ROUNDS)
+
+# Every sh block of README.md, in order, against the pimd its tour starts (tests/readme-examples.sh;
+# the marker that leaves a block out: doc/testing.md).
+check-readme: all
+	sh tests/readme-examples.sh --self-test
+	sh tests/readme-examples.sh $(B)
 
 # pimctl's SVG charts: parsed with xmllint against the answers they draw, rendered by Chromium;
 # pimctl's progress lines on a pseudo-terminal.
@@ -273,9 +280,12 @@ check-charts: all $(B)/tests/e2e-tool $(MODEL_SO)
 	sh tests/e2e/charts.sh $(B)
 
 # Availability at the sizes of the issue reports and the documented limits (minutes, GBs
-# through sockets): not part of make check.  Figures in README.md.
+# through sockets), with the timing goals make check leaves out: not part of make check.
+# Figures in doc/benchmarks.md.
 stress: all $(B)/tests/e2e-tool $(MODEL_SO)
 	sh tests/e2e/stress.sh $(B)
+	PIMD_E2E_GOALS=1 sh tests/e2e/jobs.sh $(B)
+	PIMD_E2E_GOALS=1 sh tests/e2e/bcpu.sh $(B)
 
 check-install: all
 	@rm -rf $(B)/destdir
@@ -310,6 +320,7 @@ check: deps
 	$(MAKE) --no-print-directory check-compiler
 	$(MAKE) --no-print-directory check-onnx ONNX_TESTS_EVERY=$(ONNX_CHECK_EVERY)
 	$(MAKE) --no-print-directory check-torch
+	$(MAKE) --no-print-directory check-readme
 	$(MAKE) --no-print-directory unit
 
 # ASan + UBSan build of everything, then the unit and end-to-end tests on it.
@@ -357,7 +368,7 @@ fuzz:
 	done
 
 # ---------------------------------------------------------------- stress (root)
-# Tests too slow for make check, or that need root for loop mounts; see README, Testing.
+# Tests too slow for make check, or that need root for loop mounts; see doc/testing.md.
 $(B)/tests/fs-shutdown: tests/stress/fs-shutdown.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE $(CFLAGS) $(DEPFLAGS) -o $@ $<
@@ -472,7 +483,8 @@ help:
 	@echo "                its three charts in $(B)/demo/"
 	@echo "make pictures   the README's pictures (doc/*.svg) from the demo model"
 	@echo "make demo-decoder  the same for a decoder exported from PyTorch, at prefill and decode"
-	@echo "make check      every test: unit, end to end, units, man pages, install, purity"
+	@echo "make check      every test: unit, end to end, units, man pages, install, purity, the"
+	@echo "                README's commands; behaviour, not speed (doc/testing.md)"
 	@echo "make asan       the tests again with AddressSanitizer and UBSan"
 	@echo "make stress     availability under hostile clients at full scale, and (root) stress-durable:"
 	@echo "                acknowledged data on an ext4 that fails (minutes)"
@@ -486,4 +498,4 @@ help:
 	@echo "make deps       install the Debian packages needed (as root), or print the command"
 	@echo "make install    install under DESTDIR/PREFIX"
 
-.PHONY: check-bcpu jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-install asan demo pictures install bench help stress stress-durable demo-decoder bench-hostcode demo-llm
+.PHONY: check-bcpu jitq-report fuzz fuzz-seeds check-fuzz-replay deps check check-purity check-units check-man check-e2e check-charts check-readme check-install asan demo pictures install bench help stress stress-durable demo-decoder bench-hostcode demo-llm

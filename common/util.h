@@ -2,7 +2,7 @@
 /*
  * util.h: small helpers shared by every module of pimd, pimctl and the tests.
  *
- * Conventions (see README "Layout"):
+ * Conventions (README.md, "Conventions"):
  *   - functions return 0 (or a non-negative count) on success, a negative errno on failure;
  *   - modules that validate input fill a struct pim_error with a message that names what was
  *     wrong, so the caller can log it or send it to a client; modules never log;

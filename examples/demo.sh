@@ -23,7 +23,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-step() { printf '\n\033[1m$ pimctl %s\033[0m\n' "$*"; "$B/pimctl" "$@"; }
+# Bold command lines on a terminal only: a pipe or a file gets plain text.
+if [ -t 1 ]; then BOLD=$(printf '\033[1m') PLAIN=$(printf '\033[0m'); else BOLD= PLAIN=; fi
+step() { printf '\n%s$ pimctl %s%s\n' "$BOLD" "$*" "$PLAIN"; "$B/pimctl" "$@"; }
 
 # pimd refuses to run models as root unless told to; the demo profiles as whoever runs it.
 : > "$T/pimd.conf"

@@ -18,7 +18,8 @@
 #     or an input_K.pb holds another number of bytes than the model declares for that input
 #     (the castlike tests' bfloat16 "like" input), which the library cannot take;
 #   - anything else (a wrong output, another failure, a crash, a timeout) is wrong.
-# Runs two tests at a time (ONNX_TESTS_JOBS), each under a time limit (ONNX_TEST_TIMEOUT s).
+# Runs two tests at a time (ONNX_TESTS_JOBS), each under a time limit (ONNX_TEST_TIMEOUT s),
+# and says how far it got every ONNX_TESTS_PROGRESS s (default 20).
 # ONNX_TESTS_EVERY=K (make check: 3) builds and runs the library of every K-th imported test
 # only (in name order; the others are imported, not run): a full run costs about 1 s of CPU
 # per imported test.  Ends with "onnx tests: N passed, R refused, W wrong"; exit status 0 only
@@ -102,13 +103,32 @@ if [ ! -d "$DATA/node" ]; then
 	exit 1
 fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/onnx-tests.XXXXXX")
-trap 'rm -rf "$T"' EXIT INT TERM
+ticker=
+trap '[ -z "$ticker" ] || kill "$ticker" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
 export TMPDIR="$T"
 mkdir -p "$T/res"
 start=$(date +%s)
 for d in "$DATA"/node/*/ "$DATA"/pytorch-converted/*/; do
 	[ -f "$d/model.onnx" ] && echo "${d%/}"
-done | xargs -P "${ONNX_TESTS_JOBS:-2}" -n 1 sh "$0" --one "$B" "$T/res"
+done > "$T/list"
+total=$(wc -l < "$T/list")
+echo "onnx tests: $total tests, ${ONNX_TESTS_JOBS:-2} at a time (ONNX_TESTS_EVERY=${ONNX_TESTS_EVERY:-1})"
+# Progress every ONNX_TESTS_PROGRESS s (default 20) while they run: a full run takes minutes.
+(
+	n() { find "$T/res" -maxdepth 1 -name "*.$1" | wc -l; }
+	i=0
+	while sleep 1; do # one second at a time: killed, it leaves no long sleep behind
+		i=$((i + 1))
+		[ $((i % ${ONNX_TESTS_PROGRESS:-20})) -eq 0 ] || continue
+		p=$(n pass) r=$(n refused) w=$(n wrong) k=$(n skipped)
+		echo "onnx tests: $((p + r + w + k)) of $total done ($p passed, $r refused, $w wrong, $k not run), $(($(date +%s) - start)) s"
+	done
+) &
+ticker=$!
+xargs -P "${ONNX_TESTS_JOBS:-2}" -n 1 sh "$0" --one "$B" "$T/res" < "$T/list"
+kill "$ticker" 2>/dev/null
+wait "$ticker" 2>/dev/null
 
 passed=$(find "$T/res" -name '*.pass' | wc -l)
 pinned=$(grep -l pinned "$T"/res/*.pass 2>/dev/null | wc -l)

@@ -31,6 +31,7 @@ passed=0
 failed=0
 
 # ---- 1. check-based tests
+echo "compiler: pim-extract's check-based tests (test_extract; its results come at its end)"
 "$B/tests/compiler/test_extract" > "$T/check.out" 2>&1
 rc=$?
 cat "$T/check.out"
@@ -48,6 +49,7 @@ fi
 [ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=$((failed + 1))
 
 # ---- 2. the manifests load into pimd
+echo "compiler: the examples' manifests loaded into pimd and their libraries profiled"
 if [ -x "$B/pimd" ] && [ -x "$B/pimctl" ]; then
 	S="$T/pimd.sock"
 	# pimd refuses to run models as root unless told to; the tests run as whoever runs them
@@ -158,6 +160,7 @@ else
 fi
 
 # ---- 5. the committed example manifest is what pim-extract makes of the committed source
+echo "compiler: examples/decoder-block.json against pim-extract's output"
 if [ -f "$B/examples/decoder-block.manifest.json" ]; then
 	# (but for the instruction set of the host code, which is this machine's: "(host code ...)")
 	if sed 's/ (host code [^)]*)//' "$B/examples/decoder-block.manifest.json" |

@@ -4,7 +4,8 @@
 # 10% of a quiet one, and says the machine was busy; the figure is kept across restarts,
 # measured again when the stored one came from the old single-pass probe or another host, and
 # on request (pimctl platform probe: root or pimd's user only).
-# Usage: tests/e2e/bcpu.sh BUILD_DIR [ROUNDS]   (ROUNDS quiet/loaded/quiet comparisons, default 1)
+# Usage: tests/e2e/bcpu.sh BUILD_DIR [ROUNDS]   (ROUNDS quiet/loaded/quiet comparisons, default 1;
+# the 10% goal is checked with PIMD_E2E_GOALS=1, as make check-bcpu and make stress run it)
 set -u
 B=${1:-build}
 B=$(cd "$B" && pwd)
@@ -80,8 +81,16 @@ while [ $r -lt "$ROUNDS" ]; do
 		"loaded $(awk -v x="$l" 'BEGIN { printf "%.2f", x / 1e9 }') GB/s," \
 		"quiet $(awk -v x="$q2" 'BEGIN { printf "%.2f", x / 1e9 }') GB/s: ratio $ratio" \
 		"(to each: $(awk -v l="$l" -v a="$q1" -v b="$q2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f %.3f", l / a, l / b }'))"
-	check "round $r: a fresh store under 2 spinners and a memory hog measures B_cpu within 10% of quiet ones ($ratio)" \
-		awk -v x="$ratio" 'BEGIN { exit !(x >= 0.9 && x <= 1.1) }'
+	# The goal, within 10%, is checked by make check-bcpu and make stress (PIMD_E2E_GOALS): under
+	# make check other work loads the machine too, and "quiet" is not quiet; there the figure is
+	# printed, and a store that measured nothing fails.
+	if [ -n "${PIMD_E2E_GOALS:-}" ]; then
+		check "round $r: a fresh store under 2 spinners and a memory hog measures B_cpu within 10% of quiet ones ($ratio)" \
+			awk -v x="$ratio" 'BEGIN { exit !(x >= 0.9 && x <= 1.1) }'
+	else
+		check "round $r: fresh stores measure B_cpu, quiet and under 2 spinners and a memory hog (ratio $ratio; goal 0.9-1.1 in make check-bcpu)" \
+			awk -v x="$ratio" 'BEGIN { exit !(x > 0) }'
+	fi
 	T_LOG=$T/loaded-$r.status
 	check "round $r: and says the machine was busy while it measured" grep -q "busy: .* runnable tasks on" "$T_LOG"
 done

@@ -74,16 +74,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_gone() { # wait_gone PATH: up to 3 s for a directory to disappear
-	i=0; while [ -e "$1" ] && [ $i -lt 60 ]; do sleep 0.05; i=$((i + 1)); done
+# The waits below are hang guards (10 s): on a loaded machine a kill takes its time to show.
+wait_gone() { # wait_gone PATH: up to 10 s for a directory to disappear
+	i=0; while [ -e "$1" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 	[ ! -e "$1" ]
 }
 job_dirs() { # of cgroup v2 and v1
 	[ -n "$CG" ] && ls -d "$CG"/job-* 2>/dev/null
 	for d in $(v1_owned "$PID"); do ls -d "$d"/job-* 2>/dev/null; done
 }
-no_jobs_left() { # up to 3 s for every job directory to go
-	i=0; while [ -n "$(job_dirs)" ] && [ $i -lt 60 ]; do sleep 0.05; i=$((i + 1)); done
+no_jobs_left() { # up to 10 s for every job directory to go
+	i=0; while [ -n "$(job_dirs)" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 }
 alive_pid() { # $1 when it is a process that is not a zombie
 	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | grep -qv '^[ZX]' && echo "$1"
@@ -94,8 +95,8 @@ alive_named() { # processes named $1 that are not zombies
 		sed 's/.*) //' "$p/stat" 2>/dev/null | grep -qv '^[ZX]' && echo "${p#/proc/}"
 	done
 }
-none_alive() { # none_alive NAME: up to 3 s for every such process to end
-	i=0; while [ -n "$(alive_named "$1")" ] && [ $i -lt 60 ]; do sleep 0.05; i=$((i + 1)); done
+none_alive() { # none_alive NAME: up to 10 s for every such process to end
+	i=0; while [ -n "$(alive_named "$1")" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 	[ -z "$(alive_named "$1")" ]
 }
 start_pimd() { # start_pimd CONFIG-TEXT: pimd started inside $CG, as a service manager would

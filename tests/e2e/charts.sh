@@ -261,6 +261,11 @@ check "... and names the three pictures it leaves" grep -q "^Pictures: $T/demo/p
 for f in placement calibration jitq-plan; do
 	check "the demo's $f.svg is well-formed" xmllint --noout "$T/demo/$f.svg"
 done
+# Its command lines are bold on a terminal only: written to a file above, it writes no escape.
+ESC=$(printf '\033')
+check "the demo writes no terminal escape into a pipe or a file" sh -c "! grep -q '$ESC' '$T/demo.out'"
+script -q -c "DEMO_CHARTS='$T/demo-tty' sh examples/demo.sh '$B'" /dev/null < /dev/null > "$T/demo-tty.out" 2>&1
+check "... and shows its commands in bold on a terminal" grep -q "${ESC}\[1m\\$ pimctl status" "$T/demo-tty.out"
 
 # ------------------------------------------------------------ a real browser
 # Each chart rendered by headless Chromium: a screenshot written, no error on its console

@@ -1487,8 +1487,15 @@ static void *insitu_all_main(void *data)
  * stays under max_mib MiB (0: not checked).
  */
 /* A small write waits for one part of a large one (sql/0006-model-staging.sql) at most: well under
- * a second, where the whole model took tens of seconds in one transaction. */
+ * a second, where the whole model took tens of seconds in one transaction.  The goal is 2 s;
+ * PIMD_E2E_SMALL_WRITE_MS sets another bound (make check's hang guard, tests/e2e/run.sh). */
 #define SMALL_WRITE_MAX_MS 2000
+static int small_write_max_ms(void)
+{
+	const char *v = getenv("PIMD_E2E_SMALL_WRITE_MS");
+	int ms = v ? atoi(v) : 0;
+	return ms > 0 ? ms : SMALL_WRITE_MAX_MS;
+}
 
 static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, long max_mib)
 {
@@ -1605,8 +1612,8 @@ static int cmd_load_p99(const char *path, pid_t pid, size_t n, double p99_ms, lo
 		if (small) {
 			printf("%s: meanwhile %zu loads of a 10-region model by another client, the slowest %.0f ms\n",
 			       names[step], w.n, w.max_ms);
-			CHECK(w.max_ms < SMALL_WRITE_MAX_MS, "a small load waited %.0f ms during the %s of a "
-			      "%zu-region model, goal < %d ms", w.max_ms, names[step], n, SMALL_WRITE_MAX_MS);
+			CHECK(w.max_ms < small_write_max_ms(), "a small load waited %.0f ms during the %s of a "
+			      "%zu-region model, goal < %d ms", w.max_ms, names[step], n, small_write_max_ms());
 			worst_write = w.max_ms > worst_write ? w.max_ms : worst_write;
 		}
 		if (pid > 0) {

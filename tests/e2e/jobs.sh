@@ -42,10 +42,17 @@ worker_of() {
 		sleep 0.05; i=$((i + 1))
 	done
 }
-gone_within() { # gone_within PID TENTHS: the process is gone (or a zombie reaped) in time
+gone_within() { # gone_within PID TENTHS: the process is gone (or a zombie reaped) in time; says when
 	i=0
 	while [ -e "/proc/$1" ] && [ $i -lt "$2" ]; do sleep 0.1; i=$((i + 1)); done
-	[ ! -e "/proc/$1" ]
+	[ ! -e "/proc/$1" ] && echo "     : gone after $i/10 s"
+}
+# The goal, a worker gone within 2 s, is checked by make stress (PIMD_E2E_GOALS); make check, on a
+# machine under any load, fails only past a hang guard of 10 s.
+GONE=$(goal 20 100)
+measure_gone() { # measure_gone DESCRIPTION PID-CHECK...: check, printing how long it took
+	d=$1; shift
+	if "$@" >"$T/out" 2>&1; then ok "$d"; cat "$T/out"; else bad "$d"; fi
 }
 zombies_of() { # children of process $1 that are zombies (/proc/PID/stat: state, then ppid)
 	zp=$1 n=0
@@ -127,7 +134,7 @@ expect_rc 1 "profile job $H2 has ended (cancelled): there is nothing to cancel" 
 # replacing the model cancels the running job (its worker killed at once) and the queued ones
 expect_rc 0 "Replaced model fault" "the model is replaced under its jobs" \
 	"$PIMCTL" --socket "$S" model load "$MJ/fault.json" --replace
-check "the running job's worker is gone within 2 s" gone_within "${W1:-0}" 20
+measure_gone "the running job's worker is gone within $((GONE / 10)) s" gone_within "${W1:-0}" "$GONE"
 for j in "$H1" "$H3" "$H4"; do
 	expect_rc 0 '"state":"cancelled".*"message":"cancelled: model replaced"' \
 		"job $j reads as cancelled: model replaced" status_of "$j"
@@ -143,7 +150,7 @@ W5=$(worker_of "$H5")
 # removing it stops the running worker at once
 check "a new job runs on the replaced model (worker ${W5:-none})" [ -n "$W5" ]
 expect_rc 0 "Removed\|removed" "the model is removed" "$PIMCTL" --socket "$S" model rm fault
-check "the removed model's worker is gone within 2 s" gone_within "${W5:-0}" 20
+measure_gone "the removed model's worker is gone within $((GONE / 10)) s" gone_within "${W5:-0}" "$GONE"
 expect_rc 0 '"state":"cancelled".*"message":"cancelled: model removed"' \
 	"its job reads as cancelled: model removed" status_of "$H5"
 
@@ -153,8 +160,8 @@ expect_rc 0 '"state":"cancelled".*"message":"cancelled: model removed"' \
 W6=$(worker_of "$H6")
 expect_rc 0 "cancelled: by uid $U" "the owner cancels a running job" \
 	"$PIMCTL" --socket "$S" profile --cancel "$H6"
-check "its worker is gone within 2 s" gone_within "${W6:-0}" 20
-i=0; while ! grep -q "Profile job $H6 (model \"fault\") ended: cancelled: by uid $U" "$T/log" && [ $i -lt 40 ]; do
+measure_gone "its worker is gone within $((GONE / 10)) s" gone_within "${W6:-0}" "$GONE"
+i=0; while ! grep -q "Profile job $H6 (model \"fault\") ended: cancelled: by uid $U" "$T/log" && [ $i -lt 200 ]; do
 	sleep 0.05; i=$((i + 1)); done
 check "its end is stored as cancelled" sh -c \
 	"[ \"\$(sqlite3 '$T/state/pimd.db' 'SELECT state, message FROM profile_runs WHERE id = ${H6:-0}')\" = 'cancelled|cancelled: by uid $U' ]"

@@ -19,6 +19,9 @@ cleanup() {
 trap cleanup EXIT
 
 . "$(dirname "$0")/lib.sh"
+# forget MODEL...: removes what a check that failed midway left behind, so that one failure stays
+# one (the checks after it start from the store they expect).
+forget() { for m in "$@"; do "$PIMCTL" --socket "$S" model rm "$m" >/dev/null 2>&1; done; return 0; }
 # Up to 30 s: a first start measures B_cpu, which takes seconds on loaded cores.
 wait_socket() {
 	i=0
@@ -30,9 +33,17 @@ wait_ready() { # the daemon answers at $1
 	while ! "$PIMCTL" --socket "$1" status >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 	[ $i -lt 600 ]
 }
+reload() { # reload PID: SIGHUP, then wait (up to 10 s) until pimd logs the reload's outcome
+	n=$(grep -c 'Configuration reloaded\|Reload failed' "$T/log")
+	kill -HUP "$1"
+	i=0
+	while [ "$(grep -c 'Configuration reloaded\|Reload failed' "$T/log")" -le "$n" ] && [ $i -lt 200 ]; do
+		sleep 0.05; i=$((i + 1))
+	done
+}
 wait_exit() { # wait_exit PID → sets RC
 	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+	while kill -0 "$1" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 	wait "$1"
 	RC=$?
 }
@@ -125,17 +136,25 @@ check "hostile frames from 32 clients; good client served" "$TOOL" hostile "$S" 
 check "5000 pipelined requests under a 4-in-flight limit, answered in order" "$TOOL" pipeline "$S" 5000
 check "a frame that would decode into millions of structures is refused" "$TOOL" amplify "$S"
 check "a valid manifest of 40,000 regions in its densest form loads" "$TOOL" compact "$S" 40000
-check "status is served while a calibration of 2000 regions x 200000 thetas runs (p99 < 50 ms)" \
-	"$TOOL" calibrate-p99 "$S" 2000 200000 50
+forget compact
+# Latency goals (status p99 < 50 ms while pimd is busy) are checked by make stress; here, on a
+# machine under any load, each figure is printed and a p99 of seconds fails (a hang guard).
+P99=$(goal 50 5000)
+measure "status is served while a calibration of 2000 regions x 200000 thetas runs (p99 < $P99 ms)" \
+	"$TOOL" calibrate-p99 "$S" 2000 200000 "$P99"
+forget compact
 # Peak RSS: about 650 bytes a region at most (placement's arrays); 48 MiB for 50,000 regions
 # (the manifest decoded whole, or read back whole for placement, took 56 MiB).  Not under ASan,
 # whose shadow memory and quarantine hold hundreds of MiB before the first step.
 if [ -z "${PIMD_E2E_ASAN:-}" ]; then LOAD_MIB=48; LOAD_RSS=", pimd's peak RSS in each step < 48 MiB"
 else LOAD_MIB=0; LOAD_RSS=" (RSS not bounded under ASan)"; fi
-check "status is served while a 50,000-region model is loaded, replaced, shown, sampled in situ, placed, calibrated and removed (p99 < 50 ms)$LOAD_RSS" \
-	"$TOOL" load-p99 "$S" "$PID" 50000 50 "$LOAD_MIB"
-check "status is served while a model load waits 2 s for the database (p99 < 500 ms); requests behind it answered in order" \
-	"$TOOL" write-wait "$S" "$T/state/pimd.db" 2000 500
+# (another client's small loads meanwhile: they wait for one part of the large write, goal 2 s)
+measure "status is served while a 50,000-region model is loaded, replaced, shown, sampled in situ, placed, calibrated and removed (p99 < $P99 ms; small loads beside it < $(goal 2 30) s)$LOAD_RSS" \
+	env PIMD_E2E_SMALL_WRITE_MS="$(goal 2000 30000)" "$TOOL" load-p99 "$S" "$PID" 50000 "$P99" "$LOAD_MIB"
+forget compact small-writer
+measure "status is served while a model load waits 2 s for the database (p99 < $(goal 500 10000) ms); requests behind it answered in order" \
+	"$TOOL" write-wait "$S" "$T/state/pimd.db" 2000 "$(goal 500 10000)"
+forget compact
 check "text rules (raw frames): invalid UTF-8, NUL, DEL, C1, cut names, absurd time_ns refused by field" \
 	"$B/tests/e2e-rawtext" "$S"
 expect_rc 0 "decoder-block" "daemon still serves after hostile clients" "$PIMCTL" --socket "$S" model list
@@ -263,7 +282,8 @@ check "the samples became a finished run with metrics" sh -c "sqlite3 '$T/state/
 # nobody's status, and what is acknowledged is on disk.
 "$PIMCTL" --socket "$S" profile stream-read --library "$M/stream_read.so" --reps 1000 --no-wait > "$T/out" 2>&1
 JOB=$(sed -n 's/^Profile job \([0-9]*\).*/\1/p' "$T/out")
-writes_wait "$S" "$T/state/pimd.db" "$JOB" 2000 50
+writes_wait "$S" "$T/state/pimd.db" "$JOB" 2000 "$P99"
+"$PIMCTL" --socket "$S" profile --cancel "${JOB:-0}" >/dev/null 2>&1 # still running if a check failed
 expect_rc 1 "killed by SIGSEGV" "a crashing model fails its job with the signal named" \
 	"$PIMCTL" --socket "$S" profile fault --library "$M/crash.so"
 expect_rc 1 "wall-clock timeout of 500 ms exceeded" "a hanging model is killed at its timeout" \
@@ -297,7 +317,8 @@ alive_escapees() { # processes named pimd-escapee that are not zombies
 }
 expect_rc 0 "done (timing backend" "a model's setsid() children do not keep its job from ending" \
 	timeout 30 "$PIMCTL" --socket "$S" profile fault --library "$M/escape.so" --reps 3 --timeout-ms 20000
-i=0; while [ -n "$(alive_escapees)" ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i + 1)); done
+# (a hang guard of 10 s: on a loaded machine the kill takes its time to be seen in /proc)
+i=0; while [ -n "$(alive_escapees)" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 check "and none of them outlives the job" [ -z "$(alive_escapees)" ]
 expect_rc 1 "pim_model_entry\|not a\|ELF\|invalid" "a file that is no model library fails clearly" \
 	"$PIMCTL" --socket "$S" profile fault --library "$MJ/fault.json"
@@ -457,12 +478,12 @@ expect_rc 1 "another pimd is serving this socket" "second pimd refuses a live so
 
 # SIGHUP: a good config is applied, a bad one is refused and the old one kept
 printf 'log_level = debug\nmax_clients = 1\n' > "$T/pimd.conf"
-kill -HUP "$PID"; sleep 0.3
+reload "$PID"
 check "SIGHUP reloads the configuration" grep -q "Configuration reloaded" "$T/log"
 expect_rc 0 "pimd 0.1.0" "max_clients = 1 still admits one client" "$PIMCTL" --socket "$S" status
 check "over max_clients a client gets ERROR_BUSY" "$TOOL" busy "$S"
 printf 'bogus = 1\n' > "$T/pimd.conf"
-kill -HUP "$PID"; sleep 0.3
+reload "$PID"
 check "a bad config on SIGHUP is refused with its line" grep -q 'Reload failed.*pimd.conf:1: unknown key "bogus"' "$T/log"
 expect_rc 0 "pimd 0.1.0" "daemon serves after a failed reload" "$PIMCTL" --socket "$S" status
 check "log lines carry <N> priority prefixes" grep -q '^<6>pimd 0.1.0 ready' "$T/log"
@@ -579,8 +600,8 @@ wait_ready "$S"
 DPID=$("$PIMCTL" --socket "$S" --json status | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
 check "the detached daemon reports its pid" [ -n "$DPID" ]
 kill -TERM "$DPID"
-i=0; while kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-check "a detached pimd stops on SIGTERM" [ $i -lt 100 ]
+i=0; while kill -0 "$DPID" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+check "a detached pimd stops on SIGTERM" [ $i -lt 200 ]
 check "and removes its socket" [ ! -e "$S" ]
 
 # ------------------------------------------------------------ a full file system
@@ -735,6 +756,7 @@ check "... nor is any row of it left" [ "$(sqlite3 "$T/state/pimd.db" "SELECT (S
 	WHERE staging = 1 OR name = 'compact') + (SELECT count(*) FROM regions WHERE model_id NOT IN \
 	(SELECT id FROM models))")" = 0 ]
 check "a model of 100,000 regions loads whole after it (written in parts)" "$TOOL" compact "$S" 100000
+forget compact
 kill -TERM "$PID"; wait_exit "$PID"; PID=
 
 # Reloading without a configuration file says that the defaults apply (only where the default
@@ -764,7 +786,7 @@ check "the deadlines are logged" grep -q 'no Hello within handshake_timeout_ms (
 # 12 pipelining clients that never read (up to 2 MiB of answers each: 24 MiB), then 12 frames
 # announced at 8 MiB with 4 MiB sent each (48 MiB): max_buffered_bytes 8 MiB holds for all.
 printf 'max_clients = 64\nmax_frame_bytes = 8M\nmax_pending_bytes = 2M\nmax_requests_in_flight = 65536\nmax_buffered_bytes = 8M\n' > "$T/avail.conf"
-kill -HUP "$PID"; sleep 0.3
+reload "$PID"
 # AddressSanitizer keeps freed memory in its quarantine: RSS does not show what pimd holds there.
 if [ -z "${PIMD_E2E_ASAN:-}" ]; then
 	check "pimd's peak RSS stays within max_buffered_bytes under stalled frames and unread answers" \
@@ -806,7 +828,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 		"a job for a user outside the socket's group is refused" \
 		$AS_NOBODY "$NB/pimctl" --socket "$S" profile whoami --library "$NB/whoami.so" --reps 2
 	printf 'profile_timeout_ms = 1000\nprofile_max_samples = 7\nprofile_queue_per_uid = 2\nallow_root_jobs = yes\nprofile_group = 65534\n' > "$T/policy.conf"
-	kill -HUP "$PID"; sleep 0.3
+	reload "$PID"
 	expect_rc 1 "wall-clock timeout of 1000 ms exceeded.*; timeout_ms 60000 capped at 1000 ms (profile_timeout_ms)" \
 		"a client's timeout_ms is capped at profile_timeout_ms, and the job says so" \
 		"$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 60000
@@ -822,7 +844,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	# round robin between uids: root starts one job that hangs for 5 s and queues two short ones
 	# (a third would be over its share of the queue), then nobody queues one, which starts second
 	printf 'profile_timeout_ms = 5000\nprofile_queue_per_uid = 2\nallow_root_jobs = yes\nprofile_group = 65534\n' > "$T/policy.conf"
-	kill -HUP "$PID"; sleep 0.3
+	reload "$PID"
 	R1=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
 	R2=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 300 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
 	R3=$("$PIMCTL" --socket "$S" profile fault --library "$M/hang.so" --timeout-ms 300 --no-wait | sed -n 's/^Profile job \([0-9]*\).*/\1/p')
@@ -850,7 +872,8 @@ NOTIFY_SOCKET=$T/notify.sock WATCHDOG_USEC=200000 \
 PID=$!
 wait_socket "$S"
 "$PIMCTL" --socket "$S" status >/dev/null 2>&1
-sleep 0.4
+# two pings at least (one each 0.1 s): waited for up to 10 s, so that a loaded machine is no failure
+i=0; while [ "$(grep -c '^WATCHDOG=1' "$T/notify.out")" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 kill -TERM "$PID"; wait_exit "$PID"; PID=
 wait "$NPID"
 check "READY=1 is sent" grep -q '^READY=1' "$T/notify.out"
