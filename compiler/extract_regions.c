@@ -228,6 +228,8 @@ int instrument(struct extract *x, struct pim_error *err)
 	return declare_hooks(x, err);
 }
 
+/* ---------------------------------------------------------------- stage 3: regions */
+
 static int collect_enters(struct extract *x, MlirOperation op, void *ud)
 {
 	if (!is_call_to(op, HOOK_ENTER))

@@ -168,6 +168,7 @@ const char *placement_t_pim_term_name(enum placement_t_pim_term t)
 
 /* ------------------------------------------------------------------ the rule */
 
+/* Higher is stronger; a unit's evidence is the weakest of its members'. */
 int evidence_strength(enum placement_evidence e)
 {
 	switch (e) {
