@@ -36,6 +36,9 @@ struct catalogue {
 	/* the storer's connection to the local store (catalogue_fill); the rows it is storing for
 	 * an answer being computed (the work thread's) */
 	struct store *fill_store;
+	/* under fill_mu, set under look_mu too: one storer at a time on fill_store, joined once,
+	 * whichever work thread comes next */
+	pthread_mutex_t fill_mu;
 	struct catalogue_fetched *pending;
 };
 
@@ -999,16 +1002,26 @@ void catalogue_fill_release(struct catalogue *c, struct catalogue_fill *fill, co
 	pthread_mutex_unlock(&f->mu);
 }
 
-/* Waits for the storer of the last lookup (its rows and answer on disk, or rolled back). */
+/* Waits for the storer of the last lookup (its rows and answer on disk, or rolled back).  Work
+ * threads come here at once: one joins it while the others wait on fill_mu, so none goes on
+ * before the rows are stored.  (The storer waits only for its own answer's release, which takes
+ * no lock of these.) */
 static void fill_join(struct catalogue *c)
 {
+	pthread_mutex_lock(&c->fill_mu);
 	struct catalogue_fetched *f = c->pending;
+	if (f) {
+		pthread_join(f->thread, NULL);
+		c->pending = NULL;
+		fetched_free(f);
+	}
+	pthread_mutex_unlock(&c->fill_mu);
+}
 
-	if (!f)
-		return;
-	pthread_join(f->thread, NULL);
-	c->pending = NULL;
-	fetched_free(f);
+void catalogue_settle(struct catalogue *c)
+{
+	if (c)
+		fill_join(c);
 }
 
 /* One attempt at the lookup: into memory (*f, stored meanwhile) when keep, else into s first. */
@@ -1055,6 +1068,9 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 	c->st.lookups++;
 	pthread_mutex_unlock(&c->mu);
 	pthread_mutex_lock(&c->look_mu);
+	/* another work thread's lookup may have started a storer since: one at a time */
+	if (keep)
+		fill_join(c);
 	uint64_t t0 = now_ns();
 	PGconn *pg = look_conn(c, &e);
 	r = pg ? lookup_once(c, pg, s, keep, out, platform_row, hash, n_regions, &f, &store_failed, &e) : e.code;
@@ -1066,6 +1082,12 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 		e = (struct pim_error){ 0 };
 		pg = look_conn(c, &e);
 		r = pg ? lookup_once(c, pg, s, keep, out, platform_row, hash, n_regions, &f, &store_failed, &e) : e.code;
+	}
+	if (f) {
+		/* before look_mu goes: the next lookup joins it before starting its own */
+		pthread_mutex_lock(&c->fill_mu);
+		c->pending = f;
+		pthread_mutex_unlock(&c->fill_mu);
 	}
 	if (pg && r < 0 && !store_failed) {
 		note_failure(c, "looking up", e.msg);
@@ -1091,7 +1113,7 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 		snprintf(f->what, sizeof f->what, "\"%s\" (%.12s)", model, hash);
 		/* the answer is computed from these while the storer stores them; none: the
 		 * (empty) transaction is committed now */
-		out->rows = c->pending = f;
+		out->rows = f;
 		if (r == 0) {
 			catalogue_fill_release(c, out, NULL);
 			fill_join(c);
@@ -1277,6 +1299,7 @@ int catalogue_new(const struct config *cfg, const struct platform *pf, const str
 	c->timeout_ms = cfg->catalogue_timeout_ms;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->look_mu, NULL);
+	pthread_mutex_init(&c->fill_mu, NULL);
 	/* the publisher's waits are timed on the monotonic clock */
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -1329,6 +1352,7 @@ void catalogue_free(struct catalogue *c)
 	store_close(c->fill_store);
 	pthread_mutex_destroy(&c->mu);
 	pthread_mutex_destroy(&c->look_mu);
+	pthread_mutex_destroy(&c->fill_mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
 }

@@ -121,6 +121,9 @@ struct catalogue_answer {
 /* The caller is done with fill->rows (and a, if not NULL: its answer from them, to be stored
  * with them); returns at once. */
 void catalogue_fill_release(struct catalogue *c, struct catalogue_fill *fill, const struct catalogue_answer *a);
+/* Waits until the rows a first answer was computed from are stored (or rolled back), so that
+ * what the store says of the model next includes them (model show); c may be NULL. */
+void catalogue_settle(struct catalogue *c);
 
 struct catalogue_entry {
 	char model_hash[65];

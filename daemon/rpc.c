@@ -254,6 +254,7 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 
 	if (!manifest_name_valid(name))
 		return bad_name(req->id, name);
+	catalogue_settle(ctx->catalogue); /* a first answer's rows: shown once stored */
 	Pim__ModelShowReply *sr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_SHOW);
 	if (!sr)
 		return reply_finish(&b);
@@ -403,6 +404,8 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 	struct wbuf b = { 0 };
 	struct show_pack *sp = calloc(1, sizeof *sp);
 	int64_t model_id;
+
+	catalogue_settle(ctx->catalogue); /* a first answer's rows: shown once stored */
 	int r;
 
 	if (!sp)

@@ -247,6 +247,22 @@ ctl b --json model show three-again > "$T/d.json" 2>&1
 check "B takes a measurement of region 1, not the newer imported counts" json_is "$T/d.json" \
 	'([.metrics[] | select(.region_id == 1)][0].evidence != "imported") and (.metrics | length) == 5'
 
+# Work threads answer at once: first answers of three unmeasured models asked together are all
+# computed from the catalogue, their rows stored one storing at a time, and shown once stored.
+for cm in c1 c2 c3; do
+	sed "s/\"three-regions\"/\"three-$cm\"/" "$MJ/three_regions.json" > "$T/three-$cm.json"
+	ctl b model load "$T/three-$cm.json" >/dev/null 2>&1
+done
+ctl b placement three-c1 > "$T/c1.out" 2>&1 & P1=$!
+ctl b placement three-c2 > "$T/c2.out" 2>&1 & P2=$!
+ctl b placement three-c3 > "$T/c3.out" 2>&1 & P3=$!
+wait $P1 && wait $P2 && wait $P3 && ok "three first answers asked together are answered" \
+	|| bad "three first answers asked together are answered"
+for cm in c1 c2 c3; do
+	ctl b --json model show three-$cm > "$T/$cm.json" 2>&1
+	check "three-$cm's metrics, fetched together with others, are all shown" json_is "$T/$cm.json" '(.metrics | length) == 5'
+done
+
 # ------------------------------------------------------------ wrong credentials, no catalogue
 start_pimd e host-e "" "$T/pgpass-wrong" && ok "pimd E starts with a wrong password" || bad "pimd E starts with a wrong password"
 ctl e model load "$MJ/three_regions.json" >/dev/null 2>&1
