@@ -85,6 +85,10 @@ struct catalogue_fill {
 	 * computed from these (catalogue_fill_each) when it reads the model at version_before;
 	 * NULL when there are none or they are stored already */
 	struct catalogue_fetched *rows;
+	/* the lookup while it runs on a thread of its own (catalogue_fill_wait), and the model
+	 * asked for */
+	struct catalogue_ask *ask;
+	char model[MANIFEST_NAME_MAX + 1];
 };
 
 /*
@@ -105,6 +109,11 @@ struct catalogue_fill {
  */
 int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, const char *model,
 		   struct catalogue_fill *out, struct pim_error *err);
+/* A model answered from memory is looked up on a thread of its own while the caller reads the
+ * model from its store: out->ask is set, and asked, model_id and version_before only, until
+ * catalogue_fill_wait (called by catalogue_fill_release too) has fetched and stored, rows and
+ * error are set as above; returns as catalogue_fill. */
+int catalogue_fill_wait(struct catalogue_fill *fill, struct pim_error *err);
 /* fn for each row of fill->rows by region id (none without rows), as store_metrics_each. */
 int catalogue_fill_each(const struct catalogue_fill *fill, store_metrics_fn fn, void *ctx);
 

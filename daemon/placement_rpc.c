@@ -259,7 +259,7 @@ static int load_metrics(struct rpc_context *ctx, struct loaded *l, const struct 
  * change them meanwhile (pimd's work thread has its own).  The metrics are fill's rows in memory
  * when the model is still as it was when they were asked for (catalogue_fill: nothing else
  * changed it, and they are not committed yet), else the store's. */
-static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, const struct catalogue_fill *fill,
+static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l, struct catalogue_fill *fill,
 		     struct pim_error *err)
 {
 	static const struct store_model_walker walker = { .region = loaded_region, .operand = loaded_operand };
@@ -279,6 +279,9 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 		else if (r == -EIO && !err->msg[0])
 			r = err_set(err, -EIO, "model \"%s\" has more regions than its summary says", name);
 	}
+	/* the catalogue's rows came meanwhile (catalogue_fill_wait) */
+	if (r >= 0 && fill && fill->ask)
+		r = catalogue_fill_wait(fill, err);
 	if (r >= 0) {
 		l->from_fetched = fill && fill->rows && l->model_id == fill->model_id && l->version == fill->version_before;
 		r = load_metrics(ctx, l, fill, err);
@@ -296,7 +299,7 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 	return 0;
 }
 
-static int load(struct rpc_context *ctx, const char *name, struct loaded *l, const struct catalogue_fill *fill,
+static int load(struct rpc_context *ctx, const char *name, struct loaded *l, struct catalogue_fill *fill,
 		struct pim_error *err)
 {
 	memset(l, 0, sizeof *l);
@@ -675,7 +678,7 @@ static bool fill_release(struct rpc_context *ctx, struct catalogue_fill *fill, c
 	struct later_answer *a = NULL;
 	bool later = fill->rows && l && l->from_fetched;
 
-	if (!fill->rows)
+	if (!fill->rows && !fill->ask)
 		return false;
 	size_t n = later && m ? protobuf_c_message_get_packed_size(m) : 0;
 	if (later && m && n <= ctx->max_frame_bytes && (a = calloc(1, sizeof *a + strlen(key) + 1)) &&
@@ -787,7 +790,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	cache_key(key, sizeof key, "v3", &p, placement_granularity_name(gran), placement_movement_model_name(move),
 		  cores, n_cores, q->summary_only);
 	/* (rows just fetched: no answer can be stored for them yet) */
-	Pim__PlacementReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
+	Pim__PlacementReply *cached = fill.rows || fill.ask ? NULL : cache_get(ctx, q->model, key, &pim__placement_reply__descriptor);
 	if (cached) {
 		cached->cached = true;
 		if (cached->catalogue) {
@@ -1245,7 +1248,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	char key[1024];
 	cache_key(key, sizeof key, "decisions-v1", &p, placement_granularity_name(gran),
 		  placement_movement_model_name(move), &p.n_core, 1, false);
-	Pim__DecisionsReply *cached = fill.rows ? NULL : cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
+	Pim__DecisionsReply *cached = fill.rows || fill.ask ? NULL : cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
 	if (cached)
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_DECISIONS, cached);
 	if (load(ctx, q->model, &l, &fill, &err) < 0) {

@@ -287,6 +287,20 @@ check "catalogue list: the model on A's platform, from one host: 3 runs, 1 impor
 	'[.entries[] | select(.this_platform)] | length == 1 and .[0].hosts == 1 and .[0].runs == 3 and .[0].imports == 1 and .[0].regions == 5'
 expect_rc 0 "three-regions" "catalogue list as a table" ctl a catalogue list
 
+# A model the fleet knows only from imported counts: a lookup with no measured run
+sed 's/"three-regions"/"imports-only"/; s/"n_par": 1, "n_total": 262144/"n_par": 1, "n_total": 262143/' \
+	"$MJ/three_regions.json" > "$T/imports-only.json"
+ctl a model load "$T/imports-only.json" >/dev/null 2>&1
+N_A=$(( $(ctl a --json catalogue status | jq '.published + .conflicts') + 1 ))
+expect_rc 0 "region 1" "A: import perf counts for region 1 of a model it never measured" \
+	ctl a import-perf imports-only 1 "$D/qkv-matvec.csv" --executions 100
+check "A publishes that import" wait_published a "$N_A"
+ctl b model load "$T/imports-only.json" >/dev/null 2>&1
+ctl b placement imports-only >/dev/null 2>&1
+ctl b --json model show imports-only > "$T/io.json" 2>&1
+check "B takes the imported counts of region 1, labelled with their origin, and nothing else" json_is "$T/io.json" \
+	'(.metrics | length) == 1 and .metrics[0].region == 1 and .metrics[0].evidence == "imported" and .metrics[0].source == "fleet catalogue: host host-a, imported backend"'
+
 echo
 echo "fleet: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
