@@ -305,6 +305,67 @@ START_TEST(model_walk_in_program_order)
 }
 END_TEST
 
+/* A manifest with every field set: sources, allocation names of every kind, locations,
+ * element types, several extents, all three roles, ids and orders not in file order. */
+static const char pinned_json[] =
+	"{ \"name\": \"pinned\", \"source\": \"pinned.mlir\","
+	" \"allocations\": [ { \"id\": 3, \"bytes\": 4096, \"kind\": \"argument\", \"name\": \"%arg0\" },"
+	" { \"id\": 1, \"bytes\": 1024, \"kind\": \"alloc\", \"name\": \"%alloc\" },"
+	" { \"id\": 7, \"bytes\": 65536, \"kind\": \"global\", \"name\": \"@weights\" } ],"
+	" \"regions\": [ { \"id\": 5, \"name\": \"matvec\", \"op\": \"linalg.matvec\", \"order\": 1, \"n_par\": 16,"
+	" \"n_total\": 4096, \"trip\": 3, \"parallel_extents\": [16], \"reduction_extents\": [256],"
+	" \"location\": \"m.mlir:4:10\", \"operands\": ["
+	" { \"allocation\": 7, \"bytes\": 16384, \"elem_type\": \"f32\", \"elem_bits\": 32, \"role\": \"in\" },"
+	" { \"allocation\": 3, \"bytes\": 1024, \"elem_type\": \"f32\", \"elem_bits\": 32, \"role\": \"in\" },"
+	" { \"allocation\": 1, \"bytes\": 64, \"elem_type\": \"f32\", \"elem_bits\": 32, \"role\": \"out\" } ] },"
+	" { \"id\": 2, \"name\": \"relu\", \"op\": \"linalg.generic\", \"order\": 0, \"n_par\": 256, \"n_total\": 256,"
+	" \"parallel_extents\": [16, 16], \"location\": \"m.mlir:9:3\", \"operands\": ["
+	" { \"allocation\": 1, \"bytes\": 1024, \"elem_type\": \"bf16\", \"elem_bits\": 16, \"role\": \"inout\" } ] } ] }";
+
+/* A model's content hash is its identity in the fleet catalogue, shared by hosts of different
+ * pimd versions: it must never change for the same manifest.  The value was computed when the
+ * store's rows were first hashed; a change here orphans every published measurement. */
+START_TEST(content_hash_is_pinned)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	int64_t id, other;
+	char hash[65], again[65];
+	Pim__Manifest *m;
+
+	ck_assert_msg(manifest_from_json(pinned_json, strlen(pinned_json), &m, &err) == 0, "%s", err.msg);
+	ck_assert_msg(manifest_validate(m, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "pinned", &id, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, id, hash, &err), 0);
+	ck_assert_str_eq(hash, "f511e3d168f0227c4d6c0008fe22e48ebe6b4d8aab603a7e7278013276ab8e11");
+	/* kept in the model's row: asked again, the same */
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models WHERE content_hash = "
+				 "'f511e3d168f0227c4d6c0008fe22e48ebe6b4d8aab603a7e7278013276ab8e11'"), 1);
+	ck_assert_int_eq(store_model_hash(s, id, again, &err), 0);
+	ck_assert_str_eq(again, hash);
+	/* the name is not part of it; anything else is (one operand's bytes) */
+	free(m->name);
+	m->name = strdup("renamed");
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "renamed", &other, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, other, again, &err), 0);
+	ck_assert_str_eq(again, hash);
+	free(m->name);
+	m->name = strdup("changed");
+	m->regions[0]->operands[2]->bytes = 128;
+	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "changed", &other, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, other, again, &err), 0);
+	ck_assert_str_ne(again, hash);
+	ck_assert_int_eq(store_model_hash(s, other + 1, again, &err), -ENOENT);
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
 /* A manifest of n regions of one operand each over one allocation (free with large_free). */
 static Pim__Manifest *large(const char *name, size_t n)
 {
@@ -1413,6 +1474,7 @@ int main(void)
 	tcase_add_test(tc, cancelled_runs_migrated);
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, model_walk_in_program_order);
+	tcase_add_test(tc, content_hash_is_pinned);
 	tcase_add_test(tc, failed_put_leaves_nothing);
 	tcase_add_test(tc, large_models_in_parts);
 	tcase_add_test(tc, metrics_and_decisions);
