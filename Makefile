@@ -107,8 +107,12 @@ $(B)/pimd-worker: $(B)/obj/daemon/pimd_worker.o $(CORE_LIBS)
 		$(CORE_LIBS) $(LIBS_DAEMON)
 
 # ---------------------------------------------------------------- libpimclient and pimctl
-CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/pimclient_typed.o $(B)/obj/client/pimclient_mx.o $(B)/obj/common/frame.o $(B)/obj/gen/pim.pb-c.o
-LIBS_CLIENT := $(shell pkg-config --libs libprotobuf-c 2>/dev/null) -lpthread
+# The manifest reader (common/manifest.c, with util.c and sys.c) parses and validates the JSON
+# form for pim_model_load_json, as pimctl and pimd do.
+CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/pimclient_typed.o $(B)/obj/client/pimclient_model.o \
+	$(B)/obj/client/pimclient_mx.o $(B)/obj/common/frame.o $(B)/obj/common/manifest.o $(B)/obj/common/util.o \
+	$(B)/obj/common/sys.o $(B)/obj/gen/pim.pb-c.o
+LIBS_CLIENT := $(shell pkg-config --libs libprotobuf-c json-c 2>/dev/null) -lpthread
 
 $(B)/libpimclient.a: $(CLIENT_OBJ)
 	rm -f $@ && ar rcs $@ $^
