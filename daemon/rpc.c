@@ -449,8 +449,8 @@ static Pim__Response *bad_name(uint64_t id, const char *name)
 			   TEXT_ECHO(name, 64));
 }
 
-/* A stored manifest as the Manifest at *at of the reply b (copied into it: the fields in the
- * order model_show_packed writes them, so that both answers are the same bytes). */
+/* A stored manifest as the Manifest at *at of the reply b, copied into it: what
+ * model_show_packed writes as it reads, so that both answers are the same bytes. */
 static void manifest_reply(struct reply *b, Pim__Manifest **at, const struct store_manifest *m)
 {
 	Pim__Manifest *w = *at = reply_message(b, &pim__manifest__descriptor);
