@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include "manifest.h"
+#include "rpc.h"
 #include "store.h"
 
 #define SAMPLES 200000u
@@ -38,7 +39,7 @@ int main(void)
 	struct store_platform pf = { .name = "bench", .cpu_model = "bench", .pmu = "none", .kernel = "" };
 	int64_t pid, mid, run;
 	if (manifest_from_json(json, strlen(json), &m, &err) < 0 ||
-	    store_model_put(s, m, 0, false, &replaced, NULL, &err) < 0 ||
+	    rpc_model_put(s, m, 0, false, &replaced, NULL, &err) < 0 ||
 	    store_platform_ensure(s, &pf, &pid, &err) < 0 || store_model_id(s, "ingest", &mid, &err) < 0 ||
 	    store_run_create(s, mid, pid, 0, 1, SAMPLES, 1, &run, &err) < 0) {
 		fprintf(stderr, "bench_ingest: %s\n", err.msg);

@@ -95,7 +95,8 @@ struct pim_model_info {
 #define PIM_LOAD_REPLACE 1u
 
 /* Loads a manifest given as a serialized pim.Manifest (protobuf).  *replaced (if not NULL)
- * tells whether a model of that name was replaced; info (if not NULL) receives the summary. */
+ * tells whether a model of that name was replaced; info (if not NULL) receives the summary.
+ * (pim_model_load_json, below, takes the JSON form.) */
 int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned flags,
 		   struct pim_model_info *info, int *replaced);
 
@@ -461,6 +462,81 @@ struct pim_import {
 int pim_import_perf(pim_client *c, const char *model, const struct pim_import_request *rq,
 		    struct pim_import **out);
 void pim_import_free(struct pim_import *imp);
+
+/* ---------------------------------------------------------------- models, typed
+ *
+ * A manifest loaded from its JSON form (pimd(8), MANIFEST: what pimctl model load reads), and a
+ * model shown, in plain structs.  The manifest is parsed and validated here, as pimd would:
+ * one that is not valid fails with -EINVAL and a message naming the line or the field, and is
+ * not sent.
+ */
+enum pim_alloc_kind {
+	PIM_ALLOC_UNSPECIFIED = 0,
+	PIM_ALLOC_ARGUMENT = 1,    /* a function argument: an input, output or weight passed in */
+	PIM_ALLOC_ALLOC = 2,       /* an intermediate buffer */
+	PIM_ALLOC_GLOBAL = 3       /* a constant (weights) */
+};
+
+enum pim_operand_role {
+	PIM_ROLE_UNSPECIFIED = 0,
+	PIM_ROLE_IN = 1,
+	PIM_ROLE_OUT = 2,
+	PIM_ROLE_INOUT = 3
+};
+
+struct pim_model_loaded {
+	struct pim_model_info info; /* the model as stored */
+	int replaced;              /* a model of that name was replaced (PIM_LOAD_REPLACE) */
+};
+
+/* Loads a manifest in JSON form, len bytes (at most 256 MiB: -EFBIG); flags: PIM_LOAD_REPLACE. */
+int pim_model_load_json(pim_client *c, const char *json, size_t len, unsigned flags,
+			struct pim_model_loaded **out);
+/* As pim_model_load_json for the file at path, in JSON form or a serialized pim.Manifest (a
+ * first non-blank byte '{' selects JSON); messages name the file. */
+int pim_model_load_file(pim_client *c, const char *path, unsigned flags, struct pim_model_loaded **out);
+void pim_model_loaded_free(struct pim_model_loaded *l);
+
+struct pim_model_allocation {
+	uint32_t id;
+	uint64_t bytes;
+	enum pim_alloc_kind kind;
+	const char *name;          /* "" when the manifest gave none */
+};
+
+struct pim_model_operand {
+	uint32_t allocation_id;
+	uint64_t bytes;            /* of the operand's view */
+	const char *elem_type;     /* "" when not given */
+	uint32_t elem_bits;        /* 0 when not given */
+	enum pim_operand_role role;
+};
+
+struct pim_model_region {
+	uint32_t id, order;
+	const char *name, *op, *location; /* location "" when not given */
+	uint64_t n_par, n_total, trip;
+	const uint64_t *parallel_extents, *reduction_extents;
+	size_t n_parallel_extents, n_reduction_extents;
+	const struct pim_model_operand *operands;
+	size_t n_operands;
+	const struct pim_region_metrics *metrics; /* on pimd's platform; NULL: none stored */
+};
+
+struct pim_model_detail {
+	struct pim_model_info info;
+	struct pim_model_allocation *allocations; /* by id */
+	size_t n_allocations;
+	struct pim_model_region *regions;          /* in program order */
+	size_t n_regions;
+	struct pim_region_metrics *metrics;        /* of the regions that have them, by region id */
+	size_t n_metrics;
+	void *internal_;
+};
+
+/* A loaded model: its summary, manifest and the metrics stored on pimd's platform. */
+int pim_model_show_get(pim_client *c, const char *name, struct pim_model_detail **out);
+void pim_model_detail_free(struct pim_model_detail *d);
 
 /* B_cpu measured again now (root or pimd's own user): the probe before and the new one. */
 struct pim_probe_result {

@@ -244,7 +244,7 @@ void pimclient_copy_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static void info_from(struct pim_model_info *info, const Pim__ModelSummary *s)
+void pimclient_info_from_wire(struct pim_model_info *info, const Pim__ModelSummary *s)
 {
 	memset(info, 0, sizeof *info);
 	if (!s)
@@ -368,7 +368,7 @@ int pim_model_load(pim_client *c, const void *manifest, size_t len, unsigned fla
 	pim__manifest__free_unpacked(body.manifest, NULL);
 	if (r == 0) {
 		if (info)
-			info_from(info, resp->model_load->model);
+			pimclient_info_from_wire(info, resp->model_load->model);
 		if (replaced)
 			*replaced = resp->model_load->replaced;
 		pim__response__free_unpacked(resp, NULL);
@@ -396,7 +396,7 @@ int pim_model_list(pim_client *c, struct pim_model_info **models, size_t *n)
 			r = pimclient_fail(c, -ENOMEM, "out of memory");
 		else {
 			for (size_t i = 0; i < cnt; i++)
-				info_from(&v[i], resp->model_list->models[i]);
+				pimclient_info_from_wire(&v[i], resp->model_list->models[i]);
 			*models = v;
 			*n = cnt;
 		}
@@ -421,7 +421,7 @@ int pim_model_show(pim_client *c, const char *name, struct pim_model_info *info,
 	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_MODEL_SHOW, &resp);
 	if (r == 0) {
 		if (info)
-			info_from(info, resp->model_show->model);
+			pimclient_info_from_wire(info, resp->model_show->model);
 		if (manifest) {
 			const Pim__Manifest *m = resp->model_show->manifest;
 			size_t len = m ? pim__manifest__get_packed_size(m) : 0;

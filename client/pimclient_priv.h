@@ -2,8 +2,9 @@
 /*
  * pimclient_priv.h: what the files of libpimclient share and its users never see: the handle
  * and its one round trip.  pimclient.c owns the connection; pimclient_typed.c (placement,
- * decisions, calibration, imports, the B_cpu probe, the catalogue) and pimclient_mx.c (MX tensors in frame-sized parts) convert between
- * pim.h's structs and pim.proto on top of it.
+ * decisions, calibration, imports, the B_cpu probe, the catalogue), pimclient_model.c (models
+ * loaded from JSON and shown) and pimclient_mx.c (MX tensors in frame-sized parts) convert
+ * between pim.h's structs and pim.proto on top of it.
  */
 #ifndef PIMCLIENT_PRIV_H
 #define PIMCLIENT_PRIV_H
@@ -39,6 +40,10 @@ int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Respon
 int pimclient_call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out);
 
 void pimclient_copy_str(char *dst, size_t cap, const char *src);
+/* A model's summary of the wire as pim.h's (all 0 when s is NULL). */
+void pimclient_info_from_wire(struct pim_model_info *info, const Pim__ModelSummary *s);
+/* A region's metrics of the wire as pim.h's (strings borrowed from w). */
+void pimclient_metrics_from_wire(struct pim_region_metrics *m, const Pim__RegionMetrics *w);
 /* A probe of the wire as pim.h's (strings borrowed from b; all 0 and NULL when b is NULL). */
 void pimclient_probe_from_wire(struct pim_bandwidth_probe *p, const Pim__BandwidthProbe *b);
 

@@ -428,6 +428,18 @@ static void boxed_free(void *box, void *internal)
 	free(box);
 }
 
+void pimclient_metrics_from_wire(struct pim_region_metrics *m, const Pim__RegionMetrics *w)
+{
+	*m = (struct pim_region_metrics){
+		.region_id = w->region_id, .evidence = evidence_from_wire(w->evidence), .t_host = w->t_host,
+		.t_host_spread = w->t_host_spread, .have_n_rd = w->have_n_rd, .n_rd = w->n_rd,
+		.have_store = w->have_store, .c_store = w->c_store, .c_be1 = w->c_be1, .c_be2 = w->c_be2,
+		.c_be3 = w->c_be3, .bw_read_estimate = w->bw_read_estimate, .source = w->source,
+		.updated_at = w->updated_at, .source_b_cpu = w->source_b_cpu, .origin_host = w->origin_host,
+		.origin_measured_at = w->origin_measured_at, .origin_backend = w->origin_backend,
+	};
+}
+
 int pim_import_perf(pim_client *c, const char *model, const struct pim_import_request *rq,
 		    struct pim_import **out)
 {
@@ -461,14 +473,7 @@ int pim_import_perf(pim_client *c, const char *model, const struct pim_import_re
 		r = pimclient_fail(c, -EBADMSG, "pimd answered an import without its metrics");
 		goto out;
 	}
-	imp->metrics = (struct pim_region_metrics){
-		.region_id = m->region_id, .evidence = evidence_from_wire(m->evidence), .t_host = m->t_host,
-		.t_host_spread = m->t_host_spread, .have_n_rd = m->have_n_rd, .n_rd = m->n_rd,
-		.have_store = m->have_store, .c_store = m->c_store, .c_be1 = m->c_be1, .c_be2 = m->c_be2,
-		.c_be3 = m->c_be3, .bw_read_estimate = m->bw_read_estimate, .source = m->source,
-		.updated_at = m->updated_at, .source_b_cpu = m->source_b_cpu, .origin_host = m->origin_host,
-		.origin_measured_at = m->origin_measured_at, .origin_backend = m->origin_backend,
-	};
+	pimclient_metrics_from_wire(&imp->metrics, m);
 	imp->notes = (const char *const *)w->notes;
 	imp->n_notes = w->n_notes;
 	*out = imp;

@@ -18,7 +18,7 @@
 struct loaded {
 	int64_t model_id;
 	int64_t version;   /* of the model and metrics read (store_model_version) */
-	Pim__ModelSummary *summary;
+	struct store_model_info summary;
 	size_t n_regions;
 	struct placement_region *regions;  /* manifest order */
 	struct placement_operand *operands;
@@ -46,8 +46,7 @@ struct loaded {
 
 static void loaded_free(struct loaded *l)
 {
-	if (l->summary)
-		pim__model_summary__free_unpacked(l->summary, NULL);
+	store_model_info_clear(&l->summary);
 	free(l->regions);
 	free(l->operands);
 	free(l->text);
@@ -67,10 +66,9 @@ static int cmp_region_id(const void *a, const void *b, void *regions)
 	return (x > y) - (x < y);
 }
 
-static enum placement_role role_of(Pim__OperandRole r)
+static enum placement_role role_of(enum store_operand_role r)
 {
-	return r == PIM__OPERAND_ROLE__OPERAND_ROLE_IN ? PL_IN
-	       : r == PIM__OPERAND_ROLE__OPERAND_ROLE_OUT ? PL_OUT : PL_INOUT;
+	return r == STORE_ROLE_IN ? PL_IN : r == STORE_ROLE_OUT ? PL_OUT : PL_INOUT;
 }
 
 /* Room for len more bytes of l->text. */
@@ -94,7 +92,7 @@ static int text_reserve(struct loaded *l, size_t len)
  * until the walk ends, for text moves as it grows).  The model is never held as a manifest:
  * for a million regions that would be hundreds of MiB more.
  */
-static int loaded_region(void *ctx, size_t index, const struct store_region_row *g)
+static int loaded_region(void *ctx, size_t index, const struct store_region *g)
 {
 	struct loaded *l = ctx;
 	size_t ln = strlen(g->name) + 1, lo = strlen(g->op) + 1, ll = strlen(g->location) + 1;
@@ -126,7 +124,7 @@ static int loaded_region(void *ctx, size_t index, const struct store_region_row 
 	return 0;
 }
 
-static int loaded_operand(void *ctx, const struct store_operand_row *o)
+static int loaded_operand(void *ctx, size_t region, const struct store_operand *o)
 {
 	struct loaded *l = ctx;
 
@@ -140,7 +138,7 @@ static int loaded_operand(void *ctx, const struct store_operand_row *o)
 	}
 	l->operands[l->n_operands++] = (struct placement_operand){
 		.alloc_id = o->allocation_id, .bytes = o->bytes, .role = role_of(o->role) };
-	l->regions[o->region].n_operands++;
+	l->regions[region].n_operands++;
 	return 0;
 }
 
@@ -270,7 +268,7 @@ static int load_read(struct rpc_context *ctx, const char *name, struct loaded *l
 	if ((r = store_model_id(ctx->store, name, &l->model_id, err)) >= 0 &&
 	    (r = store_model_version(ctx->store, l->model_id, &l->version, err)) >= 0 &&
 	    (r = store_model_get(ctx->store, name, &l->summary, NULL, err)) >= 0) {
-		l->n_regions = l->summary->regions;
+		l->n_regions = l->summary.regions;
 		l->regions = calloc(l->n_regions ? l->n_regions : 1, sizeof *l->regions);
 		if (!l->regions)
 			r = err_set(err, -ENOMEM, "out of memory");
@@ -634,7 +632,7 @@ static void cache_put(struct rpc_context *ctx, const struct loaded *l, const cha
 	protobuf_c_message_pack(m, buf);
 	versioned_key(vkey, sizeof vkey, key, l->version);
 	/* by the writer thread: the event loop does not wait for the disk */
-	reply_store_decision(ctx, l->model_id, vkey, buf, n, l->summary->name);
+	reply_store_decision(ctx, l->model_id, vkey, buf, n, l->summary.name);
 }
 
 /* An answer computed from rows just fetched from the catalogue, which the catalogue's storer
@@ -826,7 +824,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 	}
 	Pim__PlacementReply *pr = reply_start(&b, req->id, PIM__RESPONSE__BODY_PLACEMENT);
 	if (pr) {
-		pr->model = reply_strdup(&b, l.summary->name);
+		pr->model = reply_strdup(&b, l.summary.name);
 		pr->granularity = reply_strdup(&b, placement_granularity_name(gran));
 		pr->movement = reply_strdup(&b, placement_movement_model_name(move));
 		pr->params = params_msg(&b, &res.params, n_cores == 1 ? cores[0] : 0);
@@ -1278,7 +1276,7 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	struct reply b;
 	Pim__DecisionsReply *dr = reply_start(&b, req->id, PIM__RESPONSE__BODY_DECISIONS);
 	if (dr) {
-		dr->model = reply_strdup(&b, l.summary->name);
+		dr->model = reply_strdup(&b, l.summary.name);
 		dr->id_limit = limit;
 		dr->pim_bitmap.data = reply_calloc(&b, (limit + 7) / 8 + 1, 1);
 		dr->pim_bitmap.len = (limit + 7) / 8;

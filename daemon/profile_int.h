@@ -10,6 +10,7 @@
 #ifndef PIMD_PROFILE_INT_H
 #define PIMD_PROFILE_INT_H
 
+#include "manifest.h"
 #include "profile.h"
 #include "worker.h"
 

@@ -15,6 +15,7 @@
 #include "manifest.h"
 #include "metrics.h"
 #include "placement.h"
+#include "rpc.h"
 #include "worker.h"
 
 /*
@@ -28,15 +29,15 @@ struct job_reader {
 	size_t n_allocations, n_regions; /* the model's, from its summary */
 	size_t allocations_seen, regions_seen, args_cap;
 	uint64_t h;
-	struct store_region_msg m;
+	struct rpc_region_msg m;
 	bool pending;
 	struct pim_error *err;
 };
 
 static void job_read_flush(struct job_reader *jr);
-static int job_read_allocation(void *ctx, const Pim__Allocation *a);
-static int job_read_region(void *ctx, size_t index, const struct store_region_row *r);
-static int job_read_operand(void *ctx, const struct store_operand_row *o);
+static int job_read_allocation(void *ctx, const struct store_allocation *a);
+static int job_read_region(void *ctx, size_t index, const struct store_region *r);
+static int job_read_operand(void *ctx, size_t region, const struct store_operand *o);
 static int job_read_model(struct job *j, struct store *st, const char *name, struct pim_error *err);
 
 /* Counter groups from the platform's event table, planned without multiplexing. */
@@ -96,15 +97,17 @@ static void job_read_flush(struct job_reader *jr)
 	jr->pending = false;
 }
 
-static int job_read_allocation(void *ctx, const Pim__Allocation *a)
+static int job_read_allocation(void *ctx, const struct store_allocation *a)
 {
 	struct job_reader *jr = ctx;
 	struct job *j = jr->j;
+	Pim__Allocation w;
 
 	if (++jr->allocations_seen > jr->n_allocations)
 		return err_set(jr->err, -EIO, "the model has more allocations than its summary says");
-	jr->h = manifest_digest_allocation(jr->h, a);
-	if (a->kind != PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT)
+	rpc_allocation_to_wire(a, &w); /* what manifest_digest_allocation reads */
+	jr->h = manifest_digest_allocation(jr->h, &w);
+	if (a->kind != STORE_ALLOC_ARGUMENT)
 		return 0;
 	if (j->n_args == WORKER_ARGS_MAX)
 		return err_set(jr->err, -EINVAL, "the model has more than %u arguments; a worker takes at most %u",
@@ -121,7 +124,7 @@ static int job_read_allocation(void *ctx, const Pim__Allocation *a)
 	return 0;
 }
 
-static int job_read_region(void *ctx, size_t index, const struct store_region_row *r)
+static int job_read_region(void *ctx, size_t index, const struct store_region *r)
 {
 	struct job_reader *jr = ctx;
 
@@ -136,16 +139,16 @@ static int job_read_region(void *ctx, size_t index, const struct store_region_ro
 	jr->regions_seen = index + 1;
 	jr->j->regions[index] = (int32_t)r->id;
 	jr->j->facts[index] = (struct region_fact){ (int32_t)r->id, 0 };
-	store_region_msg_start(&jr->m, r); /* what manifest_digest_region reads */
+	rpc_region_msg_start(&jr->m, r); /* what manifest_digest_region reads */
 	jr->pending = true;
 	return 0;
 }
 
-static int job_read_operand(void *ctx, const struct store_operand_row *o)
+static int job_read_operand(void *ctx, size_t region, const struct store_operand *o)
 {
 	struct job_reader *jr = ctx;
 
-	if (!store_region_msg_operand(&jr->m, o))
+	if (!rpc_region_msg_operand(&jr->m, o))
 		return err_set(jr->err, -EIO, "region %u has more than %u operands", jr->m.g.id,
 			       MANIFEST_OPERANDS_MAX);
 	return 0;
@@ -158,20 +161,20 @@ static int job_read_model(struct job *j, struct store *st, const char *name, str
 							  .region = job_read_region,
 							  .operand = job_read_operand,
 							  .by_id = true };
-	Pim__ModelSummary *sum = NULL;
+	struct store_model_info sum;
 	struct job_reader *jr;
 	int k = store_model_get(st, name, &sum, NULL, err);
 
 	if (k < 0)
 		return k;
 	jr = calloc(1, sizeof *jr);
-	j->regions = calloc(sum->regions ? sum->regions : 1, sizeof *j->regions);
-	j->facts = calloc(sum->regions ? sum->regions : 1, sizeof *j->facts);
+	j->regions = calloc(sum.regions ? sum.regions : 1, sizeof *j->regions);
+	j->facts = calloc(sum.regions ? sum.regions : 1, sizeof *j->facts);
 	if (!jr || !j->regions || !j->facts) {
 		k = err_set(err, -ENOMEM, "out of memory");
 	} else {
-		*jr = (struct job_reader){ .j = j, .n_allocations = sum->allocations, .n_regions = sum->regions,
-					   .h = manifest_digest_begin(sum->allocations), .err = err };
+		*jr = (struct job_reader){ .j = j, .n_allocations = sum.allocations, .n_regions = sum.regions,
+					   .h = manifest_digest_begin(sum.allocations), .err = err };
 		k = store_model_walk(st, j->model_id, &walker, jr, err);
 		job_read_flush(jr);
 		if (k >= 0 && (jr->regions_seen != jr->n_regions || jr->allocations_seen != jr->n_allocations))
@@ -186,7 +189,7 @@ static int job_read_model(struct job *j, struct store *st, const char *name, str
 	if (k == -ENOMEM && !err->msg[0])
 		err_set(err, -ENOMEM, "out of memory");
 	free(jr);
-	pim__model_summary__free_unpacked(sum, NULL);
+	store_model_info_clear(&sum);
 	return k;
 }
 

@@ -161,16 +161,48 @@ static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run)
 	return p;
 }
 
+/* A stored run as the ProfileReply of its job, which takes its strings over (NULL when out of
+ * memory: r is cleared either way). */
+static Pim__ProfileReply *run_to_wire(struct store_run *r)
+{
+	Pim__ProfileReply *p = malloc(sizeof *p);
+
+	if (!p) {
+		store_run_clear(r);
+		return NULL;
+	}
+	pim__profile_reply__init(p);
+	p->job = (uint64_t)r->id;
+	p->state = r->state;
+	p->model = r->model;
+	p->backend = r->backend;
+	p->backend_reason = r->backend_reason;
+	p->regions_done = r->regions_done;
+	p->regions_total = r->regions_total;
+	p->repetitions_done = r->repetitions_done;
+	p->repetitions_total = r->repetitions_total;
+	p->samples = r->samples;
+	p->message = r->message;
+	p->uid = r->uid;
+	p->created_at = r->created_at;
+	p->finished_at = r->finished_at;
+	*r = (struct store_run){ 0 };
+	return p;
+}
+
 static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run)
 {
 	struct pim_error err = { 0 };
+	struct store_run sr;
 	Pim__ProfileReply *p;
 
-	if (store_run_get(pf->store, run, &p, &err) < 0) {
+	if (store_run_get(pf->store, run, &sr, &err) < 0) {
 		if (err.code != -ENOENT || !(p = gone_reply(pf, run)))
 			return reply_error_from(id, &err);
 		return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
 	}
+	if (!(p = run_to_wire(&sr)))
+		return NULL;
 	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_unrecorded; i++)
 		if (pf->unrecorded[i].run == run) {
 			char *state = strdup("failed"), *msg = strdup(pf->unrecorded[i].message);

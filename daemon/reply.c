@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "manifest.h"
 
 /* The field of Response's oneof that carries body (protobuf-c numbers the cases by field). */
 static const ProtobufCFieldDescriptor *body_field(Pim__Response__BodyCase body)

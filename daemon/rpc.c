@@ -186,10 +186,198 @@ static Pim__Response *do_probe_bandwidth(struct rpc_context *ctx, struct rpc_pee
 	return reply_defer(defer, &job);
 }
 
-static const Pim__Region *region_in(void *ctx, size_t i, struct pim_error *err)
+/* ---------------------------------------------------------------- models: pim.proto <-> store */
+
+_Static_assert(STORE_EXTENTS_MAX == MANIFEST_EXTENTS_MAX, "the store holds a region's extents");
+
+enum store_alloc_kind rpc_alloc_kind_from_wire(Pim__AllocKind k)
 {
-	return ((const Pim__Manifest *)ctx)->regions[i];
+	switch (k) {
+	case PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT: return STORE_ALLOC_ARGUMENT;
+	case PIM__ALLOC_KIND__ALLOC_KIND_ALLOC: return STORE_ALLOC_ALLOC;
+	case PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL: return STORE_ALLOC_GLOBAL;
+	default: return STORE_ALLOC_UNSPECIFIED;
+	}
 }
+
+Pim__AllocKind rpc_alloc_kind_to_wire(enum store_alloc_kind k)
+{
+	switch (k) {
+	case STORE_ALLOC_ARGUMENT: return PIM__ALLOC_KIND__ALLOC_KIND_ARGUMENT;
+	case STORE_ALLOC_ALLOC: return PIM__ALLOC_KIND__ALLOC_KIND_ALLOC;
+	case STORE_ALLOC_GLOBAL: return PIM__ALLOC_KIND__ALLOC_KIND_GLOBAL;
+	default: return PIM__ALLOC_KIND__ALLOC_KIND_UNSPECIFIED;
+	}
+}
+
+enum store_operand_role rpc_role_from_wire(Pim__OperandRole r)
+{
+	switch (r) {
+	case PIM__OPERAND_ROLE__OPERAND_ROLE_IN: return STORE_ROLE_IN;
+	case PIM__OPERAND_ROLE__OPERAND_ROLE_OUT: return STORE_ROLE_OUT;
+	case PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT: return STORE_ROLE_INOUT;
+	default: return STORE_ROLE_UNSPECIFIED;
+	}
+}
+
+Pim__OperandRole rpc_role_to_wire(enum store_operand_role r)
+{
+	switch (r) {
+	case STORE_ROLE_IN: return PIM__OPERAND_ROLE__OPERAND_ROLE_IN;
+	case STORE_ROLE_OUT: return PIM__OPERAND_ROLE__OPERAND_ROLE_OUT;
+	case STORE_ROLE_INOUT: return PIM__OPERAND_ROLE__OPERAND_ROLE_INOUT;
+	default: return PIM__OPERAND_ROLE__OPERAND_ROLE_UNSPECIFIED;
+	}
+}
+
+void rpc_allocation_to_wire(const struct store_allocation *a, Pim__Allocation *w)
+{
+	pim__allocation__init(w);
+	w->id = a->id;
+	w->bytes = a->bytes;
+	w->kind = rpc_alloc_kind_to_wire(a->kind);
+	w->name = (char *)a->name;
+}
+
+void rpc_model_info_to_wire(const struct store_model_info *info, Pim__ModelSummary *w)
+{
+	pim__model_summary__init(w);
+	w->name = info->name;
+	w->regions = info->regions;
+	w->allocations = info->allocations;
+	w->loaded_at = info->loaded_at;
+	w->owner_uid = info->owner_uid;
+	w->source = info->source;
+	w->allocation_bytes = info->allocation_bytes;
+}
+
+/* info as the ModelSummary at *at of the reply b (copied into it). */
+static void summary_reply(struct reply *b, Pim__ModelSummary **at, const struct store_model_info *info)
+{
+	Pim__ModelSummary *w = *at = reply_message(b, &pim__model_summary__descriptor);
+
+	if (!w)
+		return;
+	rpc_model_info_to_wire(info, w);
+	w->name = reply_strdup(b, info->name);  /* (the reply's own copies) */
+	w->source = reply_strdup(b, info->source);
+}
+
+/* A manifest of the protocol as store_model_put_each reads it: its allocations as they are asked
+ * for, its regions as they come (from the request, or its frame), each converted into g. */
+struct wire_manifest {
+	const Pim__Manifest *m;
+	const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err);  /* NULL: m's */
+	void *ctx;
+	struct store_region g;
+	struct store_operand ops[MANIFEST_OPERANDS_MAX];
+};
+
+static void wire_allocation(void *ctx, size_t i, struct store_allocation *a)
+{
+	const Pim__Allocation *w = ((const struct wire_manifest *)ctx)->m->allocations[i];
+
+	*a = (struct store_allocation){ .id = w->id, .bytes = w->bytes, .kind = rpc_alloc_kind_from_wire(w->kind),
+					.name = w->name ? w->name : "" };
+}
+
+static const struct store_region *wire_region(void *ctx, size_t i, struct pim_error *err)
+{
+	struct wire_manifest *wm = ctx;
+	const Pim__Region *w = wm->region ? wm->region(wm->ctx, i, err) : wm->m->regions[i];
+
+	if (!w)
+		return NULL;
+	/* (validated: these hold; a manifest that was not is refused rather than cut) */
+	if (w->n_operands > MANIFEST_OPERANDS_MAX || w->n_parallel_extents > STORE_EXTENTS_MAX ||
+	    w->n_reduction_extents > STORE_EXTENTS_MAX) {
+		err_set(err, -EINVAL, "regions[%zu]: more than %u operands or %u extents of a kind", i,
+			MANIFEST_OPERANDS_MAX, STORE_EXTENTS_MAX);
+		return NULL;
+	}
+	for (size_t j = 0; j < w->n_operands; j++) {
+		const Pim__Operand *o = w->operands[j];
+		wm->ops[j] = (struct store_operand){ .allocation_id = o->allocation_id, .bytes = o->bytes,
+						     .elem_type = o->elem_type ? o->elem_type : "",
+						     .elem_bits = o->elem_bits, .role = rpc_role_from_wire(o->role) };
+	}
+	wm->g = (struct store_region){
+		.id = w->id, .order = w->order, .name = w->name ? w->name : "", .op = w->op ? w->op : "",
+		.location = w->location ? w->location : "", .n_par = w->n_par, .n_total = w->n_total,
+		.trip = w->trip, .parallel_extents = w->parallel_extents,
+		.n_parallel_extents = w->n_parallel_extents, .reduction_extents = w->reduction_extents,
+		.n_reduction_extents = w->n_reduction_extents, .operands = wm->ops, .n_operands = w->n_operands,
+	};
+	return &wm->g;
+}
+
+int rpc_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
+		       const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
+		       uid_t uid, bool replace, bool *replaced, struct store_model_info *info,
+		       struct pim_error *err)
+{
+	struct wire_manifest *wm = calloc(1, sizeof *wm);
+
+	*replaced = false;
+	if (!wm)
+		return err_set(err, -ENOMEM, "out of memory");
+	wm->m = m;
+	wm->region = region;
+	wm->ctx = ctx;
+	const struct store_manifest_src src = {
+		.name = m->name, .source = m->source ? m->source : "", .n_allocations = m->n_allocations,
+		.n_regions = n_regions, .allocation = wire_allocation, .region = wire_region, .ctx = wm,
+	};
+	int r = store_model_put_each(s, &src, uid, replace, replaced, info, err);
+	free(wm);
+	return r;
+}
+
+int rpc_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
+		  struct store_model_info *info, struct pim_error *err)
+{
+	return rpc_model_put_each(s, m, m->n_regions, NULL, NULL, uid, replace, replaced, info, err);
+}
+
+void rpc_region_msg_start(struct rpc_region_msg *m, const struct store_region *r)
+{
+	size_t np = r->n_parallel_extents < MANIFEST_EXTENTS_MAX ? r->n_parallel_extents : MANIFEST_EXTENTS_MAX,
+	       nr = r->n_reduction_extents < MANIFEST_EXTENTS_MAX ? r->n_reduction_extents : MANIFEST_EXTENTS_MAX;
+
+	pim__region__init(&m->g);
+	m->g.id = r->id;
+	m->g.order = r->order;
+	m->g.n_par = r->n_par;
+	m->g.n_total = r->n_total;
+	m->g.trip = r->trip;
+	if (np)
+		memcpy(m->pe, r->parallel_extents, np * sizeof *m->pe);
+	if (nr)
+		memcpy(m->re, r->reduction_extents, nr * sizeof *m->re);
+	m->g.parallel_extents = m->pe;
+	m->g.n_parallel_extents = np;
+	m->g.reduction_extents = m->re;
+	m->g.n_reduction_extents = nr;
+	m->g.operands = m->opp;
+}
+
+Pim__Operand *rpc_region_msg_operand(struct rpc_region_msg *m, const struct store_operand *o)
+{
+	size_t i = m->g.n_operands;
+
+	if (i == MANIFEST_OPERANDS_MAX)
+		return NULL;
+	Pim__Operand *p = m->opp[i] = &m->ops[i];
+	pim__operand__init(p);
+	p->allocation_id = o->allocation_id;
+	p->bytes = o->bytes;
+	p->elem_bits = o->elem_bits;
+	p->role = rpc_role_to_wire(o->role);
+	m->g.n_operands++;
+	return p;
+}
+
+/* ---------------------------------------------------------------- models: requests */
 
 static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *peer,
 				    const Pim__Request *req)
@@ -205,18 +393,23 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 				   "model_load: manifest is missing");
 	/* A large manifest's regions are read from the frame one at a time, twice: checked, then
 	 * stored (decode.h).  Otherwise they are in the request. */
-	const Pim__Region *(*region)(void *, size_t, struct pim_error *) = ctx->regions ? decode_regions_get
-											   : region_in;
-	void *src = ctx->regions ? (void *)ctx->regions : (void *)ml->manifest;
 	size_t n = ctx->regions ? ctx->regions->n : ml->manifest->n_regions;
-	if ((k = manifest_validate_each(ml->manifest, n, region, src, &err)) < 0)
+	if (ctx->regions)
+		k = manifest_validate_each(ml->manifest, n, decode_regions_get, ctx->regions, &err);
+	else
+		k = manifest_validate(ml->manifest, &err);
+	if (k < 0)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "manifest: %s", err.msg);
 	/* Started before the model is stored: without memory for an answer, nothing changes. */
 	Pim__ModelLoadReply *lr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_LOAD);
 	if (!lr)
 		return reply_finish(&b);
-	k = store_model_put_each(ctx->store, ml->manifest, n, region, src, peer->cred.uid, ml->replace,
-				 &replaced, &lr->model, &err);
+	struct store_model_info info;
+	if (ctx->regions)
+		k = rpc_model_put_each(ctx->store, ml->manifest, n, decode_regions_get, ctx->regions,
+				       peer->cred.uid, ml->replace, &replaced, &info, &err);
+	else
+		k = rpc_model_put(ctx->store, ml->manifest, peer->cred.uid, ml->replace, &replaced, &info, &err);
 	if (k < 0) {
 		if (k != -EEXIST && k != -EPERM)
 			log_error("Failed to store model \"%s\": %s", ml->manifest->name, err.msg);
@@ -224,6 +417,8 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	}
 	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
 		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, n, ml->manifest->n_allocations);
+	summary_reply(&b, &lr->model, &info);
+	store_model_info_clear(&info);
 	lr->replaced = replaced;
 	return reply_finish(&b);
 }
@@ -233,9 +428,18 @@ static Pim__Response *do_model_list(struct rpc_context *ctx, const Pim__Request 
 	struct pim_error err = { 0 };
 	struct reply b;
 
+	struct store_model_info *v;
+	size_t n;
+
 	Pim__ModelListReply *lr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_LIST);
-	if (lr && store_model_list(ctx->store, &lr->models, &lr->n_models, &err) < 0)
+	if (!lr)
+		return reply_finish(&b);
+	if (store_model_list(ctx->store, &v, &n, &err) < 0)
 		return reply_fail(&b, &err);
+	if (n && (lr->models = reply_calloc(&b, n, sizeof *lr->models)))
+		for (; lr->n_models < n; lr->n_models++)
+			summary_reply(&b, &lr->models[lr->n_models], &v[lr->n_models]);
+	store_model_list_free(v, n);
 	return reply_finish(&b);
 }
 
@@ -243,6 +447,69 @@ static Pim__Response *bad_name(uint64_t id, const char *name)
 {
 	return reply_error(id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "\"%.*s\" is not a valid model name",
 			   TEXT_ECHO(name, 64));
+}
+
+/* A stored manifest as the Manifest at *at of the reply b, copied into it: what
+ * model_show_packed writes as it reads, so that both answers are the same bytes. */
+static void manifest_reply(struct reply *b, Pim__Manifest **at, const struct store_manifest *m)
+{
+	Pim__Manifest *w = *at = reply_message(b, &pim__manifest__descriptor);
+
+	if (!w)
+		return;
+	w->name = reply_strdup(b, m->name);
+	w->source = reply_strdup(b, m->source);
+	if (!(w->allocations = reply_calloc(b, m->n_allocations, sizeof *w->allocations)) ||
+	    !(w->regions = reply_calloc(b, m->n_regions, sizeof *w->regions)))
+		return;
+	for (size_t i = 0; i < m->n_allocations; i++) {
+		Pim__Allocation *a = w->allocations[i] = reply_message(b, &pim__allocation__descriptor);
+		if (!a)
+			return;
+		w->n_allocations++;
+		rpc_allocation_to_wire(&m->allocations[i], a);
+		a->name = reply_strdup(b, m->allocations[i].name);
+	}
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const struct store_region *r = &m->regions[i];
+		Pim__Region *g = w->regions[i] = reply_message(b, &pim__region__descriptor);
+		if (!g)
+			return;
+		w->n_regions++;
+		g->id = r->id;
+		g->order = r->order;
+		g->n_par = r->n_par;
+		g->n_total = r->n_total;
+		g->trip = r->trip;
+		g->name = reply_strdup(b, r->name);
+		g->op = reply_strdup(b, r->op);
+		g->location = reply_strdup(b, r->location);
+		if (r->n_parallel_extents &&
+		    (g->parallel_extents = reply_calloc(b, r->n_parallel_extents, sizeof *g->parallel_extents))) {
+			memcpy(g->parallel_extents, r->parallel_extents, r->n_parallel_extents * sizeof *r->parallel_extents);
+			g->n_parallel_extents = r->n_parallel_extents;
+		}
+		if (r->n_reduction_extents &&
+		    (g->reduction_extents = reply_calloc(b, r->n_reduction_extents, sizeof *g->reduction_extents))) {
+			memcpy(g->reduction_extents, r->reduction_extents,
+			       r->n_reduction_extents * sizeof *r->reduction_extents);
+			g->n_reduction_extents = r->n_reduction_extents;
+		}
+		if (!(g->operands = reply_calloc(b, r->n_operands, sizeof *g->operands)))
+			return;
+		for (size_t j = 0; j < r->n_operands; j++) {
+			const struct store_operand *o = &r->operands[j];
+			Pim__Operand *p = g->operands[j] = reply_message(b, &pim__operand__descriptor);
+			if (!p)
+				return;
+			g->n_operands++;
+			p->allocation_id = o->allocation_id;
+			p->bytes = o->bytes;
+			p->elem_type = reply_strdup(b, o->elem_type);
+			p->elem_bits = o->elem_bits;
+			p->role = rpc_role_to_wire(o->role);
+		}
+	}
 }
 
 static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request *req)
@@ -258,8 +525,15 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 	Pim__ModelShowReply *sr = reply_start(&b, req->id, PIM__RESPONSE__BODY_MODEL_SHOW);
 	if (!sr)
 		return reply_finish(&b);
-	if (store_model_get(ctx->store, name, &sr->model, &sr->manifest, &err) < 0 ||
-	    store_model_id(ctx->store, name, &model_id, &err) < 0 ||
+	struct store_model_info info;
+	struct store_manifest *m;
+	if (store_model_get(ctx->store, name, &info, &m, &err) < 0)
+		return reply_fail(&b, &err);
+	summary_reply(&b, &sr->model, &info);
+	manifest_reply(&b, &sr->manifest, m);
+	store_model_info_clear(&info);
+	store_manifest_free(m);
+	if (store_model_id(ctx->store, name, &model_id, &err) < 0 ||
 	    placement_rpc_metrics_list(ctx->store, model_id, ctx->platform->row, &sr->metrics, &sr->n_metrics,
 				       &err) < 0)
 		return reply_fail(&b, &err);
@@ -319,7 +593,7 @@ static void wbuf_message(struct wbuf *b, uint32_t field, const ProtobufCMessage 
  * one comes, or the walk ends. */
 struct show_pack {
 	struct wbuf *b;
-	struct store_region_msg m;
+	struct rpc_region_msg m;
 	char *text;  /* name, op, location */
 	char *types[MANIFEST_OPERANDS_MAX];
 	bool pending;
@@ -337,14 +611,16 @@ static void show_flush(struct show_pack *sp)
 	sp->pending = false;
 }
 
-static int show_allocation(void *ctx, const Pim__Allocation *a)
+static int show_allocation(void *ctx, const struct store_allocation *a)
 {
 	struct show_pack *sp = ctx;
-	wbuf_message(sp->b, 3, &a->base);  /* Manifest.allocations */
+	Pim__Allocation w;
+	rpc_allocation_to_wire(a, &w);
+	wbuf_message(sp->b, 3, &w.base);  /* Manifest.allocations */
 	return sp->b->oom ? -ENOMEM : 0;
 }
 
-static int show_region(void *ctx, size_t index, const struct store_region_row *r)
+static int show_region(void *ctx, size_t index, const struct store_region *r)
 {
 	struct show_pack *sp = ctx;
 	size_t ln = strlen(r->name) + 1, lo = strlen(r->op) + 1, ll = strlen(r->location) + 1;
@@ -355,7 +631,7 @@ static int show_region(void *ctx, size_t index, const struct store_region_row *r
 	memcpy(sp->text, r->name, ln);
 	memcpy(sp->text + ln, r->op, lo);
 	memcpy(sp->text + ln + lo, r->location, ll);
-	store_region_msg_start(&sp->m, r);
+	rpc_region_msg_start(&sp->m, r);
 	sp->m.g.name = sp->text;
 	sp->m.g.op = sp->text + ln;
 	sp->m.g.location = sp->text + ln + lo;
@@ -363,11 +639,11 @@ static int show_region(void *ctx, size_t index, const struct store_region_row *r
 	return sp->b->oom ? -ENOMEM : 0;
 }
 
-static int show_operand(void *ctx, const struct store_operand_row *o)
+static int show_operand(void *ctx, size_t region, const struct store_operand *o)
 {
 	struct show_pack *sp = ctx;
 	size_t i = sp->m.g.n_operands;
-	Pim__Operand *p = store_region_msg_operand(&sp->m, o);
+	Pim__Operand *p = rpc_region_msg_operand(&sp->m, o);
 
 	if (!p)
 		return -E2BIG;
@@ -400,7 +676,8 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 	static const struct store_model_walker walker = {
 		.allocation = show_allocation, .region = show_region, .operand = show_operand };
 	const char *name = req->model_show->name;
-	Pim__ModelSummary *sum = NULL;
+	struct store_model_info info = { 0 };
+	Pim__ModelSummary summary, *sum = &summary;
 	struct wbuf b = { 0 };
 	struct show_pack *sp = calloc(1, sizeof *sp);
 	int64_t model_id;
@@ -415,8 +692,9 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 		free(sp);
 		return r;
 	}
-	if ((r = store_model_get(ctx->store, name, &sum, NULL, err)) >= 0 &&
+	if ((r = store_model_get(ctx->store, name, &info, NULL, err)) >= 0 &&
 	    (r = store_model_id(ctx->store, name, &model_id, err)) >= 0) {
+		rpc_model_info_to_wire(&info, sum);
 		/* room: frame header, id, body tag and length, summary, manifest tag and length */
 		size_t room = FRAME_HEADER_BYTES + 11 + 11 + 11 + pim__model_summary__get_packed_size(sum) + 11;
 		if (wbuf_room(&b, room))
@@ -467,8 +745,7 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 	store_read_end(ctx->store);
 	free(b.p);
 	free(sp);
-	if (sum)
-		pim__model_summary__free_unpacked(sum, NULL);
+	store_model_info_clear(&info);
 	return r < 0 ? r : 0;
 }
 

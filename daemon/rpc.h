@@ -3,12 +3,14 @@
  * rpc.h: answers one decoded Request.  The transport (server.c) owns connections and frames,
  * and answers each request on the thread dispatch.h's table names; this module calls the
  * request's handler (here for the session and the models,
- * placement_rpc.c, jitq_rpc.c, profile.c), which builds its answer with reply.h.
+ * placement_rpc.c, jitq_rpc.c, profile.c), which builds its answer with reply.h.  The models
+ * cross between pim.proto and the store's own structs (store.h) here, and nowhere else.
  */
 #ifndef PIMD_RPC_H
 #define PIMD_RPC_H
 
 #include "config.h"
+#include "manifest.h"
 #include "reply.h"
 
 /*
@@ -48,5 +50,44 @@ int rpc_handle_packed(struct rpc_context *ctx, struct rpc_peer *peer, const Pim_
 
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
+
+/*
+ * Models between pim.proto and the store's own structs (store.h): the protocol stops here.
+ * Unknown enum values become the UNSPECIFIED one (a validated manifest has none).
+ */
+enum store_alloc_kind rpc_alloc_kind_from_wire(Pim__AllocKind k);
+Pim__AllocKind rpc_alloc_kind_to_wire(enum store_alloc_kind k);
+enum store_operand_role rpc_role_from_wire(Pim__OperandRole r);
+Pim__OperandRole rpc_role_to_wire(enum store_operand_role r);
+
+/* An allocation and a summary as pim.proto's (w initialised here; strings borrowed). */
+void rpc_allocation_to_wire(const struct store_allocation *a, Pim__Allocation *w);
+void rpc_model_info_to_wire(const struct store_model_info *info, Pim__ModelSummary *w);
+
+/*
+ * Stores a validated manifest m as uid asks (store_model_put_each): its n_regions regions come
+ * from region(ctx, i, err) one at a time (a frame's: decode_regions_get), each converted as it
+ * comes, never all at once.  rpc_model_put: those of m.
+ */
+int rpc_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
+		       const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
+		       uid_t uid, bool replace, bool *replaced, struct store_model_info *info,
+		       struct pim_error *err);
+int rpc_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
+		  struct store_model_info *info, struct pim_error *err);
+
+/*
+ * A region of store_model_walk as a Pim__Region, with room for its extents and operands:
+ * rpc_region_msg_start with the region (its strings left to the caller), then
+ * rpc_region_msg_operand with each of its operands (the operand added, its elem_type left to
+ * the caller; NULL past MANIFEST_OPERANDS_MAX).
+ */
+struct rpc_region_msg {
+	Pim__Region g;
+	uint64_t pe[MANIFEST_EXTENTS_MAX], re[MANIFEST_EXTENTS_MAX];
+	Pim__Operand ops[MANIFEST_OPERANDS_MAX], *opp[MANIFEST_OPERANDS_MAX];
+};
+void rpc_region_msg_start(struct rpc_region_msg *m, const struct store_region *r);
+Pim__Operand *rpc_region_msg_operand(struct rpc_region_msg *m, const struct store_operand *o);
 
 #endif

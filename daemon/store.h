@@ -13,13 +13,8 @@
 
 #include <sys/types.h>
 
-#include "manifest.h"
-#include "pim.pb-c.h"
 #include "placement.h"
 #include "util.h"
-
-/* Text form of a region's extents: at most 16 numbers of 20 digits. */
-#define MANIFEST_EXTENTS_TEXT (16 * 21 + 1)
 
 struct store_migration {
 	unsigned version;
@@ -67,69 +62,125 @@ const char *store_path(struct store *s);
  * other writers wait for one such part at most, not for the whole model. */
 #define STORE_PART_ROWS 10000u
 
-/* Stores a validated manifest as model m->name, owned by uid.  An existing model of that name
- * is an error (-EEXIST) unless replace; replacing another user's model needs the owner's uid,
- * uid 0 or the daemon's own uid (-EPERM).  All or nothing: a manifest of more than
- * STORE_PART_ROWS regions and allocations is written in parts, under a staged row no reader
- * finds, and named by a last small transaction; a crash before leaves nothing visible, and
- * store_staged_cleanup deletes the parts at the next start. */
-int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
-		    Pim__ModelSummary **summary, struct pim_error *err);
-
-/* store_model_put for a manifest whose n_regions regions are not in m but come one at a time,
- * in order, from region(ctx, i, err) (manifest_validate_each; a failure there fails the put). */
-int store_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
-			 const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
-			 uid_t uid, bool replace, bool *replaced, Pim__ModelSummary **summary,
-			 struct pim_error *err);
-
-/* Summaries of all models, by name.  Free each with pim__model_summary__free_unpacked and the
- * array with free. */
-int store_model_list(struct store *s, Pim__ModelSummary ***out, size_t *n, struct pim_error *err);
-
-/* The stored manifest of a model (-ENOENT if absent). */
-int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summary,
-		    Pim__Manifest **manifest, struct pim_error *err);
-
-/* A region of a stored model as store_model_walk hands it over; the strings are valid during the
- * call only. */
-struct store_region_row {
-	uint32_t id, order;
-	const char *name, *op, *location;
-	uint64_t n_par, n_total, trip;
-	uint64_t parallel_extents[MANIFEST_EXTENTS_MAX], reduction_extents[MANIFEST_EXTENTS_MAX];
-	size_t n_parallel_extents, n_reduction_extents;
+/*
+ * A model as the store keeps it, in plain structs: the RPC layer (rpc.h) converts them from and
+ * to pim.proto, so that the protocol never reaches SQLite.  Strings and arrays are borrowed
+ * unless said otherwise; a string is never NULL ("" when absent).
+ *
+ * The enums' values are what the rows hold and what the content hash (store_model_hash) reads:
+ * never renumber them.
+ */
+enum store_alloc_kind {
+	STORE_ALLOC_UNSPECIFIED = 0,
+	STORE_ALLOC_ARGUMENT = 1,  /* a function argument (input, output or weight passed in) */
+	STORE_ALLOC_ALLOC = 2,     /* an intermediate buffer */
+	STORE_ALLOC_GLOBAL = 3,    /* a constant (weights) */
 };
 
-/* An operand of the region of that index (program order), after the region. */
-struct store_operand_row {
-	size_t region;
+enum store_operand_role {
+	STORE_ROLE_UNSPECIFIED = 0,
+	STORE_ROLE_IN = 1,
+	STORE_ROLE_OUT = 2,
+	STORE_ROLE_INOUT = 3,
+};
+
+/* Extents of each kind a region may have (manifest.h: MANIFEST_EXTENTS_MAX), and their text:
+ * that many numbers of up to 20 digits. */
+#define STORE_EXTENTS_MAX 16u
+#define STORE_EXTENTS_TEXT (STORE_EXTENTS_MAX * 21 + 1)
+
+struct store_allocation {
+	uint32_t id;
+	uint64_t bytes;
+	enum store_alloc_kind kind;
+	const char *name;
+};
+
+struct store_operand {
 	uint32_t allocation_id;
 	uint64_t bytes;
 	const char *elem_type;
 	uint32_t elem_bits;
-	Pim__OperandRole role;
+	enum store_operand_role role;
 };
 
-/*
- * A region read by store_model_walk as a Pim__Region (its strings left to the caller), with room
- * for its extents and operands: store_region_msg_start with the region's row, then
- * store_region_msg_operand with each of its operands' rows.
- */
-struct store_region_msg {
-	Pim__Region g;
-	uint64_t pe[MANIFEST_EXTENTS_MAX], re[MANIFEST_EXTENTS_MAX];
-	Pim__Operand ops[MANIFEST_OPERANDS_MAX], *opp[MANIFEST_OPERANDS_MAX];
+struct store_region {
+	uint32_t id, order;
+	const char *name, *op, *location;
+	uint64_t n_par, n_total;
+	uint64_t trip;             /* 0 is stored as 1 */
+	const uint64_t *parallel_extents, *reduction_extents; /* at most STORE_EXTENTS_MAX each */
+	size_t n_parallel_extents, n_reduction_extents;
+	const struct store_operand *operands; /* store_model_walk: none, they follow one at a time */
+	size_t n_operands;
 };
-void store_region_msg_start(struct store_region_msg *m, const struct store_region_row *r);
-/* The operand added (its elem_type left to the caller), or NULL past MANIFEST_OPERANDS_MAX. */
-Pim__Operand *store_region_msg_operand(struct store_region_msg *m, const struct store_operand_row *o);
+
+/* A whole manifest, its regions in program order (store_model_get: allocations by id). */
+struct store_manifest {
+	const char *name, *source;
+	const struct store_allocation *allocations;
+	size_t n_allocations;
+	const struct store_region *regions;
+	size_t n_regions;
+};
+/* Frees a manifest store_model_get made (and everything it points to). */
+void store_manifest_free(struct store_manifest *m);
+
+/*
+ * A manifest handed over a piece at a time (a large one is never whole in memory: its regions
+ * are decoded from the request's frame one by one).  allocation(ctx, i, a) fills *a with
+ * allocation i, for any i in any order (its strings valid until the next call); region(ctx, i,
+ * err) gives region i for i = 0, 1, ... in turn, valid until the next call, or NULL with err
+ * set (which fails the put).
+ */
+struct store_manifest_src {
+	const char *name, *source;
+	size_t n_allocations, n_regions;
+	void (*allocation)(void *ctx, size_t i, struct store_allocation *a);
+	const struct store_region *(*region)(void *ctx, size_t i, struct pim_error *err);
+	void *ctx;
+};
+
+/* A stored model's summary; its strings are the struct's own (store_model_info_clear). */
+struct store_model_info {
+	char *name, *source;
+	uint32_t owner_uid;
+	int64_t loaded_at;         /* seconds since the epoch */
+	uint32_t regions, allocations;
+	uint64_t allocation_bytes;
+};
+void store_model_info_clear(struct store_model_info *info);
+
+/* Stores a validated manifest as model src->name, owned by uid.  An existing model of that name
+ * is an error (-EEXIST) unless replace; replacing another user's model needs the owner's uid,
+ * uid 0 or the daemon's own uid (-EPERM).  All or nothing: a manifest of more than
+ * STORE_PART_ROWS regions and allocations is written in parts, under a staged row no reader
+ * finds, and named by a last small transaction; a crash before leaves nothing visible, and
+ * store_staged_cleanup deletes the parts at the next start.  info (if not NULL) receives the
+ * stored model's summary. */
+int store_model_put_each(struct store *s, const struct store_manifest_src *src, uid_t uid, bool replace,
+			 bool *replaced, struct store_model_info *info, struct pim_error *err);
+
+/* store_model_put_each for a manifest whole in memory. */
+int store_model_put(struct store *s, const struct store_manifest *m, uid_t uid, bool replace, bool *replaced,
+		    struct store_model_info *info, struct pim_error *err);
+
+/* Summaries of all models, by name; free with store_model_list_free. */
+int store_model_list(struct store *s, struct store_model_info **out, size_t *n, struct pim_error *err);
+void store_model_list_free(struct store_model_info *v, size_t n);
+
+/* The summary of a model (info may be NULL) and, if manifest is not NULL, its stored manifest
+ * (free with store_manifest_free), read in one state of the store; -ENOENT if absent. */
+int store_model_get(struct store *s, const char *name, struct store_model_info *info,
+		    struct store_manifest **manifest, struct pim_error *err);
 
 struct store_model_walker {
 	/* optional: every allocation, by id, before the regions (a valid during the call) */
-	int (*allocation)(void *ctx, const Pim__Allocation *a);
-	int (*region)(void *ctx, size_t index, const struct store_region_row *r);
-	int (*operand)(void *ctx, const struct store_operand_row *o);
+	int (*allocation)(void *ctx, const struct store_allocation *a);
+	/* a region (valid during the call), index counting them; its operands follow */
+	int (*region)(void *ctx, size_t index, const struct store_region *r);
+	/* an operand (valid during the call) of the region of that index */
+	int (*operand)(void *ctx, size_t region, const struct store_operand *o);
 	bool by_id; /* the regions by id rather than in program order (index counts them so) */
 };
 
@@ -354,8 +405,22 @@ int store_samples_each(struct store *s, int64_t run_id, uint32_t from_region,
 		       int (*fn)(void *ctx, const struct store_sample *sample), void *ctx,
 		       struct pim_error *err);
 
-/* A run as a ProfileReply (free with pim__profile_reply__free_unpacked); -ENOENT if absent. */
-int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, struct pim_error *err);
+/* A profile run as stored; its strings are the struct's own (store_run_clear). */
+struct store_run {
+	int64_t id;
+	char *state;               /* queued, running, done, failed, cancelled */
+	char *model;
+	char *backend, *backend_reason;
+	uint32_t regions_done, regions_total;
+	uint64_t repetitions_done, repetitions_total;
+	uint64_t samples;
+	char *message;
+	uint32_t uid;              /* the worker's */
+	int64_t created_at, finished_at;
+};
+/* -ENOENT if there is no such run. */
+int store_run_get(struct store *s, int64_t run_id, struct store_run *out, struct pim_error *err);
+void store_run_clear(struct store_run *r);
 
 /* Runs a previous pimd left queued or running are failed, saying so; returns how many. */
 int store_runs_abandon(struct store *s, struct pim_error *err);

@@ -24,29 +24,41 @@ char *store_col_strdup(sqlite3_stmt *st, int i)
 	return strdup(t ? (const char *)t : "");
 }
 
-static Pim__ModelSummary *summary_from_row(sqlite3_stmt *st)
+void store_model_info_clear(struct store_model_info *info)
 {
-	Pim__ModelSummary *m = malloc(sizeof *m);
-	if (!m)
-		return NULL;
-	pim__model_summary__init(m);
-	m->name = store_col_strdup(st, 1);
-	m->source = store_col_strdup(st, 2);
-	if (!m->name || !m->source) {
-		pim__model_summary__free_unpacked(m, NULL);
-		return NULL;
-	}
-	m->owner_uid = (uint32_t)sqlite3_column_int64(st, 3);
-	m->loaded_at = sqlite3_column_int64(st, 4);
-	m->regions = (uint32_t)sqlite3_column_int64(st, 5);
-	m->allocations = (uint32_t)sqlite3_column_int64(st, 6);
-	m->allocation_bytes = (uint64_t)sqlite3_column_int64(st, 7);
-	return m;
+	free(info->name);
+	free(info->source);
+	*info = (struct store_model_info){ 0 };
+}
+
+void store_model_list_free(struct store_model_info *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		store_model_info_clear(&v[i]);
+	free(v);
+}
+
+/* A row of ST_MODEL_FIND or ST_MODEL_LIST; false when out of memory (info holds nothing). */
+static bool info_from_row(sqlite3_stmt *st, struct store_model_info *info)
+{
+	*info = (struct store_model_info){
+		.name = store_col_strdup(st, 1),
+		.source = store_col_strdup(st, 2),
+		.owner_uid = (uint32_t)sqlite3_column_int64(st, 3),
+		.loaded_at = sqlite3_column_int64(st, 4),
+		.regions = (uint32_t)sqlite3_column_int64(st, 5),
+		.allocations = (uint32_t)sqlite3_column_int64(st, 6),
+		.allocation_bytes = (uint64_t)sqlite3_column_int64(st, 7),
+	};
+	if (info->name && info->source)
+		return true;
+	store_model_info_clear(info);
+	return false;
 }
 
 /* Finds a model: 1 and its id (and summary) if present, 0 if not. */
 int store_model_find(struct store *s, const char *name, int64_t *id, uint32_t *owner,
-		      Pim__ModelSummary **summary, struct pim_error *err)
+		      struct store_model_info *info, struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_FIND);
 	int r;
@@ -62,12 +74,9 @@ int store_model_find(struct store *s, const char *name, int64_t *id, uint32_t *o
 	*id = sqlite3_column_int64(st, 0);
 	if (owner)
 		*owner = (uint32_t)sqlite3_column_int64(st, 3);
-	if (summary) {
-		*summary = summary_from_row(st);
-		if (!*summary) {
-			sqlite3_reset(st);
-			return err_set(err, -ENOMEM, "out of memory");
-		}
+	if (info && !info_from_row(st, info)) {
+		sqlite3_reset(st);
+		return err_set(err, -ENOMEM, "out of memory");
 	}
 	sqlite3_reset(st);
 	return 1;
@@ -94,21 +103,24 @@ int store_step_done(struct store *s, sqlite3_stmt *st, const char *what, struct 
 }
 
 /* The model's row, named name (the rest: allocations_insert, regions_insert). */
-static int model_row_insert(struct store *s, const Pim__Manifest *m, size_t n_regions, const char *name,
+static int model_row_insert(struct store *s, const struct store_manifest_src *src, const char *name,
 			    uid_t uid, int64_t *model_id, struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_INSERT);
 	uint64_t bytes = 0;
 	int r;
 
-	for (size_t i = 0; i < m->n_allocations; i++)
-		bytes += m->allocations[i]->bytes;
+	for (size_t i = 0; i < src->n_allocations; i++) {
+		struct store_allocation a;
+		src->allocation(src->ctx, i, &a);
+		bytes += a.bytes;
+	}
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, m->source ? m->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, src->source ? src->source : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, uid);
 	sqlite3_bind_int64(st, 4, (int64_t)time(NULL));
-	sqlite3_bind_int64(st, 5, (int64_t)n_regions);
-	sqlite3_bind_int64(st, 6, (int64_t)m->n_allocations);
+	sqlite3_bind_int64(st, 5, (int64_t)src->n_regions);
+	sqlite3_bind_int64(st, 6, (int64_t)src->n_allocations);
 	sqlite3_bind_int64(st, 7, (int64_t)bytes);
 	if ((r = store_step_done(s, st, "inserting the model", err)) < 0)
 		return r;
@@ -116,20 +128,21 @@ static int model_row_insert(struct store *s, const Pim__Manifest *m, size_t n_re
 	return 0;
 }
 
-/* Allocations [from, to) of m. */
-static int allocations_insert(struct store *s, const Pim__Manifest *m, int64_t model_id, size_t from,
-			      size_t to, struct pim_error *err)
+/* Allocations [from, to) of src. */
+static int allocations_insert(struct store *s, const struct store_manifest_src *src, int64_t model_id,
+			      size_t from, size_t to, struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_ALLOC_INSERT);
 	int r;
 
 	for (size_t i = from; i < to; i++) {
-		const Pim__Allocation *a = m->allocations[i];
+		struct store_allocation a;
+		src->allocation(src->ctx, i, &a);
 		sqlite3_bind_int64(st, 1, model_id);
-		sqlite3_bind_int64(st, 2, a->id);
-		sqlite3_bind_int64(st, 3, (int64_t)a->bytes);
-		sqlite3_bind_int(st, 4, a->kind);
-		sqlite3_bind_text(st, 5, a->name ? a->name : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, a.id);
+		sqlite3_bind_int64(st, 3, (int64_t)a.bytes);
+		sqlite3_bind_int(st, 4, (int)a.kind);
+		sqlite3_bind_text(st, 5, a.name ? a.name : "", -1, SQLITE_STATIC);
 		if ((r = store_step_done(s, st, "inserting an allocation", err)) < 0)
 			return r;
 	}
@@ -137,9 +150,9 @@ static int allocations_insert(struct store *s, const Pim__Manifest *m, int64_t m
 }
 
 /* A region with its operands. */
-static int region_insert(struct store *s, const Pim__Region *g, int64_t model_id, struct pim_error *err)
+static int region_insert(struct store *s, const struct store_region *g, int64_t model_id, struct pim_error *err)
 {
-	char pe[MANIFEST_EXTENTS_TEXT], re[MANIFEST_EXTENTS_TEXT];
+	char pe[STORE_EXTENTS_TEXT], re[STORE_EXTENTS_TEXT];
 	int r;
 
 	join_extents(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
@@ -160,7 +173,7 @@ static int region_insert(struct store *s, const Pim__Region *g, int64_t model_id
 		return r;
 	st = store_stmt_get(s, ST_OPERAND_INSERT);
 	for (size_t j = 0; j < g->n_operands; j++) {
-		const Pim__Operand *o = g->operands[j];
+		const struct store_operand *o = &g->operands[j];
 		sqlite3_bind_int64(st, 1, model_id);
 		sqlite3_bind_int64(st, 2, g->id);
 		sqlite3_bind_int64(st, 3, (int64_t)j);
@@ -168,28 +181,21 @@ static int region_insert(struct store *s, const Pim__Region *g, int64_t model_id
 		sqlite3_bind_int64(st, 5, (int64_t)o->bytes);
 		sqlite3_bind_text(st, 6, o->elem_type ? o->elem_type : "", -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 7, o->elem_bits);
-		sqlite3_bind_int(st, 8, o->role);
+		sqlite3_bind_int(st, 8, (int)o->role);
 		if ((r = store_step_done(s, st, "inserting an operand", err)) < 0)
 			return r;
 	}
 	return 0;
 }
 
-/* The regions of a manifest, as store_model_put_each takes them. */
-struct regions_src {
-	size_t n;
-	const Pim__Region *(*get)(void *ctx, size_t i, struct pim_error *err);
-	void *ctx;
-};
-
 /* Regions from *i on, until about STORE_PART_ROWS rows are written (max_rows: all); *i moves on. */
-static int regions_insert(struct store *s, const struct regions_src *src, int64_t model_id, size_t *i,
+static int regions_insert(struct store *s, const struct store_manifest_src *src, int64_t model_id, size_t *i,
 			  size_t max_rows, struct pim_error *err)
 {
 	int r = 0;
 
-	for (size_t rows = 0; *i < src->n && rows < max_rows && r >= 0; (*i)++) {
-		const Pim__Region *g = src->get(src->ctx, *i, err);
+	for (size_t rows = 0; *i < src->n_regions && rows < max_rows && r >= 0; (*i)++) {
+		const struct store_region *g = src->region(src->ctx, *i, err);
 		if (!g)
 			return err->code < 0 ? err->code : err_set(err, -EIO, "regions[%zu]: unreadable", *i);
 		r = region_insert(s, g, model_id, err);
@@ -205,22 +211,22 @@ static int model_stage(struct store *s, int64_t id, struct pim_error *err)
 	return store_step_done(s, st, "staging a model", err);
 }
 
-/* Whether m may be stored as uid asks: 1 and the id of the model it replaces, 0 if there is none,
- * or -EEXIST / -EPERM.  In a write transaction. */
-static int model_may_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, int64_t *old_id,
+/* Whether a model named name may be stored as uid asks: 1 and the id of the model it replaces,
+ * 0 if there is none, or -EEXIST / -EPERM.  In a write transaction. */
+static int model_may_put(struct store *s, const char *name, uid_t uid, bool replace, int64_t *old_id,
 			 struct pim_error *err)
 {
 	uint32_t owner;
-	int r = store_model_find(s, m->name, old_id, &owner, NULL, err);
+	int r = store_model_find(s, name, old_id, &owner, NULL, err);
 
 	if (r <= 0)
 		return r;
 	if (!replace)
 		return err_set(err, -EEXIST, "model \"%s\" exists; remove it first or load with replace "
-			       "(pimctl model load --replace)", m->name);
+			       "(pimctl model load --replace)", name);
 	if (!store_may_modify(uid, owner))
 		return err_set(err, -EPERM, "model \"%s\" belongs to uid %u; only its owner, root or pimd's "
-			       "own user may replace it", m->name, owner);
+			       "own user may replace it", name, owner);
 	return 1;
 }
 
@@ -305,35 +311,35 @@ static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err
  * the model it replaces and names the new one.  Until then no reader finds it; after a crash,
  * store_staged_cleanup deletes what was written.  The replaced model is deleted in parts after.
  */
-static int model_put_parts(struct store *s, const Pim__Manifest *m, const struct regions_src *src, uid_t uid,
-			   bool replace, bool *replaced, struct pim_error *err)
+static int model_put_parts(struct store *s, const struct store_manifest_src *src, uid_t uid, bool replace,
+			   bool *replaced, struct pim_error *err)
 {
 	int64_t id = -1, old_id;
 	int r;
 
 	if ((r = part_begin(s, err)) < 0)
 		return r;
-	if ((r = model_may_put(s, m, uid, replace, &old_id, err)) >= 0 &&
-	    (r = model_row_insert(s, m, src->n, " staging", uid, &id, err)) >= 0)
+	if ((r = model_may_put(s, src->name, uid, replace, &old_id, err)) >= 0 &&
+	    (r = model_row_insert(s, src, " staging", uid, &id, err)) >= 0)
 		r = model_stage(s, id, err);  /* named by its id: the name may be taken */
 	if ((r = part_commit(s, r, err)) < 0)
 		return r;
-	for (size_t i = 0; i < m->n_allocations && r >= 0; i += STORE_PART_ROWS) {
-		size_t to = i + STORE_PART_ROWS < m->n_allocations ? i + STORE_PART_ROWS : m->n_allocations;
+	for (size_t i = 0; i < src->n_allocations && r >= 0; i += STORE_PART_ROWS) {
+		size_t to = i + STORE_PART_ROWS < src->n_allocations ? i + STORE_PART_ROWS : src->n_allocations;
 		if ((r = part_begin(s, err)) >= 0)
-			r = part_commit(s, allocations_insert(s, m, id, i, to, err), err);
+			r = part_commit(s, allocations_insert(s, src, id, i, to, err), err);
 	}
-	for (size_t i = 0; i < src->n && r >= 0;)
+	for (size_t i = 0; i < src->n_regions && r >= 0;)
 		if ((r = part_begin(s, err)) >= 0)
 			r = part_commit(s, regions_insert(s, src, id, &i, STORE_PART_ROWS, err), err);
 	int found = 0;
 	if (r >= 0 && (r = part_begin(s, err)) >= 0) {
-		if ((r = found = model_may_put(s, m, uid, replace, &old_id, err)) > 0)
+		if ((r = found = model_may_put(s, src->name, uid, replace, &old_id, err)) > 0)
 			r = model_stage(s, old_id, err);
 		if (r >= 0) {
 			sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_UNSTAGE);
 			sqlite3_bind_int64(st, 1, id);
-			sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 2, src->name, -1, SQLITE_STATIC);
 			r = store_step_done(s, st, "naming the model", err);
 		}
 		r = part_commit(s, r, err);
@@ -352,32 +358,29 @@ static int model_put_parts(struct store *s, const Pim__Manifest *m, const struct
 	return 0;
 }
 
-int store_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
-			 const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
-			 uid_t uid, bool replace, bool *replaced, Pim__ModelSummary **summary,
-			 struct pim_error *err)
+int store_model_put_each(struct store *s, const struct store_manifest_src *src, uid_t uid, bool replace,
+			 bool *replaced, struct store_model_info *info, struct pim_error *err)
 {
-	const struct regions_src src = { n_regions, region, ctx };
 	int64_t id, new_id;
 	int r;
 
 	*replaced = false;
 	/* (a group's change is a savepoint: the writer takes no model written in parts) */
-	if (n_regions + m->n_allocations > STORE_PART_ROWS && !s->grouped) {
-		r = model_put_parts(s, m, &src, uid, replace, replaced, err);
+	if (src->n_regions + src->n_allocations > STORE_PART_ROWS && !s->grouped) {
+		r = model_put_parts(s, src, uid, replace, replaced, err);
 	} else {
 		size_t i = 0;
 		if ((r = store_change_begin(s, err)) < 0)
 			return r;
-		if ((r = model_may_put(s, m, uid, replace, &id, err)) > 0) {
+		if ((r = model_may_put(s, src->name, uid, replace, &id, err)) > 0) {
 			sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_DELETE);
 			sqlite3_bind_int64(st, 1, id);
 			if ((r = store_step_done(s, st, "removing the old model", err)) >= 0)
 				*replaced = true;
 		}
-		if (r >= 0 && (r = model_row_insert(s, m, n_regions, m->name, uid, &new_id, err)) >= 0 &&
-		    (r = allocations_insert(s, m, new_id, 0, m->n_allocations, err)) >= 0)
-			r = regions_insert(s, &src, new_id, &i, SIZE_MAX, err);
+		if (r >= 0 && (r = model_row_insert(s, src, src->name, uid, &new_id, err)) >= 0 &&
+		    (r = allocations_insert(s, src, new_id, 0, src->n_allocations, err)) >= 0)
+			r = regions_insert(s, src, new_id, &i, SIZE_MAX, err);
 		if ((r = part_commit(s, r, err)) < 0) {
 			*replaced = false;
 			return r;
@@ -386,24 +389,32 @@ int store_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regio
 	}
 	if (r < 0)
 		return r;
-	if (summary) {
-		r = store_model_find(s, m->name, &id, NULL, summary, err);
+	if (info) {
+		r = store_model_find(s, src->name, &id, NULL, info, err);
 		if (r <= 0)
 			return r < 0 ? r : err_set(err, -EIO, "model vanished after commit");
 	}
 	return 0;
 }
 
-static const Pim__Region *region_of(void *ctx, size_t i, struct pim_error *err)
+static void allocation_of(void *ctx, size_t i, struct store_allocation *a)
 {
-	return ((const Pim__Manifest *)ctx)->regions[i];
+	*a = ((const struct store_manifest *)ctx)->allocations[i];
 }
 
-int store_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
-		    Pim__ModelSummary **summary, struct pim_error *err)
+static const struct store_region *region_of(void *ctx, size_t i, struct pim_error *err)
 {
-	return store_model_put_each(s, m, m->n_regions, region_of, (void *)m, uid, replace, replaced, summary,
-				    err);
+	return &((const struct store_manifest *)ctx)->regions[i];
+}
+
+int store_model_put(struct store *s, const struct store_manifest *m, uid_t uid, bool replace, bool *replaced,
+		    struct store_model_info *info, struct pim_error *err)
+{
+	const struct store_manifest_src src = {
+		.name = m->name, .source = m->source, .n_allocations = m->n_allocations,
+		.n_regions = m->n_regions, .allocation = allocation_of, .region = region_of, .ctx = (void *)m,
+	};
+	return store_model_put_each(s, &src, uid, replace, replaced, info, err);
 }
 
 int store_staged_cleanup(struct store *s, unsigned *n, struct pim_error *err)
@@ -429,23 +440,22 @@ int store_staged_cleanup(struct store *s, unsigned *n, struct pim_error *err)
 	}
 }
 
-int store_model_list(struct store *s, Pim__ModelSummary ***out, size_t *n, struct pim_error *err)
+int store_model_list(struct store *s, struct store_model_info **out, size_t *n, struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_LIST);
-	Pim__ModelSummary **v = NULL;
+	struct store_model_info *v = NULL;
 	size_t len = 0, cap = 0;
 	int r;
 
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
 		if (len == cap) {
 			cap = cap ? cap * 2 : 16;
-			Pim__ModelSummary **nv = realloc(v, cap * sizeof *v);
+			struct store_model_info *nv = realloc(v, cap * sizeof *v);
 			if (!nv)
 				goto oom;
 			v = nv;
 		}
-		v[len] = summary_from_row(st);
-		if (!v[len])
+		if (!info_from_row(st, &v[len]))
 			goto oom;
 		len++;
 	}
@@ -461,13 +471,11 @@ oom:
 	sqlite3_reset(st);
 	r = err_set(err, -ENOMEM, "out of memory");
 fail:
-	for (size_t i = 0; i < len; i++)
-		pim__model_summary__free_unpacked(v[i], NULL);
-	free(v);
+	store_model_list_free(v, len);
 	return r;
 }
 
-/* "3,4,5" into e (at most MANIFEST_EXTENTS_MAX numbers, as stored by join_extents). */
+/* "3,4,5" into e (at most STORE_EXTENTS_MAX numbers, as stored by join_extents). */
 static int parse_extents(const char *t, uint64_t *e, size_t *n)
 {
 	size_t cnt = 0;
@@ -478,7 +486,7 @@ static int parse_extents(const char *t, uint64_t *e, size_t *n)
 		uint64_t x = strtoull(t, &end, 10);
 		if (end == t)
 			break;
-		if (cnt == MANIFEST_EXTENTS_MAX)
+		if (cnt == STORE_EXTENTS_MAX)
 			return -E2BIG;
 		e[cnt++] = x;
 		t = *end == ',' ? end + 1 : end;
@@ -487,56 +495,26 @@ static int parse_extents(const char *t, uint64_t *e, size_t *n)
 	return 0;
 }
 
-/* Fills a walker's row from a row of ST_REGION_SELECT; false if the extents do not parse. */
-static bool region_row(sqlite3_stmt *st, struct store_region_row *g)
+/* Fills a walker's region from a row of ST_REGION_SELECT, its extents into pe and re (its
+ * strings valid until the next step); false if the extents do not parse. */
+static bool region_row(sqlite3_stmt *st, struct store_region *g, uint64_t *pe, uint64_t *re)
 {
 	const unsigned char *t;
 
-	g->id = (uint32_t)sqlite3_column_int64(st, 0);
-	g->name = (t = sqlite3_column_text(st, 1)) ? (const char *)t : "";
-	g->op = (t = sqlite3_column_text(st, 2)) ? (const char *)t : "";
-	g->order = (uint32_t)sqlite3_column_int64(st, 3);
-	g->n_par = (uint64_t)sqlite3_column_int64(st, 4);
-	g->n_total = (uint64_t)sqlite3_column_int64(st, 5);
-	g->trip = (uint64_t)sqlite3_column_int64(st, 6);
-	g->location = (t = sqlite3_column_text(st, 9)) ? (const char *)t : "";
-	return parse_extents((const char *)sqlite3_column_text(st, 7), g->parallel_extents,
-			     &g->n_parallel_extents) == 0 &&
-	       parse_extents((const char *)sqlite3_column_text(st, 8), g->reduction_extents,
-			     &g->n_reduction_extents) == 0;
-}
-
-void store_region_msg_start(struct store_region_msg *m, const struct store_region_row *r)
-{
-	pim__region__init(&m->g);
-	m->g.id = r->id;
-	m->g.order = r->order;
-	m->g.n_par = r->n_par;
-	m->g.n_total = r->n_total;
-	m->g.trip = r->trip;
-	memcpy(m->pe, r->parallel_extents, sizeof m->pe);
-	memcpy(m->re, r->reduction_extents, sizeof m->re);
-	m->g.parallel_extents = m->pe;
-	m->g.n_parallel_extents = r->n_parallel_extents;
-	m->g.reduction_extents = m->re;
-	m->g.n_reduction_extents = r->n_reduction_extents;
-	m->g.operands = m->opp;
-}
-
-Pim__Operand *store_region_msg_operand(struct store_region_msg *m, const struct store_operand_row *o)
-{
-	size_t i = m->g.n_operands;
-
-	if (i == MANIFEST_OPERANDS_MAX)
-		return NULL;
-	Pim__Operand *p = m->opp[i] = &m->ops[i];
-	pim__operand__init(p);
-	p->allocation_id = o->allocation_id;
-	p->bytes = o->bytes;
-	p->elem_bits = o->elem_bits;
-	p->role = o->role;
-	m->g.n_operands++;
-	return p;
+	*g = (struct store_region){
+		.id = (uint32_t)sqlite3_column_int64(st, 0),
+		.name = (t = sqlite3_column_text(st, 1)) ? (const char *)t : "",
+		.op = (t = sqlite3_column_text(st, 2)) ? (const char *)t : "",
+		.order = (uint32_t)sqlite3_column_int64(st, 3),
+		.n_par = (uint64_t)sqlite3_column_int64(st, 4),
+		.n_total = (uint64_t)sqlite3_column_int64(st, 5),
+		.trip = (uint64_t)sqlite3_column_int64(st, 6),
+		.location = (t = sqlite3_column_text(st, 9)) ? (const char *)t : "",
+		.parallel_extents = pe,
+		.reduction_extents = re,
+	};
+	return parse_extents((const char *)sqlite3_column_text(st, 7), pe, &g->n_parallel_extents) == 0 &&
+	       parse_extents((const char *)sqlite3_column_text(st, 8), re, &g->n_reduction_extents) == 0;
 }
 
 int store_model_walk(struct store *s, int64_t model_id, const struct store_model_walker *w, void *ctx,
@@ -546,7 +524,8 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 	 * region's order or id, then index): one pass over each, nothing of the model held here. */
 	sqlite3_stmt *rs = store_stmt_get(s, w->by_id ? ST_REGION_SELECT_BY_ID : ST_REGION_SELECT),
 		     *os = store_stmt_get(s, w->by_id ? ST_OPERAND_SELECT_BY_ID : ST_OPERAND_SELECT);
-	struct store_region_row g;
+	struct store_region g;
+	uint64_t pe[STORE_EXTENTS_MAX], re[STORE_EXTENTS_MAX];
 	size_t index = 0;
 	int r, ro = SQLITE_ROW, k = 0;
 	bool op_pending = false;
@@ -556,11 +535,12 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 		sqlite3_bind_int64(as, 1, model_id);
 		while (k >= 0 && (r = sqlite3_step(as)) == SQLITE_ROW) {
 			const unsigned char *t = sqlite3_column_text(as, 3);
-			Pim__Allocation a = PIM__ALLOCATION__INIT;
-			a.id = (uint32_t)sqlite3_column_int64(as, 0);
-			a.bytes = (uint64_t)sqlite3_column_int64(as, 1);
-			a.kind = (Pim__AllocKind)sqlite3_column_int(as, 2);
-			a.name = (char *)(t ? (const char *)t : "");
+			const struct store_allocation a = {
+				.id = (uint32_t)sqlite3_column_int64(as, 0),
+				.bytes = (uint64_t)sqlite3_column_int64(as, 1),
+				.kind = (enum store_alloc_kind)sqlite3_column_int(as, 2),
+				.name = t ? (const char *)t : "",
+			};
 			k = w->allocation(ctx, &a);
 		}
 		if (k >= 0 && r != SQLITE_DONE)
@@ -572,7 +552,7 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 	sqlite3_bind_int64(rs, 1, model_id);
 	sqlite3_bind_int64(os, 1, model_id);
 	while (k >= 0 && (r = sqlite3_step(rs)) == SQLITE_ROW) {
-		if (!region_row(rs, &g)) {
+		if (!region_row(rs, &g, pe, re)) {
 			k = err_set(err, -EIO, "%s: region %u of model %" PRId64 " has unreadable extents",
 				    s->path, g.id, model_id);
 			break;
@@ -590,15 +570,14 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 			if (key < want)
 				continue;  /* of no region (cannot happen: a foreign key) */
 			const unsigned char *t = sqlite3_column_text(os, 3);
-			struct store_operand_row o = {
-				.region = index,
+			const struct store_operand o = {
 				.allocation_id = (uint32_t)sqlite3_column_int64(os, 1),
 				.bytes = (uint64_t)sqlite3_column_int64(os, 2),
 				.elem_type = t ? (const char *)t : "",
 				.elem_bits = (uint32_t)sqlite3_column_int64(os, 4),
-				.role = (Pim__OperandRole)sqlite3_column_int(os, 5),
+				.role = (enum store_operand_role)sqlite3_column_int(os, 5),
 			};
-			if ((k = w->operand(ctx, &o)) < 0)
+			if ((k = w->operand(ctx, index, &o)) < 0)
 				break;
 		}
 		if (k < 0)
@@ -616,13 +595,41 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 	return k < 0 ? k : 0;
 }
 
-/* store_model_walk building a Pim__Manifest. */
+/* store_model_walk building a store_manifest: every string and array an allocation of its own
+ * (store_manifest_free).  The arrays are written here through b's pointers. */
 struct manifest_build {
-	Pim__Manifest *m;
-	size_t want, cap;  /* regions announced; operands room of the last region */
-	size_t want_allocations;
+	struct store_manifest *m;
+	struct store_allocation *allocations;
+	struct store_region *regions;
+	struct store_operand *ops;  /* the last region's, cap of them */
+	size_t cap;
+	size_t want, want_allocations;  /* as the summary says */
 	struct pim_error *err;
 };
+
+void store_manifest_free(struct store_manifest *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n_regions; i++) {
+		const struct store_region *g = &m->regions[i];
+		free((char *)g->name);
+		free((char *)g->op);
+		free((char *)g->location);
+		free((uint64_t *)g->parallel_extents);
+		free((uint64_t *)g->reduction_extents);
+		for (size_t j = 0; j < g->n_operands; j++)
+			free((char *)g->operands[j].elem_type);
+		free((struct store_operand *)g->operands);
+	}
+	for (size_t i = 0; i < m->n_allocations; i++)
+		free((char *)m->allocations[i].name);
+	free((struct store_region *)m->regions);
+	free((struct store_allocation *)m->allocations);
+	free((char *)m->name);
+	free((char *)m->source);
+	free(m);
+}
 
 static uint64_t *extents_dup(const uint64_t *e, size_t n, bool *oom)
 {
@@ -636,99 +643,88 @@ static uint64_t *extents_dup(const uint64_t *e, size_t n, bool *oom)
 	return v;
 }
 
-static int build_region(void *ctx, size_t index, const struct store_region_row *r)
+static int build_region(void *ctx, size_t index, const struct store_region *r)
 {
 	struct manifest_build *b = ctx;
-	Pim__Manifest *m = b->m;
+	struct store_manifest *m = b->m;
 	bool oom = false;
 
 	if (m->n_regions == b->want)
 		return err_set(b->err, -EIO, "model \"%s\" has more regions than its summary says", m->name);
-	Pim__Region *g = malloc(sizeof *g);
-	if (!g)
-		return err_set(b->err, -ENOMEM, "out of memory");
-	pim__region__init(g);
-	m->regions[m->n_regions++] = g;
-	b->cap = 0;
-	g->id = r->id;
-	g->name = strdup(r->name);
-	g->op = strdup(r->op);
-	g->order = r->order;
-	g->n_par = r->n_par;
-	g->n_total = r->n_total;
-	g->trip = r->trip;
-	g->location = strdup(r->location);
-	g->parallel_extents = extents_dup(r->parallel_extents, r->n_parallel_extents, &oom);
+	struct store_region *g = &b->regions[m->n_regions++];
+	*g = (struct store_region){
+		.id = r->id,
+		.order = r->order,
+		.name = strdup(r->name),
+		.op = strdup(r->op),
+		.location = strdup(r->location),
+		.n_par = r->n_par,
+		.n_total = r->n_total,
+		.trip = r->trip,
+		.parallel_extents = extents_dup(r->parallel_extents, r->n_parallel_extents, &oom),
+		.reduction_extents = extents_dup(r->reduction_extents, r->n_reduction_extents, &oom),
+	};
 	g->n_parallel_extents = g->parallel_extents ? r->n_parallel_extents : 0;
-	g->reduction_extents = extents_dup(r->reduction_extents, r->n_reduction_extents, &oom);
 	g->n_reduction_extents = g->reduction_extents ? r->n_reduction_extents : 0;
+	b->ops = NULL;
+	b->cap = 0;
 	if (!g->name || !g->op || !g->location || oom)
 		return err_set(b->err, -ENOMEM, "out of memory");
 	return 0;
 }
 
-static int build_operand(void *ctx, const struct store_operand_row *o)
+static int build_operand(void *ctx, size_t region, const struct store_operand *o)
 {
 	struct manifest_build *b = ctx;
-	Pim__Region *g = b->m->regions[o->region];
+	struct store_region *g = &b->regions[region];
 
 	if (g->n_operands == b->cap) {
-		b->cap = b->cap ? b->cap * 2 : 4;
-		Pim__Operand **nv = realloc(g->operands, b->cap * sizeof *nv);
+		size_t cap = b->cap ? b->cap * 2 : 4;
+		struct store_operand *nv = realloc(b->ops, cap * sizeof *nv);
 		if (!nv)
 			return err_set(b->err, -ENOMEM, "out of memory");
-		g->operands = nv;
+		g->operands = b->ops = nv;
+		b->cap = cap;
 	}
-	Pim__Operand *p = malloc(sizeof *p);
-	if (!p)
-		return err_set(b->err, -ENOMEM, "out of memory");
-	pim__operand__init(p);
-	g->operands[g->n_operands++] = p;
-	p->allocation_id = o->allocation_id;
-	p->bytes = o->bytes;
+	struct store_operand *p = &b->ops[g->n_operands++];
+	*p = *o;
 	p->elem_type = strdup(o->elem_type);
-	p->elem_bits = o->elem_bits;
-	p->role = o->role;
 	return p->elem_type ? 0 : err_set(b->err, -ENOMEM, "out of memory");
 }
 
-static int build_allocation(void *ctx, const Pim__Allocation *a)
+static int build_allocation(void *ctx, const struct store_allocation *a)
 {
 	struct manifest_build *b = ctx;
-	Pim__Manifest *m = b->m;
+	struct store_manifest *m = b->m;
 
 	if (m->n_allocations == b->want_allocations)
 		return err_set(b->err, -EIO, "model \"%s\" has more allocations than its summary says", m->name);
-	Pim__Allocation *c = malloc(sizeof *c);
-	if (!c)
-		return err_set(b->err, -ENOMEM, "out of memory");
+	struct store_allocation *c = &b->allocations[m->n_allocations++];
 	*c = *a;
-	m->allocations[m->n_allocations++] = c;
 	c->name = strdup(a->name);
 	return c->name ? 0 : err_set(b->err, -ENOMEM, "out of memory");
 }
 
-static int load_manifest(struct store *s, int64_t model_id, Pim__Manifest *m, struct pim_error *err)
+/* m's allocations and regions, of which the summary says there are n_allocations and n_regions. */
+static int load_manifest(struct store *s, int64_t model_id, struct store_manifest *m, size_t n_allocations,
+			 size_t n_regions, struct pim_error *err)
 {
 	static const struct store_model_walker build = {
 		.allocation = build_allocation, .region = build_region, .operand = build_operand };
-	struct manifest_build b = { .m = m, .want = m->n_regions, .want_allocations = m->n_allocations,
-				    .err = err };
+	struct manifest_build b = { .m = m, .want = n_regions, .want_allocations = n_allocations, .err = err };
 
-	m->n_allocations = 0;
-	m->n_regions = 0;
-	m->allocations = calloc(b.want_allocations ? b.want_allocations : 1, sizeof *m->allocations);
-	m->regions = calloc(b.want ? b.want : 1, sizeof *m->regions);
+	m->allocations = b.allocations = calloc(n_allocations ? n_allocations : 1, sizeof *b.allocations);
+	m->regions = b.regions = calloc(n_regions ? n_regions : 1, sizeof *b.regions);
 	if (!m->allocations || !m->regions)
 		return err_set(err, -ENOMEM, "out of memory");
 	return store_model_walk(s, model_id, &build, &b, err);
 }
 
-int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summary,
-		    Pim__Manifest **manifest, struct pim_error *err)
+int store_model_get(struct store *s, const char *name, struct store_model_info *info,
+		    struct store_manifest **manifest, struct pim_error *err)
 {
-	Pim__ModelSummary *sum = NULL;
-	Pim__Manifest *m = NULL;
+	struct store_model_info sum = { 0 };
+	struct store_manifest *m = NULL;
 	int64_t id;
 	int r;
 
@@ -743,22 +739,12 @@ int store_model_get(struct store *s, const char *name, Pim__ModelSummary **summa
 	if (r < 0)
 		goto out;
 	if (manifest) {
-		m = malloc(sizeof *m);
-		if (!m) {
+		m = calloc(1, sizeof *m);
+		if (!m || !(m->name = strdup(sum.name)) || !(m->source = strdup(sum.source))) {
 			r = err_set(err, -ENOMEM, "out of memory");
 			goto out;
 		}
-		pim__manifest__init(m);
-		m->name = strdup(sum->name);
-		m->source = strdup(sum->source);
-		m->n_allocations = sum->allocations;
-		m->n_regions = sum->regions;
-		if (!m->name || !m->source) {
-			r = err_set(err, -ENOMEM, "out of memory");
-			goto out;
-		}
-		r = load_manifest(s, id, m, err);
-		if (r < 0)
+		if ((r = load_manifest(s, id, m, sum.allocations, sum.regions, err)) < 0)
 			goto out;
 	}
 	r = 0;
@@ -766,16 +752,14 @@ out:
 	if (own && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 	if (r < 0) {
-		if (sum)
-			pim__model_summary__free_unpacked(sum, NULL);
-		if (m)
-			pim__manifest__free_unpacked(m, NULL);
+		store_model_info_clear(&sum);
+		store_manifest_free(m);
 		return r;
 	}
-	if (summary)
-		*summary = sum;
+	if (info)
+		*info = sum;
 	else
-		pim__model_summary__free_unpacked(sum, NULL);
+		store_model_info_clear(&sum);
 	if (manifest)
 		*manifest = m;
 	return 0;

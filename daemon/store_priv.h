@@ -127,7 +127,7 @@ sqlite3_stmt *store_stmt_get(struct store *s, enum stmt_id id);
 char *store_col_strdup(sqlite3_stmt *st, int i);
 int store_may_modify(uid_t uid, uint32_t owner);
 int store_model_find(struct store *s, const char *name, int64_t *id, uint32_t *owner,
-		      Pim__ModelSummary **summary, struct pim_error *err);
+		      struct store_model_info *info, struct pim_error *err);
 int store_step_done(struct store *s, sqlite3_stmt *st, const char *what, struct pim_error *err);
 
 #endif

@@ -132,7 +132,17 @@ fail:
 	return r;
 }
 
-int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, struct pim_error *err)
+void store_run_clear(struct store_run *r)
+{
+	free(r->state);
+	free(r->model);
+	free(r->backend);
+	free(r->backend_reason);
+	free(r->message);
+	*r = (struct store_run){ 0 };
+}
+
+int store_run_get(struct store *s, int64_t run_id, struct store_run *out, struct pim_error *err)
 {
 	sqlite3_stmt *st = store_stmt_get(s, ST_RUN_SELECT);
 	int r;
@@ -147,29 +157,25 @@ int store_run_get(struct store *s, int64_t run_id, Pim__ProfileReply **out, stru
 		sqlite3_reset(st);
 		return store_db_err(s, err, "reading a profile run");
 	}
-	Pim__ProfileReply *p = malloc(sizeof *p);
-	if (!p) {
-		sqlite3_reset(st);
-		return err_set(err, -ENOMEM, "out of memory");
-	}
-	pim__profile_reply__init(p);
-	p->job = (uint64_t)sqlite3_column_int64(st, 0);
-	p->state = store_col_strdup(st, 1);
-	p->model = store_col_strdup(st, 2);
-	p->backend = store_col_strdup(st, 3);
-	p->backend_reason = store_col_strdup(st, 4);
-	p->regions_done = (uint32_t)sqlite3_column_int64(st, 5);
-	p->regions_total = (uint32_t)sqlite3_column_int64(st, 6);
-	p->repetitions_done = (uint64_t)sqlite3_column_int64(st, 7);
-	p->repetitions_total = (uint64_t)sqlite3_column_int64(st, 8);
-	p->samples = (uint64_t)sqlite3_column_int64(st, 9);
-	p->message = store_col_strdup(st, 10);
-	p->uid = (uint32_t)sqlite3_column_int64(st, 11);
-	p->created_at = sqlite3_column_int64(st, 12);
-	p->finished_at = sqlite3_column_int64(st, 13);
+	struct store_run p = {
+		.id = sqlite3_column_int64(st, 0),
+		.state = store_col_strdup(st, 1),
+		.model = store_col_strdup(st, 2),
+		.backend = store_col_strdup(st, 3),
+		.backend_reason = store_col_strdup(st, 4),
+		.regions_done = (uint32_t)sqlite3_column_int64(st, 5),
+		.regions_total = (uint32_t)sqlite3_column_int64(st, 6),
+		.repetitions_done = (uint64_t)sqlite3_column_int64(st, 7),
+		.repetitions_total = (uint64_t)sqlite3_column_int64(st, 8),
+		.samples = (uint64_t)sqlite3_column_int64(st, 9),
+		.message = store_col_strdup(st, 10),
+		.uid = (uint32_t)sqlite3_column_int64(st, 11),
+		.created_at = sqlite3_column_int64(st, 12),
+		.finished_at = sqlite3_column_int64(st, 13),
+	};
 	sqlite3_reset(st);
-	if (!p->state || !p->model || !p->backend || !p->backend_reason || !p->message) {
-		pim__profile_reply__free_unpacked(p, NULL);
+	if (!p.state || !p.model || !p.backend || !p.backend_reason || !p.message) {
+		store_run_clear(&p);
 		return err_set(err, -ENOMEM, "out of memory");
 	}
 	*out = p;
@@ -242,7 +248,7 @@ int store_samples_each(struct store *s, int64_t run_id, uint32_t from_region,
 /* The model's content hash: its manifest in a canonical text, without its name (sha256.h). */
 struct hash_walk {
 	struct sha256 h;
-	char line[MANIFEST_EXTENTS_TEXT * 2 + 1024];
+	char line[STORE_EXTENTS_TEXT * 2 + 1024];
 };
 
 static void hash_line(struct hash_walk *hw, int n)
@@ -251,7 +257,7 @@ static void hash_line(struct hash_walk *hw, int n)
 		sha256_update(&hw->h, hw->line, (size_t)n < sizeof hw->line ? (size_t)n : sizeof hw->line - 1);
 }
 
-static int hash_allocation(void *ctx, const Pim__Allocation *a)
+static int hash_allocation(void *ctx, const struct store_allocation *a)
 {
 	struct hash_walk *hw = ctx;
 	hash_line(hw, snprintf(hw->line, sizeof hw->line, "a %u %" PRIu64 " %d %s\n", a->id, a->bytes,
@@ -267,10 +273,10 @@ static void extents_text(char *buf, size_t len, const uint64_t *e, size_t n)
 		pos += (size_t)snprintf(buf + pos, len - pos, "%s%" PRIu64, i ? "," : "", e[i]);
 }
 
-static int hash_region(void *ctx, size_t index, const struct store_region_row *g)
+static int hash_region(void *ctx, size_t index, const struct store_region *g)
 {
 	struct hash_walk *hw = ctx;
-	char pe[MANIFEST_EXTENTS_TEXT], re[MANIFEST_EXTENTS_TEXT];
+	char pe[STORE_EXTENTS_TEXT], re[STORE_EXTENTS_TEXT];
 
 	extents_text(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
 	extents_text(re, sizeof re, g->reduction_extents, g->n_reduction_extents);
@@ -280,7 +286,7 @@ static int hash_region(void *ctx, size_t index, const struct store_region_row *g
 	return 0;
 }
 
-static int hash_operand(void *ctx, const struct store_operand_row *o)
+static int hash_operand(void *ctx, size_t region, const struct store_operand *o)
 {
 	struct hash_walk *hw = ctx;
 	hash_line(hw, snprintf(hw->line, sizeof hw->line, "o %u %" PRIu64 " %s %u %d\n", o->allocation_id,

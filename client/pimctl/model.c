@@ -4,40 +4,24 @@
 
 static int cmd_model_load(struct ctl *ctl, const char *path, bool replace)
 {
-	struct pim_error err = { 0 };
-	struct pim_model_info info;
-	Pim__Manifest *m;
-	int replaced = 0, r;
+	struct pim_model_loaded *l;
+	int r;
 
-	/* Validate locally first: a clear message naming the field, without a round trip. */
-	if (manifest_read_file(path, &m, &err) < 0) {
-		fprintf(stderr, "pimctl: %s\n", tty(err.msg));
-		return EXIT_DAEMON;
-	}
-	size_t len = pim__manifest__get_packed_size(m);
-	uint8_t *buf = malloc(len ? len : 1);
-	if (!buf) {
-		pim__manifest__free_unpacked(m, NULL);
-		fprintf(stderr, "pimctl: out of memory\n");
-		return EXIT_DAEMON;
-	}
-	pim__manifest__pack(m, buf);
-	pim__manifest__free_unpacked(m, NULL);
-	if ((r = connect_client(ctl)) != EXIT_OK) {
-		free(buf);
+	/* The library reads and validates the file before anything is sent: a clear message
+	 * naming the field, without a round trip. */
+	if ((r = connect_client(ctl)) != EXIT_OK)
 		return r;
-	}
-	r = pim_model_load(ctl->client, buf, len, replace ? PIM_LOAD_REPLACE : 0, &info, &replaced);
-	free(buf);
+	r = pim_model_load_file(ctl->client, path, replace ? PIM_LOAD_REPLACE : 0, &l);
 	if (r < 0)
 		return request_failed(ctl, r);
 	if (ctl->json) {
-		json_object *o = model_info_json(&info);
-		json_object_object_add(o, "replaced", json_object_new_boolean(replaced));
+		json_object *o = model_info_json(&l->info);
+		json_object_object_add(o, "replaced", json_object_new_boolean(l->replaced));
 		print_json(o);
 	} else
-		printf("%s model %s: %u regions, %u allocations\n", replaced ? "Replaced" : "Loaded",
-		       tty(info.name), info.regions, info.allocations);
+		printf("%s model %s: %u regions, %u allocations\n", l->replaced ? "Replaced" : "Loaded",
+		       tty(l->info.name), l->info.regions, l->info.allocations);
+	pim_model_loaded_free(l);
 	return EXIT_OK;
 }
 
@@ -70,90 +54,159 @@ static int cmd_model_list(struct ctl *ctl)
 	return EXIT_OK;
 }
 
-static const Pim__RegionMetrics *metrics_of(const Pim__ModelShowReply *r, uint32_t id)
+/* The names of the manifest's JSON form (pimd(8), MANIFEST). */
+static const char *kind_name(enum pim_alloc_kind k)
 {
-	for (size_t i = 0; i < r->n_metrics; i++)
-		if (r->metrics[i]->region_id == id)
-			return r->metrics[i];
-	return NULL;
+	switch (k) {
+	case PIM_ALLOC_ARGUMENT: return "argument";
+	case PIM_ALLOC_ALLOC: return "alloc";
+	case PIM_ALLOC_GLOBAL: return "global";
+	default: return "unspecified";
+	}
+}
+
+static const char *role_name(enum pim_operand_role r)
+{
+	switch (r) {
+	case PIM_ROLE_IN: return "in";
+	case PIM_ROLE_OUT: return "out";
+	case PIM_ROLE_INOUT: return "inout";
+	default: return "unspecified";
+	}
+}
+
+static json_object *ju64(uint64_t v)
+{
+	return v > INT64_MAX ? json_object_new_uint64(v) : json_object_new_int64((int64_t)v);
+}
+
+/* The model's manifest in the JSON form model load reads (keys in the order it is written). */
+static json_object *manifest_json(const struct pim_model_detail *d)
+{
+	json_object *root = json_object_new_object();
+	json_object *allocs = json_object_new_array_ext((int)d->n_allocations);
+	json_object *regions = json_object_new_array_ext((int)d->n_regions);
+
+	json_object_object_add(root, "name", json_object_new_string(d->info.name));
+	if (*d->info.source)
+		json_object_object_add(root, "source", json_object_new_string(d->info.source));
+	for (size_t i = 0; i < d->n_allocations; i++) {
+		const struct pim_model_allocation *a = &d->allocations[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "id", json_object_new_int64(a->id));
+		json_object_object_add(o, "bytes", ju64(a->bytes));
+		json_object_object_add(o, "kind", json_object_new_string(kind_name(a->kind)));
+		if (*a->name)
+			json_object_object_add(o, "name", json_object_new_string(a->name));
+		json_object_array_add(allocs, o);
+	}
+	for (size_t i = 0; i < d->n_regions; i++) {
+		const struct pim_model_region *r = &d->regions[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "id", json_object_new_int64(r->id));
+		json_object_object_add(o, "name", json_object_new_string(r->name));
+		json_object_object_add(o, "op", json_object_new_string(r->op));
+		json_object_object_add(o, "order", json_object_new_int64(r->order));
+		json_object_object_add(o, "n_par", ju64(r->n_par));
+		json_object_object_add(o, "n_total", ju64(r->n_total));
+		json_object_object_add(o, "trip", ju64(r->trip ? r->trip : 1));
+		if (r->n_parallel_extents || r->n_reduction_extents) {
+			json_object *pe = json_object_new_array(), *re = json_object_new_array();
+			for (size_t j = 0; j < r->n_parallel_extents; j++)
+				json_object_array_add(pe, ju64(r->parallel_extents[j]));
+			for (size_t j = 0; j < r->n_reduction_extents; j++)
+				json_object_array_add(re, ju64(r->reduction_extents[j]));
+			json_object_object_add(o, "parallel_extents", pe);
+			json_object_object_add(o, "reduction_extents", re);
+		}
+		if (*r->location)
+			json_object_object_add(o, "location", json_object_new_string(r->location));
+		json_object *ops = json_object_new_array_ext((int)r->n_operands);
+		for (size_t j = 0; j < r->n_operands; j++) {
+			const struct pim_model_operand *op = &r->operands[j];
+			json_object *p = json_object_new_object();
+			json_object_object_add(p, "allocation", json_object_new_int64(op->allocation_id));
+			json_object_object_add(p, "bytes", ju64(op->bytes));
+			if (*op->elem_type)
+				json_object_object_add(p, "elem_type", json_object_new_string(op->elem_type));
+			if (op->elem_bits)
+				json_object_object_add(p, "elem_bits", json_object_new_int64(op->elem_bits));
+			json_object_object_add(p, "role", json_object_new_string(role_name(op->role)));
+			json_object_array_add(ops, p);
+		}
+		json_object_object_add(o, "operands", ops);
+		json_object_array_add(regions, o);
+	}
+	json_object_object_add(root, "allocations", allocs);
+	json_object_object_add(root, "regions", regions);
+	return root;
+}
+
+static void show_json(const struct pim_model_detail *d)
+{
+	json_object *o = model_info_json(&d->info);
+	json_object_object_add(o, "manifest", manifest_json(d));
+	json_object *ms = json_object_new_array();
+	for (size_t i = 0; i < d->n_metrics; i++) {
+		const struct pim_region_metrics *x = &d->metrics[i];
+		json_object *jm = json_object_new_object();
+		json_object_object_add(jm, "region", json_object_new_int64(x->region_id));
+		json_object_object_add(jm, "evidence", json_object_new_string(evidence_name(x->evidence)));
+		json_object_object_add(jm, "t_host", jdouble(x->t_host));
+		json_object_object_add(jm, "t_host_spread", jdouble(x->t_host_spread));
+		json_object_object_add(jm, "n_rd", x->have_n_rd ? jdouble(x->n_rd) : json_object_new_null());
+		json_object_object_add(jm, "c_store", x->have_store ? jdouble(x->c_store) : json_object_new_null());
+		json_object_object_add(jm, "bw_read_estimate",
+				       x->bw_read_estimate > 0 ? jdouble(x->bw_read_estimate) : json_object_new_null());
+		json_object_object_add(jm, "source", json_object_new_string(x->source));
+		json_object_array_add(ms, jm);
+	}
+	json_object_object_add(o, "metrics", ms);
+	print_json(o);
 }
 
 static int cmd_model_show(struct ctl *ctl, const char *name)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__ModelShow body = PIM__MODEL_SHOW__INIT;
-	Pim__Response *resp;
-	int r;
+	struct pim_model_detail *d;
+	int r = pim_model_show_get(ctl->client, name, &d);
 
-	body.name = (char *)name;
-	req.body_case = PIM__REQUEST__BODY_MODEL_SHOW;
-	req.model_show = &body;
-	if ((r = call_body(ctl, &req, PIM__RESPONSE__BODY_MODEL_SHOW, &resp)))
-		return r;
-	const Pim__ModelShowReply *sr = resp->model_show;
-	const Pim__ModelSummary *s = sr->model;
-	const Pim__Manifest *m = sr->manifest;
-	struct pim_model_info info = { 0 };
-	snprintf(info.name, sizeof info.name, "%s", s->name);
-	snprintf(info.source, sizeof info.source, "%s", s->source);
-	info.regions = s->regions;
-	info.allocations = s->allocations;
-	info.owner_uid = s->owner_uid;
-	info.loaded_at = s->loaded_at;
-	info.allocation_bytes = s->allocation_bytes;
+	if (r < 0)
+		return request_failed(ctl, r);
 	if (ctl->json) {
-		json_object *o = model_info_json(&info);
-		json_object_object_add(o, "manifest", manifest_to_json(m));
-		json_object *ms = json_object_new_array();
-		for (size_t i = 0; i < sr->n_metrics; i++) {
-			const Pim__RegionMetrics *x = sr->metrics[i];
-			json_object *jm = json_object_new_object();
-			json_object_object_add(jm, "region", json_object_new_int64(x->region_id));
-			json_object_object_add(jm, "evidence", json_object_new_string(evidence_name((enum pim_evidence)x->evidence)));
-			json_object_object_add(jm, "t_host", jdouble(x->t_host));
-			json_object_object_add(jm, "t_host_spread", jdouble(x->t_host_spread));
-			json_object_object_add(jm, "n_rd", x->have_n_rd ? jdouble(x->n_rd) : json_object_new_null());
-			json_object_object_add(jm, "c_store", x->have_store ? jdouble(x->c_store) : json_object_new_null());
-			json_object_object_add(jm, "bw_read_estimate",
-					       x->bw_read_estimate > 0 ? jdouble(x->bw_read_estimate)
-								       : json_object_new_null());
-			json_object_object_add(jm, "source", json_object_new_string(x->source));
-			json_object_array_add(ms, jm);
-		}
-		json_object_object_add(o, "metrics", ms);
-		print_json(o);
-		pim__response__free_unpacked(resp, NULL);
+		show_json(d);
+		pim_model_detail_free(d);
 		return EXIT_OK;
 	}
+	const struct pim_model_info *info = &d->info;
 	char b[32], t[32];
-	human_bytes(b, sizeof b, info.allocation_bytes);
-	format_time(t, sizeof t, info.loaded_at);
+	human_bytes(b, sizeof b, info->allocation_bytes);
+	format_time(t, sizeof t, info->loaded_at);
 	printf("Model %s\n  source:      %s\n  loaded:      %s by uid %u\n  regions:     %u (%zu with "
-	       "metrics on this platform)\n  allocations: %u (%s)\n\n", tty(info.name),
-	       *info.source ? tty(info.source) : "-", t, info.owner_uid, info.regions, sr->n_metrics,
-	       info.allocations, b);
+	       "metrics on this platform)\n  allocations: %u (%s)\n\n", tty(info->name),
+	       *info->source ? tty(info->source) : "-", t, info->owner_uid, info->regions, d->n_metrics,
+	       info->allocations, b);
 	printf("%6s %-8s %12s  %s\n", "ALLOC", "KIND", "BYTES", "NAME");
-	for (size_t i = 0; i < m->n_allocations; i++) {
-		const Pim__Allocation *a = m->allocations[i];
-		printf("%6u %-8s %12" PRIu64 "  %s\n", a->id, manifest_alloc_kind_name(a->kind), a->bytes,
+	for (size_t i = 0; i < d->n_allocations; i++) {
+		const struct pim_model_allocation *a = &d->allocations[i];
+		printf("%6u %-8s %12" PRIu64 "  %s\n", a->id, kind_name(a->kind), a->bytes,
 		       *a->name ? tty(a->name) : "-");
 	}
 	printf("\n%5s %6s %-20s %-22s %12s %14s %8s %10s %-9s  %s\n", "ORDER", "REGION", "NAME", "OP", "N_PAR",
 	       "N_TOTAL", "TRIP", "T_HOST", "EVIDENCE", "OPERANDS (alloc:role:bytes)");
-	for (size_t i = 0; i < m->n_regions; i++) {
-		const Pim__Region *g = m->regions[i];
-		const Pim__RegionMetrics *x = metrics_of(sr, g->id);
+	for (size_t i = 0; i < d->n_regions; i++) {
+		const struct pim_model_region *g = &d->regions[i];
+		const struct pim_region_metrics *x = g->metrics;
 		char th[32];
 		fmt_time(th, sizeof th, x ? x->t_host : 0);
 		printf("%5u %6u %-20.20s %-22.22s %12" PRIu64 " %14" PRIu64 " %8" PRIu64 " %10s %-9s ", g->order,
 		       g->id, tty(g->name), tty(g->op), g->n_par, g->n_total, g->trip ? g->trip : 1, th,
-		       x ? evidence_name((enum pim_evidence)x->evidence) : "-");
+		       x ? evidence_name(x->evidence) : "-");
 		for (size_t j = 0; j < g->n_operands; j++)
-			printf(" %u:%s:%" PRIu64, g->operands[j]->allocation_id,
-			       manifest_role_name(g->operands[j]->role), g->operands[j]->bytes);
+			printf(" %u:%s:%" PRIu64, g->operands[j].allocation_id, role_name(g->operands[j].role),
+			       g->operands[j].bytes);
 		printf("\n");
 	}
-	pim__response__free_unpacked(resp, NULL);
+	pim_model_detail_free(d);
 	return EXIT_OK;
 }
 

@@ -208,11 +208,32 @@ expect_rc 0 "^1 qkv.matvec pim C3: BW_read 15.73 GB/s >= θ 1.63 GB/s" \
 check "the typed call's placement agrees with pim_decisions_get's table" sh -c \
 	"'$B/tests/e2e-typed' '$S' decoder-block | grep -q '^decoder-block: 1 of 9 regions on PIM at 128 cores'"
 expect_rc 1 'no model named "nope"' "a typed call reports pimd's refusal" "$B/tests/e2e-typed" "$S" nope
+# ... and load a manifest from its JSON text, and show a model, in plain structs (loaded twice,
+# checked against its summary, malformed and invalid JSON refused by the library, removed).
+sed 's/"name": "decoder-block"/"name": "typed-block"/' "$EXAMPLE" > "$T/typed-block.json"
+expect_rc 0 "^region 1 qkv.matvec linalg.matvec order 1 n_par 768 n_total 196608 trip 1 extents 1+1 operands 1:in:786432:f32 0:in:1024:f32 2:inout:3072:f32$" \
+	"a C program loads a manifest from its JSON text and shows the model through the typed calls" \
+	"$B/tests/e2e-typed" model "$S" "$T/typed-block.json"
+cp "$T/out" "$T/typed.out"
+check "the second typed load replaces the first" \
+	grep -q '^loaded typed-block: 9 regions, 12 allocations, 2174980 bytes, replaced 0 then 1$' "$T/typed.out"
+check "malformed JSON is refused by the library with the parser's message (-EINVAL), the connection serving on" \
+	grep -q '^malformed: -22 manifest: JSON syntax error near line [0-9]*: unexpected end of input$' "$T/typed.out"
+expect_rc 0 "^region 1 qkv.matvec linalg.matvec .* metrics imported perf stat import" \
+	"the typed show gives a region its own metrics" "$B/tests/e2e-typed" show "$S" decoder-block
+expect_rc 1 'typed-block: no model named "typed-block"' "and the typed model was removed" \
+	"$B/tests/e2e-typed" show "$S" typed-block
 # (not under ASan: its runtime must come first in a process, which python3 is not built with)
 if ! ldd "$B/libpimclient.so" | grep -q libasan && /usr/bin/python3 -c "import ctypes" 2>/dev/null; then
 	expect_rc 0 "^decoder-block: id_limit 9, offloaded 1, place 010000000$" \
 		"Python through ctypes gets the decision table (no protobuf)" \
 		/usr/bin/python3 tests/e2e/typed.py "$B/libpimclient.so" "$S" decoder-block
+	expect_rc 0 "^typed-block: 9 regions, 12 allocations, as in the file; first region qkv.fill linalg.fill n_total 768$" \
+		"Python through ctypes loads a manifest from JSON and shows it as in the file" \
+		/usr/bin/python3 tests/e2e/typed.py "$B/libpimclient.so" "$S" decoder-block "$T/typed-block.json"
+	cp "$T/out" "$T/typed.out"
+	check "and a malformed one is refused with the parser's message" \
+		grep -q "^malformed: -22 manifest: JSON syntax error near line" "$T/typed.out"
 fi
 expect_rc 2 "not a positive number of bytes per second" "import-perf --b-cpu takes a positive bandwidth" \
 	"$PIMCTL" --socket "$S" import-perf decoder-block 1 "$D/qkv-matvec.csv" --b-cpu -5

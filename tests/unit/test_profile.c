@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "profile_int.h"
+#include "rpc.h"
 #include "test_util.h"
 
 /* Runs a queue of jobs (their uids, in arrival order) one at a time; returns the start order. */
@@ -166,7 +167,7 @@ START_TEST(writer_behind)
 	h.store = store;
 	profiler_set_writer(pf, &(struct store_writer){ held_submit, &h });
 	ck_assert_msg(manifest_read_file("tests/models/three_regions.json", &m, &err) == 0, "%s", err.msg);
-	ck_assert_int_eq(store_model_put(store, m, getuid(), true, &(bool){ false }, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(store, m, getuid(), true, &(bool){ false }, NULL, &err), 0);
 	pim__manifest__free_unpacked(m, NULL);
 
 	const char *models = getenv("PIMD_TEST_MODELS");
@@ -196,13 +197,19 @@ START_TEST(writer_behind)
 	ck_assert(d.released);
 
 	/* every sample the worker reported is stored, and the run ended done after them */
-	Pim__ProfileReply *p;
+	struct store_run p;
 	ck_assert_int_eq(store_run_get(store, run, &p, &err), 0);
-	ck_assert_str_eq(p->state, "done");
-	ck_assert_uint_eq(p->samples, d.samples);
-	ck_assert_uint_ge(p->samples, 2000u * 5);
-	ck_assert_uint_eq(p->regions_done, 5);
-	pim__profile_reply__free_unpacked(p, NULL);
+	ck_assert_int_eq(p.id, run);
+	ck_assert_str_eq(p.state, "done");
+	ck_assert_str_eq(p.model, "three-regions");
+	ck_assert_uint_eq(p.samples, d.samples);
+	ck_assert_uint_ge(p.samples, 2000u * 5);
+	ck_assert_uint_eq(p.regions_done, 5);
+	ck_assert_uint_eq(p.uid, getuid());
+	ck_assert_int_gt(p.finished_at, 0);
+	store_run_clear(&p);
+	ck_assert_int_eq(store_run_get(store, run + 1, &p, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "no profile job"), "%s", err.msg);
 	loop_del(loop, &tick);
 	close(tick.fd);
 	profiler_free(pf);

@@ -308,7 +308,7 @@ static void setup(void)
 	rpc_context_init(&ctx, store, &platform, &cfg, &pim, profiler);
 	ck_assert_msg(manifest_read_file("tests/e2e/data/decoder-block.json", &manifest, &err) == 0,
 		      "%s", err.msg);
-	ck_assert_int_eq(store_model_put(store, manifest, 0, true, &(bool){ false }, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(store, manifest, 0, true, &(bool){ false }, NULL, &err), 0);
 }
 
 static void teardown(void)
@@ -482,7 +482,7 @@ static void load_again(long n, Pim__Request *req)
 {
 	struct pim_error err = { 0 };
 	bool replaced;
-	ck_assert_int_eq(store_model_put(store, manifest, 0, true, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(store, manifest, 0, true, &replaced, NULL, &err), 0);
 }
 
 START_TEST(model_remove)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "manifest.h"
+#include "rpc.h"
 #include "store.c" /* its connection, to make it read-only (connection_found_read_only_reconnects) */
 #include "test_util.h"
 
@@ -180,50 +181,83 @@ START_TEST(models_round_trip)
 	struct store *s;
 	struct pim_error err = { 0 };
 	bool replaced;
-	Pim__ModelSummary *sum, **list;
-	Pim__Manifest *m = manifest("alpha", 3), *got;
+	struct store_model_info sum, *list;
+	struct store_manifest *got;
+	Pim__Manifest *m = manifest("alpha", 3);
 	size_t n;
+	int64_t id;
+	char hash[65], again[65];
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, &sum, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, false, &replaced, &sum, &err), 0);
 	ck_assert(!replaced);
-	ck_assert_str_eq(sum->name, "alpha");
-	ck_assert_uint_eq(sum->regions, 3);
-	ck_assert_uint_eq(sum->allocation_bytes, 192);
-	ck_assert_uint_eq(sum->owner_uid, 1000);
-	pim__model_summary__free_unpacked(sum, NULL);
+	ck_assert_str_eq(sum.name, "alpha");
+	ck_assert_str_eq(sum.source, "");
+	ck_assert_uint_eq(sum.regions, 3);
+	ck_assert_uint_eq(sum.allocations, 2);
+	ck_assert_uint_eq(sum.allocation_bytes, 192);
+	ck_assert_uint_eq(sum.owner_uid, 1000);
+	store_model_info_clear(&sum);
 
-	/* the stored manifest equals the loaded one, byte for byte once packed */
+	/* the stored manifest, as the store's structs */
 	ck_assert_int_eq(store_model_get(s, "alpha", NULL, &got, &err), 0);
+	ck_assert_str_eq(got->name, "alpha");
+	ck_assert_uint_eq(got->n_allocations, 2);
+	ck_assert_uint_eq(got->allocations[0].id, 1);
+	ck_assert_int_eq(got->allocations[0].kind, STORE_ALLOC_ALLOC);
+	ck_assert_uint_eq(got->allocations[1].bytes, 128);
+	ck_assert_int_eq(got->allocations[1].kind, STORE_ALLOC_GLOBAL);
+	ck_assert_str_eq(got->allocations[1].name, "");
 	/* regions come back in program order: r2 (order 1), r1, r0 */
-	ck_assert_str_eq(got->regions[0]->name, "r2");
-	ck_assert_uint_eq(got->regions[0]->n_operands, 2);
-	ck_assert_uint_eq(got->regions[0]->reduction_extents[0], 2);
-	ck_assert_int_eq(manifest_validate(got, &err), 0);
 	ck_assert_uint_eq(got->n_regions, 3);
-	pim__manifest__free_unpacked(got, NULL);
+	ck_assert_str_eq(got->regions[0].name, "r2");
+	ck_assert_uint_eq(got->regions[0].id, 12);
+	ck_assert_uint_eq(got->regions[0].order, 1);
+	ck_assert_uint_eq(got->regions[0].trip, 2);
+	ck_assert_uint_eq(got->regions[0].n_parallel_extents, 1);
+	ck_assert_uint_eq(got->regions[0].parallel_extents[0], 4);
+	ck_assert_uint_eq(got->regions[0].reduction_extents[0], 2);
+	ck_assert_uint_eq(got->regions[0].n_operands, 2);
+	ck_assert_int_eq(got->regions[0].operands[0].role, STORE_ROLE_IN);
+	ck_assert_str_eq(got->regions[0].operands[0].elem_type, "");
+	ck_assert_int_eq(got->regions[0].operands[1].role, STORE_ROLE_OUT);
+	ck_assert_str_eq(got->regions[0].operands[1].elem_type, "f32");
+	ck_assert_uint_eq(got->regions[0].operands[1].elem_bits, 32);
+	ck_assert_str_eq(got->regions[2].name, "r0");
+	/* stored again under another name from the store's own structs: the same content */
+	const char *own = got->name;
+	got->name = "alpha-again";
+	ck_assert_int_eq(store_model_put(s, got, 1000, false, &replaced, NULL, &err), 0);
+	got->name = own;
+	store_manifest_free(got);
+	ck_assert_int_eq(store_model_id(s, "alpha", &id, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, id, hash, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "alpha-again", &id, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, id, again, &err), 0);
+	ck_assert_str_eq(again, hash);
+	ck_assert_int_eq(store_model_remove(s, "alpha-again", 1000, &err), 0);
 
 	/* duplicates need replace; replacing someone else's model needs ownership */
-	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
-	ck_assert_int_eq(store_model_put(s, m, 1001, true, &replaced, NULL, &err), -EPERM);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
+	ck_assert_int_eq(rpc_model_put(s, m, 1001, true, &replaced, NULL, &err), -EPERM);
 	ck_assert_msg(strstr(err.msg, "belongs to uid 1000"), "%s", err.msg);
 	Pim__Manifest *m5 = manifest("alpha", 5);
-	ck_assert_int_eq(store_model_put(s, m5, 0, true, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m5, 0, true, &replaced, NULL, &err), 0);
 	ck_assert(replaced);
 	ck_assert_int_eq(store_model_get(s, "alpha", &sum, NULL, &err), 0);
-	ck_assert_uint_eq(sum->regions, 5);
-	ck_assert_uint_eq(sum->owner_uid, 0);
-	pim__model_summary__free_unpacked(sum, NULL);
+	ck_assert_uint_eq(sum.regions, 5);
+	ck_assert_uint_eq(sum.owner_uid, 0);
+	store_model_info_clear(&sum);
 
 	Pim__Manifest *b = manifest("beta", 1);
-	ck_assert_int_eq(store_model_put(s, b, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, b, 1000, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_list(s, &list, &n, &err), 0);
 	ck_assert_uint_eq(n, 2);
-	ck_assert_str_eq(list[0]->name, "alpha");
-	ck_assert_str_eq(list[1]->name, "beta");
-	for (size_t i = 0; i < n; i++)
-		pim__model_summary__free_unpacked(list[i], NULL);
-	free(list);
+	ck_assert_str_eq(list[0].name, "alpha");
+	ck_assert_uint_eq(list[0].regions, 5);
+	ck_assert_str_eq(list[1].name, "beta");
+	ck_assert_uint_eq(list[1].owner_uid, 1000);
+	store_model_list_free(list, n);
 
 	ck_assert_int_eq(store_model_remove(s, "beta", 1001, &err), -EPERM);
 	ck_assert_int_eq(store_model_remove(s, "beta", 1000, &err), 0);
@@ -249,7 +283,7 @@ struct walk_log {
 	int stop_at;  /* region index whose callback fails with -ECANCELED, or -1 */
 };
 
-static int walk_region(void *ctx, size_t index, const struct store_region_row *r)
+static int walk_region(void *ctx, size_t index, const struct store_region *r)
 {
 	struct walk_log *w = ctx;
 	if ((int)index == w->stop_at)
@@ -261,10 +295,10 @@ static int walk_region(void *ctx, size_t index, const struct store_region_row *r
 	return 0;
 }
 
-static int walk_operand(void *ctx, const struct store_operand_row *o)
+static int walk_operand(void *ctx, size_t region, const struct store_operand *o)
 {
 	struct walk_log *w = ctx;
-	w->len += (size_t)snprintf(w->text + w->len, sizeof w->text - w->len, "(%zu:%u,%llu,%s,%d)", o->region,
+	w->len += (size_t)snprintf(w->text + w->len, sizeof w->text - w->len, "(%zu:%u,%llu,%s,%d)", region,
 				   o->allocation_id, (unsigned long long)o->bytes, o->elem_type, (int)o->role);
 	return 0;
 }
@@ -282,7 +316,7 @@ START_TEST(model_walk_in_program_order)
 	struct walk_log w = { .stop_at = -1 };
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "gamma", &id, &err), 0);
 	ck_assert_int_eq(store_model_walk(s, id, &walker, &w, &err), 0);
 	/* manifest(): region i has id 10+i and order 3-i; operands alloc 2 (in), alloc 1 (out) */
@@ -300,6 +334,67 @@ START_TEST(model_walk_in_program_order)
 	w = (struct walk_log){ .stop_at = -1 };
 	ck_assert_int_eq(store_model_walk(s, id + 1, &walker, &w, &err), 0);
 	ck_assert_uint_eq(w.len, 0);
+	store_close(s);
+	pim__manifest__free_unpacked(m, NULL);
+}
+END_TEST
+
+/* A manifest with every field set: sources, allocation names of every kind, locations,
+ * element types, several extents, all three roles, ids and orders not in file order. */
+static const char pinned_json[] =
+	"{ \"name\": \"pinned\", \"source\": \"pinned.mlir\","
+	" \"allocations\": [ { \"id\": 3, \"bytes\": 4096, \"kind\": \"argument\", \"name\": \"%arg0\" },"
+	" { \"id\": 1, \"bytes\": 1024, \"kind\": \"alloc\", \"name\": \"%alloc\" },"
+	" { \"id\": 7, \"bytes\": 65536, \"kind\": \"global\", \"name\": \"@weights\" } ],"
+	" \"regions\": [ { \"id\": 5, \"name\": \"matvec\", \"op\": \"linalg.matvec\", \"order\": 1, \"n_par\": 16,"
+	" \"n_total\": 4096, \"trip\": 3, \"parallel_extents\": [16], \"reduction_extents\": [256],"
+	" \"location\": \"m.mlir:4:10\", \"operands\": ["
+	" { \"allocation\": 7, \"bytes\": 16384, \"elem_type\": \"f32\", \"elem_bits\": 32, \"role\": \"in\" },"
+	" { \"allocation\": 3, \"bytes\": 1024, \"elem_type\": \"f32\", \"elem_bits\": 32, \"role\": \"in\" },"
+	" { \"allocation\": 1, \"bytes\": 64, \"elem_type\": \"f32\", \"elem_bits\": 32, \"role\": \"out\" } ] },"
+	" { \"id\": 2, \"name\": \"relu\", \"op\": \"linalg.generic\", \"order\": 0, \"n_par\": 256, \"n_total\": 256,"
+	" \"parallel_extents\": [16, 16], \"location\": \"m.mlir:9:3\", \"operands\": ["
+	" { \"allocation\": 1, \"bytes\": 1024, \"elem_type\": \"bf16\", \"elem_bits\": 16, \"role\": \"inout\" } ] } ] }";
+
+/* A model's content hash is its identity in the fleet catalogue, shared by hosts of different
+ * pimd versions: it must never change for the same manifest.  The value was computed when the
+ * store's rows were first hashed; a change here orphans every published measurement. */
+START_TEST(content_hash_is_pinned)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+	bool replaced;
+	int64_t id, other;
+	char hash[65], again[65];
+	Pim__Manifest *m;
+
+	ck_assert_msg(manifest_from_json(pinned_json, strlen(pinned_json), &m, &err) == 0, "%s", err.msg);
+	ck_assert_msg(manifest_validate(m, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "pinned", &id, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, id, hash, &err), 0);
+	ck_assert_str_eq(hash, "f511e3d168f0227c4d6c0008fe22e48ebe6b4d8aab603a7e7278013276ab8e11");
+	/* kept in the model's row: asked again, the same */
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM models WHERE content_hash = "
+				 "'f511e3d168f0227c4d6c0008fe22e48ebe6b4d8aab603a7e7278013276ab8e11'"), 1);
+	ck_assert_int_eq(store_model_hash(s, id, again, &err), 0);
+	ck_assert_str_eq(again, hash);
+	/* the name is not part of it; anything else is (one operand's bytes) */
+	free(m->name);
+	m->name = strdup("renamed");
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "renamed", &other, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, other, again, &err), 0);
+	ck_assert_str_eq(again, hash);
+	free(m->name);
+	m->name = strdup("changed");
+	m->regions[0]->operands[2]->bytes = 128;
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "changed", &other, &err), 0);
+	ck_assert_int_eq(store_model_hash(s, other, again, &err), 0);
+	ck_assert_str_ne(again, hash);
+	ck_assert_int_eq(store_model_hash(s, other + 1, again, &err), -ENOENT);
 	store_close(s);
 	pim__manifest__free_unpacked(m, NULL);
 }
@@ -367,35 +462,37 @@ START_TEST(large_models_in_parts)
 	bool replaced;
 	unsigned count, cleaned;
 	uint64_t regions;
-	Pim__ModelSummary *sum;
-	Pim__Manifest *m = large("big", n), *small = manifest("big", 2), *got;
+	struct store_model_info sum;
+	struct store_manifest *got;
+	Pim__Manifest *m = large("big", n), *small = manifest("big", 2);
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
-	ck_assert_msg(store_model_put(s, m, 1000, false, &replaced, &sum, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rpc_model_put(s, m, 1000, false, &replaced, &sum, &err) == 0, "%s", err.msg);
 	ck_assert(!replaced);
-	ck_assert_str_eq(sum->name, "big");
-	ck_assert_uint_eq(sum->regions, n);
-	pim__model_summary__free_unpacked(sum, NULL);
+	ck_assert_str_eq(sum.name, "big");
+	ck_assert_uint_eq(sum.regions, n);
+	store_model_info_clear(&sum);
 	ck_assert_int_eq(store_model_get(s, "big", NULL, &got, &err), 0);
 	ck_assert_uint_eq(got->n_regions, n);
-	ck_assert_uint_eq(got->regions[n - 1]->id, n - 1);
-	ck_assert_uint_eq(got->regions[n - 1]->n_operands, 1);
-	pim__manifest__free_unpacked(got, NULL);
+	ck_assert_uint_eq(got->regions[n - 1].id, n - 1);
+	ck_assert_uint_eq(got->regions[n - 1].n_operands, 1);
+	ck_assert_int_eq(got->regions[n - 1].operands[0].role, STORE_ROLE_IN);
+	store_manifest_free(got);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM models WHERE staging = 1"), 0);
 	/* the checks come before any part is written */
-	ck_assert_int_eq(store_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
-	ck_assert_int_eq(store_model_put(s, m, 1001, true, &replaced, NULL, &err), -EPERM);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
+	ck_assert_int_eq(rpc_model_put(s, m, 1001, true, &replaced, NULL, &err), -EPERM);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 1);
 
 	/* replaced by itself, then by a small model: the old rows are gone */
-	ck_assert_int_eq(store_model_put(s, m, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, true, &replaced, NULL, &err), 0);
 	ck_assert(replaced);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), (int)n);
-	ck_assert_int_eq(store_model_put(s, small, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, small, 1000, true, &replaced, NULL, &err), 0);
 	ck_assert(replaced);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 2);
 	/* a small model replaced by a large one */
-	ck_assert_int_eq(store_model_put(s, m, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, true, &replaced, NULL, &err), 0);
 	ck_assert(replaced);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), (int)n);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM operands"), (int)n);
@@ -403,7 +500,7 @@ START_TEST(large_models_in_parts)
 	/* a part that fails (a duplicate region id in the second part) leaves the old model as it
 	 * was, and nothing staged */
 	m->regions[STORE_PART_ROWS / 2 + 5]->id = 3;
-	ck_assert_int_eq(store_model_put(s, m, 1000, true, &replaced, NULL, &err), -EINVAL);
+	ck_assert_int_eq(rpc_model_put(s, m, 1000, true, &replaced, NULL, &err), -EINVAL);
 	ck_assert(!replaced);
 	m->regions[STORE_PART_ROWS / 2 + 5]->id = STORE_PART_ROWS / 2 + 5;
 	ck_assert_int_eq(store_model_regions(s, "big", &regions, &err), 0);
@@ -422,18 +519,18 @@ START_TEST(large_models_in_parts)
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM allocations"), 0);
 
 	/* what a crash between parts leaves: a staged row and its rows */
-	ck_assert_int_eq(store_model_put(s, small, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, small, 1000, false, &replaced, NULL, &err), 0);
 	raw_exec("UPDATE models SET staging = 1, name = ' staging ' || id WHERE name = 'big'");
 	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
 	store_forget_cached(s);
 	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
 	ck_assert_uint_eq(count, 0);
 	ck_assert_int_eq(store_model_get(s, " staging 1", NULL, NULL, &err), -ENOENT);
-	Pim__ModelSummary **list;
+	struct store_model_info *list;
 	size_t nl;
 	ck_assert_int_eq(store_model_list(s, &list, &nl, &err), 0);
 	ck_assert_uint_eq(nl, 0);
-	free(list);
+	store_model_list_free(list, nl);
 	ck_assert_int_eq(store_staged_cleanup(s, &cleaned, &err), 0);
 	ck_assert_uint_eq(cleaned, 1);
 	ck_assert_int_eq(store_staged_cleanup(s, &cleaned, &err), 0);
@@ -458,7 +555,7 @@ START_TEST(failed_put_leaves_nothing)
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	/* bypass validation: an operand naming a missing allocation trips the foreign key */
 	m->regions[1]->operands[0]->allocation_id = 99;
-	ck_assert_int_lt(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_lt(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_msg(strstr(err.msg, "FOREIGN KEY") || strstr(err.msg, "constraint"), "%s", err.msg);
 	unsigned cnt = 9;
 	ck_assert_int_eq(store_model_count(s, &cnt, &err), 0);
@@ -519,7 +616,7 @@ START_TEST(metrics_and_decisions)
 	ck_assert_str_eq(pf.b_cpu_host, "2 CPUs, 23.5 GiB");
 	probe.b_cpu = 0;
 	ck_assert_int_eq(store_platform_set_b_cpu(s, pid, &probe, &err), -EINVAL);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 
 	struct store_metrics rm = { 0 };
@@ -618,7 +715,7 @@ START_TEST(model_versions_and_a_second_connection)
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 	ck_assert_int_eq(store_model_version(s, mid, &v1, &err), 0);
 	ck_assert_int_eq(v1, 1); /* the first version handed out */
@@ -647,7 +744,7 @@ START_TEST(model_versions_and_a_second_connection)
 	ck_assert_uint_eq(count, 1);
 	ck_assert_int_eq(store_model_version(t, mid, &v3, &err), 0);
 	ck_assert_int_eq(v3, v2);
-	ck_assert_int_eq(store_model_put(t, e, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(t, e, 0, false, &replaced, NULL, &err), 0);
 	store_forget_cached(s);
 	ck_assert_int_eq(store_model_count(s, &count, &err), 0);
 	ck_assert_uint_eq(count, 2);
@@ -667,7 +764,7 @@ START_TEST(model_versions_and_a_second_connection)
 	ck_assert_int_eq(store_model_remove(t, "echo", 0, &err), 0);
 	ck_assert_int_eq(store_model_remove(t, "delta", 0, &err), 0);
 	ck_assert_int_eq(store_model_version(s, mid, &v5, &err), -ENOENT);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid2, &err), 0);
 	ck_assert_int_eq(mid2, mid);
 	ck_assert_int_eq(store_model_version(s, mid2, &v5, &err), 0);
@@ -692,14 +789,14 @@ START_TEST(run_ids_stay_unique)
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r1, &err), 0);
 	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r2, &err), 0);
 	ck_assert_int_eq(r1, 1);
 	ck_assert_int_eq(r2, 2);
 	/* the replacement deletes runs 1 and 2; the next id is 3, not 1 */
-	ck_assert_int_eq(store_model_put(s, m, 0, true, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, true, &replaced, NULL, &err), 0);
 	ck_assert(replaced);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
@@ -709,7 +806,7 @@ START_TEST(run_ids_stay_unique)
 	store_close(s);
 	/* and across a restart */
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid, &err), 0);
 	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r4, &err), 0);
 	ck_assert_int_eq(r4, 4);
@@ -808,7 +905,7 @@ START_TEST(acknowledged_writes_are_synced)
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
 	syncs = 0;
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_ge(syncs, 1);
 	ck_assert_int_eq(store_model_id(s, "durable", &mid, &err), 0);
 	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 0, 0, 2, &run, &err), 0);
@@ -859,7 +956,7 @@ START_TEST(samples_from_a_region_on)
 		v[i] = (struct store_sample){ .region = 10 + i / 2, .rep = i % 2, .executions = 1, .time_ns = 5 };
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "parts", &mid, &err), 0);
 	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 0, 0, 3, &run, &err), 0);
 	ck_assert_int_eq(store_samples_put(s, run, v, 6, &err), 0);
@@ -907,7 +1004,7 @@ START_TEST(many_samples_removed_in_parts)
 	for (int k = 0; k < 2; k++) {
 		Pim__Manifest *m = manifest("sampled", 2);
 		size_t count = k ? n : 10;
-		ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+		ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 		ck_assert_int_eq(store_model_id(s, "sampled", &mid, &err), 0);
 		ck_assert_int_eq(store_run_create(s, mid, pid, 0, 0, 0, 2, &run, &err), 0);
 		ck_assert_int_eq(store_samples_put(s, run, v, count, &err), 0);
@@ -941,10 +1038,10 @@ START_TEST(commit_during_a_file_system_failure_is_not_acknowledged)
 	counting_vfs_install();
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	/* a healthy file system: the check after the commit passes */
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	fs_failed = false;
 	fail_in_sync = 1; /* the commit's own fsync */
-	ck_assert_int_eq(store_model_put(s, m2, 0, false, &replaced, NULL, &err), -EIO);
+	ck_assert_int_eq(rpc_model_put(s, m2, 0, false, &replaced, NULL, &err), -EIO);
 	ck_assert_ptr_nonnull(strstr(err.msg, "the file system failed while the change was committed"));
 	ck_assert_ptr_nonnull(strstr(err.msg, "it may not be stored"));
 	/* the failure stays: the next change fails at once */
@@ -971,14 +1068,14 @@ START_TEST(group_of_changes_commits_once)
 
 	counting_vfs_install();
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
-	ck_assert_int_eq(store_model_put(s, a, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, a, 0, false, &replaced, NULL, &err), 0);
 	syncs = 0;
 	ck_assert_int_eq(store_group_begin(s, &err), 0);
-	ck_assert_int_eq(store_model_put(s, b, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, b, 0, false, &replaced, NULL, &err), 0);
 	/* taken: this change fails, the group goes on */
-	ck_assert_int_eq(store_model_put(s, a, 0, false, &replaced, NULL, &err), -EEXIST);
+	ck_assert_int_eq(rpc_model_put(s, a, 0, false, &replaced, NULL, &err), -EEXIST);
 	ck_assert_int_eq(store_model_remove(s, "a", 0, &err), 0);
-	ck_assert_int_eq(store_model_put(s, c, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, c, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(syncs, 0); /* nothing on disk before the group's commit */
 	ck_assert_int_eq(store_group_commit(s, &committed, &err), 0);
 	ck_assert(committed);
@@ -989,7 +1086,7 @@ START_TEST(group_of_changes_commits_once)
 
 	/* the file system fails under the group's commit: every change of it may be lost */
 	ck_assert_int_eq(store_group_begin(s, &err), 0);
-	ck_assert_int_eq(store_model_put(s, a, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, a, 0, false, &replaced, NULL, &err), 0);
 	fail_in_sync = 1;
 	ck_assert_int_eq(store_group_commit(s, &committed, &err), -EIO);
 	ck_assert(committed);
@@ -1055,7 +1152,7 @@ START_TEST(changes_handed_to_a_writer)
 	counting_vfs_install();
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &c.platform_id, &err), 0);
-	ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "w", &c.model_id, &err), 0);
 	struct store_write w = { change_write, change_done, &c, NULL, NULL };
 
@@ -1112,7 +1209,7 @@ START_TEST(damaged_database_is_refused)
 		char name[16];
 		snprintf(name, sizeof name, "m%02d", i);
 		Pim__Manifest *m = manifest(name, 8);
-		ck_assert_int_eq(store_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
+		ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 		pim__manifest__free_unpacked(m, NULL);
 	}
 	store_close(s); /* checkpoints the WAL into the file */
@@ -1201,7 +1298,7 @@ static int read_only_steps(char *msg, size_t len)
 	STEP(store_open_again(s, 1000, &s2, &err) == 0);
 	STEP(!store_found_readonly(s2));
 	Pim__Manifest *m = manifest("after", 2);
-	STEP(store_model_put(s2, m, getuid(), false, &replaced, NULL, &err) == 0);
+	STEP(rpc_model_put(s2, m, getuid(), false, &replaced, NULL, &err) == 0);
 	pim__manifest__free_unpacked(m, NULL);
 	store_close(s2);
 	store_close(s);
@@ -1253,13 +1350,13 @@ START_TEST(connection_found_read_only_reconnects)
 	ck_assert(!store_found_readonly(s));
 	ck_assert_int_eq(sqlite3_exec(s->db, "PRAGMA query_only = ON", NULL, NULL, NULL), SQLITE_OK);
 	Pim__Manifest *m = manifest("moved", 2);
-	int r = store_model_put(s, m, 0, false, &replaced, NULL, &err);
+	int r = rpc_model_put(s, m, 0, false, &replaced, NULL, &err);
 	ck_assert_msg(r == -EROFS, "%d %s", r, err.msg);
 	ck_assert_msg(strstr(err.msg, "read-only database"), "%s", err.msg);
 	ck_assert(store_found_readonly(s));
 	ck_assert_msg(store_reconnect(s, &err) == 0, "%s", err.msg);
 	ck_assert(!store_found_readonly(s));
-	ck_assert_msg(store_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rpc_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
 	unsigned n = 0;
 	ck_assert_int_eq(store_model_count(s, &n, &err), 0);
 	ck_assert_uint_eq(n, 1);
@@ -1345,7 +1442,7 @@ START_TEST(fetched_metrics_many_to_a_statement)
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
 	ck_assert_int_eq(store_platform_ensure(s, &pf, &pid, &err), 0);
-	ck_assert_msg(store_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rpc_model_put(s, m, 0, false, &replaced, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(store_model_id(s, "fetched", &mid, &err), 0);
 	for (size_t i = 0; i < n; i++) {
 		rows[i] = (struct store_metrics){ 0 };
@@ -1413,6 +1510,7 @@ int main(void)
 	tcase_add_test(tc, cancelled_runs_migrated);
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, model_walk_in_program_order);
+	tcase_add_test(tc, content_hash_is_pinned);
 	tcase_add_test(tc, failed_put_leaves_nothing);
 	tcase_add_test(tc, large_models_in_parts);
 	tcase_add_test(tc, metrics_and_decisions);
