@@ -21,6 +21,7 @@
 #define PIMD_CATALOGUE_H
 
 #include "config.h"
+#include "manifest.h"
 #include "platform.h"
 #include "store.h"
 
