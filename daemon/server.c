@@ -417,10 +417,11 @@ static void work_finished(void *data, struct work *w)
 			}
 		}
 	}
+	bool dropped = w->dropped; /* (w is freed below) */
 	s->buffered -= w->charge;
 	threads_release(s->threads, w);
 	server_wake_starved(s);
-	if (c && !w->dropped) {
+	if (c && !dropped) {
 		/* flush and read on, as if the socket had become writable */
 		conn_event(&c->watch, EPOLLOUT);
 	}
