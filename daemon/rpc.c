@@ -61,7 +61,7 @@ static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req
 	s->database = reply_strdup(&b, store_path(ctx->store));
 	s->requests = ctx->requests;
 	s->max_frame_bytes = ctx->max_frame_bytes;
-	s->pid = (uint32_t)getpid();
+	s->pid = ctx->pid;
 	const struct platform *pf = ctx->platform;
 	s->platform = reply_strdup(&b, pf->id.name);
 	s->backend = reply_strdup(&b, pf->counters ? "counters" : "timing");
@@ -888,7 +888,7 @@ void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platf
 		      struct profiler *profiler)
 {
 	*ctx = (struct rpc_context){ .store = store, .platform = platform, .pim = pim,
-				     .profiler = profiler, .started_ns = now_ns() };
+				     .profiler = profiler, .started_ns = now_ns(), .pid = (uint32_t)getpid() };
 	ctx->decisions_waiting = &ctx->decisions_waiting_bytes;
 	if (store_model_count(store, &ctx->models, NULL) < 0)
 		ctx->models = 0;
