@@ -38,9 +38,7 @@ void profile_job_free(struct job *j)
 	free(j->regions);
 	free(j->measure);
 	free(j->facts);
-	free(j->buf);
-	free(j->vals);
-	free(j->last);
+	profile_job_write_free(j->batch);
 	free(j);
 }
 
@@ -58,18 +56,16 @@ void profile_job_unlink(struct job *j)
 		pf->n_queued--;
 }
 
-/* The worker of j ended: once nothing of j is with the writer, the rest of its samples and
- * its end go there (profile_job_ended). */
+/* The worker of j ended: once nothing of j is with the writer, its open batch goes there with
+ * the rest of its samples and its end (profile_job_ended). */
 void profile_job_end(struct job *j)
 {
-	if (j->writes)
+	if (j->writes || !j->batch)
 		return; /* profile_job_write_done comes back here */
-	struct job_write *jw = j->last;
-	j->last = NULL;
-	*jw = (struct job_write){ .buf = j->buf, .vals = j->vals, .n = j->nbuf, .final = true, .st = j->end };
-	j->buf = NULL;
-	j->vals = NULL;
-	j->nbuf = 0;
+	struct job_write *jw = j->batch;
+	j->batch = NULL;
+	jw->final = true;
+	jw->st = j->end;
 	profile_job_submit(j, jw);
 }
 
@@ -192,7 +188,7 @@ void profile_job_cancel(struct job *j, const char *why, bool gone)
 	snprintf(j->cancel_why, sizeof j->cancel_why, "%s", why);
 	if (gone) {
 		j->store_failed = true; /* no sample is stored any more */
-		j->nbuf = 0;
+		j->batch->n = 0;
 	}
 	if (j->creating) {
 		log_info("Profile job of model \"%s\" for uid %u cancelled before it was queued: %s",
@@ -422,8 +418,8 @@ void profiler_free(struct profiler *pf)
 			   "recorded as interrupted", j->run, j->model, (unsigned)j->uid,
 			   j->running ? "running" : "queued");
 		/* (nothing is with the writer: it wrote all it was given before it stopped) */
-		if (j->nbuf && !j->store_failed &&
-		    store_samples_put(pf->store, j->run, j->buf, j->nbuf, &err) < 0)
+		if (j->batch && j->batch->n && !j->store_failed &&
+		    store_samples_put(pf->store, j->run, j->batch->buf, j->batch->n, &err) < 0)
 			log_error("Profile job %" PRId64 ": storing samples failed: %s", j->run, err.msg);
 		if (store_run_update(pf->store, j->run, &u, &err) < 0)
 			log_error("Profile job %" PRId64 ": recording its end failed: %s", j->run, err.msg);

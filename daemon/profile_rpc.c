@@ -328,10 +328,8 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 			 j->timeout_ms, pf->timeout_ms);
 		j->timeout_ms = pf->timeout_ms;
 	}
-	j->buf = calloc(SAMPLE_ROOM, sizeof *j->buf);
-	j->vals = calloc(SAMPLE_ROOM, sizeof *j->vals);
-	j->last = calloc(1, sizeof *j->last);
-	if (!j->buf || !j->vals || !j->last) {
+	j->batch = profile_batch_new();
+	if (!j->batch) {
 		profile_job_free(j);
 		return NULL;
 	}

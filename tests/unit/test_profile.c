@@ -119,13 +119,13 @@ static void drive_tick(struct watch *w, uint32_t events)
 		ck_assert_msg(j && !j->ending, "the job ended while its changes were held");
 		ck_assert_uint_le(j->writes, BATCHES_WAITING);
 		ck_assert_uint_eq(j->writes, d->h->n); /* nothing was written, all waits */
-		ck_assert_uint_le(j->nbuf, SAMPLE_ROOM);
+		ck_assert_uint_le(j->batch->n, SAMPLE_ROOM);
 		if (!j->paused)
 			return;
 		if (!d->paused_ns) {
 			d->paused_ns = now;
 			d->reps_paused = j->reps_done;
-			ck_assert_uint_ge(j->nbuf, SAMPLE_BATCH);
+			ck_assert_uint_ge(j->batch->n, SAMPLE_BATCH);
 			return;
 		}
 		if (now - d->paused_ns < 500000000u)
