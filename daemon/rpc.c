@@ -197,7 +197,7 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	struct pim_error err = { 0 };
 	const Pim__ModelLoad *ml = req->model_load;
 	struct reply b;
-	bool replaced;
+	int64_t replaced;
 	int k;
 
 	if (!ml->manifest)
@@ -224,7 +224,7 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	}
 	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
 		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, n, ml->manifest->n_allocations);
-	lr->replaced = replaced;
+	lr->replaced = replaced != 0;
 	return reply_finish(&b);
 }
 
@@ -500,7 +500,7 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 
 	if (!manifest_name_valid(name))
 		return bad_name(req->id, name);
-	int k = store_model_remove(ctx->store, name, peer->cred.uid, &err);
+	int k = store_model_remove(ctx->store, name, peer->cred.uid, NULL, &err);
 	if (k < 0) {
 		if (k == -ENOSPC)
 			log_warning("Cannot remove model \"%s\": %s", name, err.msg);
