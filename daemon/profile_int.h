@@ -151,6 +151,13 @@ struct profiler {
 		char why[96];
 	} gone[UNRECORDED_MAX];
 	unsigned n_gone;
+	/* Models removed or replaced (profiler_models_changed), the latest, by id: a Profile
+	 * request whose model was read on a work thread meanwhile is checked against them. */
+	struct {
+		int64_t id;
+		bool replaced;
+	} models_gone[UNRECORDED_MAX];
+	uint64_t models_gen; /* how many there were */
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -175,7 +182,7 @@ void profile_job_ended(struct job *j, struct job_write *jw, int r, const struct 
 void profile_job_try_finish(struct job *j);
 void profile_job_stop(struct job *j);
 void profile_job_cancel(struct job *j, const char *why, bool gone);
-bool profile_job_model_gone(struct profiler *pf, const struct job *j, char *why, size_t len);
+const char *profile_model_gone_since(const struct profiler *pf, uint64_t gen, int64_t model_id);
 void profile_job_start(struct job *j);
 
 /* profile_turns.c: which job starts next */
@@ -184,8 +191,8 @@ void profiler_kick(struct profiler *pf);
 /* profile_model.c: reading a job's model */
 void profile_plan_events(struct job *j, const struct platform *p);
 uint64_t profile_read_bytes(Pim__Operand *const *ops, size_t n);
-int profile_job_from_store(struct job *j, struct store *st, const char *name, const Pim__Profile *q,
-			  struct pim_error *err);
+int profile_job_from_store(struct job *j, struct store *s, const char *what, const uint32_t *measure,
+			   size_t n_measure, struct pim_error *err);
 
 /* profile_pipe.c: reading a worker's pipe */
 void profile_job_pause(struct job *j, bool pause);
@@ -208,5 +215,7 @@ int profile_job_end_run(struct store *s, struct job_write *jw, const char *failu
 
 /* profile_rpc.c: the requests */
 void profile_start_done(void *data, int r, const struct pim_error *err);
+Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r, Pim__ProfileReply *row,
+				     const struct pim_error *err);
 
 #endif

@@ -114,13 +114,13 @@ static void probe_write_done(void *data, int r, const struct pim_error *err)
 	free(data);
 }
 
-static void probe_job_run(void *data)
+static void probe_job_run(struct store *s, void *data)
 {
 	struct probe_job *j = data;
 	j->r = platform_probe_bandwidth(&j->m, NULL, &j->err);
 }
 
-static Pim__Response *probe_job_finish(void *data)
+static Pim__Response *probe_job_finish(void *data, struct rpc_deferred *next)
 {
 	struct probe_job *j = data;
 	struct rpc_context *ctx = j->ctx;
@@ -225,6 +225,7 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	log_info("Model \"%s\" %s by uid %u: %zu regions, %zu allocations", ml->manifest->name,
 		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, n, ml->manifest->n_allocations);
 	lr->replaced = replaced != 0;
+	ctx->model_gone = replaced;
 	return reply_finish(&b);
 }
 
@@ -500,7 +501,7 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 
 	if (!manifest_name_valid(name))
 		return bad_name(req->id, name);
-	int k = store_model_remove(ctx->store, name, peer->cred.uid, NULL, &err);
+	int k = store_model_remove(ctx->store, name, peer->cred.uid, &ctx->model_gone, &err);
 	if (k < 0) {
 		if (k == -ENOSPC)
 			log_warning("Cannot remove model \"%s\": %s", name, err.msg);
@@ -669,9 +670,9 @@ static Pim__Response *rpc_answer(struct rpc_context *ctx, struct rpc_peer *peer,
 	case PIM__REQUEST__BODY_PROFILE:
 		return profiler_rpc_start(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROFILE_STATUS:
-		return profiler_rpc_status(ctx->profiler, req);
+		return profiler_rpc_status(ctx->profiler, req, defer);
 	case PIM__REQUEST__BODY_PROFILE_CANCEL:
-		return profiler_rpc_cancel(ctx->profiler, peer, req);
+		return profiler_rpc_cancel(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_SAMPLE_BATCH:
 		return profiler_rpc_samples(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROBE_BANDWIDTH:
