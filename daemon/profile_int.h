@@ -215,7 +215,5 @@ int profile_job_end_run(struct store *s, struct job_write *jw, const char *failu
 
 /* profile_rpc.c: the requests */
 void profile_start_done(void *data, int r, const struct pim_error *err);
-Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r, Pim__ProfileReply *row,
-				     const struct pim_error *err);
 
 #endif

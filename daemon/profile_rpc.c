@@ -64,6 +64,8 @@ static bool user_in_group(uid_t uid, gid_t gid);
 static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_error *err);
 static Pim__Response *job_admit(const struct profiler *pf, uid_t uid, uint64_t id);
 static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run);
+static Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r,
+					    Pim__ProfileReply *row, const struct pim_error *err);
 static void status_read_run(struct store *s, void *data);
 static Pim__Response *status_read_finish(void *data, struct rpc_deferred *next);
 static void status_read_release(void *data);
@@ -200,8 +202,8 @@ static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run)
 /* On the event loop: the answer about run from its row (r 0: row, taken over; else err says why
  * it was not read), with what the loop knows of it: an end the store could not record, a job
  * cancelled with its model, the live position of a queued or running job. */
-Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r, Pim__ProfileReply *row,
-				     const struct pim_error *err)
+static Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r,
+					    Pim__ProfileReply *row, const struct pim_error *err)
 {
 	Pim__ProfileReply *p = row;
 

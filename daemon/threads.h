@@ -5,7 +5,9 @@
  *
  *   - the work threads (THREADS_WORK_N of them, each with its own connection to the store)
  *     answer the requests that read the store, decode large frames, and run the deferred parts
- *     of requests too long for the loop (a calibration sweep, a B_cpu probe, a quantization);
+ *     of requests too long for the loop (a calibration sweep, a B_cpu probe, a quantization)
+ *     or that read the store for a request answered on the loop (the profiler's: a job's model,
+ *     a run's row), with that thread's connection;
  *   - the writer thread answers the requests that change the store and makes the changes pimd
  *     makes itself (profiling samples and runs, in-situ batches, stored answers: threads_writer),
  *     all that is queued meanwhile in one transaction with one fsync (group commit).
