@@ -21,14 +21,17 @@ static const struct dispatch_rule table[] = {
 	{ PIM__REQUEST__BODY_DECISIONS, "decisions", DISPATCH_WORK, DISPATCH_STORE_READ },
 	{ PIM__REQUEST__BODY_JITQ_PLAN, "jitq_plan", DISPATCH_WORK, DISPATCH_STORE_READ },
 	{ PIM__REQUEST__BODY_JITQ_QUANTIZE, "jitq_quantize", DISPATCH_WORK, DISPATCH_MEMORY },
-	/* takes the descriptor of the model library; its run is read and written by the profiler */
-	{ PIM__REQUEST__BODY_PROFILE, "profile", DISPATCH_PROFILER, DISPATCH_PROFILER_STATE | DISPATCH_STORE_READ },
-	{ PIM__REQUEST__BODY_PROFILE_STATUS, "profile_status", DISPATCH_PROFILER,
-	  DISPATCH_PROFILER_STATE | DISPATCH_STORE_READ },
+	/* takes the descriptor of the model library; the model is read on a work thread, the run's
+	 * row stored (and read back) by the writer */
+	{ PIM__REQUEST__BODY_PROFILE, "profile", DISPATCH_PROFILER, DISPATCH_PROFILER_STATE },
+	/* the run's row is read on a work thread */
+	{ PIM__REQUEST__BODY_PROFILE_STATUS, "profile_status", DISPATCH_PROFILER, DISPATCH_PROFILER_STATE },
+	/* a connection's first batch reads its model on a work thread */
 	{ PIM__REQUEST__BODY_SAMPLE_BATCH, "sample_batch", DISPATCH_PROFILER, DISPATCH_PROFILER_STATE },
 	{ PIM__REQUEST__BODY_JITQ_DEQUANTIZE, "jitq_dequantize", DISPATCH_WORK, DISPATCH_MEMORY },
 	/* the probe runs on a work thread; B_cpu is taken on the loop, and stored by the writer */
 	{ PIM__REQUEST__BODY_PROBE_BANDWIDTH, "probe_bandwidth", DISPATCH_LOOP, DISPATCH_MEMORY },
+	/* the run's row, for the answer, is read on a work thread */
 	{ PIM__REQUEST__BODY_PROFILE_CANCEL, "profile_cancel", DISPATCH_PROFILER, DISPATCH_PROFILER_STATE },
 	{ PIM__REQUEST__BODY_CATALOGUE_STATUS, "catalogue_status", DISPATCH_LOOP, DISPATCH_MEMORY },
 	/* waits for PostgreSQL */

@@ -8,7 +8,11 @@
  * The event loop never queries SQLite: a request that reads the store is answered on a work
  * thread (with that thread's own connection), one that writes it on the writer thread, and
  * the loop answers only from memory (the session, Status, the fleet catalogue's state) or
- * hands the request to the profiler, whose jobs and turns live on the loop.
+ * hands the request to the profiler, whose jobs and turns live on the loop; what the
+ * profiler's requests read of the store is read on a work thread in turn (rpc_deferred), and
+ * the answer finished on the loop.  No row of the loop or the profiler has
+ * DISPATCH_STORE_READ (tests/unit/test_reply.c), and pimd counts any statement the loop runs
+ * (store_guard_thread).
  */
 #ifndef PIMD_DISPATCH_H
 #define PIMD_DISPATCH_H
@@ -22,7 +26,8 @@ enum dispatch_thread {
 	DISPATCH_LOOP,     /* the event loop: answers from memory, never the store */
 	DISPATCH_WORK,     /* a work thread (threads.h): reads the store, or runs long */
 	DISPATCH_WRITER,   /* the writer thread: writes the store, in groups (group commit) */
-	DISPATCH_PROFILER, /* the profiler's state on the event loop (profile_rpc.c) */
+	DISPATCH_PROFILER, /* the profiler's state on the event loop (profile_rpc.c), never the
+			    * store: its reads are handed to a work thread */
 };
 
 /* What the answering thread may touch (a mask). */

@@ -561,13 +561,13 @@ static Pim__Response *dequantize_job_reply(struct mx_job *j)
 	return reply_finish(&b);
 }
 
-static void mx_job_run(void *data)
+static void mx_job_run(struct store *s, void *data)
 {
 	struct mx_job *j = data;
 	j->resp = j->dequantize ? dequantize_job_reply(j) : quantize_job_reply(j);
 }
 
-static Pim__Response *mx_job_finish(void *data)
+static Pim__Response *mx_job_finish(void *data, struct rpc_deferred *next)
 {
 	struct mx_job *j = data;
 	Pim__Response *r = j->resp;

@@ -88,6 +88,7 @@ int loop_run(struct loop *l)
 		if (l->after)
 			l->after(l->after_data);
 	}
+	l->quit = false; /* (a later loop_run runs again) */
 	return l->code;
 }
 

@@ -24,7 +24,8 @@ void loop_free(struct loop *l);
 int loop_add(struct loop *l, struct watch *w, uint32_t events);
 int loop_mod(struct loop *l, struct watch *w, uint32_t events);
 void loop_del(struct loop *l, struct watch *w);
-/* Dispatches events until loop_quit(); returns the exit code given to loop_quit(). */
+/* Dispatches events until loop_quit(); returns the exit code given to loop_quit().  A later
+ * loop_run dispatches again. */
 int loop_run(struct loop *l);
 void loop_quit(struct loop *l, int code);
 /* fn(data) runs after each batch of events (pimd: the changes no writer took, store.h). */

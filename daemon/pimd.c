@@ -45,6 +45,7 @@ struct pimd {
 	struct rpc_context ctx;
 	struct watch sig, wd;
 	char status[256];
+	unsigned long loop_sql; /* statements the event loop ran, as last reported (store_guard_count) */
 };
 
 static void help(void)
@@ -166,6 +167,20 @@ static void on_change(struct server *s, void *data)
 	update_status(data);
 }
 
+/* The event loop ran SQL statements (store_guard_thread): a defect, said once per batch. */
+static void report_loop_sql(struct pimd *d)
+{
+	const char *sql;
+	unsigned long n = store_guard_count(&sql);
+
+	if (n == d->loop_sql)
+		return;
+	log_error("pimd's event loop ran %lu SQL statement%s (%lu in all), the last: %s; the loop "
+		  "never queries the store: a defect, please report it", n - d->loop_sql,
+		  n - d->loop_sql == 1 ? "" : "s", n, sql);
+	d->loop_sql = n;
+}
+
 /* After each batch of events: the changes the writer thread did not take (it was stopping, or
  * out of memory) are written here (store.h: store_write_via). */
 static void settle_changes(void *data)
@@ -176,6 +191,7 @@ static void settle_changes(void *data)
 	if (n)
 		log_debug("Wrote %u change%s on the event loop that the writer thread did not take", n,
 			  n == 1 ? "" : "s");
+	report_loop_sql(d);
 }
 
 static void reload(struct pimd *d)
@@ -665,7 +681,11 @@ int main(int argc, char **argv)
 	sd_notify(0, "READY=1");
 	update_status(&d);
 
+	/* From here the event loop never queries the store: the guard counts what it does. */
+	store_guard_thread(true);
 	r = loop_run(d.loop);
+	store_guard_thread(false);
+	report_loop_sql(&d);
 
 	/* Connections first: closing one finishes its in-situ run through the profiler.  The
 	 * writer writes what it was given before it stops; the profiler writes the rest itself. */

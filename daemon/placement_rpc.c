@@ -1074,7 +1074,7 @@ struct calibrate_job {
 
 static Pim__Response *calibrate_reply(struct calibrate_job *j);
 
-static void calibrate_job_run(void *data)
+static void calibrate_job_run(struct store *s, void *data)
 {
 	struct calibrate_job *j = data;
 	j->r = calibrate_run(j->l.regions, j->l.n_regions, &j->p, &j->labels, &j->sw, &j->res,
@@ -1082,7 +1082,7 @@ static void calibrate_job_run(void *data)
 	j->resp = calibrate_reply(j);
 }
 
-static Pim__Response *calibrate_job_finish(void *data)
+static Pim__Response *calibrate_job_finish(void *data, struct rpc_deferred *next)
 {
 	struct calibrate_job *j = data;
 	Pim__Response *r = j->resp;

@@ -38,9 +38,7 @@ void profile_job_free(struct job *j)
 	free(j->regions);
 	free(j->measure);
 	free(j->facts);
-	free(j->buf);
-	free(j->vals);
-	free(j->last);
+	profile_job_write_free(j->batch);
 	free(j);
 }
 
@@ -58,26 +56,28 @@ void profile_job_unlink(struct job *j)
 		pf->n_queued--;
 }
 
-/* The worker of j ended: once nothing of j is with the writer, the rest of its samples and
- * its end go there (profile_job_ended). */
+/* The worker of j ended: once nothing of j is with the writer, its open batch goes there with
+ * the rest of its samples and its end (profile_job_ended). */
 void profile_job_end(struct job *j)
 {
-	if (j->writes)
+	if (j->writes || !j->batch)
 		return; /* profile_job_write_done comes back here */
-	struct job_write *jw = j->last;
-	j->last = NULL;
-	*jw = (struct job_write){ .buf = j->buf, .vals = j->vals, .n = j->nbuf, .final = true, .st = j->end };
-	j->buf = NULL;
-	j->vals = NULL;
-	j->nbuf = 0;
+	struct job_write *jw = j->batch;
+	j->batch = NULL;
+	jw->final = true;
+	jw->st = j->end;
 	profile_job_submit(j, jw);
 }
 
-void profiler_models_changed(struct profiler *pf)
+void profiler_models_changed(struct profiler *pf, int64_t model_id, bool replaced)
 {
+	const char *why = replaced ? "model replaced" : "model removed";
+	unsigned i = pf->models_gen++ % UNRECORDED_MAX;
+
+	pf->models_gone[i].id = model_id;
+	pf->models_gone[i].replaced = replaced;
 	for (struct job *j = pf->jobs; j; j = j->next)
-		j->gone_seen = !j->cancelled && !j->ending && !j->insitu &&
-			       profile_job_model_gone(pf, j, j->cancel_why, sizeof j->cancel_why);
+		j->gone_seen = !j->cancelled && !j->ending && !j->insitu && j->model_id == model_id;
 	/* from the start each time: cancelling one may end others, and start or free jobs */
 	for (;;) {
 		struct job *j = pf->jobs;
@@ -86,10 +86,21 @@ void profiler_models_changed(struct profiler *pf)
 		if (!j)
 			return;
 		j->gone_seen = false;
-		char why[sizeof j->cancel_why];
-		memcpy(why, j->cancel_why, sizeof why);
 		profile_job_cancel(j, why, true);
 	}
+}
+
+/* Whether model model_id was removed or replaced since pf->models_gen was gen: why ("model
+ * replaced", "model removed", or when more changes came than are remembered, "model removed or
+ * replaced"), or NULL. */
+const char *profile_model_gone_since(const struct profiler *pf, uint64_t gen, int64_t model_id)
+{
+	if (pf->models_gen - gen > UNRECORDED_MAX)
+		return "model removed or replaced";
+	for (uint64_t g = gen; g < pf->models_gen; g++)
+		if (pf->models_gone[g % UNRECORDED_MAX].id == model_id)
+			return pf->models_gone[g % UNRECORDED_MAX].replaced ? "model replaced" : "model removed";
+	return NULL;
 }
 
 void profiler_reap_strays(struct profiler *pf)
@@ -192,7 +203,7 @@ void profile_job_cancel(struct job *j, const char *why, bool gone)
 	snprintf(j->cancel_why, sizeof j->cancel_why, "%s", why);
 	if (gone) {
 		j->store_failed = true; /* no sample is stored any more */
-		j->nbuf = 0;
+		j->batch->n = 0;
 	}
 	if (j->creating) {
 		log_info("Profile job of model \"%s\" for uid %u cancelled before it was queued: %s",
@@ -202,18 +213,6 @@ void profile_job_cancel(struct job *j, const char *why, bool gone)
 	log_info("Profile job %" PRId64 " (model \"%s\", %s) cancelled: %s", j->run, j->model,
 		 j->running ? "running" : "queued", why);
 	profile_job_stop(j);
-}
-
-/* Whether the model j was queued for is gone from the store, and why ("model replaced" when
- * another of its name was loaded since, "model removed"). */
-bool profile_job_model_gone(struct profiler *pf, const struct job *j, char *why, size_t len)
-{
-	int64_t version, id;
-	if (store_model_version(pf->store, j->model_id, &version, NULL) != -ENOENT)
-		return false; /* there, or the store cannot tell now: the job goes on */
-	snprintf(why, len, "model %s", store_model_id(pf->store, j->model, &id, NULL) == 0 ? "replaced"
-											    : "removed");
-	return true;
 }
 
 void profile_job_start(struct job *j)
@@ -422,8 +421,8 @@ void profiler_free(struct profiler *pf)
 			   "recorded as interrupted", j->run, j->model, (unsigned)j->uid,
 			   j->running ? "running" : "queued");
 		/* (nothing is with the writer: it wrote all it was given before it stopped) */
-		if (j->nbuf && !j->store_failed &&
-		    store_samples_put(pf->store, j->run, j->buf, j->nbuf, &err) < 0)
+		if (j->batch && j->batch->n && !j->store_failed &&
+		    store_samples_put(pf->store, j->run, j->batch->buf, j->batch->n, &err) < 0)
 			log_error("Profile job %" PRId64 ": storing samples failed: %s", j->run, err.msg);
 		if (store_run_update(pf->store, j->run, &u, &err) < 0)
 			log_error("Profile job %" PRId64 ": recording its end failed: %s", j->run, err.msg);

@@ -42,17 +42,21 @@ void profiler_set_containment(struct profiler *pf, struct cgroup_tree *cgroup,
 			      const char *containment);
 const char *profiler_containment(const struct profiler *pf);
 
-/* Requests: Profile (takes peer->passed_fd; answered once its run is stored, by the writer,
- * through defer) and ProfileStatus. */
+/* Requests, answered on the event loop, through defer: what they read of the store is read on a
+ * work thread (the loop never queries it).  Profile (takes peer->passed_fd; its model read
+ * there, then answered once its run is stored, by the writer) and ProfileStatus (the run's row
+ * read there). */
 Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
 				  struct rpc_deferred *defer);
-Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req);
+Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req, struct rpc_deferred *defer);
 /* ProfileCancel: the owner of a queued or running job, or root, cancels it; it ends failed with
  * "cancelled: by uid N". */
-Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req);
-/* Models were removed or replaced: their jobs are cancelled ("cancelled: model replaced"), the
- * running ones' workers killed at once. */
-void profiler_models_changed(struct profiler *pf);
+Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				   struct rpc_deferred *defer);
+/* The model of id model_id was removed, or replaced by a load: its jobs are cancelled
+ * ("cancelled: model replaced", "cancelled: model removed"), the running ones' workers killed at
+ * once.  (Told by the transport from what the change's thread saw: nothing is looked up.) */
+void profiler_models_changed(struct profiler *pf, int64_t model_id, bool replaced);
 
 /* In-situ samples (SampleBatch) of a connection, answered once they are stored (by the writer,
  * through defer), and its end. */

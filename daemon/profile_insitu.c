@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* profile_insitu.c: in-situ sampling: the SampleBatch requests of a connection, and its run's end. */
+/* profile_insitu.c: in-situ sampling: the SampleBatch requests of a connection (the first one's
+ * model read on a work thread), and its run's end. */
 #include "profile_int.h"
 
 #include <grp.h>
@@ -29,7 +30,8 @@
  * batch is refused (ERROR_BUSY) until the disk catches up. */
 #define INSITU_WAITING_MAX (8u * INSITU_BATCH_MAX)
 
-/* A SampleBatch with the writer; its connection waits for the answer. */
+/* A SampleBatch with the writer; its connection waits for the answer.  A connection's first
+ * batch reads its model on a work thread first (fresh: in is the batch's until then). */
 struct insitu_batch {
 	struct job_write jw;
 	struct profiler *pf;
@@ -37,6 +39,12 @@ struct insitu_batch {
 	struct rpc_peer *peer;   /* while the connection is open (!in->orphan) */
 	uint64_t id;             /* of the request */
 	pid_t pid;               /* of the client */
+	size_t n_sent;           /* samples as sent (in jw.buf until they are sorted out) */
+	bool final;              /* as sent */
+	bool fresh;              /* in is not the connection's yet: its model is being read */
+	int read_r;
+	struct pim_error read_err;
+	bool sent;               /* handed to the writer */
 	unsigned accepted, rejected;
 	bool written;            /* its done() came */
 	int r;
@@ -51,10 +59,11 @@ static void insitu_end_part_done(void *data);
 static void insitu_ended(void *data, int r, const struct pim_error *err);
 static void insitu_end(struct profiler *pf, struct insitu *in);
 static void insitu_batch_done(void *data, int r, const struct pim_error *err);
-static Pim__Response *insitu_batch_reply(void *data);
+static Pim__Response *insitu_batch_reply(void *data, struct rpc_deferred *next);
 static void insitu_batch_release(void *data);
-static int insitu_new(struct profiler *pf, const struct rpc_peer *peer, const Pim__SampleBatch *q,
-		      struct insitu **out, struct pim_error *err);
+static Pim__Response *insitu_batch_send(struct insitu_batch *b, struct rpc_deferred *defer);
+static void insitu_batch_read(struct store *s, void *data);
+static Pim__Response *insitu_batch_opened(void *data, struct rpc_deferred *next);
 
 static void insitu_free(struct insitu *in)
 {
@@ -131,7 +140,7 @@ static void insitu_batch_done(void *data, int r, const struct pim_error *err)
 		b->err = *err;
 }
 
-static Pim__Response *insitu_batch_reply(void *data)
+static Pim__Response *insitu_batch_reply(void *data, struct rpc_deferred *next)
 {
 	struct insitu_batch *b = data;
 	struct reply rb;
@@ -155,6 +164,15 @@ static void insitu_batch_release(void *data)
 	struct insitu *in = b->in;
 	struct job *j = in->j;
 
+	if (!b->sent) {
+		/* its model was not read, or the connection closed meanwhile (fresh: nobody else
+		 * has in), or the batch was refused before it went to the writer */
+		if (b->fresh)
+			insitu_free(in);
+		free(b->jw.buf);
+		free(b);
+		return;
+	}
 	if (!b->written) {
 		b->r = -ECANCELED; /* never handed over */
 		err_set(&b->err, b->r, "pimd's writer thread did not take the batch");
@@ -182,45 +200,77 @@ static void insitu_batch_release(void *data)
 	free(b);
 }
 
-/* The in-situ state of a connection's first batch, for model q->model: the model's facts and the
- * owner rule (its run is stored with the batch). */
-static int insitu_new(struct profiler *pf, const struct rpc_peer *peer, const Pim__SampleBatch *q,
-		      struct insitu **out, struct pim_error *err)
+/* The batch's samples of the run's regions, numbered, and its change handed to the writer
+ * through defer (in is the connection's). */
+static Pim__Response *insitu_batch_send(struct insitu_batch *b, struct rpc_deferred *defer)
 {
-	Pim__Profile none = PIM__PROFILE__INIT;
-	struct job *j = calloc(1, sizeof *j);
-	struct insitu *in = calloc(1, sizeof *in);
-	int k;
+	struct profiler *pf = b->pf;
+	struct insitu *in = b->in;
+	struct job *j = in->j;
+	struct store_sample *v = b->jw.buf;
 
-	if (!j || !in) {
-		free(j);
-		free(in);
-		return err_set(err, -ENOMEM, "out of memory");
+	/* (other connections' batches may have gone to the writer while the model was read) */
+	if (pf->insitu_waiting + b->n_sent > INSITU_WAITING_MAX)
+		return reply_error(b->id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "sample batch: %" PRIu64 " samples of in-situ runs wait for the disk "
+				   "already; nothing of this batch was stored, retry later", pf->insitu_waiting);
+	for (size_t i = 0; i < b->n_sent; i++) {
+		if (v[i].region > INT32_MAX || !profile_fact_of(j, (int32_t)v[i].region) || v[i].time_ns == 0) {
+			b->rejected++;
+			continue;
+		}
+		v[b->accepted++] = (struct store_sample){ .region = v[i].region, .rep = (uint32_t)in->seq++,
+							  .executions = 1, .time_ns = v[i].time_ns };
 	}
-	j->pf = pf;
-	j->model_fd = -1;
-	j->insitu = true;
-	j->uid = peer->cred.uid;
-	in->j = j;
-	if (!manifest_name_valid(q->model))
-		k = err_set(err, -EINVAL, "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
-	else if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "sample it", &j->model_id,
-					 err)) >= 0)
-		k = profile_job_from_store(j, pf->store, q->model, &none, err);
-	if (k < 0) {
-		insitu_free(in);
-		return k;
+	b->jw = (struct job_write){ .j = j, .run = j->run, .buf = v, .n = b->accepted, .open = !in->opened,
+				    .regions_total = (unsigned)j->n_regions, .final = b->final };
+	if (b->jw.open)
+		b->jw.u = (struct store_run_update){
+			.state = "running", .backend = "timing",
+			.backend_reason = "in-situ sampling by the running model (CLOCK_MONOTONIC in the client)",
+			.worker_uid = b->peer->cred.uid, .regions_done = -1, .repetitions_done = -1,
+			.repetitions_total = -1 };
+	b->jw.update = b->jw.open;
+	j->samples_seen = in->seq;
+	pf->insitu_waiting += b->jw.n;
+	in->busy = true;
+	b->sent = true;
+	/* Answered once the samples are on disk, by the writer thread; the connection reads no
+	 * more requests meanwhile, so one batch of a run is with the writer at a time. */
+	return reply_defer(defer, &(struct rpc_deferred){
+		.write = { insitu_batch_write, insitu_batch_done, b, insitu_batch_part_done }, .store = pf->store,
+		.finish = insitu_batch_reply, .release = insitu_batch_release, .data = b });
+}
+
+/* On a work thread: the model of a connection's first batch, its facts and the owner rule (in
+ * is the batch's alone). */
+static void insitu_batch_read(struct store *s, void *data)
+{
+	struct insitu_batch *b = data;
+
+	b->read_r = profile_job_from_store(b->in->j, s, "sample it", NULL, 0, &b->read_err);
+}
+
+/* On the event loop: the model is read (or not); the run is the connection's, and the batch goes
+ * to the writer (which stores the run's row with it). */
+static Pim__Response *insitu_batch_opened(void *data, struct rpc_deferred *next)
+{
+	struct insitu_batch *b = data;
+
+	if (b->read_r < 0)
+		return reply_error_from(b->id, &b->read_err);
+	Pim__Response *r = insitu_batch_send(b, next);
+	if (b->sent) {
+		b->fresh = false;
+		b->peer->insitu = b->in;
 	}
-	snprintf(j->model, sizeof j->model, "%s", q->model);
-	*out = in;
-	return 0;
+	return r;
 }
 
 Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
 				    struct rpc_deferred *defer)
 {
 	const Pim__SampleBatch *q = req->sample_batch;
-	struct pim_error err = { 0 };
 	struct insitu *in = peer->insitu;
 
 	if (q->n_samples > INSITU_BATCH_MAX)
@@ -244,50 +294,43 @@ Pim__Response *profiler_rpc_samples(struct profiler *pf, struct rpc_peer *peer, 
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
 				   "sample batch: %" PRIu64 " samples of in-situ runs wait for the disk "
 				   "already; nothing of this batch was stored, retry later", pf->insitu_waiting);
-	if (!in) {
-		/* The first batch opens the run: the model's facts, the owner rule; the run's row is
-		 * stored with the batch. */
-		if (insitu_new(pf, peer, q, &in, &err) < 0)
-			return err.code == -ENOMEM ? NULL : reply_error_from(req->id, &err);
-		peer->insitu = in;
-	}
-	struct job *j = in->j;
+	if (!in && !manifest_name_valid(q->model))
+		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
+				   "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
 	struct insitu_batch *b = calloc(1, sizeof *b);
 	struct store_sample *v = calloc(q->n_samples ? q->n_samples : 1, sizeof *v);
 	if (!b || !v) {
 		free(b);
 		free(v);
-		if (!in->opened) {
-			peer->insitu = NULL;
-			insitu_free(in);
-		}
 		return NULL;
 	}
-	*b = (struct insitu_batch){ .pf = pf, .in = in, .peer = peer, .id = req->id, .pid = peer->cred.pid };
-	for (size_t i = 0; i < q->n_samples; i++) {
-		const Pim__RegionSample *s = q->samples[i];
-		if (s->region_id > INT32_MAX || !profile_fact_of(j, (int32_t)s->region_id) || s->time_ns == 0) {
-			b->rejected++;
-			continue;
-		}
-		v[b->accepted++] = (struct store_sample){ .region = s->region_id, .rep = (uint32_t)in->seq++,
-							  .executions = 1, .time_ns = s->time_ns };
+	*b = (struct insitu_batch){ .pf = pf, .in = in, .peer = peer, .id = req->id, .pid = peer->cred.pid,
+				    .n_sent = q->n_samples, .final = q->final };
+	b->jw.buf = v;
+	for (size_t i = 0; i < q->n_samples; i++)
+		v[i] = (struct store_sample){ .region = q->samples[i]->region_id, .time_ns = q->samples[i]->time_ns };
+	if (in)
+		return insitu_batch_send(b, defer);
+	/* The first batch opens the run: its model is read on a work thread (the event loop never
+	 * queries the store), then the run's row is stored with the batch. */
+	struct job *j = calloc(1, sizeof *j);
+	in = calloc(1, sizeof *in);
+	if (!j || !in) {
+		free(j);
+		free(in);
+		free(v);
+		free(b);
+		return NULL;
 	}
-	b->jw = (struct job_write){ .j = j, .run = j->run, .buf = v, .n = b->accepted, .open = !in->opened,
-				    .regions_total = (unsigned)j->n_regions, .final = q->final };
-	if (b->jw.open)
-		b->jw.u = (struct store_run_update){
-			.state = "running", .backend = "timing",
-			.backend_reason = "in-situ sampling by the running model (CLOCK_MONOTONIC in the client)",
-			.worker_uid = peer->cred.uid, .regions_done = -1, .repetitions_done = -1,
-			.repetitions_total = -1 };
-	b->jw.update = b->jw.open;
-	j->samples_seen = in->seq;
-	pf->insitu_waiting += b->jw.n;
-	in->busy = true;
-	/* Answered once the samples are on disk, by the writer thread; the connection reads no
-	 * more requests meanwhile, so one batch of a run is with the writer at a time. */
+	j->pf = pf;
+	j->model_fd = -1;
+	j->insitu = true;
+	j->uid = peer->cred.uid;
+	snprintf(j->model, sizeof j->model, "%s", q->model);
+	in->j = j;
+	b->in = in;
+	b->fresh = true;
 	return reply_defer(defer, &(struct rpc_deferred){
-		.write = { insitu_batch_write, insitu_batch_done, b, insitu_batch_part_done }, .store = pf->store,
-		.finish = insitu_batch_reply, .release = insitu_batch_release, .data = b });
+		.run = insitu_batch_read, .store = pf->store, .finish = insitu_batch_opened,
+		.release = insitu_batch_release, .data = b });
 }

@@ -15,8 +15,9 @@
 #include "worker.h"
 
 #define SAMPLE_BATCH 4096          /* samples per transaction */
-/* A job's buffer holds a batch and what one worker_read() call may hand over beyond it (its
- * budget of 1024 records and the 64 of its buffer), so that reading stops between calls only. */
+/* A job's open batch holds SAMPLE_BATCH samples and what one round of worker_next() may hand
+ * over beyond them (its budget of 1024 records and the 64 of its buffer), so that reading stops
+ * between rounds only. */
 #define SAMPLE_ROOM (SAMPLE_BATCH + 2048)
 /* A job's changes handed to the writer thread and not yet on disk, at most: beyond, its
  * worker's pipe is not read (the worker waits to write) until one is stored, so that what
@@ -63,9 +64,10 @@ struct job {
 	bool have_hello, have_error, done;
 	struct worker_hello hello;
 	struct worker_error error;
-	struct store_sample *buf;
-	uint64_t (*vals)[COUNTERS_MAX_GROUP];
-	size_t nbuf;
+	/* the samples read since the last hand-over, in the write request that takes them to the
+	 * writer (profile_pipe.c); the run's end goes in the last one.  NULL once that is handed
+	 * over, and for an in-situ run (its batches are its connection's) */
+	struct job_write *batch;
 	uint64_t reps_done, reps_total;
 	uint64_t progress_stored_ns;
 	bool store_failed;
@@ -78,7 +80,6 @@ struct job {
 	bool paused;               /* the worker's pipe is not read: a full batch waits */
 	bool ending;               /* the worker ended (end); the run ends once writes is 0 */
 	struct worker_status end;
-	struct job_write *last;    /* the run's end, allocated with the job */
 	bool insitu;               /* an in-situ run: samples_seen counts what its client sent */
 	bool creating;             /* queued, its run's row with the writer: it cannot start yet */
 	/* cancelled (profile_job_cancel): it never starts, or its worker was killed; it ends failed with
@@ -151,6 +152,13 @@ struct profiler {
 		char why[96];
 	} gone[UNRECORDED_MAX];
 	unsigned n_gone;
+	/* Models removed or replaced (profiler_models_changed), the latest, by id: a Profile
+	 * request whose model was read on a work thread meanwhile is checked against them. */
+	struct {
+		int64_t id;
+		bool replaced;
+	} models_gone[UNRECORDED_MAX];
+	uint64_t models_gen; /* how many there were */
 	char helper[PATH_MAX]; /* pimd-worker; "" when not found (jobs fail naming it) */
 	struct job *jobs; /* queued and running, in arrival order */
 	unsigned n_running, n_queued;
@@ -175,7 +183,7 @@ void profile_job_ended(struct job *j, struct job_write *jw, int r, const struct 
 void profile_job_try_finish(struct job *j);
 void profile_job_stop(struct job *j);
 void profile_job_cancel(struct job *j, const char *why, bool gone);
-bool profile_job_model_gone(struct profiler *pf, const struct job *j, char *why, size_t len);
+const char *profile_model_gone_since(const struct profiler *pf, uint64_t gen, int64_t model_id);
 void profile_job_start(struct job *j);
 
 /* profile_turns.c: which job starts next */
@@ -184,8 +192,8 @@ void profiler_kick(struct profiler *pf);
 /* profile_model.c: reading a job's model */
 void profile_plan_events(struct job *j, const struct platform *p);
 uint64_t profile_read_bytes(Pim__Operand *const *ops, size_t n);
-int profile_job_from_store(struct job *j, struct store *st, const char *name, const Pim__Profile *q,
-			  struct pim_error *err);
+int profile_job_from_store(struct job *j, struct store *s, const char *what, const uint32_t *measure,
+			   size_t n_measure, struct pim_error *err);
 
 /* profile_pipe.c: reading a worker's pipe */
 void profile_job_pause(struct job *j, bool pause);
@@ -194,9 +202,10 @@ void profile_on_worker_exit(struct watch *w, uint32_t events);
 
 /* profile_write.c: a job's changes with the writer thread */
 void profile_job_store_error(struct job *j, const struct pim_error *err);
+struct job_write *profile_batch_new(void);
 void profile_job_write_free(struct job_write *jw);
 int profile_job_write_run(struct store *s, void *data, struct pim_error *err);
-void profile_job_write_part_done(struct job_write *jw);
+void profile_job_write_part_done(void *data);
 void profile_job_submit(struct job *j, struct job_write *jw);
 bool profile_job_flush(struct job *j, const struct store_run_update *progress);
 void profile_job_write_done(void *data, int r, const struct pim_error *err);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* profile_model.c: reading a job's model from the store: its regions, their facts, the events to count. */
+/* profile_model.c: reading a job's model from the store (on a work thread): its regions, their
+ * facts; and the events to count. */
 #include "profile_int.h"
 
 #include <grp.h>
@@ -193,29 +194,32 @@ static int job_read_model(struct job *j, struct store *st, const char *name, str
 	return k;
 }
 
-/* Builds the job's arguments, regions and facts from the stored model, and what to measure. */
-int profile_job_from_store(struct job *j, struct store *st, const char *name, const Pim__Profile *q,
-			  struct pim_error *err)
+/* On a work thread (j is nobody else's yet): the id of j's model (j->model, which j->uid must
+ * be allowed to use for what: store_model_id_for), its arguments, regions and facts from the
+ * store s, and what to measure: the n_measure region ids in measure (all when 0). */
+int profile_job_from_store(struct job *j, struct store *s, const char *what, const uint32_t *measure,
+			   size_t n_measure, struct pim_error *err)
 {
-	int k = store_read_begin(st, err);
+	int k = store_read_begin(s, err); /* (the id and the rows of one state of the store) */
 
 	if (k < 0)
 		return k;
-	k = job_read_model(j, st, name, err);
-	store_read_end(st);
+	if ((k = store_model_id_for(s, j->model, j->uid, what, &j->model_id, err)) >= 0)
+		k = job_read_model(j, s, j->model, err);
+	store_read_end(s);
 	if (k < 0)
 		return k;
-	if (q->n_regions) {
-		j->measure = calloc(q->n_regions, sizeof *j->measure);
+	if (n_measure) {
+		j->measure = calloc(n_measure, sizeof *j->measure);
 		if (!j->measure)
 			return err_set(err, -ENOMEM, "out of memory");
-		for (size_t i = 0; i < q->n_regions; i++) {
-			if (q->regions[i] > INT32_MAX || !profile_fact_of(j, (int32_t)q->regions[i]))
+		for (size_t i = 0; i < n_measure; i++) {
+			if (measure[i] > INT32_MAX || !profile_fact_of(j, (int32_t)measure[i]))
 				return err_set(err, -EINVAL, "regions[%zu]: the model has no region %u", i,
-					       q->regions[i]);
-			j->measure[i] = (int32_t)q->regions[i];
+					       measure[i]);
+			j->measure[i] = (int32_t)measure[i];
 		}
-		j->n_measure = q->n_regions;
+		j->n_measure = n_measure;
 	}
 	return 0;
 }

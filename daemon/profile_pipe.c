@@ -1,5 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* profile_pipe.c: reading a worker's pipe on the event loop: its records become the job's samples. */
+/*
+ * profile_pipe.c: reading a worker's pipe on the event loop: its records become the job's
+ * samples.  A sample takes one form per layer, on a straight line:
+ *
+ *   worker record   a 512-byte struct worker_record, validated in the worker's read buffer
+ *                   (worker_next: no copy, no callback);
+ *   parsed sample   a struct store_sample written straight into the job's open batch (j->batch,
+ *                   its counter values beside it in the batch's vals);
+ *   write request   that batch itself, a struct job_write, handed whole to the writer thread
+ *                   (profile_job_flush, profile_write.c) once it holds SAMPLE_BATCH samples or
+ *                   progress is due, and a new one opened; the last one carries the run's end.
+ *
+ * The writer stores the batch in one change (store_samples_put) and gives it back to the event
+ * loop (profile_job_write_done), which frees it.
+ */
 #include "profile_int.h"
 
 #include <grp.h>
@@ -17,7 +31,7 @@
 #include "placement.h"
 #include "worker.h"
 
-static void on_record(void *ctx, const struct worker_record *r);
+static void job_take(struct job *j, const struct worker_record *r);
 static void job_read(struct job *j);
 
 /* Stops or resumes reading j's worker pipe. */
@@ -32,9 +46,9 @@ void profile_job_pause(struct job *j, bool pause)
 			  "results are read no further until one is stored", j->run, j->writes);
 }
 
-static void on_record(void *ctx, const struct worker_record *r)
+/* One record of j's worker. */
+static void job_take(struct job *j, const struct worker_record *r)
 {
-	struct job *j = ctx;
 	struct pim_error err = { 0 };
 
 	switch (r->type) {
@@ -80,21 +94,22 @@ static void on_record(void *ctx, const struct worker_record *r)
 				worker_kill(j->w);
 			break;
 		}
-		if (j->nbuf == SAMPLE_ROOM) {
+		struct job_write *b = j->batch;
+		if (b->n == SAMPLE_ROOM) {
 			/* (job_read stops reading before; never reached) */
 			err_set(&err, -ENOBUFS, "samples came faster than the store took them");
 			profile_job_store_error(j, &err);
 			break;
 		}
 		j->samples_seen++;
-		struct store_sample *d = &j->buf[j->nbuf];
 		unsigned nv = s->n_values < COUNTERS_MAX_GROUP ? s->n_values : COUNTERS_MAX_GROUP;
-		memcpy(j->vals[j->nbuf], s->value, nv * sizeof s->value[0]);
-		*d = (struct store_sample){ .region = (uint32_t)s->region, .group = s->group, .rep = s->rep,
-					    .executions = s->executions, .time_ns = s->time_ns,
-					    .time_enabled = s->time_enabled, .time_running = s->time_running,
-					    .n_values = nv, .values = j->vals[j->nbuf] };
-		if (++j->nbuf >= SAMPLE_BATCH)
+		memcpy(b->vals[b->n], s->value, nv * sizeof s->value[0]);
+		b->buf[b->n] = (struct store_sample){ .region = (uint32_t)s->region, .group = s->group,
+						      .rep = s->rep, .executions = s->executions,
+						      .time_ns = s->time_ns, .time_enabled = s->time_enabled,
+						      .time_running = s->time_running, .n_values = nv,
+						      .values = b->vals[b->n] };
+		if (++b->n >= SAMPLE_BATCH)
 			profile_job_flush(j, NULL); /* else job_read stops reading until it can */
 		break;
 	}
@@ -126,17 +141,21 @@ static void on_record(void *ctx, const struct worker_record *r)
 
 static void job_read(struct job *j)
 {
+	const struct worker_record *rec;
+	int r;
+
 	/* A full batch waits for the writer: the worker waits for its pipe meanwhile. */
-	if (j->nbuf >= SAMPLE_BATCH && !profile_job_flush(j, NULL)) {
+	if (j->batch->n >= SAMPLE_BATCH && !profile_job_flush(j, NULL)) {
 		profile_job_pause(j, true);
 		return;
 	}
-	int r = worker_read(j->w, on_record, j);
+	while ((r = worker_next(j->w, &rec)) == 1)
+		job_take(j, rec);
 	if (r != 0 && !j->eof) {
 		/* EOF, or malformed records (the worker was killed; reap names it) */
 		j->eof = true;
 		loop_del(j->pf->loop, &j->wfd);
-	} else if (j->nbuf >= SAMPLE_BATCH) {
+	} else if (j->batch->n >= SAMPLE_BATCH) {
 		profile_job_pause(j, true);
 	}
 }

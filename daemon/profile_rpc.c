@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* profile_rpc.c: who may profile (profile_group), and the requests Profile, ProfileStatus and ProfileCancel. */
+/*
+ * profile_rpc.c: who may profile (profile_group), and the requests Profile, ProfileStatus and
+ * ProfileCancel.  They are answered on the event loop, where the jobs are, and read the store
+ * never there: a job's model and a run's row are read on a work thread (rpc_deferred.run), a
+ * new run's row read back by the writer that stores it.
+ */
 #include "profile_int.h"
 
 #include <grp.h>
@@ -17,25 +22,58 @@
 #include "placement.h"
 #include "worker.h"
 
-/* A Profile request whose run's row is being stored by the writer; its job waits in the queue
- * meanwhile (creating), and the answer is sent once the row is stored. */
+/*
+ * A Profile request, in two parts: its model read on a work thread into a job of its own (which
+ * nothing on the event loop sees yet); then, the job queued (creating: it cannot start yet), its
+ * run's row stored by the writer and read back there, and the answer sent once it is stored.
+ */
 struct profile_start {
-	struct job_write jw;
+	struct job_write jw;       /* its job (jw.j), and the row's creation */
 	struct profiler *pf;
 	uint64_t id;
-	bool written;
+	uint32_t *regions;         /* what to measure, as asked (n_regions; none: all) */
+	size_t n_regions;
+	uint64_t models_gen;       /* pf->models_gen when the model was read */
+	bool queued;               /* the job is the profiler's (in pf->jobs) */
+	int read_r;                /* the first part's outcome */
+	struct pim_error read_err;
+	bool written;              /* the row's write is done (or failed: r) */
 	int r;
 	struct pim_error err;
+	int row_r;                 /* the row as read back by the writer */
+	Pim__ProfileReply *row;
+	struct pim_error row_err;
+};
+
+/* A ProfileStatus, or the answer of a ProfileCancel: the run's row, read on a work thread, with
+ * what the event loop knows of it (profile_status_answer). */
+struct status_read {
+	struct profiler *pf;
+	uint64_t id;
+	int64_t run;
+	bool cancel;               /* a ProfileCancel with nothing to cancel: say why */
+	bool had_job, was_cancelled; /* (its job as the cancel found it) */
+	int r;
+	struct pim_error err;
+	Pim__ProfileReply *row;
 };
 
 static int job_group(const struct profiler *pf, gid_t *gid, char *name, size_t len,
 		     struct pim_error *err);
 static bool user_in_group(uid_t uid, gid_t gid);
 static int job_uid_allowed(const struct profiler *pf, uid_t uid, struct pim_error *err);
+static Pim__Response *job_admit(const struct profiler *pf, uid_t uid, uint64_t id);
 static Pim__ProfileReply *gone_reply(const struct profiler *pf, int64_t run);
-static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run);
+static Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r,
+					    Pim__ProfileReply *row, const struct pim_error *err);
+static void status_read_run(struct store *s, void *data);
+static Pim__Response *status_read_finish(void *data, struct rpc_deferred *next);
+static void status_read_release(void *data);
+static Pim__Response *status_defer(struct profiler *pf, const struct status_read *q, struct rpc_deferred *defer);
+static void profile_start_read(struct store *s, void *data);
+static Pim__Response *profile_start_queue(void *data, struct rpc_deferred *next);
 static int profile_start_write(struct store *s, void *data, struct pim_error *err);
-static Pim__Response *profile_start_reply(void *data);
+static Pim__Response *profile_start_reply(void *data, struct rpc_deferred *next);
 static void profile_start_release(void *data);
 
 /* The group whose members jobs may run as: profile_group, else the socket's group. */
@@ -190,19 +228,33 @@ static Pim__ProfileReply *run_to_wire(struct store_run *r)
 	return p;
 }
 
-static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t run)
+/* A stored run's row as a ProfileReply (store_run_get, then run_to_wire). */
+static int run_get_wire(struct store *s, int64_t run, Pim__ProfileReply **out, struct pim_error *err)
 {
-	struct pim_error err = { 0 };
 	struct store_run sr;
-	Pim__ProfileReply *p;
+	int r = store_run_get(s, run, &sr, err);
 
-	if (store_run_get(pf->store, run, &sr, &err) < 0) {
-		if (err.code != -ENOENT || !(p = gone_reply(pf, run)))
-			return reply_error_from(id, &err);
+	*out = NULL;
+	if (r < 0)
+		return r;
+	if (!(*out = run_to_wire(&sr)))
+		return err_set(err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* On the event loop: the answer about run from its row (r 0: row, taken over; else err says why
+ * it was not read), with what the loop knows of it: an end the store could not record, a job
+ * cancelled with its model, the live position of a queued or running job. */
+static Pim__Response *profile_status_answer(struct profiler *pf, uint64_t id, int64_t run, int r,
+					    Pim__ProfileReply *row, const struct pim_error *err)
+{
+	Pim__ProfileReply *p = row;
+
+	if (r < 0) {
+		if (err->code != -ENOENT || !(p = gone_reply(pf, run)))
+			return reply_error_from(id, err);
 		return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
 	}
-	if (!(p = run_to_wire(&sr)))
-		return NULL;
 	for (unsigned i = 0; i < UNRECORDED_MAX && i < pf->n_unrecorded; i++)
 		if (pf->unrecorded[i].run == run) {
 			char *state = strdup("failed"), *msg = strdup(pf->unrecorded[i].message);
@@ -247,9 +299,142 @@ static Pim__Response *status_response(struct profiler *pf, uint64_t id, int64_t 
 	return reply_wrap(id, PIM__RESPONSE__BODY_PROFILE, p);
 }
 
+/* On a work thread. */
+static void status_read_run(struct store *s, void *data)
+{
+	struct status_read *q = data;
+
+	q->r = run_get_wire(s, q->run, &q->row, &q->err);
+}
+
+static Pim__Response *status_read_finish(void *data, struct rpc_deferred *next)
+{
+	struct status_read *q = data;
+	Pim__ProfileReply *row = q->row;
+
+	q->row = NULL;
+	Pim__Response *r = profile_status_answer(q->pf, q->id, q->run, q->r, row, &q->err);
+	if (!q->cancel)
+		return r;
+	/* no worker's job queued or running: unknown (the store says so), ended (its state says
+	 * how), or an in-situ run (not one of the profiler's jobs) */
+	if (!r || r->body_case != PIM__RESPONSE__BODY_PROFILE)
+		return r ? r : reply_error(q->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRId64,
+					   q->run);
+	const char *state = q->was_cancelled ? "cancelled" : r->profile->state;
+	bool ended = q->had_job || strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
+		     strcmp(state, "cancelled") == 0;
+	char msg[256];
+	snprintf(msg, sizeof msg, ended ? "profile job %" PRId64 " has ended (%s): there is "
+					  "nothing to cancel"
+					: "profile job %" PRId64 " is an in-situ run (%s): it "
+					  "ends when its client's connection closes", q->run, state);
+	pim__response__free_unpacked(r, NULL);
+	return reply_error(q->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", msg);
+}
+
+static void status_read_release(void *data)
+{
+	struct status_read *q = data;
+
+	if (q->row)
+		pim__profile_reply__free_unpacked(q->row, NULL);
+	free(q);
+}
+
+/* The answer about a run (q: the request), once its row is read on a work thread; NULL when
+ * out of memory. */
+static Pim__Response *status_defer(struct profiler *pf, const struct status_read *q, struct rpc_deferred *defer)
+{
+	struct status_read *sr = malloc(sizeof *sr);
+
+	if (!sr)
+		return NULL;
+	*sr = *q;
+	sr->pf = pf;
+	return reply_defer(defer, &(struct rpc_deferred){
+		.run = status_read_run, .store = pf->store, .finish = status_read_finish,
+		.release = status_read_release, .data = sr });
+}
+
+/* Whether uid may queue another job now: NULL, or the answer to request id that says why not. */
+static Pim__Response *job_admit(const struct profiler *pf, uid_t uid, uint64_t id)
+{
+	if (pf->n_queued >= pf->queue_max)
+		return reply_error(id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "profile: %u jobs are queued already (profile_queue_max); retry later",
+				   pf->n_queued);
+	unsigned mine = 0;
+	for (const struct job *o = pf->jobs; o; o = o->next)
+		mine += !o->running && !o->cancelled && o->uid == uid;
+	if (mine >= pf->queue_per_uid)
+		return reply_error(id, PIM__ERROR_CODE__ERROR_BUSY,
+				   "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
+				   "retry when one has started", (unsigned)uid, mine);
+	return NULL;
+}
+
+/* On a work thread: the job's model (its job is nobody else's yet). */
+static void profile_start_read(struct store *s, void *data)
+{
+	struct profile_start *ps = data;
+
+	ps->read_r = profile_job_from_store(ps->jw.j, s, "profile it", ps->regions, ps->n_regions, &ps->read_err);
+}
+
+/* On the event loop: the model is read (or not); the job is queued, its run's row handed to the
+ * writer. */
+static Pim__Response *profile_start_queue(void *data, struct rpc_deferred *next)
+{
+	struct profile_start *ps = data;
+	struct profiler *pf = ps->pf;
+	struct job *j = ps->jw.j;
+	const char *gone;
+	Pim__Response *busy;
+
+	if (ps->read_r < 0)
+		return reply_error_from(ps->id, &ps->read_err);
+	if ((gone = profile_model_gone_since(pf, ps->models_gen, j->model_id)))
+		return reply_error(ps->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "profile: %s while the job "
+				   "was being queued", gone);
+	/* (other jobs may have been queued while the model was read) */
+	if ((busy = job_admit(pf, j->uid, ps->id)))
+		return busy;
+	profile_plan_events(j, pf->platform);
+	ps->jw.open = true;
+	ps->jw.regions_total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions);
+	if (j->note[0]) {
+		/* the reply says at once what pimd changed; the final message repeats it */
+		ps->jw.update = true;
+		ps->jw.u = (struct store_run_update){ .message = j->note, .worker_uid = -1, .regions_done = -1,
+						      .repetitions_done = -1, .repetitions_total = -1 };
+	}
+	/* queued at the end, but it starts once its run is stored (profile_start_done);
+	 * profiler_kick() picks in turns between uids */
+	j->creating = true;
+	struct job **tail = &pf->jobs;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	pf->n_queued++;
+	ps->queued = true;
+	return reply_defer(next, &(struct rpc_deferred){
+		.write = { profile_start_write, profile_start_done, ps, NULL }, .store = pf->store,
+		.finish = profile_start_reply, .release = profile_start_release, .data = ps });
+}
+
+/* On the writer thread: the run's row, and the row as stored, for the answer. */
 static int profile_start_write(struct store *s, void *data, struct pim_error *err)
 {
-	return profile_job_write_run(s, &((struct profile_start *)data)->jw, err);
+	struct profile_start *ps = data;
+	int r = profile_job_write_run(s, &ps->jw, err);
+
+	if (ps->row) /* (made again alone: its group failed) */
+		pim__profile_reply__free_unpacked(ps->row, NULL);
+	ps->row = NULL;
+	ps->row_err = (struct pim_error){ 0 };
+	ps->row_r = r < 0 ? r : run_get_wire(s, ps->jw.run, &ps->row, &ps->row_err);
+	return r;
 }
 
 /* On the event loop: the run is stored (or not); the job may start. */
@@ -277,26 +462,33 @@ void profile_start_done(void *data, int r, const struct pim_error *err)
 	profiler_kick(ps->pf);
 }
 
-static Pim__Response *profile_start_reply(void *data)
+static Pim__Response *profile_start_reply(void *data, struct rpc_deferred *next)
 {
 	struct profile_start *ps = data;
+	Pim__ProfileReply *row = ps->row;
 
 	if (ps->r < 0 && ps->jw.j->cancelled)
 		return reply_error(ps->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "profile: %s while the "
 				   "job was being queued (%s)", ps->jw.j->cancel_why, ps->err.msg);
 	if (ps->r < 0)
 		return reply_error_from(ps->id, &ps->err);
-	return status_response(ps->pf, ps->id, ps->jw.run);
+	ps->row = NULL;
+	return profile_status_answer(ps->pf, ps->id, ps->jw.run, ps->row_r, row, &ps->row_err);
 }
 
 static void profile_start_release(void *data)
 {
 	struct profile_start *ps = data;
 
-	if (!ps->written || ps->r < 0) {
+	if (!ps->queued) {
+		profile_job_free(ps->jw.j);
+	} else if (!ps->written || ps->r < 0) {
 		profile_job_unlink(ps->jw.j);
 		profile_job_free(ps->jw.j);
 	}
+	if (ps->row)
+		pim__profile_reply__free_unpacked(ps->row, NULL);
+	free(ps->regions);
 	free(ps);
 }
 
@@ -306,7 +498,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 	const Pim__Profile *q = req->profile;
 	struct pim_error err = { 0 };
 	struct stat st;
-	int k;
+	Pim__Response *busy;
 
 	if (peer->passed_fd < 0)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
@@ -326,9 +518,7 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "profile: at most %u regions", WORKER_REGIONS_MAX);
 	if (pf->n_queued >= pf->queue_max)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
-				   "profile: %u jobs are queued already (profile_queue_max); retry later",
-				   pf->n_queued);
+		return job_admit(pf, peer->cred.uid, req->id);
 	if (!manifest_name_valid(q->model))
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT,
 				   "\"%.*s\" is not a valid model name", TEXT_ECHO(q->model, 64));
@@ -336,16 +526,16 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 		return reply_error(req->id, err.code == -EPERM ? PIM__ERROR_CODE__ERROR_PERMISSION_DENIED
 							       : PIM__ERROR_CODE__ERROR_INTERNAL,
 				   "%s", err.msg);
-	unsigned mine = 0;
-	for (const struct job *o = pf->jobs; o; o = o->next)
-		mine += !o->running && !o->cancelled && o->uid == peer->cred.uid;
-	if (mine >= pf->queue_per_uid)
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_BUSY,
-				   "profile: uid %u has %u jobs queued already (profile_queue_per_uid); "
-				   "retry when one has started", (unsigned)peer->cred.uid, mine);
+	if ((busy = job_admit(pf, peer->cred.uid, req->id)))
+		return busy;
 	struct job *j = calloc(1, sizeof *j);
-	if (!j)
+	struct profile_start *ps = calloc(1, sizeof *ps);
+	if (!j || !ps) {
+		free(j);
+		free(ps);
 		return NULL;
+	}
+	ps->jw.j = j;
 	j->pf = pf;
 	j->model_fd = -1;
 	snprintf(j->model, sizeof j->model, "%s", q->model);
@@ -360,50 +550,27 @@ Pim__Response *profiler_rpc_start(struct profiler *pf, struct rpc_peer *peer, co
 			 j->timeout_ms, pf->timeout_ms);
 		j->timeout_ms = pf->timeout_ms;
 	}
-	j->buf = calloc(SAMPLE_ROOM, sizeof *j->buf);
-	j->vals = calloc(SAMPLE_ROOM, sizeof *j->vals);
-	j->last = calloc(1, sizeof *j->last);
-	if (!j->buf || !j->vals || !j->last) {
-		profile_job_free(j);
+	j->batch = profile_batch_new();
+	ps->regions = q->n_regions ? malloc(q->n_regions * sizeof *ps->regions) : NULL;
+	if (!j->batch || (q->n_regions && !ps->regions)) {
+		profile_start_release(ps);
 		return NULL;
 	}
-	if ((k = store_model_id_for(pf->store, q->model, peer->cred.uid, "profile it", &j->model_id,
-				    &err)) < 0 ||
-	    (k = profile_job_from_store(j, pf->store, q->model, q, &err)) < 0) {
-		profile_job_free(j);
-		return reply_error_from(req->id, &err);
-	}
-	profile_plan_events(j, pf->platform);
-	struct profile_start *ps = calloc(1, sizeof *ps);
-	if (!ps) {
-		profile_job_free(j);
-		return NULL;
-	}
+	if (q->n_regions)
+		memcpy(ps->regions, q->regions, q->n_regions * sizeof *ps->regions);
+	ps->n_regions = q->n_regions;
 	ps->pf = pf;
 	ps->id = req->id;
-	ps->jw = (struct job_write){ .j = j, .open = true,
-				     .regions_total = (unsigned)(j->n_measure ? j->n_measure : j->n_regions) };
-	if (j->note[0]) {
-		/* the reply says at once what pimd changed; the final message repeats it */
-		ps->jw.update = true;
-		ps->jw.u = (struct store_run_update){ .message = j->note, .worker_uid = -1, .regions_done = -1,
-						      .repetitions_done = -1, .repetitions_total = -1 };
-	}
+	ps->models_gen = pf->models_gen;
 	j->model_fd = TAKE_FD(peer->passed_fd);
-	/* queued at the end, but it starts once its run is stored (profile_start_done);
-	 * profiler_kick() picks in turns between uids */
-	j->creating = true;
-	struct job **tail = &pf->jobs;
-	while (*tail)
-		tail = &(*tail)->next;
-	*tail = j;
-	pf->n_queued++;
+	/* the model is read on a work thread: the event loop never queries the store */
 	return reply_defer(defer, &(struct rpc_deferred){
-		.write = { profile_start_write, profile_start_done, ps, NULL }, .store = pf->store,
-		.finish = profile_start_reply, .release = profile_start_release, .data = ps });
+		.run = profile_start_read, .store = pf->store, .finish = profile_start_queue,
+		.release = profile_start_release, .data = ps });
 }
 
-Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req)
+Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, const Pim__Request *req,
+				   struct rpc_deferred *defer)
 {
 	uint64_t job = req->profile_cancel->job;
 	uid_t uid = peer->cred.uid;
@@ -412,22 +579,11 @@ Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, c
 	while (j && (j->creating || (uint64_t)j->run != job))
 		j = j->next;
 	if (!j || j->ending || j->cancelled) {
-		/* no worker's job queued or running: unknown (the store says so), ended (its state
-		 * says how), or an in-situ run (not one of the profiler's jobs) */
-		Pim__Response *r = job > INT64_MAX ? NULL : status_response(pf, req->id, (int64_t)job);
-		if (!r || r->body_case != PIM__RESPONSE__BODY_PROFILE)
-			return r ? r : reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND,
-						   "no profile job %" PRIu64, job);
-		const char *state = j && j->cancelled ? "cancelled" : r->profile->state;
-		bool ended = j || strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
-			     strcmp(state, "cancelled") == 0;
-		char msg[256];
-		snprintf(msg, sizeof msg, ended ? "profile job %" PRIu64 " has ended (%s): there is "
-						  "nothing to cancel"
-						: "profile job %" PRIu64 " is an in-situ run (%s): it "
-						  "ends when its client's connection closes", job, state);
-		pim__response__free_unpacked(r, NULL);
-		return reply_error(req->id, PIM__ERROR_CODE__ERROR_INVALID_ARGUMENT, "%s", msg);
+		if (job > INT64_MAX)
+			return reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRIu64, job);
+		return status_defer(pf, &(struct status_read){ .id = req->id, .run = (int64_t)job, .cancel = true,
+							       .had_job = j != NULL,
+							       .was_cancelled = j && j->cancelled }, defer);
 	}
 	if (uid != 0 && uid != j->uid)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_PERMISSION_DENIED,
@@ -436,13 +592,14 @@ Pim__Response *profiler_rpc_cancel(struct profiler *pf, struct rpc_peer *peer, c
 	char why[64];
 	snprintf(why, sizeof why, "by uid %u", (unsigned)uid);
 	profile_job_cancel(j, why, false); /* (j ends once its end is stored: later) */
-	return status_response(pf, req->id, (int64_t)job);
+	return status_defer(pf, &(struct status_read){ .id = req->id, .run = (int64_t)job }, defer);
 }
 
-Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req)
+Pim__Response *profiler_rpc_status(struct profiler *pf, const Pim__Request *req, struct rpc_deferred *defer)
 {
 	if (req->profile_status->job > INT64_MAX)
 		return reply_error(req->id, PIM__ERROR_CODE__ERROR_NOT_FOUND, "no profile job %" PRIu64,
 				   req->profile_status->job);
-	return status_response(pf, req->id, (int64_t)req->profile_status->job);
+	return status_defer(pf, &(struct status_read){ .id = req->id, .run = (int64_t)req->profile_status->job },
+			    defer);
 }

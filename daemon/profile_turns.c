@@ -95,12 +95,9 @@ static struct job *next_job(struct profiler *pf)
 void profiler_kick(struct profiler *pf)
 {
 	struct job *j;
+	/* (a job of a model gone was cancelled when the transport said so: profiler_models_changed,
+	 * told before anything else a thread finished with the change) */
 	while (!pf->stopping && pf->n_running < pf->concurrency && (j = next_job(pf))) {
-		char why[64];
-		if (profile_job_model_gone(pf, j, why, sizeof why)) {
-			profile_job_cancel(j, why, true); /* no worker starts for a model that is gone */
-			continue;
-		}
 		profile_turns_take(&pf->turns, j->uid);
 		profile_job_start(j);
 	}

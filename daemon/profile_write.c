@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* profile_write.c: a job's changes with the writer thread: batches of samples, progress, its end. */
+/* profile_write.c: a job's changes with the writer thread: batches of samples (each its own write
+ * request: profile_pipe.c says how a sample gets there), progress, its end. */
 #include "profile_int.h"
 
 #include <grp.h>
@@ -17,8 +18,6 @@
 #include "placement.h"
 #include "worker.h"
 
-static void job_part_done(void *data);
-
 void profile_job_store_error(struct job *j, const struct pim_error *err)
 {
 	if (!j->store_failed)
@@ -26,8 +25,27 @@ void profile_job_store_error(struct job *j, const struct pim_error *err)
 	j->store_failed = true;
 }
 
+/* An empty batch: a write request with room for SAMPLE_ROOM samples; NULL without memory. */
+struct job_write *profile_batch_new(void)
+{
+	struct job_write *jw = calloc(1, sizeof *jw);
+
+	if (jw) {
+		jw->buf = calloc(SAMPLE_ROOM, sizeof *jw->buf);
+		jw->vals = calloc(SAMPLE_ROOM, sizeof *jw->vals);
+	}
+	if (!jw || !jw->buf || !jw->vals) {
+		if (jw)
+			profile_job_write_free(jw);
+		return NULL;
+	}
+	return jw;
+}
+
 void profile_job_write_free(struct job_write *jw)
 {
+	if (!jw)
+		return;
 	free(jw->buf);
 	free(jw->vals);
 	free(jw);
@@ -56,17 +74,15 @@ int profile_job_write_run(struct store *s, void *data, struct pim_error *err)
 	return jw->final ? profile_job_end_run(s, jw, failure, err) : 0;
 }
 
-/* On the writer thread: a part of jw's metrics is on disk (with the head, the first time). */
-void profile_job_write_part_done(struct job_write *jw)
+/* On the writer thread: a part of the metrics of the job_write data is on disk (with the head,
+ * the first time). */
+void profile_job_write_part_done(void *data)
 {
+	struct job_write *jw = data;
+
 	jw->head_done = true;
 	jw->derive_from = jw->derive_next;
 	jw->stored = jw->stored_next;
-}
-
-static void job_part_done(void *data)
-{
-	profile_job_write_part_done(data);
 }
 
 /* Hands jw to the writer (j->writes counts it until profile_job_write_done, which comes later: j is
@@ -79,44 +95,46 @@ void profile_job_submit(struct job *j, struct job_write *jw)
 	}
 	jw->j = j;
 	jw->run = j->run;
-	jw->sw = (struct store_write){ profile_job_write_run, profile_job_write_done, jw, job_part_done, NULL };
+	jw->sw = (struct store_write){ profile_job_write_run, profile_job_write_done, jw,
+				       profile_job_write_part_done, NULL };
 	j->writes++;
 	store_write_via(&j->pf->writer, j->pf->store, &jw->sw);
 }
 
-/* Hands j's buffered samples, and progress when not NULL, to the writer; false when
- * BATCHES_WAITING of its changes wait for the disk already (nothing was handed over). */
+/* Hands j's open batch of samples, with progress when not NULL, to the writer and opens the
+ * next; progress alone goes in a change of its own.  False when BATCHES_WAITING of its changes
+ * wait for the disk already (nothing was handed over). */
 bool profile_job_flush(struct job *j, const struct store_run_update *progress)
 {
+	struct job_write *jw;
+
 	if (j->writes >= BATCHES_WAITING)
 		return false;
 	if (j->store_failed) {
-		j->nbuf = 0; /* nothing more is stored: the job's end says why */
+		j->batch->n = 0; /* nothing more is stored: the job's end says why */
 		return true;
 	}
-	if (!j->nbuf && !progress)
+	if (!j->batch->n && !progress)
 		return true;
-	struct job_write *jw = calloc(1, sizeof *jw);
-	struct store_sample *buf = calloc(SAMPLE_ROOM, sizeof *buf);
-	uint64_t(*vals)[COUNTERS_MAX_GROUP] = calloc(SAMPLE_ROOM, sizeof *vals);
-	if (!jw || !buf || !vals) {
-		free(jw);
-		free(buf);
-		free(vals);
+	/* (the next batch, or the change for progress alone) */
+	struct job_write *next = j->batch->n ? profile_batch_new() : calloc(1, sizeof *next);
+	if (!next) {
 		struct pim_error err = { 0 };
-		err_set(&err, -ENOMEM, "out of memory for %zu samples", j->nbuf);
+		err_set(&err, -ENOMEM, "out of memory for %zu samples", j->batch->n);
 		profile_job_store_error(j, &err);
-		j->nbuf = 0;
+		j->batch->n = 0;
 		return true;
 	}
-	*jw = (struct job_write){ .buf = j->buf, .vals = j->vals, .n = j->nbuf };
+	if (j->batch->n) {
+		jw = j->batch;
+		j->batch = next;
+	} else {
+		jw = next;
+	}
 	if (progress) {
 		jw->update = true;
 		jw->u = *progress;
 	}
-	j->buf = buf;
-	j->vals = vals;
-	j->nbuf = 0;
 	profile_job_submit(j, jw);
 	return true;
 }
@@ -137,7 +155,7 @@ void profile_job_write_done(void *data, int r, const struct pim_error *err)
 		profile_job_store_error(j, err);
 	}
 	profile_job_write_free(jw);
-	if (j->paused && (j->nbuf < SAMPLE_BATCH || profile_job_flush(j, NULL)))
+	if (j->paused && (j->batch->n < SAMPLE_BATCH || profile_job_flush(j, NULL)))
 		profile_job_pause(j, false);
 	if (j->ending)
 		profile_job_end(j); /* (j is freed when its end's done() comes) */

@@ -251,18 +251,26 @@ Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred
 		*defer = *job;
 		return NULL;
 	}
-	/* (the write waits in the store until settled: its done() never runs inside the call
-	 * that hands it over) */
-	struct store_write w = job->write;
-	if (w.write) {
-		store_write_via(NULL, job->store, &w);
-		store_write_settle(job->store);
-	} else {
-		job->run(job->data);
+	struct rpc_deferred part = *job;
+	for (;;) {
+		/* (the write waits in the store until settled: its done() never runs inside the
+		 * call that hands it over) */
+		struct store_write w = part.write;
+		if (w.write) {
+			store_write_via(NULL, part.store, &w);
+			store_write_settle(part.store);
+		} else {
+			part.run(part.store, part.data);
+		}
+		struct rpc_deferred next = { 0 };
+		Pim__Response *r = part.finish(part.data, &next);
+		if (!r && (next.run || next.write.write)) {
+			part = next; /* (this part's data goes on with it) */
+			continue;
+		}
+		part.release(part.data);
+		return r;
 	}
-	Pim__Response *r = job->finish(job->data);
-	job->release(job->data);
-	return r;
 }
 
 void reply_b_cpu(struct reply *b, Pim__BandwidthProbe **at, const struct rpc_context *ctx, double requested)

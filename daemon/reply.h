@@ -53,6 +53,9 @@ struct rpc_context {
 	/* Answered off the event loop (the transport's work thread): it may wait for the
 	 * catalogue. */
 	bool may_block;
+	/* Set by a model load that replaced a model, or a removal: the id of the model gone (the
+	 * transport tells the profiler, whose jobs of it are cancelled); 0 none. */
+	int64_t model_gone;
 };
 
 /* What the transport knows about the peer of a request. */
@@ -65,19 +68,24 @@ struct rpc_peer {
 };
 
 /*
- * Work too long for the event loop (a calibration sweep).  run() is called on another thread
- * and may use only data (no store, context or connection); finish() is called on the event
- * loop afterwards and returns the response (NULL when out of memory); release() frees data,
- * whether finish() was called or not (the connection may have closed meanwhile).
+ * Work too long for the event loop (a calibration sweep), or that reads the store, which the
+ * loop never does (a profile run's row).  run(s, data) is called on a work thread with that
+ * thread's own connection s, to read; it may use only data and s (no context or connection).
+ * finish(data, next) is called on the event loop afterwards and returns the response (NULL when
+ * out of memory), or NULL having handed the request's next part to next (reply_defer(next,
+ * ...)): the connection waits for that part in turn, and this part's release() is not called
+ * (the next part's is, and may free data).  release() frees data, whether finish() was called
+ * or not (the connection may have closed meanwhile).
  * Or, instead of run, a change to store (write, store.h): the transport's writer makes it, and
  * write.done() is called on the event loop once it is on disk (or failed), before finish(), so
- * that the answer says stored only what is; with defer NULL it is written at once on store.
+ * that the answer says stored only what is.  With defer NULL every part is done at once, run()
+ * with store and a write on store.
  */
 struct rpc_deferred {
-	void (*run)(void *data);
+	void (*run)(struct store *s, void *data);
 	struct store_write write;
 	struct store *store;
-	Pim__Response *(*finish)(void *data);
+	Pim__Response *(*finish)(void *data, struct rpc_deferred *next);
 	void (*release)(void *data);
 	void *data;
 };
@@ -91,8 +99,9 @@ struct rpc_deferred {
 void reply_store_decision(struct rpc_context *ctx, int64_t model_id, const char *key, uint8_t *packed,
 			  size_t len, const char *model);
 
-/* For handlers: hands job to defer, or with defer NULL runs and finishes it before returning
- * (a write settled on job->store first). */
+/* For handlers (and finish(), for a next part): hands job to defer, or with defer NULL runs and
+ * finishes it, and the parts it hands on, before returning (a write settled on job->store
+ * first). */
 Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred *job);
 
 /* A Response being built.  Allocation failures are remembered (oom) and answered once, at the

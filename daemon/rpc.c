@@ -114,13 +114,13 @@ static void probe_write_done(void *data, int r, const struct pim_error *err)
 	free(data);
 }
 
-static void probe_job_run(void *data)
+static void probe_job_run(struct store *s, void *data)
 {
 	struct probe_job *j = data;
 	j->r = platform_probe_bandwidth(&j->m, NULL, &j->err);
 }
 
-static Pim__Response *probe_job_finish(void *data)
+static Pim__Response *probe_job_finish(void *data, struct rpc_deferred *next)
 {
 	struct probe_job *j = data;
 	struct rpc_context *ctx = j->ctx;
@@ -313,12 +313,12 @@ static const struct store_region *wire_region(void *ctx, size_t i, struct pim_er
 
 int rpc_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
 		       const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
-		       uid_t uid, bool replace, bool *replaced, struct store_model_info *info,
+		       uid_t uid, bool replace, int64_t *replaced, struct store_model_info *info,
 		       struct pim_error *err)
 {
 	struct wire_manifest *wm = calloc(1, sizeof *wm);
 
-	*replaced = false;
+	*replaced = 0;
 	if (!wm)
 		return err_set(err, -ENOMEM, "out of memory");
 	wm->m = m;
@@ -336,7 +336,11 @@ int rpc_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions
 int rpc_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
 		  struct store_model_info *info, struct pim_error *err)
 {
-	return rpc_model_put_each(s, m, m->n_regions, NULL, NULL, uid, replace, replaced, info, err);
+	int64_t gone;
+	int r = rpc_model_put_each(s, m, m->n_regions, NULL, NULL, uid, replace, &gone, info, err);
+
+	*replaced = gone != 0;
+	return r;
 }
 
 void rpc_region_msg_start(struct rpc_region_msg *m, const struct store_region *r)
@@ -385,7 +389,7 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 	struct pim_error err = { 0 };
 	const Pim__ModelLoad *ml = req->model_load;
 	struct reply b;
-	bool replaced;
+	int64_t replaced;
 	int k;
 
 	if (!ml->manifest)
@@ -409,7 +413,8 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 		k = rpc_model_put_each(ctx->store, ml->manifest, n, decode_regions_get, ctx->regions,
 				       peer->cred.uid, ml->replace, &replaced, &info, &err);
 	else
-		k = rpc_model_put(ctx->store, ml->manifest, peer->cred.uid, ml->replace, &replaced, &info, &err);
+		k = rpc_model_put_each(ctx->store, ml->manifest, n, NULL, NULL, peer->cred.uid, ml->replace, &replaced,
+				       &info, &err);
 	if (k < 0) {
 		if (k != -EEXIST && k != -EPERM)
 			log_error("Failed to store model \"%s\": %s", ml->manifest->name, err.msg);
@@ -419,7 +424,8 @@ static Pim__Response *do_model_load(struct rpc_context *ctx, struct rpc_peer *pe
 		 replaced ? "replaced" : "loaded", (unsigned)peer->cred.uid, n, ml->manifest->n_allocations);
 	summary_reply(&b, &lr->model, &info);
 	store_model_info_clear(&info);
-	lr->replaced = replaced;
+	lr->replaced = replaced != 0;
+	ctx->model_gone = replaced;
 	return reply_finish(&b);
 }
 
@@ -777,7 +783,7 @@ static Pim__Response *do_model_remove(struct rpc_context *ctx, struct rpc_peer *
 
 	if (!manifest_name_valid(name))
 		return bad_name(req->id, name);
-	int k = store_model_remove(ctx->store, name, peer->cred.uid, &err);
+	int k = store_model_remove(ctx->store, name, peer->cred.uid, &ctx->model_gone, &err);
 	if (k < 0) {
 		if (k == -ENOSPC)
 			log_warning("Cannot remove model \"%s\": %s", name, err.msg);
@@ -946,9 +952,9 @@ static Pim__Response *rpc_answer(struct rpc_context *ctx, struct rpc_peer *peer,
 	case PIM__REQUEST__BODY_PROFILE:
 		return profiler_rpc_start(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROFILE_STATUS:
-		return profiler_rpc_status(ctx->profiler, req);
+		return profiler_rpc_status(ctx->profiler, req, defer);
 	case PIM__REQUEST__BODY_PROFILE_CANCEL:
-		return profiler_rpc_cancel(ctx->profiler, peer, req);
+		return profiler_rpc_cancel(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_SAMPLE_BATCH:
 		return profiler_rpc_samples(ctx->profiler, peer, req, defer);
 	case PIM__REQUEST__BODY_PROBE_BANDWIDTH:

@@ -67,11 +67,12 @@ void rpc_model_info_to_wire(const struct store_model_info *info, Pim__ModelSumma
 /*
  * Stores a validated manifest m as uid asks (store_model_put_each): its n_regions regions come
  * from region(ctx, i, err) one at a time (a frame's: decode_regions_get), each converted as it
- * comes, never all at once.  rpc_model_put: those of m.
+ * comes, never all at once (region NULL: those of m); *replaced: the id of the model it
+ * replaced, 0 when none.  rpc_model_put: those of m, *replaced whether it replaced one.
  */
 int rpc_model_put_each(struct store *s, const Pim__Manifest *m, size_t n_regions,
 		       const Pim__Region *(*region)(void *ctx, size_t i, struct pim_error *err), void *ctx,
-		       uid_t uid, bool replace, bool *replaced, struct store_model_info *info,
+		       uid_t uid, bool replace, int64_t *replaced, struct store_model_info *info,
 		       struct pim_error *err);
 int rpc_model_put(struct store *s, const Pim__Manifest *m, uid_t uid, bool replace, bool *replaced,
 		  struct store_model_info *info, struct pim_error *err);

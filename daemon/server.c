@@ -52,6 +52,7 @@ struct conn {
 	uint64_t active_ns;   /* last complete request or byte sent: idle timeout counts from here */
 	size_t in_charge, out_charge;  /* bytes counted in server.buffered */
 	struct work *deferred; /* its request being answered on a thread (threads.h): reading waits */
+	uint64_t deferred_id;  /* that request's id, when a part of it was handed over */
 };
 
 struct server {
@@ -85,12 +86,12 @@ static void changed(struct server *s)
 		s->change_fn(s, s->change_data);
 }
 
-/* A model was removed or replaced, maybe: its jobs are cancelled (before anything else of
- * the loop can start one of them). */
-static void models_changed(struct server *s)
+/* Models were loaded or removed; gone (not 0), the id of a model removed or replaced: its jobs
+ * are cancelled (before anything else of the loop can start one of them). */
+static void models_changed(struct server *s, int64_t gone, bool replaced)
 {
-	if (s->ctx->profiler)
-		profiler_models_changed(s->ctx->profiler);
+	if (s->ctx->profiler && gone > 0)
+		profiler_models_changed(s->ctx->profiler, gone, replaced);
 	changed(s);
 }
 
@@ -389,6 +390,17 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 		c->closing = true;
 }
 
+/* threads.h: a thread's connection changed the models: so it is, whether or not the connection
+ * that asked is still there to be told (before anything finished with it: work_finished). */
+static void work_models(void *data, struct work *w)
+{
+	struct server *s = data;
+
+	s->ctx->models += w->frame->models_delta;
+	store_forget_cached(s->ctx->store);
+	models_changed(s, w->frame->model_gone, w->frame->model_replaced);
+}
+
 /* threads.h: work handed over is done (or dropped): answer its connection. */
 static void work_finished(void *data, struct work *w)
 {
@@ -399,19 +411,23 @@ static void work_finished(void *data, struct work *w)
 		c->deferred = NULL;
 		c->active_ns = now_ns();
 	}
-	/* A thread's connection changed the models: so it is, whether or not the connection
-	 * that asked is still there to be told. */
-	if (w->frame && w->frame->answered && w->frame->model_change && !w->dropped) {
-		s->ctx->models += w->frame->models_delta;
-		store_forget_cached(s->ctx->store);
-		models_changed(s);
-	}
 	if (c && !w->dropped) {
 		if (w->frame) {
 			frame_job_finish(c, w->frame);
 		} else if (w->job.finish) {
-			Pim__Response *resp = w->job.finish(w->job.data);
-			if (!resp || conn_queue(c, resp) < 0) {
+			struct rpc_deferred next = { 0 };
+			Pim__Response *resp = w->job.finish(w->job.data, &next);
+			if (!resp && (next.run || next.write.write)) {
+				/* the request's next part: its data goes on with it */
+				w->job.release = NULL;
+				struct work *nw;
+				if (threads_submit_deferred(s->threads, c, &next, &nw) == 0)
+					c->deferred = nw;
+				else
+					resp = threads_refusal(s->threads, next.write.write ? DISPATCH_WRITER
+											: DISPATCH_WORK, c->deferred_id);
+			}
+			if (!c->deferred && (!resp || conn_queue(c, resp) < 0)) {
 				log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
 				c->closing = true;
 			}
@@ -485,6 +501,7 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 		struct work *w;
 		if (threads_submit_deferred(s->threads, c, &defer, &w) == 0) {
 			c->deferred = w;
+			c->deferred_id = id;
 			return;
 		}
 		resp = threads_refusal(s->threads, defer.write.write ? DISPATCH_WRITER : DISPATCH_WORK, id);
@@ -909,7 +926,7 @@ int server_new(struct loop *loop, const struct config *cfg, struct rpc_context *
 	s->listener = (struct watch){ .fd = -1, .fn = listener_event, .data = s };
 	s->timer = (struct watch){ .fd = -1, .fn = timer_event, .data = s };
 	s->ctx = ctx;
-	if ((r = threads_new(loop, ctx, cfg->busy_timeout_ms, work_finished, s, &s->threads)) < 0) {
+	if ((r = threads_new(loop, ctx, cfg->busy_timeout_ms, work_finished, work_models, s, &s->threads)) < 0) {
 		free(s);
 		return err_set(err, r, "out of memory");
 	}

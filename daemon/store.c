@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -186,6 +187,39 @@ int store_db_err(struct store *s, struct pim_error *err, const char *what)
 			       sqlite3_errmsg(s->db));
 	}
 	return err_set(err, e, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+/* ---------------------------------------------------------------- the event loop's guard */
+
+static pthread_t guard_thread;     /* set before guard_on, by the guarded thread */
+static atomic_bool guard_on;
+static atomic_ulong guard_count;
+static char guard_sql[256];        /* the last statement counted; the guarded thread's own */
+static _Thread_local bool settling; /* in store_write_settle: its changes are not counted */
+
+/* sqlite3_trace_v2, SQLITE_TRACE_STMT: a statement starts on some connection. */
+static int guard_trace(unsigned type, void *ctx, void *stmt, void *sql)
+{
+	if (!atomic_load_explicit(&guard_on, memory_order_acquire) || settling ||
+	    !pthread_equal(pthread_self(), guard_thread))
+		return 0;
+	atomic_fetch_add(&guard_count, 1);
+	snprintf(guard_sql, sizeof guard_sql, "%s", sqlite3_sql(stmt) ? sqlite3_sql(stmt) : (const char *)sql);
+	return 0;
+}
+
+void store_guard_thread(bool on)
+{
+	if (on)
+		guard_thread = pthread_self();
+	atomic_store_explicit(&guard_on, on, memory_order_release);
+}
+
+unsigned long store_guard_count(const char **sql)
+{
+	if (sql)
+		*sql = guard_sql;
+	return atomic_load(&guard_count);
 }
 
 sqlite3_stmt *store_stmt_get(struct store *s, enum stmt_id id)
@@ -432,6 +466,8 @@ static int store_connect(struct store *s, const char *path, unsigned busy_timeou
 		sqlite3_free(msg);
 		return r;
 	}
+	/* from here on every statement it runs passes the event loop's guard */
+	sqlite3_trace_v2(s->db, SQLITE_TRACE_STMT, guard_trace, NULL);
 	return 0;
 }
 
@@ -677,7 +713,9 @@ void store_write_via(const struct store_writer *wr, struct store *s, struct stor
 unsigned store_write_settle(struct store *s)
 {
 	unsigned n = 0;
+	bool was = settling;
 
+	settling = true; /* (the event loop's guard lets these pass: no writer took them) */
 	while (s->later) {
 		struct store_write *w = s->later;
 		struct pim_error err = { 0 };
@@ -685,9 +723,12 @@ unsigned store_write_settle(struct store *s)
 		w->next = NULL;
 		/* alone: written whole, never STORE_WRITE_AGAIN (store_in_group is false) */
 		int r = w->write(s, w->data, &err);
+		settling = was;
 		w->done(w->data, r, &err); /* (may free w, and hand over more) */
+		settling = true;
 		n++;
 	}
+	settling = was;
 	return n;
 }
 

@@ -157,9 +157,9 @@ void store_model_info_clear(struct store_model_info *info);
  * STORE_PART_ROWS regions and allocations is written in parts, under a staged row no reader
  * finds, and named by a last small transaction; a crash before leaves nothing visible, and
  * store_staged_cleanup deletes the parts at the next start.  info (if not NULL) receives the
- * stored model's summary. */
+ * stored model's summary; *replaced is the id of the model it replaced, 0 when none. */
 int store_model_put_each(struct store *s, const struct store_manifest_src *src, uid_t uid, bool replace,
-			 bool *replaced, struct store_model_info *info, struct pim_error *err);
+			 int64_t *replaced, struct store_model_info *info, struct pim_error *err);
 
 /* store_model_put_each for a manifest whole in memory. */
 int store_model_put(struct store *s, const struct store_manifest *m, uid_t uid, bool replace, bool *replaced,
@@ -195,12 +195,13 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 /* Deletes the rows of models a crash left staged, in parts; *n: how many models. */
 int store_staged_cleanup(struct store *s, unsigned *n, struct pim_error *err);
 
-/* Removes a model; only its owner, uid 0 or the daemon's own uid may (-EPERM).  A model of more
+/* Removes a model (*removed: its id, when not NULL); only its owner, uid 0 or the daemon's own
+ * uid may (-EPERM).  A model of more
  * than STORE_PART_ROWS regions is staged (gone for every reader) in one small transaction, and
  * its rows deleted STORE_PART_ROWS at a time after.   When the file
  * system is full (-ENOSPC), the removal is retried with the reserve's room, and returns 1 if it
  * succeeded so. */
-int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err);
+int store_model_remove(struct store *s, const char *name, uid_t uid, int64_t *removed, struct pim_error *err);
 
 /* Room kept beside the database (path-reserve) for removing models on a full file system. */
 #define STORE_RESERVE_BYTES (8u << 20)
@@ -263,6 +264,17 @@ void store_write_via(const struct store_writer *wr, struct store *s, struct stor
  * came, also those handed over meanwhile by a done(); returns how many.  store_close settles
  * what is left. */
 unsigned store_write_settle(struct store *s);
+
+/*
+ * pimd's event loop never queries SQLite (doc/design.md §6.1), and this guard checks it:
+ * store_guard_thread(true) marks the calling thread as one that must not (false: none); from
+ * then on each SQL statement a connection of the store runs on that thread is counted, save
+ * the changes store_write_settle writes there because no writer took them (store_write_via).
+ * store_guard_count says how many, and *sql (when not NULL) the last of them (its text, valid
+ * on the guarded thread until the next).
+ */
+void store_guard_thread(bool on);
+unsigned long store_guard_count(const char **sql);
 
 /* The number of regions of a model, 0 if there is none of that name. */
 int store_model_regions(struct store *s, const char *name, uint64_t *n, struct pim_error *err);

@@ -312,7 +312,7 @@ static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err
  * store_staged_cleanup deletes what was written.  The replaced model is deleted in parts after.
  */
 static int model_put_parts(struct store *s, const struct store_manifest_src *src, uid_t uid, bool replace,
-			   bool *replaced, struct pim_error *err)
+			   int64_t *replaced, struct pim_error *err)
 {
 	int64_t id = -1, old_id;
 	int r;
@@ -350,7 +350,7 @@ static int model_put_parts(struct store *s, const struct store_manifest_src *src
 		return r;
 	}
 	s->models = -1;
-	*replaced = found > 0;
+	*replaced = found > 0 ? old_id : 0;
 	/* The replaced model is no longer found: deleting its rows may fail (the next start
 	 * finishes it) without undoing the load. */
 	if (found > 0)
@@ -359,12 +359,12 @@ static int model_put_parts(struct store *s, const struct store_manifest_src *src
 }
 
 int store_model_put_each(struct store *s, const struct store_manifest_src *src, uid_t uid, bool replace,
-			 bool *replaced, struct store_model_info *info, struct pim_error *err)
+			 int64_t *replaced, struct store_model_info *info, struct pim_error *err)
 {
 	int64_t id, new_id;
 	int r;
 
-	*replaced = false;
+	*replaced = 0;
 	/* (a group's change is a savepoint: the writer takes no model written in parts) */
 	if (src->n_regions + src->n_allocations > STORE_PART_ROWS && !s->grouped) {
 		r = model_put_parts(s, src, uid, replace, replaced, err);
@@ -376,13 +376,13 @@ int store_model_put_each(struct store *s, const struct store_manifest_src *src, 
 			sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_DELETE);
 			sqlite3_bind_int64(st, 1, id);
 			if ((r = store_step_done(s, st, "removing the old model", err)) >= 0)
-				*replaced = true;
+				*replaced = id;
 		}
 		if (r >= 0 && (r = model_row_insert(s, src, src->name, uid, &new_id, err)) >= 0 &&
 		    (r = allocations_insert(s, src, new_id, 0, src->n_allocations, err)) >= 0)
 			r = regions_insert(s, src, new_id, &i, SIZE_MAX, err);
 		if ((r = part_commit(s, r, err)) < 0) {
-			*replaced = false;
+			*replaced = 0;
 			return r;
 		}
 		s->models = -1;
@@ -414,7 +414,11 @@ int store_model_put(struct store *s, const struct store_manifest *m, uid_t uid, 
 		.name = m->name, .source = m->source, .n_allocations = m->n_allocations,
 		.n_regions = m->n_regions, .allocation = allocation_of, .region = region_of, .ctx = (void *)m,
 	};
-	return store_model_put_each(s, &src, uid, replace, replaced, info, err);
+	int64_t gone;
+	int r = store_model_put_each(s, &src, uid, replace, &gone, info, err);
+
+	*replaced = gone != 0;
+	return r;
 }
 
 int store_staged_cleanup(struct store *s, unsigned *n, struct pim_error *err)
@@ -765,7 +769,8 @@ out:
 	return 0;
 }
 
-static int model_remove_once(struct store *s, const char *name, uid_t uid, struct pim_error *err)
+static int model_remove_once(struct store *s, const char *name, uid_t uid, int64_t *removed,
+			     struct pim_error *err)
 {
 	int64_t id;
 	uint32_t owner;
@@ -799,6 +804,8 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, struc
 	if ((r = store_commit_durable(s, err)) < 0)
 		goto fail;
 	s->models = -1;
+	if (removed)
+		*removed = id;
 	/* gone for every reader: rows left by a failure here are deleted at the next start */
 	if (parts)
 		(void)model_delete_parts(s, id, NULL);
@@ -808,9 +815,9 @@ fail:
 	return r;
 }
 
-int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_error *err)
+int store_model_remove(struct store *s, const char *name, uid_t uid, int64_t *removed, struct pim_error *err)
 {
-	int r = model_remove_once(s, name, uid, err);
+	int r = model_remove_once(s, name, uid, removed, err);
 
 	if (r == 0 && !s->reserve_held)
 		(void)store_reserve_fill(s); /* room may have come back */
@@ -826,7 +833,7 @@ int store_model_remove(struct store *s, const char *name, uid_t uid, struct pim_
 	 * size, and the removed model's pages are free inside the database for later changes. */
 	store_reserve_release(s);
 	sqlite3_exec(s->db, "PRAGMA wal_checkpoint(RESTART)", NULL, NULL, NULL);
-	r = model_remove_once(s, name, uid, err);
+	r = model_remove_once(s, name, uid, removed, err);
 	sqlite3_exec(s->db, "PRAGMA wal_checkpoint(RESTART)", NULL, NULL, NULL);
 	(void)store_reserve_fill(s);
 	if (r == -ENOSPC)

@@ -60,6 +60,7 @@ struct threads {
 	unsigned busy_timeout_ms;
 	struct lane work, writer;
 	void (*finished)(void *data, struct work *w);
+	void (*models)(void *data, struct work *w);
 	void *data;
 };
 
@@ -136,12 +137,15 @@ static bool frame_job_decode(struct lane_thread *lt, struct work *w)
 static void frame_job_answer(struct lane_thread *lt, struct frame_job *j)
 {
 	j->after = RPC_KEEP;
+	j->ctx.model_gone = 0;
 	if (rpc_handle_packed(&j->ctx, &j->peer, j->d.req, &j->packed, &j->packed_len))
 		j->resp_id = j->d.req->id;
 	else
 		j->resp = rpc_handle(&j->ctx, &j->peer, j->d.req, &j->after, NULL);
 	j->answered = true;
 	j->model_change = model_changing(j->d.req);
+	j->model_gone = j->ctx.model_gone;
+	j->model_replaced = j->d.req->body_case == PIM__REQUEST__BODY_MODEL_LOAD;
 }
 
 /* j answered; what it held is freed. */
@@ -329,7 +333,7 @@ static void *thread_main(void *data)
 		else if (w->frame)
 			frame_job_run(lt, w);
 		else
-			w->job.run(w->job.data);
+			w->job.run(lt->store, w->job.data);
 		/* A large model took hundreds of MiB of this thread's heap: give them back now rather
 		 * than keep them until the next such request (a quick read took little). */
 		if (!l->group && (w->big || thread_cpu_ns() - t0 > THREADS_TRIM_AFTER_NS))
@@ -387,6 +391,11 @@ static void lane_event(struct watch *wch, uint32_t events)
 		rev = done;
 		done = next;
 	}
+	/* models removed or replaced first: a job of one must not start from a done() of the same
+	 * batch (a run's end stored with the removal frees a worker for the next job) */
+	for (struct work *w = rev; w && th->models; w = w->next)
+		if (w->frame && w->frame->answered && w->frame->model_change)
+			th->models(th->data, w);
 	for (struct work *w = rev, *next; w; w = next) {
 		next = w->next;
 		w->next = NULL;
@@ -637,14 +646,16 @@ static void lane_init(struct threads *th, struct lane *l, const char *name, bool
 }
 
 int threads_new(struct loop *loop, struct rpc_context *ctx, unsigned busy_timeout_ms,
-		void (*finished)(void *data, struct work *w), void *data, struct threads **out)
+		void (*finished)(void *data, struct work *w), void (*models)(void *data, struct work *w),
+		void *data, struct threads **out)
 {
 	struct threads *th = calloc(1, sizeof *th);
 
 	if (!th)
 		return -ENOMEM;
 	*th = (struct threads){ .loop = loop, .loop_thread = pthread_self(), .ctx = ctx,
-				.busy_timeout_ms = busy_timeout_ms, .finished = finished, .data = data };
+				.busy_timeout_ms = busy_timeout_ms, .finished = finished, .models = models,
+				.data = data };
 	lane_init(th, &th->work, "work threads", false, THREADS_WORK_N);
 	lane_init(th, &th->writer, "writer thread", true, 1);
 	*out = th;

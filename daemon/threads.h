@@ -5,7 +5,9 @@
  *
  *   - the work threads (THREADS_WORK_N of them, each with its own connection to the store)
  *     answer the requests that read the store, decode large frames, and run the deferred parts
- *     of requests too long for the loop (a calibration sweep, a B_cpu probe, a quantization);
+ *     of requests too long for the loop (a calibration sweep, a B_cpu probe, a quantization)
+ *     or that read the store for a request answered on the loop (the profiler's: a job's model,
+ *     a run's row), with that thread's connection;
  *   - the writer thread answers the requests that change the store and makes the changes pimd
  *     makes itself (profiling samples and runs, in-situ batches, stored answers: threads_writer),
  *     all that is queued meanwhile in one transaction with one fsync (group commit).
@@ -61,6 +63,8 @@ struct frame_job {
 	bool answered;          /* the answer below is set; else d goes back to the loop */
 	bool model_change;      /* a load or removal: the models stored changed by models_delta */
 	int models_delta;
+	int64_t model_gone;     /* the id of the model it removed or replaced (0: none) */
+	bool model_replaced;    /* (by a load) */
 	Pim__Response *resp;    /* or, packed on the thread behind FRAME_HEADER_BYTES of room: */
 	uint8_t *packed;
 	size_t packed_len;
@@ -89,9 +93,12 @@ struct threads;
 /* ctx: the loop's request context, of which frame jobs get copies (and whose store is opened
  * again for each thread); finished(data, w) is called on the loop for each work done, in order
  * (w->owner NULL: nobody waits; a write's done() was called before); it gives w back with
- * threads_release. */
+ * threads_release.  models(data, w), when not NULL, is called first for each frame of those
+ * that changed the models (w->frame->model_change), before any of them is finished: what
+ * depends on a model gone learns it before anything done with the change goes on. */
 int threads_new(struct loop *loop, struct rpc_context *ctx, unsigned busy_timeout_ms,
-		void (*finished)(void *data, struct work *w), void *data, struct threads **out);
+		void (*finished)(void *data, struct work *w), void (*models)(void *data, struct work *w),
+		void *data, struct threads **out);
 /* Stops the threads: the writer after what it was given (pimd's own changes have nobody to ask
  * for them again), the work threads after the jobs they run; what was not done is dropped, a
  * change's done() told its outcome. */

@@ -7,7 +7,8 @@
  * Parent side (pimd's event loop, never blocks):
  *     worker_job_init(&job); job.model_fd = fd; ...; worker_spawn(&job, &w, &err);
  *     epoll on worker_fd(w) (results) and worker_pidfd(w) (exit); on either:
- *         worker_read(w, on_record, ctx) until it returns 1 (EOF), then worker_reap(w, &st);
+ *         worker_next(w, &rec) for each record until it answers 0 (wait) or WORKER_EOF,
+ *         then worker_reap(w, &st);
  *     on a timer: worker_check_timeout(w, now_ns());
  *     worker_free(w).
  *
@@ -23,7 +24,7 @@
  *    keeps every process the model starts in the worker's process group (setsid and setpgid
  *    fail with EPERM), CPU pinned, model dlopen()ed through /proc/self/fd, arguments allocated
  *    and filled, warm-up runs, then K repetitions per event group (never multiplexed).
- * When the worker has exited, worker_read() kills its whole process group: nothing the model
+ * When the worker has exited, worker_next() kills its whole process group: nothing the model
  * started outlives the job.  With a cgroup tree (job->cgroup, cgroup.h) the forked child first
  * moves itself into the job's own cgroup, so that every process of the job is born there and
  * cannot leave; the job's end kills the cgroup as well as the process group, and removes it.
@@ -270,14 +271,15 @@ const char *worker_cgroup(const struct worker *w);
 int worker_pidfd(const struct worker *w);
 pid_t worker_pid(const struct worker *w);
 
-/* Reads what is available and calls on_record for every complete, valid record. Once the
- * worker has exited it kills the worker's process group, so that processes the model left
- * behind (holding the pipe open or not) end and EOF comes.
- * 0: more may come (wait for readability); 1: EOF (every writer closed the pipe);
- * negative errno: malformed input (-EPROTO, the worker is killed; worker_reap names it) or a
- * read error. */
-int worker_read(struct worker *w, void (*on_record)(void *ctx, const struct worker_record *r),
-		void *ctx);
+/* The next complete, valid record from the worker's pipe, read as needed: 1 and *rec (in w's
+ * buffer, as read, until the next call); 0: none for now (wait for readability: after
+ * READ_BUDGET bytes it answers 0 too, so that one worker does not hold the event loop);
+ * WORKER_EOF: every writer closed the pipe and every record was taken; negative errno:
+ * malformed input (-EPROTO, the worker is killed; worker_reap names it) or a read error.
+ * Once the worker has exited it kills the worker's process group, so that processes the model
+ * left behind (holding the pipe open or not) end and EOF comes. */
+#define WORKER_EOF 2
+int worker_next(struct worker *w, const struct worker_record **rec);
 
 /* Kills the worker's process group once now (CLOCK_MONOTONIC ns, now_ns()) is past the job's
  * deadline. Returns 1 when it killed it now, else 0. */

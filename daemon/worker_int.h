@@ -20,7 +20,7 @@
 
 #define REC_SIZE sizeof(struct worker_record)
 #define OUT_BATCH 32                         /* records per write() (16 KiB) */
-#define READ_BUDGET (1024 * REC_SIZE)         /* bytes per worker_read() call */
+#define READ_BUDGET (1024 * REC_SIZE)         /* bytes worker_next() reads before it answers 0 */
 
 enum {
 	EXIT_FAILED = 2,     /* an ERROR record was sent */

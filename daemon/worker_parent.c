@@ -59,8 +59,13 @@ struct worker {
 	char protocol_msg[256];
 	struct worker_status status;
 
-	size_t have;
-	uint8_t buf[64 * REC_SIZE];
+	/* records read from the pipe: bytes [next, have) of buf, the next one first */
+	size_t have, next;
+	size_t budget;              /* bytes worker_next() may still read before it answers 0 */
+	union {
+		struct worker_record rec[64];
+		uint8_t bytes[64 * REC_SIZE];
+	} buf;
 };
 
 
@@ -90,6 +95,7 @@ int worker_spawn(const struct worker_job *job, struct worker **out, struct pim_e
 		return r;
 	w->n_regions = job->n_regions;
 	w->fd = w->pidfd = -1;
+	w->budget = READ_BUDGET;
 	w->timeout_ms = job->timeout_ms;
 	w->cpu_seconds = job->cpu_seconds;
 	w->as_bytes = job->as_bytes;
@@ -286,19 +292,37 @@ static int check_record(struct worker *w, struct worker_record *r)
 	}
 }
 
-int worker_read(struct worker *w, void (*on_record)(void *ctx, const struct worker_record *r),
-		void *ctx)
+int worker_next(struct worker *w, const struct worker_record **rec)
 {
-	size_t budget = READ_BUDGET;
 	if (w->protocol)
 		return -EPROTO;
-	while (!w->eof && budget > 0) {
-		ssize_t n = read(w->fd, w->buf + w->have, sizeof w->buf - w->have);
+	for (;;) {
+		if (w->have - w->next >= REC_SIZE) {
+			/* (next is a multiple of REC_SIZE: records stay aligned in buf) */
+			struct worker_record *r = &w->buf.rec[w->next / REC_SIZE];
+			w->next += REC_SIZE;
+			int k = check_record(w, r);
+			if (k < 0)
+				return k;
+			*rec = r;
+			return 1;
+		}
+		if (w->eof)
+			return WORKER_EOF;
+		if (w->budget == 0) {
+			w->budget = READ_BUDGET; /* the next round, once the loop has looked around */
+			return 0;
+		}
+		memmove(w->buf.bytes, w->buf.bytes + w->next, w->have - w->next);
+		w->have -= w->next;
+		w->next = 0;
+		ssize_t n = read(w->fd, w->buf.bytes + w->have, sizeof w->buf - w->have);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN) {
 				kill_leftovers(w);
+				w->budget = READ_BUDGET;
 				return 0;
 			}
 			return -errno;
@@ -307,25 +331,11 @@ int worker_read(struct worker *w, void (*on_record)(void *ctx, const struct work
 			w->eof = true;
 			if (w->have > 0)
 				return protocol_error(w, "truncated record at end of stream");
-			break;
+			return WORKER_EOF;
 		}
-		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+		w->budget = (size_t)n >= w->budget ? 0 : w->budget - (size_t)n;
 		w->have += (size_t)n;
-		size_t off = 0;
-		while (w->have - off >= REC_SIZE) {
-			struct worker_record rec;
-			memcpy(&rec, w->buf + off, REC_SIZE);
-			off += REC_SIZE;
-			int r = check_record(w, &rec);
-			if (r < 0)
-				return r;
-			if (on_record)
-				on_record(ctx, &rec);
-		}
-		memmove(w->buf, w->buf + off, w->have - off);
-		w->have -= off;
 	}
-	return w->eof ? 1 : 0;
 }
 
 int worker_check_timeout(struct worker *w, uint64_t now)

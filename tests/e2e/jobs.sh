@@ -169,4 +169,5 @@ Z=$(zombies_of "$PID")
 check "and no zombie under pimd after all of it ($Z)" [ "$Z" = 0 ]
 expect_rc 0 "daemon serves" "the daemon still serves" sh -c "'$PIMCTL' --socket '$S' status >/dev/null && echo daemon serves"
 kill -TERM "$PID"; wait "$PID"; PID=
+no_loop_sql "jobs started, cancelled, cut, and cancelled with their model"
 summary

@@ -15,6 +15,11 @@ expect_rc() { # expect_rc RC PATTERN DESCRIPTION COMMAND...
 	if [ "$rc" -eq "$want" ] && grep -q -- "$pat" "$T/out"; then ok "$d"
 	else bad "$d (exit $rc, want $want, pattern '$pat')"; sed 's/^/     > /' "$T/out"; fi
 }
+# pimd's event loop never queries the database: the daemon whose log is $T/log, once stopped,
+# logged no SQL statement run there (store_guard_thread).
+no_loop_sql() { # no_loop_sql [WHICH]
+	check "pimd's event loop ran no SQL statement${1:+ ($1)}" sh -c "! grep 'event loop ran' '$T/log'"
+}
 # Timing goals (a p99 bound, "gone within 2 s") are checked where PIMD_E2E_GOALS is set (make
 # stress, make check-bcpu); make check runs on machines under any load, so there a measurement
 # is printed and fails only past a generous hang guard.  goal GOAL GUARD prints the bound to use.

@@ -513,6 +513,7 @@ kill -TERM "$PID"; wait_exit "$PID"; PID=
 check "SIGTERM stops pimd with status 0" [ "$RC" -eq 0 ]
 check "the socket is removed on exit" [ ! -e "$S" ]
 check "the store is intact" sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'PRAGMA integrity_check')\" = ok ]"
+no_loop_sql "profiling, in-situ runs, cancels, placements and reloads"
 
 # ------------------------------------------------------------ stale socket, newer schema, bad config
 make_stale_socket() { # leave a socket file with nobody listening: start and kill -9
@@ -525,7 +526,12 @@ PID=$!
 if wait_ready "$S"; then ok "a stale socket is replaced"
 else bad "a stale socket is replaced"; fi
 expect_rc 0 "decoder-block" "models survive kill -9 and restart" "$PIMCTL" --socket "$S" model list
+expect_rc 0 "Profile job ${STREAM_JOB:-0} of stream-read: done" "profile --status of a finished job after a restart" \
+	"$PIMCTL" --socket "$S" profile --status "${STREAM_JOB:-0}"
+expect_rc 0 "regions with metrics [1-9][0-9]*/[0-9]*, [1-9][0-9]* samples stored" \
+	"and its regions and samples as stored" "$PIMCTL" --socket "$S" profile --status "${STREAM_JOB:-0}"
 kill -TERM "$PID"; wait_exit "$PID"; PID=
+no_loop_sql "after a restart"
 
 V=$(sqlite3 "$T/state/pimd.db" 'PRAGMA user_version')
 sqlite3 "$T/state/pimd.db" 'PRAGMA user_version = 99'

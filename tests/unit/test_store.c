@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of daemon/store.c: migrations, the model tables, ownership. */
+#include <pthread.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <grp.h>
@@ -148,7 +149,7 @@ START_TEST(cancelled_runs_migrated)
 	ck_assert_int_eq(raw_int("SELECT id FROM run_id_high"), 12);
 	/* pimd's connection has foreign keys on again: removing the model removes its runs and
 	 * their samples */
-	ck_assert_int_eq(store_model_remove(s, "m", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "m", 0, NULL, &err), 0);
 	store_close(s);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), 0);
@@ -235,7 +236,7 @@ START_TEST(models_round_trip)
 	ck_assert_int_eq(store_model_id(s, "alpha-again", &id, &err), 0);
 	ck_assert_int_eq(store_model_hash(s, id, again, &err), 0);
 	ck_assert_str_eq(again, hash);
-	ck_assert_int_eq(store_model_remove(s, "alpha-again", 1000, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "alpha-again", 1000, NULL, &err), 0);
 
 	/* duplicates need replace; replacing someone else's model needs ownership */
 	ck_assert_int_eq(rpc_model_put(s, m, 1000, false, &replaced, NULL, &err), -EEXIST);
@@ -251,6 +252,15 @@ START_TEST(models_round_trip)
 
 	Pim__Manifest *b = manifest("beta", 1);
 	ck_assert_int_eq(rpc_model_put(s, b, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert(!replaced);
+	/* what a put replaced and a removal removed is said by id (the profiler cancels its jobs) */
+	int64_t alpha_id, beta_id, gone = -1;
+	ck_assert_int_eq(store_model_id(s, "alpha", &alpha_id, &err), 0);
+	ck_assert_int_eq(store_model_id(s, "beta", &beta_id, &err), 0);
+	ck_assert_int_eq(rpc_model_put_each(s, m5, m5->n_regions, NULL, NULL, 0, true, &gone, NULL, &err), 0);
+	ck_assert_int_eq(gone, alpha_id);
+	ck_assert_int_eq(rpc_model_put_each(s, m, m->n_regions, NULL, NULL, 0, false, &gone, NULL, &err), -EEXIST);
+	ck_assert_int_eq(gone, 0);
 	ck_assert_int_eq(store_model_list(s, &list, &n, &err), 0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(list[0].name, "alpha");
@@ -259,9 +269,12 @@ START_TEST(models_round_trip)
 	ck_assert_uint_eq(list[1].owner_uid, 1000);
 	store_model_list_free(list, n);
 
-	ck_assert_int_eq(store_model_remove(s, "beta", 1001, &err), -EPERM);
-	ck_assert_int_eq(store_model_remove(s, "beta", 1000, &err), 0);
-	ck_assert_int_eq(store_model_remove(s, "beta", 1000, &err), -ENOENT);
+	gone = -1;
+	ck_assert_int_eq(store_model_remove(s, "beta", 1001, &gone, &err), -EPERM);
+	ck_assert_int_eq(gone, -1);
+	ck_assert_int_eq(store_model_remove(s, "beta", 1000, &gone, &err), 0);
+	ck_assert_int_eq(gone, beta_id);
+	ck_assert_int_eq(store_model_remove(s, "beta", 1000, NULL, &err), -ENOENT);
 	ck_assert_msg(strstr(err.msg, "no model named \"beta\""), "%s", err.msg);
 	ck_assert_int_eq(store_model_get(s, "beta", &sum, NULL, &err), -ENOENT);
 	ck_assert_int_eq(store_check_integrity(s, &err), 0);
@@ -509,8 +522,8 @@ START_TEST(large_models_in_parts)
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), (int)n);
 
 	/* removed: staged at once, deleted in parts */
-	ck_assert_int_eq(store_model_remove(s, "big", 1001, &err), -EPERM);
-	ck_assert_int_eq(store_model_remove(s, "big", 1000, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "big", 1001, NULL, &err), -EPERM);
+	ck_assert_int_eq(store_model_remove(s, "big", 1000, NULL, &err), 0);
 	ck_assert_int_eq(store_model_regions(s, "big", &regions, &err), 0);
 	ck_assert_uint_eq(regions, 0);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM models"), 0);
@@ -689,7 +702,7 @@ START_TEST(metrics_and_decisions)
 	rm.t_host = 0;
 	ck_assert_int_eq(store_metrics_put(s, mid, pid, 0, &rm, &err), -EINVAL);
 	/* removing the model removes its metrics */
-	ck_assert_int_eq(store_model_remove(s, "delta", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "delta", 0, NULL, &err), 0);
 	store_close(s);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics"), 0);
 	pim__manifest__free_unpacked(m, NULL);
@@ -761,8 +774,8 @@ START_TEST(model_versions_and_a_second_connection)
 	ck_assert_int_gt(v4, v3);
 
 	/* removed, and the id given to the next model: its version is new */
-	ck_assert_int_eq(store_model_remove(t, "echo", 0, &err), 0);
-	ck_assert_int_eq(store_model_remove(t, "delta", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(t, "echo", 0, NULL, &err), 0);
+	ck_assert_int_eq(store_model_remove(t, "delta", 0, NULL, &err), 0);
 	ck_assert_int_eq(store_model_version(s, mid, &v5, &err), -ENOENT);
 	ck_assert_int_eq(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(store_model_id(s, "delta", &mid2, &err), 0);
@@ -802,7 +815,7 @@ START_TEST(run_ids_stay_unique)
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
 	ck_assert_int_eq(store_run_create(s, mid, pid, 0, 1, 1, 2, &r3, &err), 0);
 	ck_assert_int_eq(r3, 3);
-	ck_assert_int_eq(store_model_remove(s, "delta", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "delta", 0, NULL, &err), 0);
 	store_close(s);
 	/* and across a restart */
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
@@ -914,7 +927,7 @@ START_TEST(acknowledged_writes_are_synced)
 	ck_assert_int_eq(store_samples_put(s, run, &x, 1, &err), 0);
 	ck_assert_int_ge(syncs, 1);
 	syncs = 0;
-	ck_assert_int_eq(store_model_remove(s, "durable", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "durable", 0, NULL, &err), 0);
 	ck_assert_int_ge(syncs, 1);
 	/* a read syncs nothing */
 	syncs = 0;
@@ -1010,7 +1023,7 @@ START_TEST(many_samples_removed_in_parts)
 		ck_assert_int_eq(store_samples_put(s, run, v, count, &err), 0);
 		ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), (int)count);
 		syncs = 0;
-		ck_assert_msg(store_model_remove(s, "sampled", 0, &err) == 0, "%s", err.msg);
+		ck_assert_msg(store_model_remove(s, "sampled", 0, NULL, &err) == 0, "%s", err.msg);
 		*(k ? &many_syncs : &few_syncs) = syncs;
 		ck_assert_int_eq(raw_int("SELECT count(*) FROM samples"), 0);
 		ck_assert_int_eq(raw_int("SELECT count(*) FROM profile_runs"), 0);
@@ -1046,7 +1059,7 @@ START_TEST(commit_during_a_file_system_failure_is_not_acknowledged)
 	ck_assert_ptr_nonnull(strstr(err.msg, "it may not be stored"));
 	/* the failure stays: the next change fails at once */
 	err = (struct pim_error){ 0 };
-	ck_assert_int_lt(store_model_remove(s, "first", 0, &err), 0);
+	ck_assert_int_lt(store_model_remove(s, "first", 0, NULL, &err), 0);
 	store_close(s);
 	fs_failed = false;
 	fail_in_sync = 0;
@@ -1074,7 +1087,7 @@ START_TEST(group_of_changes_commits_once)
 	ck_assert_int_eq(rpc_model_put(s, b, 0, false, &replaced, NULL, &err), 0);
 	/* taken: this change fails, the group goes on */
 	ck_assert_int_eq(rpc_model_put(s, a, 0, false, &replaced, NULL, &err), -EEXIST);
-	ck_assert_int_eq(store_model_remove(s, "a", 0, &err), 0);
+	ck_assert_int_eq(store_model_remove(s, "a", 0, NULL, &err), 0);
 	ck_assert_int_eq(rpc_model_put(s, c, 0, false, &replaced, NULL, &err), 0);
 	ck_assert_int_eq(syncs, 0); /* nothing on disk before the group's commit */
 	ck_assert_int_eq(store_group_commit(s, &committed, &err), 0);
@@ -1499,6 +1512,65 @@ START_TEST(fetched_metrics_many_to_a_statement)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the event loop's guard */
+
+static int guard_probe(struct store *s, void *data, struct pim_error *err)
+{
+	int64_t id;
+	return store_model_id(s, "none", &id, err) == -ENOENT ? 0 : -EIO;
+}
+
+static void guard_probe_done(void *data, int r, const struct pim_error *err)
+{
+	ck_assert_int_eq(r, 0);
+	(*(int *)data)++;
+}
+
+static void *guard_other_thread(void *data)
+{
+	int64_t id;
+	struct pim_error err = { 0 };
+	ck_assert_int_eq(store_model_id(data, "none", &id, &err), -ENOENT);
+	return NULL;
+}
+
+/* What pimd's event loop is held to (store_guard_thread): every statement run on the guarded
+ * thread counts, named; another thread's do not, nor the changes store_write_settle writes
+ * there because no writer took them; and nothing once the guard is off. */
+START_TEST(guard_counts_the_guarded_thread)
+{
+	struct store *s, *t;
+	struct pim_error err = { 0 };
+	const char *sql;
+	int64_t id;
+	int done = 0;
+	pthread_t other;
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_open_again(s, 1000, &t, &err), 0);
+	unsigned long n = store_guard_count(NULL);
+	store_guard_thread(true);
+	ck_assert_int_eq(store_model_id(s, "none", &id, &err), -ENOENT);
+	ck_assert_uint_eq(store_guard_count(&sql), n + 1);
+	ck_assert_msg(strstr(sql, "FROM models"), "%s", sql);
+	ck_assert_int_eq(store_model_id(t, "none", &id, &err), -ENOENT); /* any connection */
+	ck_assert_uint_eq(store_guard_count(NULL), n + 2);
+	ck_assert_int_eq(pthread_create(&other, NULL, guard_other_thread, t), 0);
+	ck_assert_int_eq(pthread_join(other, NULL), 0);
+	ck_assert_uint_eq(store_guard_count(NULL), n + 2);
+	struct store_write w = { guard_probe, guard_probe_done, &done, NULL, NULL };
+	store_write_via(NULL, s, &w);
+	ck_assert_uint_eq(store_write_settle(s), 1);
+	ck_assert_int_eq(done, 1);
+	ck_assert_uint_eq(store_guard_count(NULL), n + 2);
+	store_guard_thread(false);
+	ck_assert_int_eq(store_model_id(s, "none", &id, &err), -ENOENT);
+	ck_assert_uint_eq(store_guard_count(NULL), n + 2);
+	store_close(t);
+	store_close(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -1528,5 +1600,6 @@ int main(void)
 	tcase_add_test(tc, read_only_database_is_refused);
 	tcase_add_test(tc, connection_found_read_only_reconnects);
 	tcase_add_test(tc, untrusted_state_directory_is_refused);
+	tcase_add_test(tc, guard_counts_the_guarded_thread);
 	return test_run_suite(s);
 }

@@ -56,9 +56,8 @@ struct run {
 	pid_t pid;
 };
 
-static void collect(void *ctx, const struct worker_record *r)
+static void collect(struct run *run, const struct worker_record *r)
 {
-	struct run *run = ctx;
 	switch (r->type) {
 	case WORKER_REC_HELLO:
 		run->hello_seen = true;
@@ -105,7 +104,10 @@ static void run_job(const struct worker_job *job, struct run *run)
 	bool eof = false;
 	for (;;) {
 		if (!eof) {
-			int r = worker_read(w, collect, run);
+			const struct worker_record *rec;
+			int r;
+			while ((r = worker_next(w, &rec)) == 1)
+				collect(run, rec);
 			if (r != 0)
 				eof = true;
 			if (r < 0)
