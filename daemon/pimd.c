@@ -599,6 +599,7 @@ static int start(struct pimd *d)
 		log_error("Cannot detach: %s", strerror(-r));
 		return r;
 	}
+	d->ctx.pid = (uint32_t)getpid(); /* (the daemon's, once detached) */
 	/* After detaching: epoll reports a signalfd's signals only to the process that created it. */
 	if ((r = setup_signals(d)) < 0) {
 		log_error("signals: %s", strerror(-r));

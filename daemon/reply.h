@@ -32,7 +32,7 @@ struct rpc_context {
 	bool pim_configured;                  /* pim comes from a pim_config file */
 	double jitq_speedup[3];               /* configured accelerator speedup per MX format; 0: default */
 	uint64_t started_ns;
-	uint32_t pid;           /* pimd's (Status: asked once, not on each request) */
+	uint32_t pid;           /* pimd's, once detached (Status: asked once, not on each request) */
 	uint64_t requests;      /* answered so far */
 	unsigned clients;       /* open connections */
 	unsigned models;        /* models stored, as of the last change (Status: never queried) */
