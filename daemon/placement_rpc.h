@@ -18,7 +18,10 @@ Pim__Response *placement_rpc_calibrate(struct rpc_context *ctx, const Pim__Reque
 				       struct rpc_deferred *defer);
 Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Request *req);
 
-/* A region's metrics as the store keeps them, into pim.RegionMetrics (w initialised; its
+/* This host's B_cpu as queries use it: configured, else measured, else the paper's. */
+double placement_rpc_host_b_cpu(const struct rpc_context *ctx);
+
+/* metrics_rpc.c: a region's metrics as the store keeps them, into pim.RegionMetrics (w initialised; its
  * strings borrowed from m), and back. */
 void placement_rpc_metrics_to_wire(const struct store_metrics *m, Pim__RegionMetrics *w);
 void placement_rpc_metrics_from_wire(const Pim__RegionMetrics *w, struct store_metrics *m);
