@@ -245,7 +245,7 @@ check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 # The pure modules (README.md, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
 PURE_MODULES := common/util common/strbuf common/svg common/sha256 client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_avx2 daemon/mx_avx512 daemon/mx_ocp \
-	daemon/placement_reason daemon/placement_units daemon/placement_movement daemon/pimsim daemon/pimsim_stream daemon/pimsim_exec daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events daemon/bandwidth
+	daemon/placement_reason daemon/placement_units daemon/placement_movement daemon/pimsim daemon/pimsim_stream daemon/pimsim_exec daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events daemon/bandwidth daemon/answers
 PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
 
 # The store speaks its own structs (store.h): neither its objects nor the headers they are built

@@ -5,7 +5,7 @@
  * same framing (frame.h) and the same single-threaded epoll loop shape as pimd, and answers
  * with frames of exactly the sizes of a real Status request and response.
  *
- *   bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed]
+ *   bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed | --status]
  *
  * In one run it:
  *   1. starts a private pimd (temporary socket, state dir and empty configuration);
@@ -29,7 +29,7 @@
  *
  * Exit status: 0 on success (whether or not the goal is met), 1 if something failed, 2 on a
  * usage error.  --quick runs far fewer iterations (a smoke test of well under 3 s); --mixed
- * runs only the mixed workload (5).
+ * runs only the mixed workload (5), --status only the Status latency and throughput (3, 4).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1225,7 +1225,8 @@ static int measure_mix(uint64_t dur_ns, bool writes)
 
 static double us(uint64_t ns) { return (double)ns / 1000.0; }
 
-static int run(const char *pimd_path, const struct params *pp, bool quick, bool mixed_only)
+static int run(const char *pimd_path, const struct params *pp, bool quick, bool mixed_only,
+	       bool status_only)
 {
 	struct lat_result lr;
 	double load[3] = { 0, 0, 0 };
@@ -1283,6 +1284,10 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 	double tr = sum[K_PIMD] / sum[K_ECHO];
 	bool tmet = goal("8-client throughput, pimd/echo", tr, false, 0.95, "x");
 	printf("  %-18s %10.2fx (goal >= 0.95x: %s)\n", "ratio pimd/echo", tr, tmet ? "met" : "missed");
+	if (status_only) {
+		goals_print();
+		return 0;
+	}
 
 mixed:
 	printf("mixed workload: %d client processes x %.2f s (status, list, show, placement and decisions of "
@@ -1299,7 +1304,7 @@ mixed:
 int main(int argc, char **argv)
 {
 	const char *pimd_path = "build/pimd";
-	bool quick = false, mixed_only = false, path_given = false;
+	bool quick = false, mixed_only = false, status_only = false, path_given = false;
 	struct sigaction sa = { .sa_handler = on_signal };
 
 	for (int i = 1; i < argc; i++) {
@@ -1307,14 +1312,16 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (!strcmp(argv[i], "--mixed"))
 			mixed_only = true;
+		else if (!strcmp(argv[i], "--status"))
+			status_only = true;
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed]\n");
+			printf("usage: bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed | --status]\n");
 			return 0;
 		} else if (argv[i][0] != '-' && !path_given) {
 			pimd_path = argv[i];
 			path_given = true;
 		} else {
-			fprintf(stderr, "usage: bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed]\n");
+			fprintf(stderr, "usage: bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed | --status]\n");
 			return 2;
 		}
 	}
@@ -1337,7 +1344,7 @@ int main(int argc, char **argv)
 	snprintf(conf_path, sizeof conf_path, "%s/pimd.conf", tmp_dir);
 
 	uint64_t t0 = now_ns();
-	int r = run(pimd_path, quick ? &quick_params : &normal_params, quick, mixed_only);
+	int r = run(pimd_path, quick ? &quick_params : &normal_params, quick, mixed_only, status_only);
 	if (cleanup() < 0)
 		r = -1;
 	free(req_payload);

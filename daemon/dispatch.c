@@ -11,15 +11,17 @@ static const struct dispatch_rule table[] = {
 	/* the model count is kept in memory (rpc_context.models) */
 	{ PIM__REQUEST__BODY_STATUS, "status", DISPATCH_LOOP, DISPATCH_MEMORY | DISPATCH_PROFILER_STATE },
 	{ PIM__REQUEST__BODY_MODEL_LOAD, "model_load", DISPATCH_WRITER, DISPATCH_STORE_WRITE },
-	{ PIM__REQUEST__BODY_MODEL_LIST, "model_list", DISPATCH_WORK, DISPATCH_STORE_READ },
-	{ PIM__REQUEST__BODY_MODEL_SHOW, "model_show", DISPATCH_WORK, DISPATCH_STORE_READ },
+	{ PIM__REQUEST__BODY_MODEL_LIST, "model_list", DISPATCH_WORK, DISPATCH_STORE_READ | DISPATCH_ANSWER_KEPT },
+	{ PIM__REQUEST__BODY_MODEL_SHOW, "model_show", DISPATCH_WORK, DISPATCH_STORE_READ | DISPATCH_ANSWER_KEPT },
 	{ PIM__REQUEST__BODY_MODEL_REMOVE, "model_remove", DISPATCH_WRITER, DISPATCH_STORE_WRITE },
-	/* a placement answer is stored for the next identical query by the writer (a cache) */
-	{ PIM__REQUEST__BODY_PLACEMENT, "placement", DISPATCH_WORK, DISPATCH_STORE_READ },
+	/* a placement answer is stored for the next identical query by the writer (a cache); one
+	 * read from there is also kept on the loop (answers.h), as are a model's, a list's,
+	 * stored decisions and JIT-Q plans */
+	{ PIM__REQUEST__BODY_PLACEMENT, "placement", DISPATCH_WORK, DISPATCH_STORE_READ | DISPATCH_ANSWER_KEPT },
 	{ PIM__REQUEST__BODY_IMPORT_PERF, "import_perf", DISPATCH_WRITER, DISPATCH_STORE_WRITE },
 	{ PIM__REQUEST__BODY_CALIBRATE, "calibrate", DISPATCH_WORK, DISPATCH_STORE_READ },
-	{ PIM__REQUEST__BODY_DECISIONS, "decisions", DISPATCH_WORK, DISPATCH_STORE_READ },
-	{ PIM__REQUEST__BODY_JITQ_PLAN, "jitq_plan", DISPATCH_WORK, DISPATCH_STORE_READ },
+	{ PIM__REQUEST__BODY_DECISIONS, "decisions", DISPATCH_WORK, DISPATCH_STORE_READ | DISPATCH_ANSWER_KEPT },
+	{ PIM__REQUEST__BODY_JITQ_PLAN, "jitq_plan", DISPATCH_WORK, DISPATCH_MEMORY | DISPATCH_ANSWER_KEPT },
 	{ PIM__REQUEST__BODY_JITQ_QUANTIZE, "jitq_quantize", DISPATCH_WORK, DISPATCH_MEMORY },
 	/* takes the descriptor of the model library; the model is read on a work thread, the run's
 	 * row stored (and read back) by the writer */

@@ -12,7 +12,8 @@
  * profiler's requests read of the store is read on a work thread in turn (rpc_deferred), and
  * the answer finished on the loop.  No row of the loop or the profiler has
  * DISPATCH_STORE_READ (tests/unit/test_reply.c), and pimd counts any statement the loop runs
- * (store_guard_thread).
+ * (store_guard_thread).  A read marked DISPATCH_ANSWER_KEPT whose answer the loop keeps
+ * (answers.h) is answered on the loop from those bytes while nothing it depends on changed.
  */
 #ifndef PIMD_DISPATCH_H
 #define PIMD_DISPATCH_H
@@ -36,6 +37,9 @@ enum dispatch_access {
 	DISPATCH_STORE_READ = 1 << 0,  /* read-only store queries (the thread's connection) */
 	DISPATCH_STORE_WRITE = 1 << 1, /* changes to the store (the writer's connection) */
 	DISPATCH_PROFILER_STATE = 1 << 2, /* the profiler's jobs; its changes go to the writer */
+	/* not an access: its answer may be kept in memory on the loop and sent again to the same
+	 * request (answers.h), when its handler says so and nothing changed meanwhile */
+	DISPATCH_ANSWER_KEPT = 1 << 3,
 };
 
 struct dispatch_rule {

@@ -452,6 +452,8 @@ Pim__Response *jitq_rpc_plan(struct rpc_context *ctx, const Pim__Request *req)
 	size_t packed_len = plan_cache_key(q, packed);
 	Pim__JitqPlanReply *cached = packed_len ? plan_cache_get(ctx, packed, packed_len) : NULL;
 
+	/* (computed from the request and the configuration alone: the same again until a reload) */
+	ctx->answer_reusable = true;
 	if (cached)
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_JITQ_PLAN, cached);
 	if (plan_inputs(ctx, q, &in, &err) < 0 || jitq_plan(&in.cfg, &plan, &err) < 0)

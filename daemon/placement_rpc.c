@@ -795,6 +795,7 @@ Pim__Response *placement_rpc_placement(struct rpc_context *ctx, const Pim__Reque
 			for (size_t i = 0; i < cached->n_notes; i++)
 				note_not_fetched(cached->notes[i]);
 		}
+		ctx->answer_reusable = true; /* (read from the store) */
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_PLACEMENT, cached);
 	}
 	if (load(ctx, q->model, &l, &fill, &err) < 0) {
@@ -1062,8 +1063,10 @@ Pim__Response *placement_rpc_decisions(struct rpc_context *ctx, const Pim__Reque
 	cache_key(key, sizeof key, "decisions-v1", &p, placement_granularity_name(gran),
 		  placement_movement_model_name(move), &p.n_core, 1, false);
 	Pim__DecisionsReply *cached = fill.rows || fill.ask ? NULL : cache_get(ctx, q->model, key, &pim__decisions_reply__descriptor);
-	if (cached)
+	if (cached) {
+		ctx->answer_reusable = true; /* (read from the store) */
 		return reply_wrap(req->id, PIM__RESPONSE__BODY_DECISIONS, cached);
+	}
 	if (load(ctx, q->model, &l, &fill, &err) < 0) {
 		fill_release(ctx, &fill, NULL, NULL, NULL);
 		loaded_free(&l);

@@ -56,6 +56,13 @@ struct rpc_context {
 	/* Set by a model load that replaced a model, or a removal: the id of the model gone (the
 	 * transport tells the profiler, whose jobs of it are cancelled); 0 none. */
 	int64_t model_gone;
+	/* Set by a handler whose answer may be sent again to the same request while nothing it
+	 * depends on changed (answers.h): read from the store, or computed from the configuration
+	 * alone.  Reset by the thread before each request. */
+	bool answer_reusable;
+	/* Grows on the loop when something answers depend on changes outside the store (a reload,
+	 * a new B_cpu): the answers kept in memory are of the past (answers.h). */
+	uint64_t answers_epoch;
 };
 
 /* What the transport knows about the peer of a request. */

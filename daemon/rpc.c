@@ -138,6 +138,7 @@ static Pim__Response *probe_job_finish(void *data, struct rpc_deferred *next)
 	/* From here on every answer uses it (a cached placement answer is keyed by its B_cpu). */
 	double was = id->b_cpu;
 	id->b_cpu = j->m.b_cpu;
+	ctx->answers_epoch++; /* (the answers kept in memory were of the old one) */
 	id->b_cpu_spread = j->m.b_cpu_spread;
 	memcpy(id->b_cpu_method, j->m.b_cpu_method, sizeof id->b_cpu_method);
 	id->b_cpu_measured_at = j->m.b_cpu_measured_at;
@@ -446,6 +447,7 @@ static Pim__Response *do_model_list(struct rpc_context *ctx, const Pim__Request 
 		for (; lr->n_models < n; lr->n_models++)
 			summary_reply(&b, &lr->models[lr->n_models], &v[lr->n_models]);
 	store_model_list_free(v, n);
+	ctx->answer_reusable = true; /* (read from the store) */
 	return reply_finish(&b);
 }
 
@@ -543,6 +545,7 @@ static Pim__Response *do_model_show(struct rpc_context *ctx, const Pim__Request 
 	    placement_rpc_metrics_list(ctx->store, model_id, ctx->platform->row, &sr->metrics, &sr->n_metrics,
 				       &err) < 0)
 		return reply_fail(&b, &err);
+	ctx->answer_reusable = true;
 	return reply_finish(&b);
 }
 
@@ -771,6 +774,7 @@ int rpc_handle_packed(struct rpc_context *ctx, struct rpc_peer *peer, const Pim_
 		return 0;
 	}
 	ctx->requests++;
+	ctx->answer_reusable = true;
 	return 1;
 }
 
@@ -901,12 +905,39 @@ void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platf
 	rpc_context_apply_config(ctx, cfg);
 }
 
+const char *rpc_request_model(const Pim__Request *req)
+{
+	const char *name = NULL;
+
+	switch (req->body_case) {
+	case PIM__REQUEST__BODY_MODEL_SHOW:
+		name = req->model_show->name;
+		break;
+	case PIM__REQUEST__BODY_PLACEMENT:
+		name = req->placement->model;
+		break;
+	case PIM__REQUEST__BODY_DECISIONS:
+		name = req->decisions->model;
+		break;
+	case PIM__REQUEST__BODY_MODEL_LOAD:
+		name = req->model_load->manifest ? req->model_load->manifest->name : NULL;
+		break;
+	case PIM__REQUEST__BODY_MODEL_REMOVE:
+		name = req->model_remove->name;
+		break;
+	default:
+		break;
+	}
+	return name && *name ? name : NULL;
+}
+
 void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg)
 {
 	ctx->params = &cfg->placement;
 	ctx->max_frame_bytes = cfg->max_frame_bytes;
 	ctx->pim_configured = cfg->pim_config[0] != 0;
 	memcpy(ctx->jitq_speedup, cfg->jitq_speedup, sizeof ctx->jitq_speedup);
+	ctx->answers_epoch++; /* the answers kept were of the old settings */
 }
 
 static Pim__Response *rpc_answer(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req,

@@ -48,6 +48,13 @@ Pim__Response *rpc_handle(struct rpc_context *ctx, struct rpc_peer *peer, const 
 int rpc_handle_packed(struct rpc_context *ctx, struct rpc_peer *peer, const Pim__Request *req, uint8_t **frame,
 		      size_t *len);
 
+/*
+ * The one model whose rows a request reads or changes, by name, when it touches no other stored
+ * state (model_show, placement, decisions, model_load, model_remove; answers.h,
+ * store_commit_scope); NULL for any other request, or one without a name.
+ */
+const char *rpc_request_model(const Pim__Request *req);
+
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
+#include "answers.h"
 #include "decode.h"
 #include "frame.h"
 #include "log.h"
@@ -76,6 +77,7 @@ struct server {
 	uint64_t accept_paused_ns, accept_logged_ns;
 	unsigned accept_failures; /* since the last line logged */
 	struct threads *threads; /* the work threads and the writer (threads.h) */
+	struct answers *answers; /* answers kept to be sent again (answers.h) */
 	void (*change_fn)(struct server *, void *);
 	void *change_data;
 };
@@ -330,6 +332,28 @@ static int conn_queue_packed(struct conn *c, uint64_t id, uint8_t *frame, size_t
 	return 0;
 }
 
+/* As conn_queue, for the answer kept in memory body (bn bytes: answers_get) to request id. */
+static int conn_queue_kept(struct conn *c, uint64_t id, const uint8_t *body, size_t bn)
+{
+	size_t n = answers_size(id, bn);
+	bool oom = false;
+	Pim__Response *instead = queue_refusal(c, id, n, &oom);
+
+	if (instead || oom)
+		return oom ? -ENOMEM : conn_queue(c, instead);
+	uint8_t *at = outbuf_reserve(&c->out, FRAME_HEADER_BYTES + n);
+	if (at) {
+		frame_put_header(at, (uint32_t)n);
+		answers_write(at + FRAME_HEADER_BYTES, id, body, bn);
+		c->out.len += FRAME_HEADER_BYTES + n;
+	}
+	conn_account(c);
+	if (!at)
+		return -ENOMEM;
+	c->unanswered++;
+	return 0;
+}
+
 /* Best effort: tell the peer why it is being dropped, then close after the send. */
 static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 {
@@ -367,6 +391,33 @@ static bool conn_refuse(struct conn *c, const char *msg)
 static void conn_event(struct watch *w, uint32_t events);
 static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd);
 
+/*
+ * The version of everything an answer kept in memory depends on (answers.h): the loop's own
+ * changes (a reload, a new B_cpu); for an answer read from the store, the commits that may have
+ * changed anything, and those that changed its model (model NULL: any model, for the list).  A
+ * sum of counts that only grow: it changes whenever one of them does.
+ */
+static uint64_t answers_version(const struct server *s, bool store, const char *model)
+{
+	uint64_t v = s->ctx->answers_epoch;
+
+	if (store)
+		v += store_changes(s->ctx->store) + store_model_changes(s->ctx->store, model);
+	return v;
+}
+
+/* The key under which the answer to req (a frame's payload) is kept, if it may be: its kind's
+ * rule says so (dispatch.c), and no fleet catalogue is configured (whose metrics arrive without
+ * a request; its answers are kept in the store only, placement_rpc.c). */
+static bool answer_key(const struct server *s, const Pim__Request *req, const uint8_t *payload,
+		       uint32_t len, const uint8_t **key, size_t *klen)
+{
+	const struct dispatch_rule *r = dispatch_rule(req->body_case);
+
+	return r && (r->access & DISPATCH_ANSWER_KEPT) && !s->ctx->catalogue &&
+	       answers_key(payload, len, key, klen);
+}
+
 /* A whole request came back from a thread: its answer, or its decoded frame. */
 static void frame_job_finish(struct conn *c, struct frame_job *j)
 {
@@ -377,6 +428,10 @@ static void frame_job_finish(struct conn *c, struct frame_job *j)
 		return;
 	}
 	s->ctx->requests++;
+	if (j->packed && j->keep_key && j->reusable)
+		answers_put(s->answers, j->keep_key, j->keep_klen, j->keep_version,
+			    answers_version(s, j->keep_store, j->keep_model), j->packed + FRAME_HEADER_BYTES,
+			    j->packed_len);
 	Pim__Response *resp = j->resp;
 	uint8_t *packed = j->packed;
 	j->resp = NULL;
@@ -515,6 +570,54 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 		c->closing = true;
 }
 
+/*
+ * A read whose answer may be kept (answers.h): answered here when it is (true: payload and d
+ * are freed), else its key and the version now go with it to its thread (false: the caller
+ * hands it over), so that its answer is kept when it comes back unless something changed.
+ */
+static bool conn_answer_kept(struct conn *c, struct decoded *d, uint8_t *payload, uint32_t len)
+{
+	struct server *s = c->server;
+	const uint8_t *key, *body;
+	size_t klen, n;
+
+	if (!answer_key(s, d->req, payload, len, &key, &klen))
+		return false;
+	bool store = dispatch_rule(d->req->body_case)->access & DISPATCH_STORE_READ;
+	const char *model = rpc_request_model(d->req);
+	uint64_t version = answers_version(s, store, model);
+	if ((body = answers_get(s->answers, key, klen, version, &n))) {
+		s->ctx->requests++;
+		if (conn_queue_kept(c, d->req->id, body, n) < 0) {
+			log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
+			c->closing = true;
+		}
+		free(payload);
+		decoded_free(d);
+		return true;
+	}
+	/* (without memory for the key, the answer is simply not kept) */
+	size_t mlen = model ? strlen(model) + 1 : 0;
+	uint8_t *copy = malloc(klen + mlen + 1);
+	if (copy) {
+		memcpy(copy, key, klen);
+		if (model)
+			memcpy(copy + klen, model, mlen);
+	}
+	conn_submit_frame(c, DISPATCH_WORK, payload, len, d);
+	if (c->deferred && c->deferred->frame && copy) {
+		struct frame_job *j = c->deferred->frame;
+		j->keep_key = copy;
+		j->keep_klen = klen;
+		j->keep_version = version;
+		j->keep_store = store;
+		j->keep_model = model ? (const char *)copy + klen : NULL;
+	} else {
+		free(copy);
+	}
+	return true;
+}
+
 static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, int fd)
 {
 	struct decoded d = { 0 };
@@ -534,6 +637,8 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 		if (where == DISPATCH_WORK || where == DISPATCH_WRITER) {
 			/* (a descriptor is taken by the profiler's requests only) */
 			closep(&fd);
+			if (where == DISPATCH_WORK && conn_answer_kept(c, &d, payload, len))
+				return;
 			conn_submit_frame(c, where, payload, len, &d);
 			return;
 		}
@@ -930,6 +1035,11 @@ int server_new(struct loop *loop, const struct config *cfg, struct rpc_context *
 		free(s);
 		return err_set(err, r, "out of memory");
 	}
+	if (!(s->answers = answers_new(0, 0))) {
+		threads_free(s->threads);
+		free(s);
+		return err_set(err, -ENOMEM, "out of memory");
+	}
 	server_apply_config(s, cfg);
 
 	n = sd_listen_fds(1);
@@ -988,6 +1098,16 @@ void server_free(struct server *s)
 	s->change_fn = NULL;
 	threads_free(s->threads);
 	s->threads = NULL;
+	if (s->answers) {
+		struct answers_stats st;
+		answers_stats(s->answers, &st);
+		if (st.hits + st.misses)
+			log_info("Reads answered from memory: %" PRIu64 " of %" PRIu64 " asked (%" PRIu64
+				 " answers kept, %u at the end)", st.hits, st.hits + st.misses, st.kept,
+				 st.entries);
+	}
+	answers_free(s->answers);
+	s->answers = NULL;
 	while (s->conns)
 		conn_free(s->conns);
 	if (s->listener.fd >= 0) {

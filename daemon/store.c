@@ -425,6 +425,57 @@ void store_reserve_release(struct store *s)
 
 bool store_reserve_held(struct store *s) { return s->reserve_held; }
 
+/*
+ * SQLite calls this after each commit of a connection, once the commit is done and the write
+ * lock given back: the change is visible to every reader from here on, so a count taken after
+ * it (store_changes) is never older than what a reader reads.  It stands in for SQLite's own
+ * automatic checkpoint, which it replaces: the same passive checkpoint at the same size.
+ */
+static unsigned model_slot(const char *name)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	return h % STORE_MODEL_SLOTS;
+}
+
+static int wal_committed(void *data, sqlite3 *db, const char *name, int frames)
+{
+	struct store *s = data;
+	struct store_shared *sh = s->shared;
+
+	if (s->scoped) {
+		for (unsigned i = 0; i < s->n_scope; i++)
+			atomic_fetch_add(&sh->model_changes[model_slot(s->scope[i])], 1);
+		atomic_fetch_add(&sh->models_changes, 1);
+	} else {
+		atomic_fetch_add(&sh->changes, 1);
+	}
+	if (frames >= STORE_WAL_AUTOCHECKPOINT)
+		sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	return SQLITE_OK;
+}
+
+uint64_t store_changes(const struct store *s)
+{
+	return atomic_load(&s->shared->changes);
+}
+
+uint64_t store_model_changes(const struct store *s, const char *name)
+{
+	return name ? atomic_load(&s->shared->model_changes[model_slot(name)])
+		    : atomic_load(&s->shared->models_changes);
+}
+
+void store_commit_scope(struct store *s, const char *const *names, size_t n)
+{
+	s->scoped = n > 0 && n <= STORE_SCOPE_MAX;
+	s->n_scope = s->scoped ? (unsigned)n : 0;
+	for (unsigned i = 0; i < s->n_scope; i++)
+		s->scope[i] = names[i];
+}
+
 /* Opens the connection of s to path with the settings every connection has (pimd(8),
  * DATABASE); -EUCLEAN when the file is not a database or is damaged at its start. */
 static int store_connect(struct store *s, const char *path, unsigned busy_timeout_ms,
@@ -468,6 +519,7 @@ static int store_connect(struct store *s, const char *path, unsigned busy_timeou
 	}
 	/* from here on every statement it runs passes the event loop's guard */
 	sqlite3_trace_v2(s->db, SQLITE_TRACE_STMT, guard_trace, NULL);
+	sqlite3_wal_hook(s->db, wal_committed, s);
 	return 0;
 }
 
@@ -613,6 +665,7 @@ int store_reconnect(struct store *s, struct pim_error *err)
 	s->models = -1;
 	s->found_readonly = false;
 	store_set_busy_timeout(s, s->busy_timeout_ms); /* the busy handler's data is s */
+	sqlite3_wal_hook(s->db, wal_committed, s);     /* and the commit hook's */
 	return 0;
 }
 

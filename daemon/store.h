@@ -56,6 +56,29 @@ int store_reconnect(struct store *s, struct pim_error *err);
 void store_set_busy_timeout(struct store *s, unsigned busy_timeout_ms);
 
 unsigned store_schema_version(struct store *s);
+/*
+ * Commits made so far through any connection of this store's database (store_open_again's
+ * too), each counted once it is visible to readers, so that a count that did not change means
+ * nothing stored changed (answers.h).  Any thread; no query.
+ *
+ * store_changes counts the commits that may have changed anything; store_model_changes those
+ * that changed model `name` only (a load, a replacement or a removal, store_commit_scope):
+ * counted by a hash of the name, so another model's may be counted too (never fewer); with
+ * name NULL, those of any model.
+ */
+uint64_t store_changes(const struct store *s);
+uint64_t store_model_changes(const struct store *s, const char *name);
+/*
+ * The commits of s from here on change the n models named (and the list of models) and nothing
+ * else, until store_commit_scope(s, NULL, 0) says they may change anything again (the default).
+ * More than STORE_SCOPE_MAX names are taken as anything.  The names are borrowed until then.
+ */
+void store_commit_scope(struct store *s, const char *const *names, size_t n);
+#define STORE_SCOPE_MAX 64u
+#define STORE_MODEL_SLOTS 1024u
+/* The log's size, in pages, from which a commit folds it into the database (SQLite's default
+ * automatic checkpoint, which pimd's commit hook does in its place). */
+#define STORE_WAL_AUTOCHECKPOINT 1000
 const char *store_path(struct store *s);
 
 /* Rows written or deleted per transaction for a large model (sql/0006-model-staging.sql):

@@ -97,6 +97,11 @@ struct store_shared {
 	atomic_uint refs;
 	_Atomic uint64_t waited_ns;   /* now_ns() of the last poll of a waiting connection */
 	_Atomic(const struct store *) waiter;
+	/* commits of any connection so far, counted once each is done (store_changes): those
+	 * that changed only some models are counted per model instead (store_commit_scope) */
+	_Atomic uint64_t changes;
+	_Atomic uint64_t models_changes;                  /* commits of a scope */
+	_Atomic uint64_t model_changes[STORE_MODEL_SLOTS]; /* by a hash of the model's name */
 };
 
 struct store {
@@ -112,6 +117,10 @@ struct store {
 	bool grouped; /* in a group of changes: each one is a savepoint (store_group_begin) */
 	bool found_readonly; /* a statement failed with SQLITE_READONLY: store_reconnect */
 	sqlite3_stmt *stmt[ST__MAX];
+	/* the models the next commits change, and nothing else (store_commit_scope) */
+	const char *scope[STORE_SCOPE_MAX];
+	unsigned n_scope;
+	bool scoped;
 	/* changes no writer took (store_write_via), waiting for store_write_settle */
 	struct store_write *later, **later_tail;
 };

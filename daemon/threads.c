@@ -136,13 +136,20 @@ static bool frame_job_decode(struct lane_thread *lt, struct work *w)
 /* Answers j's decoded request. */
 static void frame_job_answer(struct lane_thread *lt, struct frame_job *j)
 {
+	const char *model = model_changing(j->d.req) ? rpc_request_model(j->d.req) : NULL;
+
 	j->after = RPC_KEEP;
 	j->ctx.model_gone = 0;
+	j->ctx.answer_reusable = false;
+	/* what a load or a removal commits changes that model alone (answers.h) */
+	store_commit_scope(lt->store, &model, model ? 1 : 0);
 	if (rpc_handle_packed(&j->ctx, &j->peer, j->d.req, &j->packed, &j->packed_len))
 		j->resp_id = j->d.req->id;
 	else
 		j->resp = rpc_handle(&j->ctx, &j->peer, j->d.req, &j->after, NULL);
+	store_commit_scope(lt->store, NULL, 0);
 	j->answered = true;
+	j->reusable = j->ctx.answer_reusable && !(j->resp && j->resp->body_case == PIM__RESPONSE__BODY_ERROR);
 	j->model_change = model_changing(j->d.req);
 	j->model_gone = j->ctx.model_gone;
 	j->model_replaced = j->d.req->body_case == PIM__REQUEST__BODY_MODEL_LOAD;
@@ -195,6 +202,26 @@ static void write_change_run(struct lane_thread *lt, struct work *w)
 	w->write_r = w->job.write.write(lt->store, w->job.write.data, &w->write_err);
 }
 
+/* The group's commit changes the models its loads and removals name, and nothing else, when
+ * it holds nothing but those (answers.h). */
+static void group_scope(struct store *s, struct work *list)
+{
+	const char *names[STORE_SCOPE_MAX];
+	size_t n = 0;
+
+	for (struct work *w = list; w; w = w->next) {
+		const struct frame_job *j = w->frame;
+		const char *name = j && j->answered && j->d.req && model_changing(j->d.req) ?
+					   rpc_request_model(j->d.req) : NULL;
+		if (!name || n == STORE_SCOPE_MAX) {
+			store_commit_scope(s, NULL, 0);
+			return;
+		}
+		names[n++] = name;
+	}
+	store_commit_scope(s, names, n);
+}
+
 /* On the writer: the n jobs of list (whole frames of different clients, each storing something,
  * and changes pimd makes) as one group of changes.  An answer that says something was stored
  * stands only once the group is on disk; if the group's commit fails, each change is made again
@@ -220,7 +247,9 @@ static void write_group_run(struct lane_thread *lt, struct work *list, unsigned 
 			write_change_run(lt, w);
 		else if (frame_job_decode(lt, w))
 			frame_job_answer(lt, w->frame);
+	group_scope(lt->store, list);
 	int r = store_group_commit(lt->store, &committed, &err);
+	store_commit_scope(lt->store, NULL, 0);
 	for (w = list; w; w = w->next) {
 		struct frame_job *j = w->frame;
 		if (!j) {
@@ -243,6 +272,7 @@ static void write_group_run(struct lane_thread *lt, struct work *list, unsigned 
 			if (j->resp)
 				pim__response__free_unpacked(j->resp, NULL);
 			j->resp = committed ? reply_error_from(id, &err) : NULL;
+			j->reusable = false;
 			if (!committed)
 				frame_job_answer(lt, j);
 		}
@@ -410,6 +440,7 @@ static void frame_job_free(struct frame_job *j)
 	decode_regions_free(&j->regions);
 	free(j->payload);
 	free(j->packed);
+	free(j->keep_key);
 	if (j->resp)
 		pim__response__free_unpacked(j->resp, NULL);
 	free(j);

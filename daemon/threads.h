@@ -70,6 +70,15 @@ struct frame_job {
 	size_t packed_len;
 	uint64_t resp_id;
 	enum rpc_after after;
+	bool reusable;          /* the answer may be sent again (rpc_context.answer_reusable; no error) */
+	/* the transport's: the request's key and the version it was asked at (answers.h), and
+	 * what that version is made of (the store or not, which model: in keep_key's block); freed
+	 * with the job */
+	uint8_t *keep_key;
+	size_t keep_klen;
+	uint64_t keep_version;
+	bool keep_store;
+	const char *keep_model;
 };
 
 /* Something handed to a thread: a deferred part of a request (job.run on a work thread, or

@@ -28,6 +28,13 @@ wait_socket() {
 	while [ ! -S "$1" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 	[ -S "$1" ]
 }
+gen_model() { # gen_model NAME REGIONS
+	awk -v name="$1" -v n="$2" 'BEGIN {
+		printf "{ \"name\": \"%s\", \"allocations\": [ { \"id\": 0, \"bytes\": 4096, \"kind\": \"argument\" } ], \"regions\": [", name
+		for (i = 0; i < n; i++)
+			printf "%s{ \"id\": %d, \"name\": \"region-%d\", \"op\": \"linalg.generic\", \"order\": %d, \"n_par\": 16, \"n_total\": 16, \"location\": \"model.mlir:%d:1\", \"operands\": [ { \"allocation\": 0, \"bytes\": 4096, \"role\": \"in\" } ] }", i ? ", " : "", i, i, i, i
+		printf "] }\n" }'
+}
 wait_ready() { # the daemon answers at $1
 	i=0
 	while ! "$PIMCTL" --socket "$1" status >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
@@ -493,6 +500,47 @@ expect_rc 1 "one row of 16777216 elements needs 67108864 bytes, more than a fram
 expect_rc 2 "expected ROWSxCOLS" "jitq dequantize checks --shape" \
 	"$PIMCTL" --socket "$S" jitq dequantize --shape 64 "$T/w.mx6" "$T/out"
 
+# ------------------------------------------------------------ answers kept in memory
+# A read asked again is answered from memory until something it depends on changes: each change
+# below (a replacement, imported counts, a removal, another model's load, a reload) shows in the
+# very next answer to the same request.
+forget kept kept-other
+gen_model kept 3 > "$T/kept3.json"
+gen_model kept 5 > "$T/kept5.json"
+gen_model kept-other 2 > "$T/kept-other.json"
+"$PIMCTL" --socket "$S" model load "$T/kept3.json" >/dev/null
+check "a model shown twice: the same answer" sh -c "
+	'$PIMCTL' --socket '$S' model show kept > '$T/kept-a.txt' &&
+	'$PIMCTL' --socket '$S' model show kept > '$T/kept-b.txt' &&
+	grep -q 'regions:     3 ' '$T/kept-b.txt' && cmp -s '$T/kept-a.txt' '$T/kept-b.txt'"
+"$PIMCTL" --socket "$S" model load "$T/kept5.json" --replace >/dev/null
+check "replaced: the next show is of the new model" sh -c \
+	"'$PIMCTL' --socket '$S' model show kept | grep -q 'regions:     5 '"
+for i in 1 2 3; do "$PIMCTL" --socket "$S" placement kept > "$T/kept-p$i.txt"; done
+check "a placement asked again: the stored answer, then the same again" sh -c \
+	"! grep -q '(stored answer)' '$T/kept-p1.txt' && grep -q '(stored answer)' '$T/kept-p2.txt' &&
+	 cmp -s '$T/kept-p2.txt' '$T/kept-p3.txt'"
+"$PIMCTL" --socket "$S" model load "$T/kept-other.json" >/dev/null
+"$PIMCTL" --socket "$S" placement kept > "$T/kept-p4.txt"
+check "another model loaded: this one's placement unchanged" cmp -s "$T/kept-p3.txt" "$T/kept-p4.txt"
+check "and the list shows the new model" sh -c "'$PIMCTL' --socket '$S' model list | grep -q '^kept-other '"
+"$PIMCTL" --socket "$S" import-perf kept 0 "$D/qkv-matvec.csv" --executions 100 >/dev/null
+"$PIMCTL" --socket "$S" placement kept > "$T/kept-p5.txt"
+check "counts imported: the next placement has them" sh -c \
+	"! cmp -s '$T/kept-p4.txt' '$T/kept-p5.txt' &&
+	 [ \"\$(awk '\$2 == \"region-0\" { print \$6 }' '$T/kept-p5.txt')\" != - ]"
+"$PIMCTL" --socket "$S" model rm kept >/dev/null
+expect_rc 1 'no model named "kept"' "removed: the next show says so" "$PIMCTL" --socket "$S" model show kept
+expect_rc 1 'no model named "kept"' "removed: so does the next placement" "$PIMCTL" --socket "$S" placement kept
+forget kept-other
+for i in 1 2; do "$PIMCTL" --socket "$S" placement decoder-block > "$T/kept-r$i.txt"; done
+printf 'theta = 2.5e9\n' > "$T/pimd.conf"
+reload "$PID"
+"$PIMCTL" --socket "$S" placement decoder-block > "$T/kept-r3.txt"
+check "reloaded: the next placement is of the new theta" sh -c \
+	"! grep -q 'theta 2.50 GB/s' '$T/kept-r2.txt' &&
+	 grep -q 'theta 2.50 GB/s' '$T/kept-r3.txt'"
+
 # a second pimd must not steal the socket
 expect_rc 1 "another pimd is serving this socket" "second pimd refuses a live socket" \
 	"$PIMD" --foreground --socket "$S" --state-dir "$T/state2"
@@ -510,6 +558,8 @@ expect_rc 0 "pimd 0.1.0" "daemon serves after a failed reload" "$PIMCTL" --socke
 check "log lines carry <N> priority prefixes" grep -q '^<6>pimd 0.1.0 ready' "$T/log"
 
 kill -TERM "$PID"; wait_exit "$PID"; PID=
+check "reads asked again were answered from memory" \
+	grep -q 'Reads answered from memory: [1-9][0-9]* of [0-9]* asked' "$T/log"
 check "SIGTERM stops pimd with status 0" [ "$RC" -eq 0 ]
 check "the socket is removed on exit" [ ! -e "$S" ]
 check "the store is intact" sh -c "[ \"\$(sqlite3 '$T/state/pimd.db' 'PRAGMA integrity_check')\" = ok ]"
@@ -635,13 +685,6 @@ check "and removes its socket" [ ! -e "$S" ]
 # pimd's store on a small tmpfs, filled with models and then a file: a model can be removed with
 # the reserve, and not without it.  Needs root for the mounts.
 F=$T/full
-gen_model() { # gen_model NAME REGIONS
-	awk -v name="$1" -v n="$2" 'BEGIN {
-		printf "{ \"name\": \"%s\", \"allocations\": [ { \"id\": 0, \"bytes\": 4096, \"kind\": \"argument\" } ], \"regions\": [", name
-		for (i = 0; i < n; i++)
-			printf "%s{ \"id\": %d, \"name\": \"region-%d\", \"op\": \"linalg.generic\", \"order\": %d, \"n_par\": 16, \"n_total\": 16, \"location\": \"model.mlir:%d:1\", \"operands\": [ { \"allocation\": 0, \"bytes\": 4096, \"role\": \"in\" } ] }", i ? ", " : "", i, i, i, i
-		printf "] }\n" }'
-}
 fill_up() { # fill_up SOCKET: two models, the log folded in and emptied, a file fills the rest
 	for n in 1 2; do
 		sed "s/\"name\": \"big\"/\"name\": \"full-$n\"/" "$T/big.json" > "$T/full.json"

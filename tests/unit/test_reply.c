@@ -251,6 +251,10 @@ START_TEST(dispatch_rules_hold)
 		if (t[i].access & DISPATCH_STORE_WRITE)
 			ck_assert_msg(t[i].thread == DISPATCH_WRITER, "%s: changes the store off the writer",
 				      t[i].name);
+		/* an answer kept on the loop is a read's, first answered on a work thread */
+		if (t[i].access & DISPATCH_ANSWER_KEPT)
+			ck_assert_msg(t[i].thread == DISPATCH_WORK && !(t[i].access & DISPATCH_STORE_WRITE),
+				      "%s: an answer kept in memory must be a read's on a work thread", t[i].name);
 		if (t[i].access & DISPATCH_PROFILER_STATE)
 			ck_assert_msg(t[i].thread == DISPATCH_PROFILER || t[i].thread == DISPATCH_LOOP,
 				      "%s: reads the profiler off the loop", t[i].name);

@@ -177,6 +177,52 @@ static Pim__Manifest *manifest(const char *name, unsigned regions)
 	return m;
 }
 
+/* Commits are counted once visible, by any connection; a load's or a removal's under its
+ * model alone when scoped (store_commit_scope), anything else's as a change of everything. */
+START_TEST(commits_are_counted)
+{
+	struct store *s, *t;
+	struct pim_error err = { 0 };
+	bool replaced;
+	Pim__Manifest *m = manifest("counted", 2);
+	const char *name = "counted";
+
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_open_again(s, 1000, &t, &err), 0);
+	uint64_t all = store_changes(s), models = store_model_changes(s, NULL),
+		 mine = store_model_changes(s, name), other = store_model_changes(s, "other");
+	/* unscoped: a change of anything, seen through the other connection too */
+	ck_assert_int_eq(rpc_model_put(t, m, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_uint_gt(store_changes(s), all);
+	ck_assert_uint_eq(store_model_changes(s, NULL), models);
+	all = store_changes(s);
+	/* scoped to the model: its count and the models' grow, not the others' */
+	store_commit_scope(t, &name, 1);
+	ck_assert_int_eq(rpc_model_put(t, m, 1000, true, &replaced, NULL, &err), 0);
+	ck_assert(replaced);
+	ck_assert_uint_gt(store_model_changes(s, name), mine);
+	ck_assert_uint_gt(store_model_changes(s, NULL), models);
+	ck_assert_uint_eq(store_model_changes(s, "other"), other);
+	ck_assert_uint_eq(store_changes(s), all);
+	mine = store_model_changes(s, name);
+	ck_assert_int_eq(store_model_remove(t, name, 1000, NULL, &err), 0);
+	ck_assert_uint_gt(store_model_changes(s, name), mine);
+	ck_assert_uint_eq(store_changes(s), all);
+	/* back to anything; a read commits nothing */
+	store_commit_scope(t, NULL, 0);
+	struct store_model_info *list;
+	size_t n;
+	ck_assert_int_eq(store_model_list(t, &list, &n, &err), 0);
+	store_model_list_free(list, n);
+	ck_assert_uint_eq(store_changes(s), all);
+	ck_assert_int_eq(rpc_model_put(t, m, 1000, false, &replaced, NULL, &err), 0);
+	ck_assert_uint_gt(store_changes(s), all);
+	pim__manifest__free_unpacked(m, NULL);
+	store_close(t);
+	store_close(s);
+}
+END_TEST
+
 START_TEST(models_round_trip)
 {
 	struct store *s;
@@ -1581,6 +1627,7 @@ int main(void)
 	tcase_add_test(tc, failed_migration_rolls_back);
 	tcase_add_test(tc, cancelled_runs_migrated);
 	tcase_add_test(tc, models_round_trip);
+	tcase_add_test(tc, commits_are_counted);
 	tcase_add_test(tc, model_walk_in_program_order);
 	tcase_add_test(tc, content_hash_is_pinned);
 	tcase_add_test(tc, failed_put_leaves_nothing);
