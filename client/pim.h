@@ -111,7 +111,8 @@ int pim_model_show(pim_client *c, const char *name, struct pim_model_info *info,
 int pim_model_remove(pim_client *c, const char *name);
 
 /* Raw access for requests this header has no function for: sends a serialized pim.Request
- * (its id is overwritten) and returns the serialized pim.Response, to release with free().
+ * (its id is overwritten) and returns the serialized pim.Response as pimd sent it (its id and
+ * top-level fields checked, the rest for the caller to decode), to release with free().
  * An Error response is returned as data, not as a failure. */
 int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len);
 

@@ -79,13 +79,12 @@ static void drop_connection(pim_client *c)
 	c->fd = -1;
 }
 
-/* Sends req (with pass_fd when >= 0) and receives its response; on transport failure the
- * connection is dropped. */
-static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response **out)
+/* Sends req (with pass_fd when >= 0, its id set here) and receives its response's bytes (*rbuf,
+ * to free); on transport failure the connection is dropped. */
+static int exchange(pim_client *c, Pim__Request *req, int pass_fd, uint8_t **rbuf, uint32_t *rlen)
 {
+	uint8_t small[512], *buf;
 	size_t n;
-	uint8_t *buf, *rbuf;
-	uint32_t rlen;
 	int r;
 
 	if (c->fd < 0)
@@ -95,12 +94,13 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 	if (n > c->max_frame)
 		return pimclient_fail(c, -EMSGSIZE, "request of %zu bytes exceeds the daemon's frame limit of %u "
 			    "bytes", n, c->max_frame);
-	buf = malloc(n ? n : 1);
+	buf = n <= sizeof small ? small : malloc(n);
 	if (!buf)
 		return pimclient_fail(c, -ENOMEM, "out of memory");
 	pim__request__pack(req, buf);
 	r = pass_fd >= 0 ? frame_send_fd(c->fd, buf, (uint32_t)n, pass_fd) : frame_send(c->fd, buf, (uint32_t)n);
-	free(buf);
+	if (buf != small)
+		free(buf);
 	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
 		drop_connection(c);
 		return pimclient_fail(c, r, "sending to pimd at %s: %s", c->path, strerror(-r));
@@ -108,7 +108,7 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 	/* Even when the send failed because pimd closed the connection, it may have said why
 	 * first (too many clients, an oversized frame): read that answer if it is there. */
 	int sent = r;
-	r = frame_recv(c->fd, c->max_frame, &rbuf, &rlen);
+	r = frame_recv(c->fd, c->max_frame, rbuf, rlen);
 	if (r < 0 && sent < 0) {
 		drop_connection(c);
 		return pimclient_fail(c, sent, "sending to pimd at %s: %s", c->path, strerror(-sent));
@@ -121,6 +121,27 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 			return pimclient_fail(c, -ETIMEDOUT, "no answer from pimd at %s within the timeout", c->path);
 		return pimclient_fail(c, r, "receiving from pimd at %s: %s", c->path, strerror(-r));
 	}
+	return 0;
+}
+
+/* An answer with another id than request id's (0: an answer to no request, such as a refusal
+ * before the connection is dropped). */
+static int id_mismatch(pim_client *c, uint64_t want, uint64_t got)
+{
+	drop_connection(c);
+	return pimclient_fail(c, -EBADMSG, "pimd answered request %llu with id %llu", (unsigned long long)want,
+			      (unsigned long long)got);
+}
+
+/* As exchange, the response unpacked into *out. */
+static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response **out)
+{
+	uint8_t *rbuf;
+	uint32_t rlen;
+	int r = exchange(c, req, pass_fd, &rbuf, &rlen);
+
+	if (r < 0)
+		return r;
 	*out = pim__response__unpack(NULL, rlen, rbuf);
 	free(rbuf);
 	if (!*out) {
@@ -128,17 +149,11 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 		return pimclient_fail(c, -EBADMSG, "pimd sent a response that does not decode");
 	}
 	if ((*out)->id != req->id && (*out)->id != 0) {
+		uint64_t got = (*out)->id;
 		pim__response__free_unpacked(*out, NULL);
-		drop_connection(c);
-		return pimclient_fail(c, -EBADMSG, "pimd answered request %llu with id %llu",
-			    (unsigned long long)req->id, (unsigned long long)(*out)->id);
+		return id_mismatch(c, req->id, got);
 	}
 	return 0;
-}
-
-static int roundtrip(pim_client *c, Pim__Request *req, Pim__Response **out)
-{
-	return roundtrip_fd(c, req, -1, out);
 }
 
 /* Round trip expecting a body; an Error response becomes a failure with its message. */
@@ -241,7 +256,12 @@ int pim_client_set_timeout(pim_client *c, unsigned timeout_ms)
 
 void pimclient_copy_str(char *dst, size_t cap, const char *src)
 {
-	snprintf(dst, cap, "%s", src ? src : "");
+	size_t n = src && cap ? strnlen(src, cap - 1) : 0;
+
+	if (!cap)
+		return;
+	memcpy(dst, src ? src : "", n);
+	dst[n] = 0;
 }
 
 void pimclient_info_from_wire(struct pim_model_info *info, const Pim__ModelSummary *s)
@@ -459,10 +479,65 @@ int pim_model_remove(pim_client *c, const char *name)
 	return r;
 }
 
+/* The varint at p[*i] (of n bytes) into *v; false when it is cut off. */
+static bool wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned k = 0; k < 10 && *i < n; k++) {
+		uint8_t b = p[(*i)++];
+		*v |= (uint64_t)(b & 0x7f) << (7 * k);
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* The id (field 1) of a serialized Response, its top-level fields checked whole (the caller
+ * decodes the rest); false when they are not. */
+static bool response_id(const uint8_t *p, size_t n, uint64_t *id)
+{
+	size_t i = 0;
+	uint64_t tag, v;
+
+	*id = 0;
+	while (i < n) {
+		if (!wire_varint(p, n, &i, &tag) || tag >> 3 == 0)
+			return false;
+		switch (tag & 7) {
+		case 0: /* varint */
+			if (!wire_varint(p, n, &i, &v))
+				return false;
+			if (tag >> 3 == 1)
+				*id = v;
+			break;
+		case 1: /* 64-bit */
+			if (n - i < 8)
+				return false;
+			i += 8;
+			break;
+		case 2: /* length-delimited */
+			if (!wire_varint(p, n, &i, &v) || v > n - i)
+				return false;
+			i += (size_t)v;
+			break;
+		case 5: /* 32-bit */
+			if (n - i < 4)
+				return false;
+			i += 4;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
 int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len)
 {
 	Pim__Request *req;
-	Pim__Response *resp;
+	uint8_t *rbuf = NULL;
+	uint32_t rlen;
+	uint64_t id;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
@@ -471,20 +546,21 @@ int pim_call(pim_client *c, const void *request, size_t len, void **response, si
 		r = pimclient_fail(c, -EINVAL, "the request is not a valid serialized pim.Request");
 		goto out;
 	}
-	r = roundtrip(c, req, &resp);
+	r = exchange(c, req, -1, &rbuf, &rlen);
+	/* the bytes as pimd sent them: the caller decodes them (no copy, no second packing) */
+	if (r == 0 && !response_id(rbuf, rlen, &id)) {
+		drop_connection(c);
+		r = pimclient_fail(c, -EBADMSG, "pimd sent a response that does not decode");
+	} else if (r == 0 && id != req->id && id != 0) {
+		r = id_mismatch(c, req->id, id);
+	}
 	pim__request__free_unpacked(req, NULL);
 	if (r == 0) {
-		size_t n = pim__response__get_packed_size(resp);
-		void *buf = malloc(n ? n : 1);
-		if (!buf)
-			r = pimclient_fail(c, -ENOMEM, "out of memory");
-		else {
-			pim__response__pack(resp, buf);
-			*response = buf;
-			*response_len = n;
-		}
-		pim__response__free_unpacked(resp, NULL);
+		*response = rbuf;
+		*response_len = rlen;
+		rbuf = NULL;
 	}
+	free(rbuf);
 out:
 	pthread_mutex_unlock(&c->lock);
 	return r;

@@ -533,11 +533,22 @@ static int store_prepare(struct store *s, struct pim_error *err)
 	return 0;
 }
 
+/* Before SQLite's first use: no statistics of its memory (nothing reads them), so that its
+ * allocations take no global mutex; every thread's connection allocates on its own. */
+static void sqlite_configure(void)
+{
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); /* (refused once SQLite is in use) */
+}
+
 int store_open_with(const char *path, unsigned busy_timeout_ms, const struct store_migration *migs,
 		    unsigned n_migs, struct store **out, struct pim_error *err)
 {
-	struct store *s = calloc(1, sizeof *s);
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct store *s;
 	int r;
+
+	pthread_once(&once, sqlite_configure);
+	s = calloc(1, sizeof *s);
 
 	if (s && !(s->shared = calloc(1, sizeof *s->shared))) {
 		free(s);

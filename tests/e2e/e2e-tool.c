@@ -391,6 +391,113 @@ static int cmd_client(const char *path, const char *file)
 	return 0;
 }
 
+/* pim_call against a fake pimd: the bytes sent come back as they are; an answer with another id,
+ * or whose top-level fields are cut off, is refused (EBADMSG) and the connection dropped. */
+static int cmd_rawcall(const char *dir)
+{
+	char path[200];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(path, sizeof path, "%s/fake.sock", dir);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	unlink(path);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 4) < 0) {
+		fprintf(stderr, "rawcall: listen: %s\n", strerror(errno));
+		return 1;
+	}
+	/* the answers after each Hello: a good one with an unknown field after the body, one with
+	 * another id, one cut off in the middle of its body */
+	static const uint8_t good_tail[] = { 0xf8, 0x3f, 0x07 }; /* field 1023, varint 7 */
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (int mode = 0; mode < 3; mode++) {
+			int fd = accept(lfd, NULL, NULL);
+			uint8_t *p;
+			uint32_t n;
+			if (fd < 0)
+				_exit(1);
+			for (int k = 0; k < 2; k++) {
+				if (frame_recv(fd, 1 << 20, &p, &n) < 0)
+					_exit(1);
+				Pim__Request *q = pim__request__unpack(NULL, n, p);
+				free(p);
+				if (!q)
+					_exit(1);
+				Pim__Response r = PIM__RESPONSE__INIT;
+				Pim__HelloReply h = PIM__HELLO_REPLY__INIT;
+				Pim__Error e = PIM__ERROR__INIT;
+				r.id = q->id + (k == 1 && mode == 1 ? 1 : 0);
+				if (k == 0) {
+					h.protocol_version = PIM_PROTOCOL_VERSION;
+					h.server_version = "fake";
+					h.max_frame_bytes = 1 << 20;
+					r.body_case = PIM__RESPONSE__BODY_HELLO;
+					r.hello = &h;
+				} else {
+					e.message = "from the fake";
+					r.body_case = PIM__RESPONSE__BODY_ERROR;
+					r.error = &e;
+				}
+				pim__request__free_unpacked(q, NULL);
+				uint8_t out[256];
+				size_t len = pim__response__pack(&r, out);
+				if (k == 1 && mode == 0) {
+					memcpy(out + len, good_tail, sizeof good_tail);
+					len += sizeof good_tail;
+				}
+				if (k == 1 && mode == 2)
+					len -= 3; /* the Error's length says more than follows */
+				if (frame_send(fd, out, (uint32_t)len) < 0)
+					_exit(1);
+			}
+			uint8_t junk[64];
+			while (read(fd, junk, sizeof junk) > 0)
+				;
+			close(fd);
+		}
+		_exit(0);
+	}
+	close(lfd);
+	const uint8_t status[] = { 0x08, 0x05, 0x1a, 0x00 }; /* id 5, Status {} */
+	int bad = 0;
+	for (int mode = 0; mode < 3; mode++) {
+		pim_client *c = pim_client_new();
+		void *resp = NULL;
+		size_t rlen = 0;
+		if (pim_client_connect(c, path, "rawcall") < 0) {
+			fprintf(stderr, "rawcall: connect: %s\n", pim_client_error(c));
+			return 1;
+		}
+		int r = pim_call(c, status, sizeof status, &resp, &rlen);
+		if (mode == 0) {
+			Pim__Response *got = r == 0 ? pim__response__unpack(NULL, rlen, resp) : NULL;
+			/* as sent: the unknown field too */
+			if (!got || got->body_case != PIM__RESPONSE__BODY_ERROR ||
+			    strcmp(got->error->message, "from the fake") || rlen < sizeof good_tail ||
+			    memcmp((uint8_t *)resp + rlen - sizeof good_tail, good_tail, sizeof good_tail)) {
+				fprintf(stderr, "rawcall: a good answer came back as %d (%s)\n", r, pim_client_error(c));
+				bad++;
+			}
+			if (got)
+				pim__response__free_unpacked(got, NULL);
+			free(resp);
+		} else if (r != -EBADMSG || !strstr(pim_client_error(c), mode == 1 ? "with id" : "does not decode")) {
+			fprintf(stderr, "rawcall: mode %d: %d (%s), want -EBADMSG\n", mode, r, pim_client_error(c));
+			bad++;
+		}
+		pim_client_free(c);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	unlink(path);
+	if (bad || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "rawcall: %d failed, fake exited %d\n", bad, st);
+		return 1;
+	}
+	printf("rawcall: the bytes as sent; another id and a cut answer refused\n");
+	return 0;
+}
+
 static int cmd_notify(const char *path, int seconds)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -2242,6 +2349,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc == 4 && strcmp(argv[1], "hostile") == 0)
 		return cmd_hostile(argv[2], atoi(argv[3]));
+	if (argc == 3 && strcmp(argv[1], "rawcall") == 0)
+		return cmd_rawcall(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "client") == 0)
 		return cmd_client(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "notify") == 0)
