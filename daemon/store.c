@@ -38,6 +38,11 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_MODEL_STAGE] = "UPDATE models SET staging = 1, name = ' staging ' || id WHERE id = ?1",
 	[ST_MODEL_UNSTAGE] = "UPDATE models SET staging = 0, name = ?2 WHERE id = ?1",
 	[ST_MODEL_STAGED] = "SELECT id FROM models WHERE staging = 1 LIMIT 1",
+	/* (a model's operands and metrics go before its regions: sql/0011-rows-by-model.sql) */
+	[ST_OPERANDS_DELETE_SOME] = "DELETE FROM operands WHERE model_id = ?1 AND (region_id, idx) IN "
+				    "(SELECT region_id, idx FROM operands WHERE model_id = ?1 LIMIT ?2)",
+	[ST_METRICS_DELETE_SOME] = "DELETE FROM metrics WHERE model_id = ?1 AND (platform_id, region_id) IN "
+				   "(SELECT platform_id, region_id FROM metrics WHERE model_id = ?1 LIMIT ?2)",
 	[ST_REGIONS_DELETE_SOME] = "DELETE FROM regions WHERE model_id = ?1 AND region_id IN "
 				   "(SELECT region_id FROM regions WHERE model_id = ?1 LIMIT ?2)",
 	[ST_ALLOCS_DELETE_SOME] = "DELETE FROM allocations WHERE model_id = ?1 AND alloc_id IN "

@@ -274,12 +274,13 @@ static int samples_more_than(struct store *s, int64_t id, unsigned n, struct pim
 }
 
 /* Deletes the rows of a staged model, STORE_PART_ROWS samples of its profile runs, then as many
- * regions (with their operands and metrics), then allocations, per transaction, then its row
- * (and its runs with it).  Left to the model's row, the samples of an in-situ run (up to
- * 4,000,000) would all go in its one transaction, holding every other writer that long. */
+ * operands, metrics, regions, then allocations, per transaction, then its row (and its runs with
+ * it).  Left to the model's row, the samples of an in-situ run (up to 4,000,000) would all go in
+ * its one transaction, holding every other writer that long. */
 static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err)
 {
-	static const enum stmt_id some[] = { ST_SAMPLES_DELETE_SOME, ST_REGIONS_DELETE_SOME,
+	static const enum stmt_id some[] = { ST_SAMPLES_DELETE_SOME, ST_OPERANDS_DELETE_SOME,
+					     ST_METRICS_DELETE_SOME, ST_REGIONS_DELETE_SOME,
 					     ST_ALLOCS_DELETE_SOME };
 	int r;
 

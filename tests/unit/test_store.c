@@ -156,6 +156,57 @@ START_TEST(cancelled_runs_migrated)
 }
 END_TEST
 
+/* 0011: a database at schema 10 keeps its operands and metrics; the model's removal takes them
+ * with it; metrics naming a region the model lacks are still refused. */
+START_TEST(rows_by_model_migrated)
+{
+	struct store *s;
+	struct pim_error err = { 0 };
+
+	ck_assert_uint_ge(store_n_migrations, 11);
+	for (unsigned i = 0; i < 10; i++)
+		raw_exec(store_migrations[i].sql);
+	raw_exec("PRAGMA user_version = 10");
+	raw_exec("INSERT INTO platforms (id, name, created_at) VALUES (1, 'p', 0);"
+		 "INSERT INTO models (id, name, owner_uid, loaded_at, n_regions, n_allocations, allocation_bytes) "
+		 "VALUES (1, 'm', 5, 0, 2, 1, 64), (2, 'n', 5, 0, 1, 1, 64);"
+		 "INSERT INTO allocations (model_id, alloc_id, bytes, kind) VALUES (1, 0, 64, 1), (2, 0, 64, 1);"
+		 "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, trip) VALUES "
+		 "(1, 0, 'a', 'op', 0, 1, 1, 1), (1, 1, 'b', 'op', 1, 1, 1, 1), (2, 0, 'c', 'op', 0, 1, 1, 1);"
+		 "INSERT INTO operands (model_id, region_id, idx, alloc_id, bytes, role) VALUES "
+		 "(1, 0, 0, 0, 64, 1), (1, 1, 0, 0, 64, 2), (2, 0, 0, 0, 64, 1);"
+		 "INSERT INTO metrics (model_id, region_id, platform_id, evidence, t_host, updated_at, source_b_cpu) "
+		 "VALUES (1, 0, 1, 'estimate', 0.5, 0, 1e10), (2, 0, 1, 'imported', 0.25, 0, NULL);");
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_uint_eq(store_schema_version(s), store_n_migrations);
+	ck_assert_int_eq(store_check_integrity(s, &err), 0);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM operands"), 3);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics WHERE model_id = 1 AND t_host = 0.5 "
+				 "AND source_b_cpu = 1e10"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	/* the trigger came back with the table: a measurement of this host's raises the version */
+	int v = raw_int("SELECT version FROM models WHERE id = 2");
+	raw_exec("PRAGMA foreign_keys = ON; INSERT OR REPLACE INTO metrics (model_id, region_id, platform_id, "
+		 "evidence, t_host, updated_at) VALUES (2, 0, 1, 'estimate', 1, 0)");
+	ck_assert_int_gt(raw_int("SELECT version FROM models WHERE id = 2"), v);
+	/* a region the model lacks: refused by the foreign key still */
+	sqlite3 *db;
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "PRAGMA foreign_keys = ON; INSERT INTO metrics (model_id, region_id, "
+				      "platform_id, evidence, t_host, updated_at) VALUES (2, 7, 1, 'estimate', 1, 0)",
+				      NULL, NULL, NULL), SQLITE_CONSTRAINT);
+	ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_CONSTRAINT_FOREIGNKEY);
+	sqlite3_close(db);
+	/* the removal takes the model's operands and metrics with it, not the other's */
+	ck_assert_int_eq(store_model_remove(s, "m", 0, NULL, &err), 0);
+	store_close(s);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM operands"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 1);
+	ck_assert_int_eq(raw_int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+}
+END_TEST
+
 static Pim__Manifest *manifest(const char *name, unsigned regions)
 {
 	char buf[8192];
@@ -612,10 +663,10 @@ START_TEST(failed_put_leaves_nothing)
 	Pim__Manifest *m = manifest("gamma", 2);
 
 	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
-	/* bypass validation: an operand naming a missing allocation trips the foreign key */
-	m->regions[1]->operands[0]->allocation_id = 99;
+	/* bypass validation: an operand of no bytes trips a constraint in the second region */
+	m->regions[1]->operands[0]->bytes = 0;
 	ck_assert_int_lt(rpc_model_put(s, m, 0, false, &replaced, NULL, &err), 0);
-	ck_assert_msg(strstr(err.msg, "FOREIGN KEY") || strstr(err.msg, "constraint"), "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "CHECK") || strstr(err.msg, "constraint"), "%s", err.msg);
 	unsigned cnt = 9;
 	ck_assert_int_eq(store_model_count(s, &cnt, &err), 0);
 	ck_assert_uint_eq(cnt, 0);
@@ -1626,6 +1677,7 @@ int main(void)
 	tcase_add_test(tc, newer_database_is_refused);
 	tcase_add_test(tc, failed_migration_rolls_back);
 	tcase_add_test(tc, cancelled_runs_migrated);
+	tcase_add_test(tc, rows_by_model_migrated);
 	tcase_add_test(tc, models_round_trip);
 	tcase_add_test(tc, commits_are_counted);
 	tcase_add_test(tc, model_walk_in_program_order);
