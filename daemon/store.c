@@ -38,6 +38,13 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_MODEL_STAGE] = "UPDATE models SET staging = 1, name = ' staging ' || id WHERE id = ?1",
 	[ST_MODEL_UNSTAGE] = "UPDATE models SET staging = 0, name = ?2 WHERE id = ?1",
 	[ST_MODEL_STAGED] = "SELECT id FROM models WHERE staging = 1 LIMIT 1",
+	/* A model's rows, each table's by the range of its key, before the model's row takes the
+	 * rest (its runs, answers): its operands and metrics before its regions
+	 * (sql/0011-rows-by-model.sql), so that no foreign key is looked up or acted on per row. */
+	[ST_OPERANDS_DELETE] = "DELETE FROM operands WHERE model_id = ?1",
+	[ST_METRICS_DELETE] = "DELETE FROM metrics WHERE model_id = ?1",
+	[ST_REGIONS_DELETE] = "DELETE FROM regions WHERE model_id = ?1",
+	[ST_ALLOCS_DELETE] = "DELETE FROM allocations WHERE model_id = ?1",
 	/* (a model's operands and metrics go before its regions: sql/0011-rows-by-model.sql) */
 	[ST_OPERANDS_DELETE_SOME] = "DELETE FROM operands WHERE model_id = ?1 AND (region_id, idx) IN "
 				    "(SELECT region_id, idx FROM operands WHERE model_id = ?1 LIMIT ?2)",
@@ -54,11 +61,12 @@ static const char *const stmt_sql[ST__MAX] = {
 				 "WHERE r.model_id = ?1 LIMIT 1 OFFSET ?2",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations (model_id, alloc_id, bytes, kind, name) "
 			    "VALUES (?1, ?2, ?3, ?4, ?5)",
-	[ST_REGION_INSERT] = "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, "
-			     "trip, parallel_extents, reduction_extents, location) "
-			     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-	[ST_OPERAND_INSERT] = "INSERT INTO operands (model_id, region_id, idx, alloc_id, bytes, "
-			      "elem_type, elem_bits, role) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	/* the first n of STORE_INSERT_ROWS rows, n the last parameter (LIMIT): store_model.c batches */
+	[ST_REGION_INSERT_MANY] = "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, trip, "
+				  "parallel_extents, reduction_extents, location) SELECT * FROM (VALUES "
+				  ROWS16(REGION_V) ") LIMIT ?",
+	[ST_OPERAND_INSERT_MANY] = "INSERT INTO operands (model_id, region_id, idx, alloc_id, bytes, elem_type, "
+				   "elem_bits, role) SELECT * FROM (VALUES " ROWS16(OPERAND_V) ") LIMIT ?",
 	[ST_ALLOC_SELECT] = "SELECT alloc_id, bytes, kind, name FROM allocations WHERE model_id = ?1 "
 			    "ORDER BY alloc_id",
 	[ST_REGION_SELECT] = "SELECT region_id, name, op, ord, n_par, n_total, trip, parallel_extents, "
@@ -866,5 +874,16 @@ int store_check_integrity(struct store *s, struct pim_error *err)
 	r = res && strcmp(res, "ok") == 0 ? 0
 		: err_set(err, -EIO, "%s: integrity check: %s", s->path, res ? res : "(null)");
 	sqlite3_finalize(st);
-	return r;
+	if (r < 0)
+		return r;
+	/* what no foreign key checks (sql/0011): operands of a model that is gone */
+	if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM operands WHERE model_id NOT IN (SELECT id FROM models)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return store_db_err(s, err, "integrity check");
+	int64_t orphans = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+	sqlite3_finalize(st);
+	if (orphans < 0)
+		return store_db_err(s, err, "integrity check");
+	return orphans ? err_set(err, -EIO, "%s: integrity check: %" PRId64 " operands of no model", s->path, orphans)
+		       : 0;
 }

@@ -149,41 +149,74 @@ static int allocations_insert(struct store *s, const struct store_manifest_src *
 	return 0;
 }
 
-/* A region with its operands. */
-static int region_insert(struct store *s, const struct store_region *g, int64_t model_id, struct pim_error *err)
+/* Rows of one table bound into its STORE_INSERT_ROWS-row statement, written when it is full or
+ * at the end (batch_flush). */
+struct batch {
+	sqlite3_stmt *st;
+	int cols;
+	unsigned n;
+	const char *what;
+};
+
+static int batch_flush(struct store *s, struct batch *b, struct pim_error *err)
+{
+	if (!b->n)
+		return 0;
+	sqlite3_bind_int(b->st, STORE_INSERT_ROWS * b->cols + 1, (int)b->n);
+	b->n = 0;
+	return store_step_done(s, b->st, b->what, err);
+}
+
+/* The first parameter of the next row (1-based); the batch is written first when full. */
+static int batch_row(struct store *s, struct batch *b, struct pim_error *err)
+{
+	int r = b->n == STORE_INSERT_ROWS ? batch_flush(s, b, err) : 0;
+
+	if (r < 0)
+		return r;
+	if (!b->n) {
+		sqlite3_reset(b->st);
+		sqlite3_clear_bindings(b->st);
+	}
+	return (int)(b->n++) * b->cols + 1;
+}
+
+/* Region g and its operands into the batches (texts copied: g may not outlive the call). */
+static int region_insert(struct store *s, struct batch *rb, struct batch *ob, const struct store_region *g,
+			 int64_t model_id, struct pim_error *err)
 {
 	char pe[STORE_EXTENTS_TEXT], re[STORE_EXTENTS_TEXT];
-	int r;
+	int k = batch_row(s, rb, err);
 
+	if (k < 0)
+		return k;
 	join_extents(pe, sizeof pe, g->parallel_extents, g->n_parallel_extents);
 	join_extents(re, sizeof re, g->reduction_extents, g->n_reduction_extents);
-	sqlite3_stmt *st = store_stmt_get(s, ST_REGION_INSERT);
-	sqlite3_bind_int64(st, 1, model_id);
-	sqlite3_bind_int64(st, 2, g->id);
-	sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, g->op, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, g->order);
-	sqlite3_bind_int64(st, 6, (int64_t)g->n_par);
-	sqlite3_bind_int64(st, 7, (int64_t)g->n_total);
-	sqlite3_bind_int64(st, 8, (int64_t)(g->trip ? g->trip : 1));
-	sqlite3_bind_text(st, 9, pe, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 10, re, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 11, g->location ? g->location : "", -1, SQLITE_STATIC);
-	if ((r = store_step_done(s, st, "inserting a region", err)) < 0)
-		return r;
-	st = store_stmt_get(s, ST_OPERAND_INSERT);
+	sqlite3_stmt *st = rb->st;
+	sqlite3_bind_int64(st, k, model_id);
+	sqlite3_bind_int64(st, k + 1, g->id);
+	sqlite3_bind_text(st, k + 2, g->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, k + 3, g->op, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, k + 4, g->order);
+	sqlite3_bind_int64(st, k + 5, (int64_t)g->n_par);
+	sqlite3_bind_int64(st, k + 6, (int64_t)g->n_total);
+	sqlite3_bind_int64(st, k + 7, (int64_t)(g->trip ? g->trip : 1));
+	sqlite3_bind_text(st, k + 8, pe, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, k + 9, re, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, k + 10, g->location ? g->location : "", -1, SQLITE_TRANSIENT);
 	for (size_t j = 0; j < g->n_operands; j++) {
 		const struct store_operand *o = &g->operands[j];
-		sqlite3_bind_int64(st, 1, model_id);
-		sqlite3_bind_int64(st, 2, g->id);
-		sqlite3_bind_int64(st, 3, (int64_t)j);
-		sqlite3_bind_int64(st, 4, o->allocation_id);
-		sqlite3_bind_int64(st, 5, (int64_t)o->bytes);
-		sqlite3_bind_text(st, 6, o->elem_type ? o->elem_type : "", -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 7, o->elem_bits);
-		sqlite3_bind_int(st, 8, (int)o->role);
-		if ((r = store_step_done(s, st, "inserting an operand", err)) < 0)
-			return r;
+		if ((k = batch_row(s, ob, err)) < 0)
+			return k;
+		st = ob->st;
+		sqlite3_bind_int64(st, k, model_id);
+		sqlite3_bind_int64(st, k + 1, g->id);
+		sqlite3_bind_int64(st, k + 2, (int64_t)j);
+		sqlite3_bind_int64(st, k + 3, o->allocation_id);
+		sqlite3_bind_int64(st, k + 4, (int64_t)o->bytes);
+		sqlite3_bind_text(st, k + 5, o->elem_type ? o->elem_type : "", -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(st, k + 6, o->elem_bits);
+		sqlite3_bind_int(st, k + 7, (int)o->role);
 	}
 	return 0;
 }
@@ -192,15 +225,19 @@ static int region_insert(struct store *s, const struct store_region *g, int64_t 
 static int regions_insert(struct store *s, const struct store_manifest_src *src, int64_t model_id, size_t *i,
 			  size_t max_rows, struct pim_error *err)
 {
+	struct batch rb = { store_stmt_get(s, ST_REGION_INSERT_MANY), REGION_COLUMNS, 0, "inserting regions" };
+	struct batch ob = { store_stmt_get(s, ST_OPERAND_INSERT_MANY), OPERAND_COLUMNS, 0, "inserting operands" };
 	int r = 0;
 
 	for (size_t rows = 0; *i < src->n_regions && rows < max_rows && r >= 0; (*i)++) {
 		const struct store_region *g = src->region(src->ctx, *i, err);
 		if (!g)
 			return err->code < 0 ? err->code : err_set(err, -EIO, "regions[%zu]: unreadable", *i);
-		r = region_insert(s, g, model_id, err);
+		r = region_insert(s, &rb, &ob, g, model_id, err);
 		rows += 1 + g->n_operands;
 	}
+	if (r >= 0 && (r = batch_flush(s, &rb, err)) >= 0)
+		r = batch_flush(s, &ob, err);
 	return r;
 }
 
@@ -271,6 +308,21 @@ static int samples_more_than(struct store *s, int64_t id, unsigned n, struct pim
 	if (r == SQLITE_ROW)
 		return 1;
 	return r == SQLITE_DONE ? 0 : store_db_err(s, err, "counting a model's samples");
+}
+
+/* Deletes model id and everything of it, in a change begun by the caller. */
+static int model_delete(struct store *s, int64_t id, const char *what, struct pim_error *err)
+{
+	static const enum stmt_id order[] = { ST_OPERANDS_DELETE, ST_METRICS_DELETE, ST_REGIONS_DELETE,
+					      ST_ALLOCS_DELETE, ST_MODEL_DELETE };
+	int r = 0;
+
+	for (size_t k = 0; k < ELEMENTSOF(order) && r >= 0; k++) {
+		sqlite3_stmt *st = store_stmt_get(s, order[k]);
+		sqlite3_bind_int64(st, 1, id);
+		r = store_step_done(s, st, what, err);
+	}
+	return r;
 }
 
 /* Deletes the rows of a staged model, STORE_PART_ROWS samples of its profile runs, then as many
@@ -374,9 +426,7 @@ int store_model_put_each(struct store *s, const struct store_manifest_src *src, 
 		if ((r = store_change_begin(s, err)) < 0)
 			return r;
 		if ((r = model_may_put(s, src->name, uid, replace, &id, err)) > 0) {
-			sqlite3_stmt *st = store_stmt_get(s, ST_MODEL_DELETE);
-			sqlite3_bind_int64(st, 1, id);
-			if ((r = store_step_done(s, st, "removing the old model", err)) >= 0)
+			if ((r = model_delete(s, id, "removing the old model", err)) >= 0)
 				*replaced = id;
 		}
 		if (r >= 0 && (r = model_row_insert(s, src, src->name, uid, &new_id, err)) >= 0 &&
@@ -798,9 +848,11 @@ static int model_remove_once(struct store *s, const char *name, uid_t uid, int64
 	if (!s->grouped && (r = regions > STORE_PART_ROWS ? 1 : samples_more_than(s, id, STORE_PART_ROWS, err)) < 0)
 		goto fail;
 	parts = r > 0;
-	sqlite3_stmt *st = store_stmt_get(s, parts ? ST_MODEL_STAGE : ST_MODEL_DELETE);
-	sqlite3_bind_int64(st, 1, id);
-	if ((r = store_step_done(s, st, "removing the model", err)) < 0)
+	if (parts)
+		r = model_stage(s, id, err);
+	else
+		r = model_delete(s, id, "removing the model", err);
+	if (r < 0)
 		goto fail;
 	if ((r = store_commit_durable(s, err)) < 0)
 		goto fail;

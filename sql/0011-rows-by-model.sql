@@ -1,17 +1,18 @@
--- 0011-rows-by-model.sql: a model's operands and metrics are deleted with the model itself, not
--- region by region.  ON DELETE CASCADE from regions ran a trigger program for each deleted
--- region (and from allocations, for each allocation): removing or replacing a model of 30
--- regions spent most of its time there, on the writer that every other change waits for.
+-- 0011-rows-by-model.sql: a model's operands and metrics are deleted by the model, not region by
+-- region.  ON DELETE CASCADE from regions ran a trigger program for each deleted region (and
+-- from allocations, for each allocation), and every deleted operand looked its parents up:
+-- removing or replacing a model of 30 regions spent most of its time there, on the writer that
+-- every other change waits for.
 --
--- operands now refer to their model only: a validated manifest's operands name its own regions
--- and allocations (common/manifest.c), and they are written with them.  metrics still refer to
--- their region, so that counts naming a region the model lacks are refused (the fleet
--- catalogue's), but without an action: the model's row takes its metrics and regions with it
--- in one statement, and a model deleted in parts deletes a part's metrics and operands before
--- its regions (store_model.c).
+-- operands have no foreign key: a validated manifest's operands name its own regions and
+-- allocations (common/manifest.c), they are written with them, and the store deletes them with
+-- their model, first (store_model.c: model_delete, model_delete_parts; store_check_integrity
+-- looks for any left without a model).  metrics still refer to their region, so that counts
+-- naming a region the model lacks are refused (the fleet catalogue's), but without an action:
+-- a model's metrics are deleted before its regions.
 
 CREATE TABLE operands_new (
-	model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+	model_id INTEGER NOT NULL,
 	region_id INTEGER NOT NULL,
 	idx INTEGER NOT NULL,
 	alloc_id INTEGER NOT NULL,

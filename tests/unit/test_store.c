@@ -204,6 +204,12 @@ START_TEST(rows_by_model_migrated)
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM metrics"), 1);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM regions"), 1);
 	ck_assert_int_eq(raw_int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	/* operands left without their model: no foreign key says so, the integrity check does */
+	raw_exec("INSERT INTO operands (model_id, region_id, idx, alloc_id, bytes, role) VALUES (99, 0, 0, 0, 8, 1)");
+	ck_assert_int_eq(store_open(path, 1000, &s, &err), 0);
+	ck_assert_int_eq(store_check_integrity(s, &err), -EIO);
+	ck_assert_msg(strstr(err.msg, "1 operands of no model"), "%s", err.msg);
+	store_close(s);
 }
 END_TEST
 
