@@ -571,9 +571,10 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 }
 
 /*
- * A read whose answer may be kept (answers.h): answered here when it is (true: payload and d
- * are freed), else its key and the version now go with it to its thread (false: the caller
- * hands it over), so that its answer is kept when it comes back unless something changed.
+ * A read whose answer may be kept (answers.h): answered here when it is kept, else handed to a
+ * work thread with its key and the version now, so that its answer is kept when it comes back
+ * unless something changed meanwhile; true either way (payload and d taken).  false, touching
+ * nothing, for a request whose answer is never kept: the caller hands it over.
  */
 static bool conn_answer_kept(struct conn *c, struct decoded *d, uint8_t *payload, uint32_t len)
 {
