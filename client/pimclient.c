@@ -133,8 +133,9 @@ static int id_mismatch(pim_client *c, uint64_t want, uint64_t got)
 			      (unsigned long long)got);
 }
 
-/* As exchange, the response unpacked into *out. */
-static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response **out)
+/* As exchange, the response unpacked into *out with allocator al (NULL: malloc's). */
+static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, ProtobufCAllocator *al,
+			Pim__Response **out)
 {
 	uint8_t *rbuf;
 	uint32_t rlen;
@@ -142,7 +143,7 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 
 	if (r < 0)
 		return r;
-	*out = pim__response__unpack(NULL, rlen, rbuf);
+	*out = pim__response__unpack(al, rlen, rbuf);
 	free(rbuf);
 	if (!*out) {
 		drop_connection(c);
@@ -150,18 +151,18 @@ static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Resp
 	}
 	if ((*out)->id != req->id && (*out)->id != 0) {
 		uint64_t got = (*out)->id;
-		pim__response__free_unpacked(*out, NULL);
+		pim__response__free_unpacked(*out, al);
 		return id_mismatch(c, req->id, got);
 	}
 	return 0;
 }
 
-/* Round trip expecting a body; an Error response becomes a failure with its message. */
-int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
-		      Pim__Response **out)
+/* As pimclient_call_fd, the response unpacked with al (freed with it). */
+static int call_with(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
+		     ProtobufCAllocator *al, Pim__Response **out)
 {
 	Pim__Response *resp;
-	int r = roundtrip_fd(c, req, pass_fd, &resp);
+	int r = roundtrip_fd(c, req, pass_fd, al, &resp);
 
 	if (r < 0)
 		return r;
@@ -169,17 +170,62 @@ int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Respon
 		r = errno_from_code(resp->error->code);
 		pimclient_fail(c, r, "%s", resp->error->message);
 		c->remote = (int)resp->error->code ? (int)resp->error->code : PIM_REMOTE_INTERNAL;
-		pim__response__free_unpacked(resp, NULL);
+		pim__response__free_unpacked(resp, al);
 		return r;
 	}
 	if (resp->body_case != want) {
-		pim__response__free_unpacked(resp, NULL);
-		return pimclient_fail(c, -EBADMSG, "pimd answered with an unexpected message (%d)", resp->body_case);
+		int got = (int)resp->body_case;
+		pim__response__free_unpacked(resp, al);
+		return pimclient_fail(c, -EBADMSG, "pimd answered with an unexpected message (%d)", got);
 	}
 	*out = resp;
 	c->error[0] = 0;
 	c->remote = PIM_REMOTE_NONE;
 	return 0;
+}
+
+/* Round trip expecting a body; an Error response becomes a failure with its message. */
+int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
+		      Pim__Response **out)
+{
+	return call_with(c, req, pass_fd, want, NULL, out);
+}
+
+/*
+ * An answer read and dropped within one call (Status's) is unpacked into a buffer on the stack:
+ * its strings and messages cost no malloc and free each.  What does not fit is malloc'd.
+ */
+struct arena {
+	ProtobufCAllocator al;
+	size_t used;
+	_Alignas(16) uint8_t buf[4096];
+};
+
+static void *arena_alloc(void *data, size_t n)
+{
+	struct arena *a = data;
+	size_t need = (n + 15) & ~(size_t)15;
+
+	if (need >= n && need <= sizeof a->buf - a->used) {
+		void *p = a->buf + a->used;
+		a->used += need;
+		return p;
+	}
+	return malloc(n ? n : 1);
+}
+
+static void arena_free(void *data, void *p)
+{
+	struct arena *a = data;
+
+	if (p && ((uint8_t *)p < a->buf || (uint8_t *)p >= a->buf + sizeof a->buf))
+		free(p);
+}
+
+static void arena_init(struct arena *a)
+{
+	a->used = 0;
+	a->al = (ProtobufCAllocator){ .alloc = arena_alloc, .free = arena_free, .allocator_data = a };
 }
 
 int pimclient_call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
@@ -300,27 +346,29 @@ static void status_from(struct pim_status *st, const Pim__StatusReply *s)
 	pimclient_copy_str(st->containment, sizeof st->containment, s->containment);
 }
 
-/* The Status round trip (c->lock held). */
-static int status_call(pim_client *c, Pim__Response **resp)
+/* The Status round trip (c->lock held), unpacked with al. */
+static int status_call(pim_client *c, ProtobufCAllocator *al, Pim__Response **resp)
 {
 	Pim__Request req = PIM__REQUEST__INIT;
 	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
 
 	req.body_case = PIM__REQUEST__BODY_STATUS;
 	req.status = &body;
-	return pimclient_call(c, &req, PIM__RESPONSE__BODY_STATUS, resp);
+	return call_with(c, &req, -1, PIM__RESPONSE__BODY_STATUS, al, resp);
 }
 
 int pim_status(pim_client *c, struct pim_status *st)
 {
+	struct arena a;
 	Pim__Response *resp;
 	int r;
 
+	arena_init(&a);
 	pthread_mutex_lock(&c->lock);
-	r = status_call(c, &resp);
+	r = status_call(c, &a.al, &resp);
 	if (r == 0) {
 		status_from(st, resp->status);
-		pim__response__free_unpacked(resp, NULL);
+		pim__response__free_unpacked(resp, &a.al);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
@@ -333,7 +381,7 @@ int pim_status_get(pim_client *c, struct pim_daemon_status **out)
 
 	*out = NULL;
 	pthread_mutex_lock(&c->lock);
-	r = status_call(c, &resp);
+	r = status_call(c, NULL, &resp); /* (kept by the caller: malloc's) */
 	if (r == 0) {
 		struct pim_daemon_status *d = calloc(1, sizeof *d);
 		if (!d) {

@@ -273,33 +273,44 @@ Pim__Response *reply_defer(struct rpc_deferred *defer, const struct rpc_deferred
 	}
 }
 
-void reply_b_cpu(struct reply *b, Pim__BandwidthProbe **at, const struct rpc_context *ctx, double requested)
+void reply_b_cpu_fill(Pim__BandwidthProbe *m, const struct rpc_context *ctx, double requested)
 {
 	const struct store_platform *id = &ctx->platform->id;
-	Pim__BandwidthProbe *m = *at = reply_message(b, &pim__bandwidth_probe__descriptor);
 
-	if (!m)
-		return;
 	if (requested > 0 && requested != (ctx->params->b_cpu > 0 ? ctx->params->b_cpu : id->b_cpu)) {
 		m->b_cpu = requested;
-		m->source = reply_strdup(b, "requested");
+		m->source = (char *)"requested";
 	} else if (ctx->params->b_cpu > 0) {
 		m->b_cpu = ctx->params->b_cpu;
-		m->source = reply_strdup(b, "configured");
+		m->source = (char *)"configured";
 	} else if (id->b_cpu > 0) {
 		m->b_cpu = id->b_cpu;
-		m->source = reply_strdup(b, "measured");
+		m->source = (char *)"measured";
 	} else {
 		m->b_cpu = placement_params_default().b_cpu;
-		m->source = reply_strdup(b, "default (the paper's host)");
+		m->source = (char *)"default (the paper's host)";
 	}
 	if (id->b_cpu > 0) {
 		m->measured = id->b_cpu;
 		m->spread = id->b_cpu_spread;
-		m->method = reply_strdup(b, id->b_cpu_method);
+		m->method = (char *)id->b_cpu_method;
 		m->measured_at = id->b_cpu_measured_at;
 		m->busy = id->b_cpu_busy;
-		m->load = reply_strdup(b, id->b_cpu_load);
-		m->host = reply_strdup(b, id->b_cpu_host);
+		m->load = (char *)id->b_cpu_load;
+		m->host = (char *)id->b_cpu_host;
 	}
+}
+
+void reply_b_cpu(struct reply *b, Pim__BandwidthProbe **at, const struct rpc_context *ctx, double requested)
+{
+	Pim__BandwidthProbe *m = *at = reply_message(b, &pim__bandwidth_probe__descriptor);
+
+	if (!m)
+		return;
+	reply_b_cpu_fill(m, ctx, requested);
+	/* (owned by the reply from here on) */
+	m->source = reply_strdup(b, m->source);
+	m->method = reply_strdup(b, m->method);
+	m->load = reply_strdup(b, m->load);
+	m->host = reply_strdup(b, m->host);
 }

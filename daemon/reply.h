@@ -143,6 +143,8 @@ Pim__Response *reply_wrap(uint64_t id, Pim__Response__BodyCase body, void *msg);
  * requested (> 0: a query's own value), else configured, else measured on this platform, else
  * the paper's. */
 void reply_b_cpu(struct reply *b, Pim__BandwidthProbe **at, const struct rpc_context *ctx, double requested);
+/* The same into m (initialised), its strings borrowed from ctx and constants. */
+void reply_b_cpu_fill(Pim__BandwidthProbe *m, const struct rpc_context *ctx, double requested);
 
 /* A response carrying only an Error. */
 Pim__Response *reply_error(uint64_t id, Pim__ErrorCode code, const char *fmt, ...) _printf_(3, 4);

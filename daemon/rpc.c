@@ -45,41 +45,71 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 	return reply_finish(&b);
 }
 
-static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req)
+/* Status's fields, their strings borrowed from ctx and constants. */
+static void status_fill(struct rpc_context *ctx, Pim__StatusReply *s, Pim__BandwidthProbe *probe)
 {
-	struct reply b;
-
-	Pim__StatusReply *s = reply_start(&b, req->id, PIM__RESPONSE__BODY_STATUS);
-	if (!s)
-		return reply_finish(&b);
-	s->server_version = reply_strdup(&b, PIMD_VERSION);
+	s->server_version = (char *)PIMD_VERSION;
 	s->protocol_version = PROTOCOL_VERSION;
 	s->uptime_ms = (now_ns() - ctx->started_ns) / 1000000;
 	s->models = ctx->models; /* (kept in memory: the loop does not query the store) */
 	s->clients = ctx->clients;
 	s->schema_version = store_schema_version(ctx->store);
-	s->database = reply_strdup(&b, store_path(ctx->store));
+	s->database = (char *)store_path(ctx->store);
 	s->requests = ctx->requests;
 	s->max_frame_bytes = ctx->max_frame_bytes;
 	s->pid = ctx->pid;
 	const struct platform *pf = ctx->platform;
-	s->platform = reply_strdup(&b, pf->id.name);
-	s->backend = reply_strdup(&b, pf->counters ? "counters" : "timing");
-	s->backend_reason = reply_strdup(&b, pf->backend_reason);
+	s->platform = (char *)pf->id.name;
+	s->backend = (char *)(pf->counters ? "counters" : "timing");
+	s->backend_reason = (char *)pf->backend_reason;
 	if (ctx->params->b_cpu > 0) {
 		s->b_cpu = ctx->params->b_cpu;
-		s->b_cpu_source = reply_strdup(&b, "configured");
+		s->b_cpu_source = (char *)"configured";
 	} else if (pf->id.b_cpu > 0) {
 		s->b_cpu = pf->id.b_cpu;
-		s->b_cpu_source = reply_strdup(&b, "measured");
+		s->b_cpu_source = (char *)"measured";
 	} else {
 		s->b_cpu = placement_params_default().b_cpu;
-		s->b_cpu_source = reply_strdup(&b, "default (the paper's host)");
+		s->b_cpu_source = (char *)"default (the paper's host)";
 	}
 	s->profile_jobs = profiler_active(ctx->profiler);
-	s->containment = reply_strdup(&b, profiler_containment(ctx->profiler));
-	reply_b_cpu(&b, &s->b_cpu_probe, ctx, 0);
-	return reply_finish(&b);
+	const char *containment = profiler_containment(ctx->profiler);
+	s->containment = (char *)(containment ? containment : "");
+	reply_b_cpu_fill(probe, ctx, 0);
+	s->b_cpu_probe = probe;
+}
+
+size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap)
+{
+	Pim__Response r = PIM__RESPONSE__INIT;
+	Pim__StatusReply s = PIM__STATUS_REPLY__INIT;
+	Pim__BandwidthProbe probe = PIM__BANDWIDTH_PROBE__INIT;
+
+	status_fill(ctx, &s, &probe);
+	r.id = id;
+	r.body_case = PIM__RESPONSE__BODY_STATUS;
+	r.status = &s;
+	size_t n = pim__response__get_packed_size(&r);
+	if (n <= cap)
+		pim__response__pack(&r, out);
+	return n;
+}
+
+/* The same, as a Response to free (one place builds a Status: rpc_status_pack). */
+static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req)
+{
+	uint8_t small[2048], *buf = small;
+	size_t n = rpc_status_pack(ctx, req->id, small, sizeof small);
+
+	if (n > sizeof small) {
+		if (!(buf = malloc(n)))
+			return NULL;
+		rpc_status_pack(ctx, req->id, buf, n);
+	}
+	Pim__Response *r = pim__response__unpack(NULL, n, buf);
+	if (buf != small)
+		free(buf);
+	return r;
 }
 
 /* ---------------------------------------------------------------- measuring B_cpu again */

@@ -55,6 +55,13 @@ int rpc_handle_packed(struct rpc_context *ctx, struct rpc_peer *peer, const Pim_
  */
 const char *rpc_request_model(const Pim__Request *req);
 
+/*
+ * The Status a connection that said Hello is answered with, packed as a Response of id into out
+ * when its size (returned) is at most cap: built on the stack, its strings borrowed, nothing
+ * allocated.  The transport answers Status with it; rpc_handle's answer is the same message.
+ */
+size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap);
+
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 

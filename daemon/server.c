@@ -354,6 +354,36 @@ static int conn_queue_kept(struct conn *c, uint64_t id, const uint8_t *body, siz
 	return 0;
 }
 
+/* Status (after Hello), the most frequent request: packed straight into the output buffer,
+ * nothing built or freed (rpc_status_pack). */
+static int conn_queue_status(struct conn *c, uint64_t id)
+{
+	struct rpc_context *ctx = c->server->ctx;
+	size_t room = 2048, n;
+	bool oom = false;
+	uint8_t *at;
+
+	ctx->requests++; /* (counted before it is answered, as rpc_handle counts) */
+	for (;;) {
+		if (!(at = outbuf_reserve(&c->out, FRAME_HEADER_BYTES + room))) {
+			conn_account(c);
+			return -ENOMEM;
+		}
+		n = rpc_status_pack(ctx, id, at + FRAME_HEADER_BYTES, room);
+		if (n <= room)
+			break;
+		room = n;
+	}
+	Pim__Response *instead = queue_refusal(c, id, n, &oom);
+	if (instead || oom)
+		return oom ? -ENOMEM : conn_queue(c, instead);
+	frame_put_header(at, (uint32_t)n);
+	c->out.len += FRAME_HEADER_BYTES + n;
+	conn_account(c);
+	c->unanswered++;
+	return 0;
+}
+
 /* Best effort: tell the peer why it is being dropped, then close after the send. */
 static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 {
@@ -544,6 +574,15 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 	struct rpc_deferred defer = { 0 };
 	const Pim__Request *req = d->req;
 	uint64_t id = req->id;
+	if (!d->bad_text && req->body_case == PIM__REQUEST__BODY_STATUS && c->peer.hello_done) {
+		closep(&c->peer.passed_fd);
+		decoded_free(d);
+		if (conn_queue_status(c, id) < 0) {
+			log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
+			c->closing = true;
+		}
+		return;
+	}
 	Pim__Response *resp = d->bad_text ? reply_error_from(id, &d->text_err)
 					  : rpc_handle(s->ctx, &c->peer, req, &after, &defer);
 	/* A descriptor the request did not take is not kept. */

@@ -420,6 +420,58 @@ START_TEST(session_and_models)
 }
 END_TEST
 
+/* Status packed on the stack (rpc_status_pack, the transport's) is rpc_handle's answer, and it
+ * allocates nothing: not one allocation is counted while it packs. */
+START_TEST(status_packed_without_allocation)
+{
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__StatusRequest status = PIM__STATUS_REQUEST__INIT;
+	struct rpc_peer peer = { .hello_done = true, .passed_fd = -1 };
+	enum rpc_after after;
+	uint8_t small[8], buf[4096], want[4096];
+
+	req.id = 300;
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &status;
+	/* too small: the size, nothing written */
+	memset(small, 0xa5, sizeof small);
+	size_t n = rpc_status_pack(&ctx, 300, small, sizeof small);
+	ck_assert_uint_gt(n, sizeof small);
+	ck_assert_uint_le(n, sizeof buf);
+	for (size_t i = 0; i < sizeof small; i++)
+		ck_assert_uint_eq(small[i], 0xa5);
+	/* the counters move between two answers (requests, uptime): rpc_handle's first, then
+	 * packed with the same counters */
+	Pim__Response *r = rpc_handle(&ctx, &peer, &req, &after, NULL);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->body_case, PIM__RESPONSE__BODY_STATUS);
+	ck_assert_str_eq(r->status->database, store_path(ctx.store));
+	ck_assert_ptr_nonnull(r->status->b_cpu_probe);
+	size_t wn = pim__response__get_packed_size(r);
+	ck_assert_uint_le(wn, sizeof want);
+	pim__response__pack(r, want);
+	uint64_t uptime = r->status->uptime_ms;
+	pim__response__free_unpacked(r, NULL);
+	arm(1);
+	n = rpc_status_pack(&ctx, 300, buf, sizeof buf);
+	disarm();
+	long counted = allocs;
+	ck_assert(!failed);
+	ck_assert_int_eq(counted, 0);
+	Pim__Response *got = pim__response__unpack(NULL, n, buf);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_uint_eq(got->id, 300);
+	ck_assert_uint_ge(got->status->uptime_ms, uptime);
+	got->status->uptime_ms = uptime; /* (time went on) */
+	size_t gn = pim__response__get_packed_size(got);
+	uint8_t again[4096];
+	ck_assert_uint_eq(gn, wn);
+	pim__response__pack(got, again);
+	ck_assert_mem_eq(again, want, wn);
+	pim__response__free_unpacked(got, NULL);
+}
+END_TEST
+
 /* A show packed as it is read (rpc_handle_packed) is the same bytes as rpc_handle's answer
  * packed, metrics included, with and without an id; under failing allocations it answers
  * whole or leaves the request to rpc_handle, never anything else. */
@@ -775,6 +827,7 @@ int main(void)
 	tcase_add_test(tc, session_and_models);
 	tcase_add_test(tc, model_remove);
 	tcase_add_test(tc, show_packed_as_read);
+	tcase_add_test(tc, status_packed_without_allocation);
 	tcase_add_test(tc, placement_import_decisions);
 	tcase_add_test(tc, jitq_quantize);
 	tcase_add_test(tc, in_situ_samples_and_profile_status);
