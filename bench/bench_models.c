@@ -195,7 +195,7 @@ int main(void)
 {
 	char dir[] = "/tmp/pimd-models-XXXXXX", path[64], fpath[64], cmd[96];
 	struct pim_error err = { 0 };
-	struct store *s;
+	struct store *s = NULL;
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st[FLOOR_STMTS] = { 0 };
 	Pim__Manifest *m = model();
