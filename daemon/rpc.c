@@ -62,21 +62,14 @@ static void status_fill(struct rpc_context *ctx, Pim__StatusReply *s, Pim__Bandw
 	s->platform = (char *)pf->id.name;
 	s->backend = (char *)(pf->counters ? "counters" : "timing");
 	s->backend_reason = (char *)pf->backend_reason;
-	if (ctx->params->b_cpu > 0) {
-		s->b_cpu = ctx->params->b_cpu;
-		s->b_cpu_source = (char *)"configured";
-	} else if (pf->id.b_cpu > 0) {
-		s->b_cpu = pf->id.b_cpu;
-		s->b_cpu_source = (char *)"measured";
-	} else {
-		s->b_cpu = placement_params_default().b_cpu;
-		s->b_cpu_source = (char *)"default (the paper's host)";
-	}
+	/* B_cpu as answers use it: configured, else measured, else the paper's (the probe's) */
+	reply_b_cpu_fill(probe, ctx, 0);
+	s->b_cpu_probe = probe;
+	s->b_cpu = probe->b_cpu;
+	s->b_cpu_source = probe->source;
 	s->profile_jobs = profiler_active(ctx->profiler);
 	const char *containment = profiler_containment(ctx->profiler);
 	s->containment = (char *)(containment ? containment : "");
-	reply_b_cpu_fill(probe, ctx, 0);
-	s->b_cpu_probe = probe;
 }
 
 size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap)

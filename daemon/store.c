@@ -45,7 +45,6 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_METRICS_DELETE] = "DELETE FROM metrics WHERE model_id = ?1",
 	[ST_REGIONS_DELETE] = "DELETE FROM regions WHERE model_id = ?1",
 	[ST_ALLOCS_DELETE] = "DELETE FROM allocations WHERE model_id = ?1",
-	/* (a model's operands and metrics go before its regions: sql/0011-rows-by-model.sql) */
 	[ST_OPERANDS_DELETE_SOME] = "DELETE FROM operands WHERE model_id = ?1 AND (region_id, idx) IN "
 				    "(SELECT region_id, idx FROM operands WHERE model_id = ?1 LIMIT ?2)",
 	[ST_METRICS_DELETE_SOME] = "DELETE FROM metrics WHERE model_id = ?1 AND (platform_id, region_id) IN "
@@ -438,12 +437,7 @@ void store_reserve_release(struct store *s)
 
 bool store_reserve_held(struct store *s) { return s->reserve_held; }
 
-/*
- * SQLite calls this after each commit of a connection, once the commit is done and the write
- * lock given back: the change is visible to every reader from here on, so a count taken after
- * it (store_changes) is never older than what a reader reads.  It stands in for SQLite's own
- * automatic checkpoint, which it replaces: the same passive checkpoint at the same size.
- */
+/* The counter of model name's commits (store_model_changes). */
 static unsigned model_slot(const char *name)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
@@ -453,6 +447,12 @@ static unsigned model_slot(const char *name)
 	return h % STORE_MODEL_SLOTS;
 }
 
+/*
+ * SQLite calls this after each commit of a connection, once the commit is done and the write
+ * lock given back: the change is visible to every reader from here on, so a count taken after
+ * it (store_changes) is never older than what a reader reads.  It stands in for SQLite's own
+ * automatic checkpoint, which it replaces: the same passive checkpoint at the same size.
+ */
 static int wal_committed(void *data, sqlite3 *db, const char *name, int frames)
 {
 	struct store *s = data;
