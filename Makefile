@@ -110,7 +110,7 @@ $(B)/pimd-worker: $(B)/obj/daemon/pimd_worker.o $(CORE_LIBS)
 # The manifest reader (common/manifest.c, with util.c and sys.c) parses and validates the JSON
 # form for pim_model_load_json, as pimctl and pimd do.
 CLIENT_OBJ := $(B)/obj/client/pimclient.o $(B)/obj/client/pimclient_typed.o $(B)/obj/client/pimclient_model.o \
-	$(B)/obj/client/pimclient_mx.o $(B)/obj/common/frame.o $(B)/obj/common/manifest.o $(B)/obj/common/util.o \
+	$(B)/obj/client/pimclient_mx.o $(B)/obj/common/frame.o $(B)/obj/common/wire.o $(B)/obj/common/manifest.o $(B)/obj/common/util.o \
 	$(B)/obj/common/sys.o $(B)/obj/gen/pim.pb-c.o
 LIBS_CLIENT := $(shell pkg-config --libs libprotobuf-c json-c 2>/dev/null) -lpthread
 
@@ -244,7 +244,7 @@ check-units: $(B)/pimd $(B)/units/pimd.service $(B)/units/pimd.socket
 
 # The pure modules (README.md, Layout): the engines pimd wires to sockets and SQLite, and util.
 # check-purity holds them to it (tests/purity.sh), and checks that the check refuses a shell.
-PURE_MODULES := common/util common/strbuf common/svg common/sha256 client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_avx2 daemon/mx_avx512 daemon/mx_ocp \
+PURE_MODULES := common/util common/wire common/strbuf common/svg common/sha256 client/chart daemon/placement daemon/calibrate daemon/metrics daemon/mx daemon/mx_avx2 daemon/mx_avx512 daemon/mx_ocp \
 	daemon/placement_reason daemon/placement_units daemon/placement_movement daemon/pimsim daemon/pimsim_stream daemon/pimsim_exec daemon/jitq daemon/jitq_paper daemon/perfcsv daemon/events daemon/bandwidth daemon/answers
 PURE_OBJ := $(patsubst %,$(B)/obj/%.o,$(PURE_MODULES))
 

@@ -17,7 +17,9 @@
  *      alike); p50/p99 of per-request CLOCK_MONOTONIC timings and the ratio pimd/echo, against
  *      the goals p50 <= 1.2x and p99 <= 1.5x;
  *   4. throughput: 8 client processes, each with its own connection, for a fixed duration,
- *      against pimd and against the echo server (alternating); goal pimd >= 0.95x echo;
+ *      against pimd and against the echo server (alternating); goal pimd >= 0.95x echo; with the
+ *      CPU time each side spent on a request (the server's from /proc, in clock ticks; the
+ *      clients' from getrusage), user and system apart;
  *   5. the mixed workload of a shared service: 64 client processes cycling through status, list,
  *      show, placement and decisions of a 30-region model, a JIT-Q plan and loading and removing
  *      a model of their own; requests/s, p50 and p99 overall (goal p99 <= 20 ms), of the reads
@@ -45,6 +47,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -695,9 +698,20 @@ out:
 
 struct tput_msg {
 	uint64_t count, elapsed_ns;
+	uint64_t user_ns, sys_ns; /* the client's CPU time while it asked */
 	int32_t ok;
 	int32_t pad;
 };
+
+/* This process's CPU time so far, user and system, in ns. */
+static void self_cpu_ns(uint64_t *user, uint64_t *sys)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	*user = (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u;
+	*sys = (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
+}
 
 /*
  * A crowd of client processes released at once: start(i) runs in child i (and must not return)
@@ -776,8 +790,9 @@ static int crowd_wait(const pid_t *pids, int n)
 static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, int start_r, int res_w,
 						 uint64_t dur_ns)
 {
-	struct tput_msg m = { 0, 0, 0, 0 };
+	struct tput_msg m = { 0 };
 	struct client c;
+	uint64_t u0, s0;
 	char b = 1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -793,6 +808,7 @@ static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, in
 	while (read(start_r, &b, 1) < 0 && errno == EINTR)  /* EOF: go */
 		;
 	uint64_t t0 = now_ns(), t = t0, end = t0 + dur_ns;
+	self_cpu_ns(&u0, &s0);
 	m.ok = 1;
 	while (t < end) {
 		if (client_query(&c) < 0) {
@@ -803,6 +819,9 @@ static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, in
 		t = now_ns();
 	}
 	m.elapsed_ns = t - t0;
+	self_cpu_ns(&m.user_ns, &m.sys_ns);
+	m.user_ns -= u0;
+	m.sys_ns -= s0;
 	client_close(&c);
 	if (write(res_w, &m, sizeof m) != (ssize_t)sizeof m)
 		_exit(1);
@@ -823,9 +842,48 @@ static void tput_start(int i, void *arg, int ready_w, int start_r)
 	tput_child(a->kind, ready_w, start_r, a->res_w, a->dur_ns);
 }
 
-/* Runs N_CLIENTS processes against one server; *rps is the sum of their request rates. */
-static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
+/* CPU seconds process pid has used so far in user and system time (utime, stime of
+ * /proc/PID/stat); -1 when they cannot be read. */
+static int proc_cpu_s(pid_t pid, double *user, double *sys)
 {
+	char path[64], buf[1024];
+	unsigned long ut, st;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	*user = (double)ut / (double)sysconf(_SC_CLK_TCK);
+	*sys = (double)st / (double)sysconf(_SC_CLK_TCK);
+	return 0;
+}
+
+/* CPU seconds pimd has used so far, or -1. */
+static double pimd_cpu_s(void)
+{
+	double u, k;
+	return proc_cpu_s(pimd_pid, &u, &k) < 0 ? -1 : u + k;
+}
+
+/* What one throughput run measured: the sum of the clients' request rates, the requests, and
+ * the server's CPU seconds in user and system time meanwhile (negative: not read). */
+struct tput {
+	double rps, requests, user_s, sys_s;
+	double client_user_s, client_sys_s; /* the clients' together */
+};
+
+/* Runs N_CLIENTS processes against one server. */
+static int measure_tput(enum kind kind, uint64_t dur_ns, struct tput *t)
+{
+	pid_t server = kind == K_PIMD ? pimd_pid : echo_pid;
+	double u0 = 0, k0 = 0, u1 = 0, k1 = 0;
+	int cpu = proc_cpu_s(server, &u0, &k0);
 	int res[2];
 	pid_t pids[N_CLIENTS];
 	int n, ret = 0;
@@ -839,7 +897,7 @@ static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
 	if (n < N_CLIENTS)
 		ret = -1;
 
-	double total = 0;
+	double total = 0, requests = 0, cu = 0, cs = 0;
 	int reported = 0;
 	struct tput_msg m;
 	for (;;) {
@@ -853,7 +911,12 @@ static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
 			ret = -1;
 		else if (m.elapsed_ns)
 			total += (double)m.count * 1e9 / (double)m.elapsed_ns;
+		requests += (double)m.count;
+		cu += (double)m.user_ns / 1e9;
+		cs += (double)m.sys_ns / 1e9;
 	}
+	if (cpu == 0)
+		cpu = proc_cpu_s(server, &u1, &k1);
 	if (crowd_wait(pids, n < 0 ? 0 : n) < 0)
 		ret = -1;
 	close(res[0]);
@@ -861,7 +924,7 @@ static int measure_tput(enum kind kind, uint64_t dur_ns, double *rps)
 		ret = fail("%d of %d throughput clients reported", reported, N_CLIENTS);
 	if (ret < 0)
 		return fail("throughput run against the %s failed", kind == K_PIMD ? "pimd" : "echo server");
-	*rps = total;
+	*t = (struct tput){ total, requests, cpu == 0 ? u1 - u0 : -1, cpu == 0 ? k1 - k0 : -1, cu, cs };
 	return 0;
 }
 
@@ -1078,24 +1141,6 @@ static __attribute__((noreturn)) void mix_child(int idx, void *arg, int ready_w,
 	_exit(slot->ok ? 0 : 1);
 }
 
-/* CPU seconds pimd has used so far (utime + stime of /proc/PID/stat), or -1. */
-static double pimd_cpu_s(void)
-{
-	char path[64], buf[1024];
-	unsigned long ut, st;
-
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pimd_pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return -1;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')'); /* the command may hold spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
 
 static int cmp_u32(const void *a, const void *b)
 {
@@ -1269,18 +1314,34 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 	printf("throughput: %d client processes x %.2f s, %u round%s alternating pimd/echo\n",
 	       N_CLIENTS, (double)pp->tput_ns / 1e9, pp->tput_rounds, pp->tput_rounds == 1 ? "" : "s");
 	fflush(stdout);
-	double sum[2] = { 0, 0 };
+	double sum[2] = { 0, 0 }, reqs[2] = { 0, 0 }, user[2] = { 0, 0 }, sys[2] = { 0, 0 };
+	double cuser[2] = { 0, 0 }, csys[2] = { 0, 0 };
+	bool cpu_read = true;
 	for (unsigned r = 0; r < pp->tput_rounds; r++) {
 		for (int j = 0; j < 2; j++) {
 			enum kind k = (enum kind)((r + (unsigned)j) % 2);
-			double rps = 0;
-			if (measure_tput(k, pp->tput_ns, &rps) < 0)
+			struct tput t = { 0, 0, -1, -1, 0, 0 };
+			if (measure_tput(k, pp->tput_ns, &t) < 0)
 				return -1;
-			sum[k] += rps;
+			sum[k] += t.rps;
+			reqs[k] += t.requests;
+			user[k] += t.user_s;
+			sys[k] += t.sys_s;
+			cuser[k] += t.client_user_s;
+			csys[k] += t.client_sys_s;
+			cpu_read = cpu_read && t.user_s >= 0;
 		}
 	}
-	for (int k = 0; k < 2; k++)
-		printf("  %-18s %10.0f requests/s\n", kind_name[k], sum[k] / pp->tput_rounds);
+	for (int k = 0; k < 2; k++) {
+		printf("  %-18s %10.0f requests/s", kind_name[k], sum[k] / pp->tput_rounds);
+		/* what the server spent on each (clock ticks: coarse on short runs) */
+		printf("\n");
+		if (cpu_read && reqs[k] > 0)
+			printf("  %-18s CPU a request: server %.2f us (user %.2f, system %.2f), client %.2f us "
+			       "(user %.2f, system %.2f)\n", "", (user[k] + sys[k]) * 1e6 / reqs[k],
+			       user[k] * 1e6 / reqs[k], sys[k] * 1e6 / reqs[k], (cuser[k] + csys[k]) * 1e6 / reqs[k],
+			       cuser[k] * 1e6 / reqs[k], csys[k] * 1e6 / reqs[k]);
+	}
 	double tr = sum[K_PIMD] / sum[K_ECHO];
 	bool tmet = goal("8-client throughput, pimd/echo", tr, false, 0.95, "x");
 	printf("  %-18s %10.2fx (goal >= 0.95x: %s)\n", "ratio pimd/echo", tr, tmet ? "met" : "missed");

@@ -3,6 +3,7 @@
 #include "pim.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "wire.h"
 #include "pim.pb-c.h"
 #include "pim_hooks.h"
 #include "pimclient_priv.h"
@@ -79,28 +81,13 @@ static void drop_connection(pim_client *c)
 	c->fd = -1;
 }
 
-/* Sends req (with pass_fd when >= 0, its id set here) and receives its response's bytes (*rbuf,
- * to free); on transport failure the connection is dropped. */
-static int exchange(pim_client *c, Pim__Request *req, int pass_fd, uint8_t **rbuf, uint32_t *rlen)
+/* Sends the request buf (n bytes, with pass_fd when >= 0) and receives its response's bytes
+ * (*rbuf, to free); on transport failure the connection is dropped. */
+static int exchange_bytes(pim_client *c, const uint8_t *buf, size_t n, int pass_fd, uint8_t **rbuf,
+			  uint32_t *rlen)
 {
-	uint8_t small[512], *buf;
-	size_t n;
-	int r;
+	int r = pass_fd >= 0 ? frame_send_fd(c->fd, buf, (uint32_t)n, pass_fd) : frame_send(c->fd, buf, (uint32_t)n);
 
-	if (c->fd < 0)
-		return pimclient_fail(c, -ENOTCONN, "not connected to pimd");
-	req->id = c->next_id++;
-	n = pim__request__get_packed_size(req);
-	if (n > c->max_frame)
-		return pimclient_fail(c, -EMSGSIZE, "request of %zu bytes exceeds the daemon's frame limit of %u "
-			    "bytes", n, c->max_frame);
-	buf = n <= sizeof small ? small : malloc(n);
-	if (!buf)
-		return pimclient_fail(c, -ENOMEM, "out of memory");
-	pim__request__pack(req, buf);
-	r = pass_fd >= 0 ? frame_send_fd(c->fd, buf, (uint32_t)n, pass_fd) : frame_send(c->fd, buf, (uint32_t)n);
-	if (buf != small)
-		free(buf);
 	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
 		drop_connection(c);
 		return pimclient_fail(c, r, "sending to pimd at %s: %s", c->path, strerror(-r));
@@ -124,6 +111,30 @@ static int exchange(pim_client *c, Pim__Request *req, int pass_fd, uint8_t **rbu
 	return 0;
 }
 
+/* As exchange_bytes, for req (its id set here). */
+static int exchange(pim_client *c, Pim__Request *req, int pass_fd, uint8_t **rbuf, uint32_t *rlen)
+{
+	uint8_t small[512], *buf;
+	size_t n;
+	int r;
+
+	if (c->fd < 0)
+		return pimclient_fail(c, -ENOTCONN, "not connected to pimd");
+	req->id = c->next_id++;
+	n = pim__request__get_packed_size(req);
+	if (n > c->max_frame)
+		return pimclient_fail(c, -EMSGSIZE, "request of %zu bytes exceeds the daemon's frame limit of %u "
+			    "bytes", n, c->max_frame);
+	buf = n <= sizeof small ? small : malloc(n);
+	if (!buf)
+		return pimclient_fail(c, -ENOMEM, "out of memory");
+	pim__request__pack(req, buf);
+	r = exchange_bytes(c, buf, n, pass_fd, rbuf, rlen);
+	if (buf != small)
+		free(buf);
+	return r;
+}
+
 /* An answer with another id than request id's (0: an answer to no request, such as a refusal
  * before the connection is dropped). */
 static int id_mismatch(pim_client *c, uint64_t want, uint64_t got)
@@ -133,49 +144,34 @@ static int id_mismatch(pim_client *c, uint64_t want, uint64_t got)
 			      (unsigned long long)got);
 }
 
-/* As exchange, the response unpacked into *out with allocator al (NULL: malloc's). */
-static int roundtrip_fd(pim_client *c, Pim__Request *req, int pass_fd, ProtobufCAllocator *al,
-			Pim__Response **out)
+/* The answer in rbuf (rlen bytes, freed here) to request id, unpacked into *out: an Error
+ * becomes a failure with its message, another body or id is refused. */
+static int answer_from(pim_client *c, uint64_t id, Pim__Response__BodyCase want, uint8_t *rbuf, uint32_t rlen,
+		       Pim__Response **out)
 {
-	uint8_t *rbuf;
-	uint32_t rlen;
-	int r = exchange(c, req, pass_fd, &rbuf, &rlen);
+	Pim__Response *resp = pim__response__unpack(NULL, rlen, rbuf);
+	int r;
 
-	if (r < 0)
-		return r;
-	*out = pim__response__unpack(al, rlen, rbuf);
 	free(rbuf);
-	if (!*out) {
+	if (!resp) {
 		drop_connection(c);
 		return pimclient_fail(c, -EBADMSG, "pimd sent a response that does not decode");
 	}
-	if ((*out)->id != req->id && (*out)->id != 0) {
-		uint64_t got = (*out)->id;
-		pim__response__free_unpacked(*out, al);
-		return id_mismatch(c, req->id, got);
+	if (resp->id != id && resp->id != 0) {
+		uint64_t got = resp->id;
+		pim__response__free_unpacked(resp, NULL);
+		return id_mismatch(c, id, got);
 	}
-	return 0;
-}
-
-/* As pimclient_call_fd, the response unpacked with al (freed with it). */
-static int call_with(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
-		     ProtobufCAllocator *al, Pim__Response **out)
-{
-	Pim__Response *resp;
-	int r = roundtrip_fd(c, req, pass_fd, al, &resp);
-
-	if (r < 0)
-		return r;
 	if (resp->body_case == PIM__RESPONSE__BODY_ERROR) {
 		r = errno_from_code(resp->error->code);
 		pimclient_fail(c, r, "%s", resp->error->message);
 		c->remote = (int)resp->error->code ? (int)resp->error->code : PIM_REMOTE_INTERNAL;
-		pim__response__free_unpacked(resp, al);
+		pim__response__free_unpacked(resp, NULL);
 		return r;
 	}
 	if (resp->body_case != want) {
 		int got = (int)resp->body_case;
-		pim__response__free_unpacked(resp, al);
+		pim__response__free_unpacked(resp, NULL);
 		return pimclient_fail(c, -EBADMSG, "pimd answered with an unexpected message (%d)", got);
 	}
 	*out = resp;
@@ -188,44 +184,11 @@ static int call_with(pim_client *c, Pim__Request *req, int pass_fd, Pim__Respons
 int pimclient_call_fd(pim_client *c, Pim__Request *req, int pass_fd, Pim__Response__BodyCase want,
 		      Pim__Response **out)
 {
-	return call_with(c, req, pass_fd, want, NULL, out);
-}
+	uint8_t *rbuf;
+	uint32_t rlen;
+	int r = exchange(c, req, pass_fd, &rbuf, &rlen);
 
-/*
- * An answer read and dropped within one call (Status's) is unpacked into a buffer on the stack:
- * its strings and messages cost no malloc and free each.  What does not fit is malloc'd.
- */
-struct arena {
-	ProtobufCAllocator al;
-	size_t used;
-	_Alignas(16) uint8_t buf[4096];
-};
-
-static void *arena_alloc(void *data, size_t n)
-{
-	struct arena *a = data;
-	size_t need = (n + 15) & ~(size_t)15;
-
-	if (need >= n && need <= sizeof a->buf - a->used) {
-		void *p = a->buf + a->used;
-		a->used += need;
-		return p;
-	}
-	return malloc(n ? n : 1);
-}
-
-static void arena_free(void *data, void *p)
-{
-	struct arena *a = data;
-
-	if (p && ((uint8_t *)p < a->buf || (uint8_t *)p >= a->buf + sizeof a->buf))
-		free(p);
-}
-
-static void arena_init(struct arena *a)
-{
-	a->used = 0;
-	a->al = (ProtobufCAllocator){ .alloc = arena_alloc, .free = arena_free, .allocator_data = a };
+	return r < 0 ? r : answer_from(c, req->id, want, rbuf, rlen, out);
 }
 
 int pimclient_call(pim_client *c, Pim__Request *req, Pim__Response__BodyCase want, Pim__Response **out)
@@ -324,52 +287,91 @@ void pimclient_info_from_wire(struct pim_model_info *info, const Pim__ModelSumma
 	info->allocation_bytes = s->allocation_bytes;
 }
 
-static void status_from(struct pim_status *st, const Pim__StatusReply *s)
-{
-	memset(st, 0, sizeof *st);
-	pimclient_copy_str(st->server_version, sizeof st->server_version, s->server_version);
-	pimclient_copy_str(st->database, sizeof st->database, s->database);
-	st->protocol_version = s->protocol_version;
-	st->uptime_ms = s->uptime_ms;
-	st->models = s->models;
-	st->clients = s->clients;
-	st->schema_version = s->schema_version;
-	st->requests = s->requests;
-	st->max_frame_bytes = s->max_frame_bytes;
-	st->pid = s->pid;
-	pimclient_copy_str(st->platform, sizeof st->platform, s->platform);
-	pimclient_copy_str(st->backend, sizeof st->backend, s->backend);
-	pimclient_copy_str(st->backend_reason, sizeof st->backend_reason, s->backend_reason);
-	pimclient_copy_str(st->b_cpu_source, sizeof st->b_cpu_source, s->b_cpu_source);
-	st->b_cpu = s->b_cpu;
-	st->profile_jobs = s->profile_jobs;
-	pimclient_copy_str(st->containment, sizeof st->containment, s->containment);
-}
+/* Status's fields read on the wire into struct pim_status (wire.h): its answer, the largest
+ * of the frequent ones, costs no protobuf-c unpacking and no copy of its strings but one. */
+#define STATUS_STR(num, f) { num, WIRE_SLOT_STRING, offsetof(struct pim_status, f), sizeof(((struct pim_status *)0)->f) }
+#define STATUS_NUM(num, kind, f) { num, kind, offsetof(struct pim_status, f), 0 }
+_Static_assert(sizeof(unsigned) == sizeof(uint32_t), "struct pim_status's unsigned fields are uint32");
+static const struct wire_slot status_slots[] = {
+	STATUS_STR(1, server_version),
+	STATUS_NUM(2, WIRE_SLOT_U32, protocol_version),
+	STATUS_NUM(3, WIRE_SLOT_U64, uptime_ms),
+	STATUS_NUM(4, WIRE_SLOT_U32, models),
+	STATUS_NUM(5, WIRE_SLOT_U32, clients),
+	STATUS_NUM(6, WIRE_SLOT_U32, schema_version),
+	STATUS_STR(7, database),
+	STATUS_NUM(8, WIRE_SLOT_U64, requests),
+	STATUS_NUM(9, WIRE_SLOT_U32, max_frame_bytes),
+	STATUS_NUM(10, WIRE_SLOT_U32, pid),
+	STATUS_STR(11, platform),
+	STATUS_STR(12, backend),
+	STATUS_STR(13, backend_reason),
+	STATUS_NUM(14, WIRE_SLOT_DOUBLE, b_cpu),
+	STATUS_STR(15, b_cpu_source),
+	STATUS_NUM(16, WIRE_SLOT_U32, profile_jobs),
+	STATUS_STR(17, containment),
+};
 
-/* The Status round trip (c->lock held), unpacked with al. */
-static int status_call(pim_client *c, ProtobufCAllocator *al, Pim__Response **resp)
+/* The body of a Status answer to request id (rbuf, rlen bytes) when it is one; false for
+ * anything else (an Error, another body or id, bytes that do not decode), which answer_from
+ * then describes. */
+static bool status_body(const uint8_t *rbuf, size_t rlen, uint64_t id, const uint8_t **body, size_t *n)
 {
-	Pim__Request req = PIM__REQUEST__INIT;
-	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
+	struct wire_field f;
+	size_t i = 0;
+	uint64_t got = 0;
+	uint32_t which = 0;
+	int r;
 
-	req.body_case = PIM__REQUEST__BODY_STATUS;
-	req.status = &body;
-	return call_with(c, &req, -1, PIM__RESPONSE__BODY_STATUS, al, resp);
+	while ((r = wire_next(rbuf, rlen, &i, &f)) > 0) {
+		const ProtobufCFieldDescriptor *d =
+			protobuf_c_message_descriptor_get_field(&pim__response__descriptor, f.number);
+		if (f.number == 1 && f.type == WIRE_VARINT) {
+			got = f.v;
+		} else if (d && (d->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) {
+			which = f.number; /* (the last body is the one) */
+			*body = f.p;
+			*n = f.len;
+			if (f.type != WIRE_LEN)
+				return false;
+		}
+	}
+	return r == 0 && (got == id || got == 0) && which == PIM__RESPONSE__BODY_STATUS;
 }
 
 int pim_status(pim_client *c, struct pim_status *st)
 {
-	struct arena a;
+	uint8_t req[16], *rbuf;
 	Pim__Response *resp;
+	const uint8_t *sb = NULL;
+	uint32_t rlen;
+	size_t sn = 0;
 	int r;
 
-	arena_init(&a);
 	pthread_mutex_lock(&c->lock);
-	r = status_call(c, &a.al, &resp);
-	if (r == 0) {
-		status_from(st, resp->status);
-		pim__response__free_unpacked(resp, &a.al);
+	if (c->fd < 0) {
+		r = pimclient_fail(c, -ENOTCONN, "not connected to pimd");
+		goto out;
 	}
+	/* Request{id, status: StatusRequest{}} (wire.h) */
+	uint64_t id = c->next_id++;
+	size_t n = wire_put_uint(req, 1, id);
+	n += wire_put_len(req + n, PIM__REQUEST__BODY_STATUS, 0);
+	if ((r = exchange_bytes(c, req, n, -1, &rbuf, &rlen)) < 0)
+		goto out;
+	memset(st, 0, sizeof *st);
+	if (status_body(rbuf, rlen, id, &sb, &sn) &&
+	    wire_read(sb, sn, status_slots, sizeof status_slots / sizeof *status_slots, st) == 0) {
+		free(rbuf);
+		c->error[0] = 0;
+		c->remote = PIM_REMOTE_NONE;
+	} else if ((r = answer_from(c, id, PIM__RESPONSE__BODY_STATUS, rbuf, rlen, &resp)) == 0) {
+		/* (protobuf-c took what the wire reading did not) */
+		pim__response__free_unpacked(resp, NULL);
+		drop_connection(c);
+		r = pimclient_fail(c, -EBADMSG, "pimd sent a Status answer that does not decode");
+	}
+out:
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -381,7 +383,11 @@ int pim_status_get(pim_client *c, struct pim_daemon_status **out)
 
 	*out = NULL;
 	pthread_mutex_lock(&c->lock);
-	r = status_call(c, NULL, &resp); /* (kept by the caller: malloc's) */
+	Pim__Request req = PIM__REQUEST__INIT;
+	Pim__StatusRequest body = PIM__STATUS_REQUEST__INIT;
+	req.body_case = PIM__REQUEST__BODY_STATUS;
+	req.status = &body;
+	r = pimclient_call(c, &req, PIM__RESPONSE__BODY_STATUS, &resp); /* (kept by the caller) */
 	if (r == 0) {
 		struct pim_daemon_status *d = calloc(1, sizeof *d);
 		if (!d) {
@@ -527,57 +533,19 @@ int pim_model_remove(pim_client *c, const char *name)
 	return r;
 }
 
-/* The varint at p[*i] (of n bytes) into *v; false when it is cut off. */
-static bool wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
-{
-	*v = 0;
-	for (unsigned k = 0; k < 10 && *i < n; k++) {
-		uint8_t b = p[(*i)++];
-		*v |= (uint64_t)(b & 0x7f) << (7 * k);
-		if (!(b & 0x80))
-			return true;
-	}
-	return false;
-}
-
 /* The id (field 1) of a serialized Response, its top-level fields checked whole (the caller
  * decodes the rest); false when they are not. */
 static bool response_id(const uint8_t *p, size_t n, uint64_t *id)
 {
+	struct wire_field f;
 	size_t i = 0;
-	uint64_t tag, v;
+	int r;
 
 	*id = 0;
-	while (i < n) {
-		if (!wire_varint(p, n, &i, &tag) || tag >> 3 == 0)
-			return false;
-		switch (tag & 7) {
-		case 0: /* varint */
-			if (!wire_varint(p, n, &i, &v))
-				return false;
-			if (tag >> 3 == 1)
-				*id = v;
-			break;
-		case 1: /* 64-bit */
-			if (n - i < 8)
-				return false;
-			i += 8;
-			break;
-		case 2: /* length-delimited */
-			if (!wire_varint(p, n, &i, &v) || v > n - i)
-				return false;
-			i += (size_t)v;
-			break;
-		case 5: /* 32-bit */
-			if (n - i < 4)
-				return false;
-			i += 4;
-			break;
-		default:
-			return false;
-		}
-	}
-	return true;
+	while ((r = wire_next(p, n, &i, &f)) > 0)
+		if (f.number == 1 && f.type == WIRE_VARINT)
+			*id = f.v;
+	return r == 0;
 }
 
 int pim_call(pim_client *c, const void *request, size_t len, void **response, size_t *response_len)

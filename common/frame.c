@@ -15,18 +15,6 @@ void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len)
 	hdr[3] = (uint8_t)len;
 }
 
-size_t frame_put_varint(uint8_t *out, uint64_t v)
-{
-	size_t n = 0;
-	do {
-		if (out)
-			out[n] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		n++;
-		v >>= 7;
-	} while (v);
-	return n;
-}
-
 uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES])
 {
 	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
@@ -156,17 +144,21 @@ int frame_reader_read(struct frame_reader *r, int fd)
 			return -EMSGSIZE;
 		r->got = 0;
 		if (r->len == 0) {
-			r->buf = malloc(1);
+			if (!r->buf)
+				r->buf = malloc(1);
 			return r->buf ? 1 : -ENOMEM;
 		}
 	}
-	if (r->got == r->cap) {
+	/* (a buffer kept from the frame before may be larger than this one) */
+	uint32_t room = r->cap < r->len ? r->cap : r->len;
+	if (r->got == room) {
 		/* The buffer follows the bytes that came, not the length announced. */
 		int k = frame_reader_grow(r);
 		if (k < 0)
 			return k;
+		room = r->cap;
 	}
-	n = read_fds(r, fd, r->buf + r->got, r->cap - r->got);
+	n = read_fds(r, fd, r->buf + r->got, room - r->got);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 	if (n == 0)
@@ -187,6 +179,28 @@ uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len, int *fd)
 	r->buf = NULL;
 	frame_reader_next(r);
 	return p;
+}
+
+const uint8_t *frame_reader_peek(const struct frame_reader *r, uint32_t *len)
+{
+	*len = r->len;
+	return r->buf;
+}
+
+void frame_reader_done(struct frame_reader *r)
+{
+	uint8_t *b = r->buf;
+	uint32_t cap = r->cap;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	frame_reader_next(r);
+	if (cap <= FRAME_READER_KEEP) {
+		r->buf = b;
+		r->cap = cap;
+	} else {
+		free(b);
+	}
 }
 
 static int send_all(int fd, const uint8_t *p, size_t len)

@@ -61,12 +61,20 @@ int frame_reader_read(struct frame_reader *r, int fd);
  * carrying more than one has extra_fds > 0 before it is taken. */
 uint8_t *frame_reader_take(struct frame_reader *r, uint32_t *len, int *fd);
 
+/*
+ * The completed payload (len bytes), left in the reader: frame_reader_done() then drops it (and
+ * the descriptor that came with it) and readies the reader for the next frame, keeping a buffer
+ * of at most FRAME_READER_KEEP bytes for it, so that small frames answered in place cost no
+ * allocation each.
+ */
+#define FRAME_READER_KEEP 512u
+const uint8_t *frame_reader_peek(const struct frame_reader *r, uint32_t *len);
+void frame_reader_done(struct frame_reader *r);
+
 /* True if the reader holds part of a frame. */
 int frame_reader_partial(const struct frame_reader *r);
 
 void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len);
-/* Writes v as a protobuf varint at out (NULL: only counts); returns its bytes (1 to 10). */
-size_t frame_put_varint(uint8_t *out, uint64_t v);
 uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_BYTES]);
 
 /* Blocking helpers (for clients): write/read a whole frame, retrying on EINTR and partial I/O.

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire.h"
+
 /* The tag of field 1 as a varint (Request.id and Response.id). */
 #define ID_TAG 0x08u
 
@@ -30,25 +32,15 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n)
 	return h;
 }
 
-/* The length of the varint at p (at most n bytes), 0 when it is not a whole one. */
-static size_t varint_len(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n && i < 10; i++)
-		if (!(p[i] & 0x80))
-			return i + 1;
-	return 0;
-}
-
 /* The bytes of a message after its leading id field; false when the id is not a whole varint. */
 static bool skip_id(const uint8_t *p, size_t n, const uint8_t **rest, size_t *rn)
 {
+	struct wire_field f;
 	size_t k = 0;
 
 	if (n && p[0] == ID_TAG) {
-		k = varint_len(p + 1, n - 1);
-		if (!k)
+		if (wire_next(p, n, &k, &f) <= 0)
 			return false;
-		k++;
 	}
 	*rest = p + k;
 	*rn = n - k;
@@ -166,28 +158,12 @@ bool answers_put(struct answers *a, const uint8_t *key, size_t klen, uint64_t as
 
 size_t answers_size(uint64_t id, size_t n)
 {
-	size_t k = 0;
-
-	if (id) {
-		k = 2;
-		while (id >= 0x80) {
-			id >>= 7;
-			k++;
-		}
-	}
-	return k + n;
+	return wire_put_uint(NULL, 1, id) + n; /* (an id of 0 is not written) */
 }
 
 void answers_write(uint8_t *out, uint64_t id, const uint8_t *body, size_t n)
 {
-	if (id) {
-		*out++ = ID_TAG;
-		while (id >= 0x80) {
-			*out++ = (uint8_t)(id | 0x80);
-			id >>= 7;
-		}
-		*out++ = (uint8_t)id;
-	}
+	out += wire_put_uint(out, 1, id);
 	memcpy(out, body, n);
 }
 

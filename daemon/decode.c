@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "frame.h"
+#include "wire.h"
 #include "manifest.h"
 
 /* Messages nest at most this deep in pim.proto (Request > ModelLoad > Manifest > Region >
@@ -27,64 +28,50 @@ const size_t decode_request_limits_n = ELEMENTSOF(decode_request_limits);
 
 static size_t cost(size_t n) { return n + DECODE_HEADER; }
 
-static int read_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (*pos >= len)
-			return -EBADMSG;
-		uint8_t b = p[(*pos)++];
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-/* A field on the wire: its number and wire type, where it starts, and its value: n (a varint's
- * value, or a length-delimited field's length) and where the value's bytes start. */
-struct wire_field {
+/* A field on the wire (wire.h): where it starts, its tag, and its value: n (a varint's value, or
+ * a length-delimited field's length) and where a length-delimited value's bytes start. */
+struct field_at {
 	uint64_t tag, n;
 	unsigned wt;
 	size_t start, vstart;
 };
 
-/* Reads the field at *pos (advanced past it): -EBADMSG for a bad tag (field 0, or above 2^32),
- * -EPROTO for a truncated or unsupported (group) value. */
-static int next_field(const uint8_t *p, size_t len, size_t *pos, struct wire_field *f)
+/* Reads the field at *pos (advanced past it): -EBADMSG for a bad tag, -EPROTO for a truncated
+ * or unsupported (group) value. */
+static int next_field(const uint8_t *p, size_t len, size_t *pos, struct field_at *f)
 {
+	struct wire_field w;
 	int r;
 
-	f->start = *pos;
+	f->start = f->vstart = *pos;
 	f->n = 0;
-	if (read_varint(p, len, pos, &f->tag) < 0 || f->tag >> 3 == 0 || f->tag >> 3 > UINT32_MAX)
-		return -EBADMSG;
-	f->wt = (unsigned)(f->tag & 7);
-	f->vstart = *pos;
-	switch (f->wt) {
-	case 0:
-		r = read_varint(p, len, pos, &f->n);
-		break;
-	case 1:
-		r = len - *pos >= 8 ? (*pos += 8, 0) : -EBADMSG;
-		break;
-	case 5:
-		r = len - *pos >= 4 ? (*pos += 4, 0) : -EBADMSG;
-		break;
-	case 2:
-		r = read_varint(p, len, pos, &f->n);
-		if (r == 0 && f->n > len - *pos)
-			r = -EBADMSG;
-		f->vstart = *pos;
-		if (r == 0)
-			*pos += (size_t)f->n;
-		break;
-	default:
-		r = -EBADMSG;
+	if ((r = wire_next(p, len, pos, &w)) <= 0)
+		return r == WIRE_BAD_TAG ? -EBADMSG : -EPROTO;
+	f->wt = w.type;
+	f->tag = (uint64_t)w.number << 3 | w.type;
+	f->n = w.type == WIRE_LEN ? w.len : w.type == WIRE_VARINT ? w.v : 0;
+	if (w.type == WIRE_LEN)
+		f->vstart = (size_t)(w.p - p);
+	return 0;
+}
+
+bool decode_status_request(const uint8_t *buf, size_t len, uint64_t *id)
+{
+	struct wire_field f;
+	size_t i = 0;
+	bool status = false;
+	int r;
+
+	*id = 0;
+	while ((r = wire_next(buf, len, &i, &f)) > 0) {
+		if (f.number == 1 && f.type == WIRE_VARINT)
+			*id = f.v;
+		else if (f.number == PIM__REQUEST__BODY_STATUS && f.type == WIRE_LEN && wire_check(f.p, f.len))
+			status = true; /* (its fields are none known: a later protocol's are skipped) */
+		else
+			return false;
 	}
-	return r < 0 ? -EPROTO : 0;
+	return r == 0 && status;
 }
 
 /* Bytes one entry takes in a repeated field's array (protobuf-c's layout). */
@@ -176,7 +163,7 @@ static int walk_message(struct walk *w, const ProtobufCMessageDescriptor *d, con
 	if (depth > DECODE_DEPTH_MAX || d->n_fields > DECODE_FIELDS_MAX)
 		return err_set(w->err, -E2BIG, "%s: nested too deep", d->short_name);
 	while (pos < len) {
-		struct wire_field wf;
+		struct field_at wf;
 		if ((r = next_field(p, len, &pos, &wf)) == -EBADMSG)
 			return err_set(w->err, -EBADMSG, "%s: bad field tag at byte %zu", d->short_name, wf.start);
 		if (r < 0)
@@ -295,7 +282,7 @@ static bool leads_to_regions(const ProtobufCMessageDescriptor *d)
 static int only_path_field(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
 			   const uint8_t **at, size_t *at_len)
 {
-	struct wire_field w;
+	struct field_at w;
 	size_t pos = 0;
 	int found = 0;
 
@@ -314,7 +301,7 @@ static int only_path_field(const ProtobufCMessageDescriptor *d, const uint8_t *p
  * returns its length.  The messages on the way are written again with their new lengths. */
 static size_t strip_regions(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, uint8_t *out)
 {
-	struct wire_field w;
+	struct field_at w;
 	size_t pos = 0, n = 0;
 
 	while (pos < len && next_field(p, len, &pos, &w) == 0) {
@@ -323,8 +310,8 @@ static size_t strip_regions(const ProtobufCMessageDescriptor *d, const uint8_t *
 			continue;
 		if (w.wt == 2 && f && f->type == PROTOBUF_C_TYPE_MESSAGE && leads_to_regions(f->descriptor)) {
 			size_t inner = strip_regions(f->descriptor, p + w.vstart, (size_t)w.n, NULL);
-			n += frame_put_varint(out ? out + n : NULL, w.tag);
-			n += frame_put_varint(out ? out + n : NULL, inner);
+			n += wire_put_varint(out ? out + n : NULL, w.tag);
+			n += wire_put_varint(out ? out + n : NULL, inner);
 			if (out)
 				strip_regions(f->descriptor, p + w.vstart, (size_t)w.n, out + n);
 			n += inner;
@@ -364,7 +351,7 @@ static int decode(const uint8_t *buf, size_t len, struct decode_budget *budget, 
 		       only_path_field(&pim__model_load__descriptor, ml, ml_len, &m, &m_len);
 	for (size_t pos = 0; lean_ok && pos < m_len;) {
 		/* regions of another wire type: protobuf-c refuses the request, so left to it */
-		struct wire_field w;
+		struct field_at w;
 		lean_ok = next_field(m, m_len, &pos, &w) == 0 &&
 			  (w.tag >> 3 != MANIFEST_REGIONS_FIELD || w.wt == 2);
 		n_regions += w.tag >> 3 == MANIFEST_REGIONS_FIELD;
@@ -407,7 +394,7 @@ int decode_request_lean(const uint8_t *buf, size_t len, struct decode_budget *bu
 const Pim__Region *decode_regions_get(void *ctx, size_t i, struct pim_error *err)
 {
 	struct decode_regions *r = ctx;
-	struct wire_field w;
+	struct field_at w;
 
 	if (i == 0) {
 		r->pos = 0;

@@ -76,6 +76,13 @@ int decode_request(const uint8_t *buf, size_t len, struct decode_budget *budget,
 		   struct pim_error *text, struct pim_error *err);
 
 /*
+ * Whether a Request of len bytes is a Status (the most frequent request) and nothing else: its
+ * id (*id, 0 when it has none) and a Status whose fields are whole, and no other field.  Read on
+ * the wire, nothing allocated; a request it does not take is decode_request's.
+ */
+bool decode_status_request(const uint8_t *buf, size_t len, uint64_t *id);
+
+/*
  * The regions of a manifest left on the wire (decode_request_lean): a manifest of a million
  * regions is 26 MB as a frame and hundreds of MiB decoded, so they are decoded one at a time,
  * from the frame, which must outlive this.

@@ -692,6 +692,7 @@ int main(int argc, char **argv)
 	 * writer writes what it was given before it stops; the profiler writes the rest itself. */
 	profiler_stop(d.profiler);
 	server_free(d.server);
+	rpc_context_release(&d.ctx);
 	catalogue_free(d.catalogue);
 	profiler_set_writer(d.profiler, NULL);
 	profiler_free(d.profiler);

@@ -63,6 +63,9 @@ struct rpc_context {
 	/* Grows on the loop when something answers depend on changes outside the store (a reload,
 	 * a new B_cpu): the answers kept in memory are of the past (answers.h). */
 	uint64_t answers_epoch;
+	/* Status's bytes that change only with answers_epoch (rpc.c); the loop's alone: NULL in the
+	 * copies the threads answer in (and when out of memory: then packed whole each time). */
+	struct status_cache *status_cache;
 };
 
 /* What the transport knows about the peer of a request. */

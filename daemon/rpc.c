@@ -7,6 +7,7 @@
 #include "catalogue.h"
 #include "decode.h"
 #include "frame.h"
+#include "wire.h"
 #include "log.h"
 #include "manifest.h"
 #include "jitq_rpc.h"
@@ -72,19 +73,162 @@ static void status_fill(struct rpc_context *ctx, Pim__StatusReply *s, Pim__Bandw
 	s->containment = (char *)(containment ? containment : "");
 }
 
-size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap)
+/*
+ * Status's messages written by hand (wire.h), field by field in the order protobuf-c packs them:
+ * protobuf-c's generic packing was most of the cost of the most frequent answer.  test_reply
+ * compares the bytes with protobuf-c's and fails when either message gains a field not written
+ * here.  out NULL: only counted.
+ */
+#define AT (out ? out + n : NULL)
+static size_t probe_put(uint8_t *out, const Pim__BandwidthProbe *m)
 {
-	Pim__Response r = PIM__RESPONSE__INIT;
+	size_t n = 0;
+
+	n += wire_put_double(AT, 1, m->b_cpu);
+	n += wire_put_string(AT, 2, m->source);
+	n += wire_put_double(AT, 3, m->measured);
+	n += wire_put_double(AT, 4, m->spread);
+	n += wire_put_string(AT, 5, m->method);
+	n += wire_put_uint(AT, 6, (uint64_t)m->measured_at);
+	n += wire_put_uint(AT, 7, m->busy);
+	n += wire_put_string(AT, 8, m->load);
+	n += wire_put_string(AT, 9, m->host);
+	return n;
+}
+#undef AT
+
+/* Field f of Status s. */
+static size_t status_field(uint8_t *out, const Pim__StatusReply *s, unsigned f)
+{
+	size_t n = 0;
+
+	switch (f) {
+	case 1: return wire_put_string(out, 1, s->server_version);
+	case 2: return wire_put_uint(out, 2, s->protocol_version);
+	case 3: return wire_put_uint(out, 3, s->uptime_ms);
+	case 4: return wire_put_uint(out, 4, s->models);
+	case 5: return wire_put_uint(out, 5, s->clients);
+	case 6: return wire_put_uint(out, 6, s->schema_version);
+	case 7: return wire_put_string(out, 7, s->database);
+	case 8: return wire_put_uint(out, 8, s->requests);
+	case 9: return wire_put_uint(out, 9, s->max_frame_bytes);
+	case 10: return wire_put_uint(out, 10, s->pid);
+	case 11: return wire_put_string(out, 11, s->platform);
+	case 12: return wire_put_string(out, 12, s->backend);
+	case 13: return wire_put_string(out, 13, s->backend_reason);
+	case 14: return wire_put_double(out, 14, s->b_cpu);
+	case 15: return wire_put_string(out, 15, s->b_cpu_source);
+	case 16: return wire_put_uint(out, 16, s->profile_jobs);
+	case 17: return wire_put_string(out, 17, s->containment);
+	case 18:
+		if (!s->b_cpu_probe)
+			return 0;
+		n = probe_put(NULL, s->b_cpu_probe);
+		size_t h = wire_put_len(out, 18, n);
+		if (out)
+			probe_put(out + h, s->b_cpu_probe);
+		return h + n;
+	}
+	return 0;
+}
+
+#define STATUS_FIELDS 18u
+/* The fields that change between two answers (the others only with answers_epoch: a reload, a
+ * new B_cpu; everything else about the daemon is set before its loop starts), and the runs of
+ * the others between them: 1-2, 6-7, 9-15, 17-18. */
+static const uint8_t status_counters[] = { 3, 4, 5, 8, 16 };
+#define STATUS_RUNS 4u
+static const uint8_t status_run_end[STATUS_RUNS] = { 2, 7, 15, 18 };
+
+struct status_cache {
+	bool valid;
+	uint64_t epoch;
+	size_t end[STATUS_RUNS]; /* where each run's bytes end */
+	size_t cap;
+	uint8_t *bytes;
+};
+
+/* The runs packed again for this epoch; -ENOMEM. */
+static int status_cache_fill(struct rpc_context *ctx, struct status_cache *c)
+{
 	Pim__StatusReply s = PIM__STATUS_REPLY__INIT;
 	Pim__BandwidthProbe probe = PIM__BANDWIDTH_PROBE__INIT;
+	size_t n = 0;
 
 	status_fill(ctx, &s, &probe);
-	r.id = id;
-	r.body_case = PIM__RESPONSE__BODY_STATUS;
-	r.status = &s;
-	size_t n = pim__response__get_packed_size(&r);
-	if (n <= cap)
-		pim__response__pack(&r, out);
+	for (unsigned f = 1; f <= STATUS_FIELDS; f++)
+		n += memchr(status_counters, (int)f, sizeof status_counters) ? 0 : status_field(NULL, &s, f);
+	if (n > c->cap) {
+		uint8_t *b = realloc(c->bytes, n);
+		if (!b)
+			return -ENOMEM;
+		c->bytes = b;
+		c->cap = n;
+	}
+	n = 0;
+	for (unsigned f = 1, r = 0; f <= STATUS_FIELDS; f++) {
+		if (!memchr(status_counters, (int)f, sizeof status_counters))
+			n += status_field(c->bytes + n, &s, f);
+		if (r < STATUS_RUNS && f == status_run_end[r])
+			c->end[r++] = n;
+	}
+	c->valid = true;
+	c->epoch = ctx->answers_epoch;
+	return 0;
+}
+
+/* Status written whole (no cache): body's bytes at out, n of them; returns n. */
+static size_t status_put(uint8_t *out, const Pim__StatusReply *s)
+{
+	size_t n = 0;
+
+	for (unsigned f = 1; f <= STATUS_FIELDS; f++)
+		n += status_field(out ? out + n : NULL, s, f);
+	return n;
+}
+
+size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap)
+{
+	struct status_cache *c = ctx->status_cache;
+	Pim__StatusReply s = PIM__STATUS_REPLY__INIT;
+	Pim__BandwidthProbe probe = PIM__BANDWIDTH_PROBE__INIT;
+	size_t body, n;
+
+	if (!c || ((!c->valid || c->epoch != ctx->answers_epoch) && status_cache_fill(ctx, c) < 0)) {
+		status_fill(ctx, &s, &probe);
+		body = status_put(NULL, &s);
+		n = wire_put_uint(NULL, 1, id) + wire_put_len(NULL, PIM__RESPONSE__BODY_STATUS, body) + body;
+		if (n <= cap) {
+			out += wire_put_uint(out, 1, id);
+			out += wire_put_len(out, PIM__RESPONSE__BODY_STATUS, body);
+			status_put(out, &s);
+		}
+		return n;
+	}
+	/* the counters, in the order of status_counters */
+	const uint64_t v[] = { (now_ns() - ctx->started_ns) / 1000000, ctx->models, ctx->clients, ctx->requests,
+			       profiler_active(ctx->profiler) };
+	_Static_assert(sizeof v / sizeof *v == sizeof status_counters, "one value per counter");
+	body = c->end[STATUS_RUNS - 1];
+	for (unsigned k = 0; k < sizeof status_counters; k++)
+		body += wire_put_uint(NULL, status_counters[k], v[k]);
+	n = wire_put_uint(NULL, 1, id) + wire_put_len(NULL, PIM__RESPONSE__BODY_STATUS, body) + body;
+	if (n > cap)
+		return n;
+	out += wire_put_uint(out, 1, id);
+	out += wire_put_len(out, PIM__RESPONSE__BODY_STATUS, body);
+	size_t from = 0;
+	for (unsigned f = 1, r = 0, k = 0; f <= STATUS_FIELDS;) {
+		if (k < sizeof status_counters && status_counters[k] == f) {
+			out += wire_put_uint(out, f, v[k++]);
+			f++;
+		} else {
+			memcpy(out, c->bytes + from, c->end[r] - from);
+			out += c->end[r] - from;
+			from = c->end[r];
+			f = status_run_end[r++] + 1u;
+		}
+	}
 	return n;
 }
 
@@ -606,8 +750,8 @@ static uint8_t *wbuf_field(struct wbuf *b, uint32_t field, const void *data, siz
 	uint8_t *at = wbuf_room(b, 2 * 10 + len);
 	if (!at)
 		return NULL;
-	size_t n = frame_put_varint(at, (uint64_t)field << 3 | 2);
-	n += frame_put_varint(at + n, len);
+	size_t n = wire_put_varint(at, (uint64_t)field << 3 | 2);
+	n += wire_put_varint(at + n, len);
 	if (data)
 		memcpy(at + n, data, len);
 	b->len += n + len;
@@ -749,24 +893,24 @@ static int model_show_packed(struct rpc_context *ctx, const Pim__Request *req, u
 			r = err_set(err, -ENOMEM, "out of memory packing model \"%s\"", name);
 		if (r >= 0) {
 			size_t sum_len = pim__model_summary__get_packed_size(sum);
-			size_t reply_len = 1 + frame_put_varint(NULL, sum_len) + sum_len + 1 + frame_put_varint(NULL, manifest_len) +
+			size_t reply_len = 1 + wire_put_varint(NULL, sum_len) + sum_len + 1 + wire_put_varint(NULL, manifest_len) +
 					   (b.len - room);
 			uint8_t head[64];
 			size_t h = 0;
 			if (req->id) {
 				head[h++] = 1 << 3;  /* Response.id */
-				h += frame_put_varint(head + h, req->id);
+				h += wire_put_varint(head + h, req->id);
 			}
 			head[h++] = 7 << 3 | 2;  /* Response.model_show */
-			h += frame_put_varint(head + h, reply_len);
+			h += wire_put_varint(head + h, reply_len);
 			head[h++] = 1 << 3 | 2;  /* ModelShowReply.model */
-			h += frame_put_varint(head + h, sum_len);
+			h += wire_put_varint(head + h, sum_len);
 			/* the summary, then the manifest's tag and length, end where the manifest starts */
-			uint8_t *at = b.p + room - (1 + frame_put_varint(NULL, manifest_len)) - sum_len - h;
+			uint8_t *at = b.p + room - (1 + wire_put_varint(NULL, manifest_len)) - sum_len - h;
 			memcpy(at, head, h);
 			pim__model_summary__pack(sum, at + h);
 			at[h + sum_len] = 2 << 3 | 2;  /* ModelShowReply.manifest */
-			frame_put_varint(at + h + sum_len + 1, manifest_len);
+			wire_put_varint(at + h + sum_len + 1, manifest_len);
 			size_t len = (size_t)(b.p + b.len - at);
 			memmove(b.p + FRAME_HEADER_BYTES, at, len);
 			*frame = b.p;
@@ -922,10 +1066,19 @@ void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platf
 {
 	*ctx = (struct rpc_context){ .store = store, .platform = platform, .pim = pim,
 				     .profiler = profiler, .started_ns = now_ns(), .pid = (uint32_t)getpid() };
+	ctx->status_cache = calloc(1, sizeof *ctx->status_cache); /* (NULL: Status packed whole) */
 	ctx->decisions_waiting = &ctx->decisions_waiting_bytes;
 	if (store_model_count(store, &ctx->models, NULL) < 0)
 		ctx->models = 0;
 	rpc_context_apply_config(ctx, cfg);
+}
+
+void rpc_context_release(struct rpc_context *ctx)
+{
+	if (ctx->status_cache)
+		free(ctx->status_cache->bytes);
+	free(ctx->status_cache);
+	ctx->status_cache = NULL;
 }
 
 const char *rpc_request_model(const Pim__Request *req)

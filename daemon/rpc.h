@@ -22,6 +22,8 @@
 void rpc_context_init(struct rpc_context *ctx, struct store *store, struct platform *platform,
 		      const struct config *cfg, const struct pimsim_params *pim,
 		      struct profiler *profiler);
+/* Frees what rpc_context_init allocated (the context itself is the caller's). */
+void rpc_context_release(struct rpc_context *ctx);
 /* Takes the reloadable settings of cfg: placement parameters, max_frame_bytes, pim_config. */
 void rpc_context_apply_config(struct rpc_context *ctx, const struct config *cfg);
 
@@ -57,8 +59,11 @@ const char *rpc_request_model(const Pim__Request *req);
 
 /*
  * The Status a connection that said Hello is answered with, packed as a Response of id into out
- * when its size (returned) is at most cap: built on the stack, its strings borrowed, nothing
- * allocated.  The transport answers Status with it; rpc_handle's answer is the same message.
+ * when its size (returned) is at most cap, as protobuf-c packs it.  Written by hand (wire.h):
+ * the fields that change only with answers_epoch are kept packed (ctx->status_cache, built
+ * again at the first Status after it changes); the counters are written each time.  Nothing is
+ * allocated but that cache.  The transport answers Status with it; rpc_handle's answer is the
+ * same message.
  */
 size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap);
 

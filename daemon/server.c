@@ -384,6 +384,14 @@ static int conn_queue_status(struct conn *c, uint64_t id)
 	return 0;
 }
 
+static void conn_answer_status(struct conn *c, uint64_t id)
+{
+	if (conn_queue_status(c, id) < 0) {
+		log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
+		c->closing = true;
+	}
+}
+
 /* Best effort: tell the peer why it is being dropped, then close after the send. */
 static void conn_reject(struct conn *c, Pim__ErrorCode code, const char *msg)
 {
@@ -577,10 +585,7 @@ static void conn_handle_decoded(struct conn *c, struct decoded *d, int fd)
 	if (!d->bad_text && req->body_case == PIM__REQUEST__BODY_STATUS && c->peer.hello_done) {
 		closep(&c->peer.passed_fd);
 		decoded_free(d);
-		if (conn_queue_status(c, id) < 0) {
-			log_error("Out of memory answering connection #%" PRIu64 "; closing it", c->serial);
-			c->closing = true;
-		}
+		conn_answer_status(c, id);
 		return;
 	}
 	Pim__Response *resp = d->bad_text ? reply_error_from(id, &d->text_err)
@@ -765,6 +770,17 @@ static void conn_event(struct watch *w, uint32_t events)
 				conn_reject(c, PIM__ERROR_CODE__ERROR_PROTOCOL,
 					    "at most one file descriptor may come with a request");
 				break;
+			}
+			/* Status, read on the wire in the reader's buffer: nothing decoded, allocated
+			 * or freed (decode_status_request) */
+			uint64_t id;
+			const uint8_t *in = frame_reader_peek(&c->rd, &len);
+			if (c->rd.fd < 0 && c->peer.hello_done && decode_status_request(in, len, &id)) {
+				frame_reader_done(&c->rd);
+				c->active_ns = now_ns();
+				conn_answer_status(c, id);
+				conn_account(c);
+				continue;
 			}
 			uint8_t *payload = frame_reader_take(&c->rd, &len, &fd);
 			conn_handle_frame(c, payload, len, fd);

@@ -589,6 +589,7 @@ int threads_submit_frame(struct threads *th, enum dispatch_thread where, void *o
 	j->peer.insitu = NULL;
 	j->ctx = *ctx;
 	j->ctx.profiler = NULL;
+	j->ctx.status_cache = NULL; /* (the loop's) */
 	/* what it stores on its own (an answer for the next identical query) goes to the writer */
 	j->ctx.writer = threads_writer(th);
 	j->ctx.may_block = true;

@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "wire.h"
 #include "manifest.h"
 #include "mx.h"
 #include "pim.h"
@@ -323,6 +324,20 @@ static int cmd_client(const char *path, const char *file)
 	CHECK(pim_client_connect(a, path, "e2e-a") == 0, "%s", pim_client_error(a));
 	CHECK(pim_client_connect(b, path, "e2e-b") == 0, "%s", pim_client_error(b));
 	CHECK(strcmp(pim_client_server_version(a), PIMD_VERSION) == 0, "server version");
+	/* pim_status, read on the wire, says what protobuf-c makes of the same answer */
+	struct pim_status st;
+	struct pim_daemon_status *ds;
+	CHECK(pim_status(a, &st) == 0 && pim_status_get(a, &ds) == 0, "%s", pim_client_error(a));
+	CHECK(!strcmp(st.server_version, ds->server_version) && st.protocol_version == ds->protocol_version &&
+	      st.uptime_ms <= ds->uptime_ms && st.models == ds->models && st.clients == ds->clients &&
+	      st.schema_version == ds->schema_version && !strcmp(st.database, ds->database) &&
+	      st.requests + 1 == ds->requests && st.max_frame_bytes == ds->max_frame_bytes && st.pid == ds->pid &&
+	      !strcmp(st.platform, ds->platform) && !strcmp(st.backend, ds->backend) &&
+	      !strcmp(st.backend_reason, ds->backend_reason) && st.b_cpu == ds->b_cpu && st.b_cpu > 0 &&
+	      !strcmp(st.b_cpu_source, ds->b_cpu_source) && st.profile_jobs == ds->profile_jobs &&
+	      !strcmp(st.containment, ds->containment) && st.clients == 2 && st.database[0] && st.pid > 0,
+	      "pim_status differs from pim_status_get");
+	pim_daemon_status_free(ds);
 
 	struct pim_model_info info;
 	int replaced = -1;
@@ -388,6 +403,164 @@ static int cmd_client(const char *path, const char *file)
 	pim__manifest__free_unpacked(m, NULL);
 	free(buf);
 	printf("client: libpimclient checks passed\n");
+	return 0;
+}
+
+/* The answers the fake pimd of cmd_statuswire gives to a Status, one per connection. */
+enum { SW_ODD, SW_ERROR, SW_OTHER_ID, SW_CUT, SW_TYPE, SW_HELLO, SW_MODES };
+
+static size_t statuswire_answer(int mode, uint64_t id, uint8_t *out)
+{
+	Pim__Response r = PIM__RESPONSE__INIT;
+	Pim__Error e = PIM__ERROR__INIT;
+	Pim__HelloReply h = PIM__HELLO_REPLY__INIT;
+	static char reason[700];
+	size_t n = 0;
+
+	r.id = mode == SW_OTHER_ID ? id + 1 : id;
+	if (mode == SW_ERROR) {
+		e.code = PIM__ERROR_CODE__ERROR_BUSY;
+		e.message = (char *)"from the fake";
+		r.body_case = PIM__RESPONSE__BODY_ERROR;
+		r.error = &e;
+		return pim__response__pack(&r, out);
+	}
+	if (mode == SW_HELLO) {
+		h.server_version = (char *)"fake";
+		r.body_case = PIM__RESPONSE__BODY_HELLO;
+		r.hello = &h;
+		return pim__response__pack(&r, out);
+	}
+	/* by hand: the body's fields out of order, one twice, one unknown, a string too long for
+	 * its field (SW_TYPE: one of another type) */
+	memset(reason, 'r', sizeof reason - 1);
+	uint8_t body[1024];
+	size_t b = 0;
+	b += wire_put_uint(body + b, 8, 41);                /* requests, then again below */
+	b += wire_put_string(body + b, 13, reason);
+	b += wire_put_uint(body + b, 1023, 9);              /* unknown */
+	if (mode == SW_TYPE)
+		b += wire_put_string(body + b, 4, "four");  /* models as a string */
+	else
+		b += wire_put_uint(body + b, 4, 7);
+	b += wire_put_double(body + b, 14, 2.5e9);
+	b += wire_put_string(body + b, 1, "9.9.9");
+	b += wire_put_uint(body + b, 8, 42);
+	b += wire_put_uint(body + b, 5, 3);
+	n += wire_put_uint(out + n, 1, r.id);
+	n += wire_put_len(out + n, PIM__RESPONSE__BODY_STATUS, b);
+	memcpy(out + n, body, b);
+	n += b;
+	if (mode == SW_CUT)
+		out[n - 2] = 0x80; /* the last varint goes on past the end */
+	n += wire_put_uint(out + n, 1023, 1);               /* unknown, at the top */
+	return n;
+}
+
+/* pim_status against a fake pimd: an answer in any order is read as protobuf would read it; an
+ * Error is its code and message; another id, a cut answer or another body are refused. */
+static int cmd_statuswire(const char *dir)
+{
+	char path[200];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(path, sizeof path, "%s/fake-status.sock", dir);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	unlink(path);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 4) < 0) {
+		fprintf(stderr, "statuswire: listen: %s\n", strerror(errno));
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (int mode = 0; mode < SW_MODES; mode++) {
+			int fd = accept(lfd, NULL, NULL);
+			if (fd < 0)
+				_exit(1);
+			for (int k = 0; k < 2; k++) {
+				uint8_t *p, out[2048];
+				uint32_t n;
+				size_t len;
+				if (frame_recv(fd, 1 << 20, &p, &n) < 0)
+					_exit(1);
+				Pim__Request *q = pim__request__unpack(NULL, n, p);
+				free(p);
+				if (!q)
+					_exit(1);
+				if (k == 0) {
+					Pim__Response r = PIM__RESPONSE__INIT;
+					Pim__HelloReply h = PIM__HELLO_REPLY__INIT;
+					h.protocol_version = PIM_PROTOCOL_VERSION;
+					h.server_version = (char *)"fake";
+					h.max_frame_bytes = 1 << 20;
+					r.id = q->id;
+					r.body_case = PIM__RESPONSE__BODY_HELLO;
+					r.hello = &h;
+					len = pim__response__pack(&r, out);
+				} else {
+					if (q->body_case != PIM__REQUEST__BODY_STATUS)
+						_exit(2);
+					len = statuswire_answer(mode, q->id, out);
+				}
+				pim__request__free_unpacked(q, NULL);
+				if (frame_send(fd, out, (uint32_t)len) < 0)
+					_exit(1);
+			}
+			uint8_t junk[64];
+			while (read(fd, junk, sizeof junk) > 0)
+				;
+			close(fd);
+		}
+		_exit(0);
+	}
+	close(lfd);
+	int bad = 0;
+	for (int mode = 0; mode < SW_MODES; mode++) {
+		pim_client *c = pim_client_new();
+		struct pim_status st;
+		if (pim_client_connect(c, path, "statuswire") < 0) {
+			fprintf(stderr, "statuswire: connect: %s\n", pim_client_error(c));
+			return 1;
+		}
+		memset(&st, 0x5a, sizeof st);
+		int r = pim_status(c, &st);
+		const char *e = pim_client_error(c);
+		bool ok;
+		switch (mode) {
+		case SW_ODD:
+			ok = r == 0 && st.requests == 42 && st.clients == 3 && st.models == 7 && st.b_cpu == 2.5e9 &&
+			     !strcmp(st.server_version, "9.9.9") && strlen(st.backend_reason) == sizeof st.backend_reason - 1 &&
+			     st.backend_reason[0] == 'r' && st.database[0] == 0 && st.pid == 0 && !e[0];
+			break;
+		case SW_ERROR:
+			ok = r == -EBUSY && !strcmp(e, "from the fake") && pim_client_remote_error(c) == PIM_REMOTE_BUSY;
+			break;
+		case SW_OTHER_ID:
+			ok = r == -EBADMSG && strstr(e, "with id");
+			break;
+		case SW_CUT:
+		case SW_TYPE:
+			ok = r == -EBADMSG && strstr(e, "does not decode");
+			break;
+		default:
+			ok = r == -EBADMSG && strstr(e, "unexpected message");
+			break;
+		}
+		if (!ok) {
+			fprintf(stderr, "statuswire: mode %d: %d (%s)\n", mode, r, e);
+			bad++;
+		}
+		pim_client_free(c);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	unlink(path);
+	if (bad || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "statuswire: %d failed, fake exited %d\n", bad, st);
+		return 1;
+	}
+	printf("statuswire: Status read on the wire as protobuf reads it; errors, other ids, cut answers, "
+	       "fields of another type and other bodies refused\n");
 	return 0;
 }
 
@@ -2351,6 +2524,8 @@ int main(int argc, char **argv)
 		return cmd_hostile(argv[2], atoi(argv[3]));
 	if (argc == 3 && strcmp(argv[1], "rawcall") == 0)
 		return cmd_rawcall(argv[2]);
+	if (argc == 3 && strcmp(argv[1], "statuswire") == 0)
+		return cmd_statuswire(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "client") == 0)
 		return cmd_client(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "notify") == 0)

@@ -135,6 +135,7 @@ expect_rc 0 "Usage: pimctl" "pimctl --help" "$PIMCTL" --help
 
 check "libpimclient end to end" "$TOOL" client "$S" "$EXAMPLE"
 check "pim_call: the answer's bytes as sent; another id or a cut answer refused" "$TOOL" rawcall "$T"
+check "pim_status: read on the wire as protobuf reads it; errors, other ids, cut answers refused" "$TOOL" statuswire "$T"
 check "bash completion offers commands and model names" bash -c "
 	PATH='$B':\$PATH; source '$(pwd)/client/pimctl.bash-completion'
 	COMP_WORDS=(pimctl --socket '$S' model show ''); COMP_CWORD=5; _pimctl

@@ -11,6 +11,47 @@
 static size_t cost(size_t n) { return n + DECODE_HEADER; }
 
 /* Request { id 1, hello { protocol_version 1, client_name "ab" } }, by hand. */
+/* A Status read on the wire (decode_status_request) is what decode_request makes of the same
+ * bytes; anything more or less than a Status with an id is left to decode_request. */
+START_TEST(status_on_the_wire)
+{
+	static const struct {
+		uint8_t b[16];
+		size_t n;
+		bool status;
+		uint64_t id;
+	} cases[] = {
+		{ { 0x08, 0x05, 0x1a, 0x00 }, 4, true, 5 },                       /* as libpimclient */
+		{ { 0x1a, 0x00, 0x08, 0xac, 0x02 }, 5, true, 300 },               /* id after the body */
+		{ { 0x1a, 0x00 }, 2, true, 0 },                                   /* no id */
+		{ { 0x08, 0x01, 0x08, 0x07, 0x1a, 0x00 }, 6, true, 7 },           /* the last id */
+		{ { 0x08, 0x01, 0x1a, 0x03, 0xf8, 0x3f, 0x07 }, 7, true, 1 },     /* a later Status field */
+		{ { 0x08, 0x01, 0x1a, 0x00, 0x1a, 0x00 }, 6, true, 1 },           /* merged */
+		{ { 0x08, 0x01 }, 2, false, 0 },                                  /* no body */
+		{ { 0x08, 0x01, 0x1a, 0x02, 0xf8, 0x3f }, 6, false, 0 },          /* a cut field inside */
+		{ { 0x08, 0x01, 0x1a }, 3, false, 0 },                            /* cut */
+		{ { 0x08, 0x01, 0x1a, 0x00, 0x12, 0x00 }, 6, false, 0 },          /* then a Hello */
+		{ { 0x08, 0x01, 0x1a, 0x00, 0xf8, 0x3f, 0x07 }, 7, false, 0 },    /* an unknown field */
+		{ { 0x08, 0x01, 0x18, 0x00 }, 4, false, 0 },                      /* field 3 as a varint */
+		{ { 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a, 0x00 }, 11, false, 0 },   /* id of another type */
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		uint64_t id = 99;
+		ck_assert_msg(decode_status_request(cases[k].b, cases[k].n, &id) == cases[k].status, "case %zu", k);
+		if (!cases[k].status)
+			continue;
+		ck_assert_uint_eq(id, cases[k].id);
+		struct decode_budget budget;
+		struct pim_error err = { 0 }, text = { 0 };
+		Pim__Request *req;
+		ck_assert_int_ge(decode_request(cases[k].b, cases[k].n, &budget, &req, &text, &err), 0);
+		ck_assert_int_eq(req->body_case, PIM__REQUEST__BODY_STATUS);
+		ck_assert_uint_eq(req->id, cases[k].id);
+		pim__request__free_unpacked(req, &budget.alloc);
+	}
+}
+END_TEST
+
 START_TEST(hello_by_hand)
 {
 	const uint8_t wire[] = { 0x08, 0x01, 0x12, 0x06, 0x08, 0x01, 0x12, 0x02, 'a', 'b' };
@@ -351,6 +392,7 @@ int main(void)
 	Suite *s = suite_create("decode");
 	TCase *tc = test_case(s, "decode");
 	tcase_add_test(tc, hello_by_hand);
+	tcase_add_test(tc, status_on_the_wire);
 	tcase_add_test(tc, packed_and_unknown);
 	tcase_add_test(tc, limits_and_malformed);
 	tcase_add_test(tc, compact_manifest_decodes);

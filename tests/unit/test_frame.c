@@ -30,22 +30,6 @@ START_TEST(header_is_big_endian)
 END_TEST
 
 /* A frame delivered one byte at a time is assembled across many reads. */
-/* Protobuf varints: 7 bits a byte, low first, the high bit saying more follow. */
-START_TEST(varints)
-{
-	uint8_t b[10];
-	ck_assert_uint_eq(frame_put_varint(b, 0), 1);
-	ck_assert_uint_eq(b[0], 0);
-	ck_assert_uint_eq(frame_put_varint(b, 127), 1);
-	ck_assert_uint_eq(b[0], 0x7f);
-	ck_assert_uint_eq(frame_put_varint(b, 300), 2);
-	ck_assert(b[0] == 0xac && b[1] == 0x02);
-	ck_assert_uint_eq(frame_put_varint(NULL, 300), 2);
-	ck_assert_uint_eq(frame_put_varint(b, UINT64_MAX), 10);
-	ck_assert(b[0] == 0xff && b[8] == 0xff && b[9] == 0x01);
-}
-END_TEST
-
 START_TEST(reader_assembles_partial_frames)
 {
 	int sv[2];
@@ -325,12 +309,90 @@ START_TEST(reader_grows_with_the_bytes_that_arrive)
 }
 END_TEST
 
+/* A frame answered in place (peek, done) leaves its small buffer for the next: frames of other
+ * sizes after it are read whole and alone, never into the next one's bytes; a large buffer is
+ * not kept. */
+START_TEST(frames_answered_in_place)
+{
+	int sv[2];
+	struct frame_reader r;
+	uint8_t a[300], b[10], c[2000], out[FRAME_HEADER_BYTES * 3 + sizeof a + sizeof b + sizeof c];
+	size_t n = 0;
+	uint32_t len;
+	int k;
+
+	memset(a, 'a', sizeof a);
+	memset(b, 'b', sizeof b);
+	memset(c, 'c', sizeof c);
+	frame_put_header(out, sizeof a);
+	memcpy(out + FRAME_HEADER_BYTES, a, sizeof a);
+	n = FRAME_HEADER_BYTES + sizeof a;
+	frame_put_header(out + n, sizeof b);
+	memcpy(out + n + FRAME_HEADER_BYTES, b, sizeof b);
+	n += FRAME_HEADER_BYTES + sizeof b;
+	frame_put_header(out + n, sizeof c);
+	memcpy(out + n + FRAME_HEADER_BYTES, c, sizeof c);
+	n += FRAME_HEADER_BYTES + sizeof c;
+	pair(sv, 1);
+	ck_assert_int_eq(write(sv[1], out, n), (ssize_t)n);
+	frame_reader_init(&r, 1 << 20);
+
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	const uint8_t *p = frame_reader_peek(&r, &len);
+	ck_assert_uint_eq(len, sizeof a);
+	ck_assert_mem_eq(p, a, sizeof a);
+	frame_reader_done(&r);
+	ck_assert_ptr_eq(r.buf, p); /* kept */
+	ck_assert_int_eq(frame_reader_partial(&r), 0);
+
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	p = frame_reader_peek(&r, &len);
+	ck_assert_uint_eq(len, sizeof b);
+	ck_assert_mem_eq(p, b, sizeof b);
+	frame_reader_done(&r);
+
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	p = frame_reader_peek(&r, &len);
+	ck_assert_uint_eq(len, sizeof c);
+	ck_assert_mem_eq(p, c, sizeof c);
+	ck_assert_uint_gt(r.cap, FRAME_READER_KEEP);
+	frame_reader_done(&r);
+	ck_assert_ptr_null(r.buf); /* too large to keep */
+	ck_assert_int_eq(frame_reader_read(&r, sv[0]), 0);
+
+	/* a kept buffer is taken like any other, and an empty frame uses it */
+	frame_put_header(out, sizeof b);
+	memcpy(out + FRAME_HEADER_BYTES, b, sizeof b);
+	frame_put_header(out + FRAME_HEADER_BYTES + sizeof b, 0);
+	ck_assert_int_eq(write(sv[1], out, 2 * FRAME_HEADER_BYTES + sizeof b), (ssize_t)(2 * FRAME_HEADER_BYTES + sizeof b));
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	frame_reader_done(&r);
+	while ((k = frame_reader_read(&r, sv[0])) == 0)
+		;
+	ck_assert_int_eq(k, 1);
+	uint8_t *taken = frame_reader_take(&r, &len, NULL);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_ptr_nonnull(taken);
+	free(taken);
+	ck_assert_ptr_null(r.buf);
+	frame_reader_reset(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("frame");
 	TCase *tc = test_case(s, "frame");
 	tcase_add_test(tc, header_is_big_endian);
-	tcase_add_test(tc, varints);
 	tcase_add_test(tc, reader_assembles_partial_frames);
 	tcase_add_test(tc, reader_refuses_oversized_before_allocating);
 	tcase_add_test(tc, reader_reports_truncation_and_clean_eof);
@@ -339,5 +401,6 @@ int main(void)
 	tcase_add_test(tc, blocking_round_trip_large);
 	tcase_add_test(tc, send_to_closed_peer_is_epipe);
 	tcase_add_test(tc, descriptor_travels_with_the_frame);
+	tcase_add_test(tc, frames_answered_in_place);
 	return test_run_suite(s);
 }

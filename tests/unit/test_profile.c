@@ -451,6 +451,7 @@ START_TEST(the_loop_never_queries_the_store)
 
 	rpc_peer_closed(&ctx, &peer); /* its in-situ run ends, by the writer */
 	threads_free(th);
+	rpc_context_release(&ctx);
 	profiler_set_writer(pf, NULL);
 	profiler_free(pf);
 	loop_free(loop);
