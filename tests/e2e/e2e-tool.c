@@ -457,64 +457,98 @@ static size_t statuswire_answer(int mode, uint64_t id, uint8_t *out)
 	return n;
 }
 
-/* pim_status against a fake pimd: an answer in any order is read as protobuf would read it; an
- * Error is its code and message; another id, a cut answer or another body are refused. */
-static int cmd_statuswire(const char *dir)
+/*
+ * A fake pimd on DIR/NAME for the tests of libpimclient against answers pimd would not give:
+ * a child that takes `modes` connections one after the other, answers each one's Hello, then
+ * its next request with answer(mode, request, out) (the bytes to send), and reads until the
+ * client closes.  Its pid, or -1 (with a message); *path is the socket's.
+ */
+typedef size_t (*fake_answer_fn)(int mode, const Pim__Request *q, uint8_t *out);
+
+static pid_t fake_pimd(const char *dir, const char *name, int modes, fake_answer_fn answer, char path[200])
 {
-	char path[200];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(path, sizeof path, "%s/fake-status.sock", dir);
+	snprintf(path, 200, "%s/%s", dir, name);
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
 	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	unlink(path);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 4) < 0) {
-		fprintf(stderr, "statuswire: listen: %s\n", strerror(errno));
-		return 1;
+		fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
+		return -1;
 	}
 	pid_t pid = fork();
-	if (pid == 0) {
-		for (int mode = 0; mode < SW_MODES; mode++) {
-			int fd = accept(lfd, NULL, NULL);
-			if (fd < 0)
-				_exit(1);
-			for (int k = 0; k < 2; k++) {
-				uint8_t *p, out[2048];
-				uint32_t n;
-				size_t len;
-				if (frame_recv(fd, 1 << 20, &p, &n) < 0)
-					_exit(1);
-				Pim__Request *q = pim__request__unpack(NULL, n, p);
-				free(p);
-				if (!q)
-					_exit(1);
-				if (k == 0) {
-					Pim__Response r = PIM__RESPONSE__INIT;
-					Pim__HelloReply h = PIM__HELLO_REPLY__INIT;
-					h.protocol_version = PIM_PROTOCOL_VERSION;
-					h.server_version = (char *)"fake";
-					h.max_frame_bytes = 1 << 20;
-					r.id = q->id;
-					r.body_case = PIM__RESPONSE__BODY_HELLO;
-					r.hello = &h;
-					len = pim__response__pack(&r, out);
-				} else {
-					if (q->body_case != PIM__REQUEST__BODY_STATUS)
-						_exit(2);
-					len = statuswire_answer(mode, q->id, out);
-				}
-				pim__request__free_unpacked(q, NULL);
-				if (frame_send(fd, out, (uint32_t)len) < 0)
-					_exit(1);
-			}
-			uint8_t junk[64];
-			while (read(fd, junk, sizeof junk) > 0)
-				;
-			close(fd);
-		}
-		_exit(0);
+	if (pid != 0) {
+		close(lfd);
+		return pid;
 	}
-	close(lfd);
+	for (int mode = 0; mode < modes; mode++) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0)
+			_exit(1);
+		for (int k = 0; k < 2; k++) {
+			uint8_t *p, out[2048];
+			uint32_t n;
+			size_t len;
+			if (frame_recv(fd, 1 << 20, &p, &n) < 0)
+				_exit(1);
+			Pim__Request *q = pim__request__unpack(NULL, n, p);
+			free(p);
+			if (!q)
+				_exit(1);
+			if (k == 0) {
+				Pim__Response r = PIM__RESPONSE__INIT;
+				Pim__HelloReply h = PIM__HELLO_REPLY__INIT;
+				h.protocol_version = PIM_PROTOCOL_VERSION;
+				h.server_version = (char *)"fake";
+				h.max_frame_bytes = 1 << 20;
+				r.id = q->id;
+				r.body_case = PIM__RESPONSE__BODY_HELLO;
+				r.hello = &h;
+				len = pim__response__pack(&r, out);
+			} else {
+				len = answer(mode, q, out);
+			}
+			pim__request__free_unpacked(q, NULL);
+			if (frame_send(fd, out, (uint32_t)len) < 0)
+				_exit(1);
+		}
+		uint8_t junk[64];
+		while (read(fd, junk, sizeof junk) > 0)
+			;
+		close(fd);
+	}
+	_exit(0);
+}
+
+/* The fake's end: 0 when it took every connection and all the checks passed. */
+static int fake_done(const char *name, pid_t pid, const char *path, int bad)
+{
+	int st;
+	waitpid(pid, &st, 0);
+	unlink(path);
+	if (bad || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "%s: %d failed, fake exited %d\n", name, bad, st);
+		return 1;
+	}
+	return 0;
+}
+
+static size_t statuswire_fake(int mode, const Pim__Request *q, uint8_t *out)
+{
+	return q->body_case == PIM__REQUEST__BODY_STATUS ? statuswire_answer(mode, q->id, out) : 0;
+}
+
+/* pim_status against a fake pimd: an answer in any order is read as protobuf would read it; an
+ * Error is its code and message; another id, a cut answer, a field of another type or another
+ * body are refused. */
+static int cmd_statuswire(const char *dir)
+{
+	char path[200];
+	pid_t pid = fake_pimd(dir, "fake-status.sock", SW_MODES, statuswire_fake, path);
 	int bad = 0;
+
+	if (pid < 0)
+		return 1;
 	for (int mode = 0; mode < SW_MODES; mode++) {
 		pim_client *c = pim_client_new();
 		struct pim_status st;
@@ -552,16 +586,34 @@ static int cmd_statuswire(const char *dir)
 		}
 		pim_client_free(c);
 	}
-	int st;
-	waitpid(pid, &st, 0);
-	unlink(path);
-	if (bad || !WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "statuswire: %d failed, fake exited %d\n", bad, st);
+	if (fake_done("statuswire", pid, path, bad))
 		return 1;
-	}
 	printf("statuswire: Status read on the wire as protobuf reads it; errors, other ids, cut answers, "
 	       "fields of another type and other bodies refused\n");
 	return 0;
+}
+
+/* The answers of cmd_rawcall's fake: an Error with an unknown field after the body, one with
+ * another id, one cut off in the middle of its body. */
+static const uint8_t rawcall_tail[] = { 0xf8, 0x3f, 0x07 }; /* field 1023, varint 7 */
+
+static size_t rawcall_fake(int mode, const Pim__Request *q, uint8_t *out)
+{
+	Pim__Response r = PIM__RESPONSE__INIT;
+	Pim__Error e = PIM__ERROR__INIT;
+
+	r.id = q->id + (mode == 1 ? 1 : 0);
+	e.message = (char *)"from the fake";
+	r.body_case = PIM__RESPONSE__BODY_ERROR;
+	r.error = &e;
+	size_t len = pim__response__pack(&r, out);
+	if (mode == 0) {
+		memcpy(out + len, rawcall_tail, sizeof rawcall_tail);
+		len += sizeof rawcall_tail;
+	}
+	if (mode == 2)
+		len -= 3; /* the Error's length says more than follows */
+	return len;
 }
 
 /* pim_call against a fake pimd: the bytes sent come back as they are; an answer with another id,
@@ -569,70 +621,12 @@ static int cmd_statuswire(const char *dir)
 static int cmd_rawcall(const char *dir)
 {
 	char path[200];
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(path, sizeof path, "%s/fake.sock", dir);
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-	unlink(path);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 4) < 0) {
-		fprintf(stderr, "rawcall: listen: %s\n", strerror(errno));
-		return 1;
-	}
-	/* the answers after each Hello: a good one with an unknown field after the body, one with
-	 * another id, one cut off in the middle of its body */
-	static const uint8_t good_tail[] = { 0xf8, 0x3f, 0x07 }; /* field 1023, varint 7 */
-	pid_t pid = fork();
-	if (pid == 0) {
-		for (int mode = 0; mode < 3; mode++) {
-			int fd = accept(lfd, NULL, NULL);
-			uint8_t *p;
-			uint32_t n;
-			if (fd < 0)
-				_exit(1);
-			for (int k = 0; k < 2; k++) {
-				if (frame_recv(fd, 1 << 20, &p, &n) < 0)
-					_exit(1);
-				Pim__Request *q = pim__request__unpack(NULL, n, p);
-				free(p);
-				if (!q)
-					_exit(1);
-				Pim__Response r = PIM__RESPONSE__INIT;
-				Pim__HelloReply h = PIM__HELLO_REPLY__INIT;
-				Pim__Error e = PIM__ERROR__INIT;
-				r.id = q->id + (k == 1 && mode == 1 ? 1 : 0);
-				if (k == 0) {
-					h.protocol_version = PIM_PROTOCOL_VERSION;
-					h.server_version = "fake";
-					h.max_frame_bytes = 1 << 20;
-					r.body_case = PIM__RESPONSE__BODY_HELLO;
-					r.hello = &h;
-				} else {
-					e.message = "from the fake";
-					r.body_case = PIM__RESPONSE__BODY_ERROR;
-					r.error = &e;
-				}
-				pim__request__free_unpacked(q, NULL);
-				uint8_t out[256];
-				size_t len = pim__response__pack(&r, out);
-				if (k == 1 && mode == 0) {
-					memcpy(out + len, good_tail, sizeof good_tail);
-					len += sizeof good_tail;
-				}
-				if (k == 1 && mode == 2)
-					len -= 3; /* the Error's length says more than follows */
-				if (frame_send(fd, out, (uint32_t)len) < 0)
-					_exit(1);
-			}
-			uint8_t junk[64];
-			while (read(fd, junk, sizeof junk) > 0)
-				;
-			close(fd);
-		}
-		_exit(0);
-	}
-	close(lfd);
+	pid_t pid = fake_pimd(dir, "fake.sock", 3, rawcall_fake, path);
 	const uint8_t status[] = { 0x08, 0x05, 0x1a, 0x00 }; /* id 5, Status {} */
 	int bad = 0;
+
+	if (pid < 0)
+		return 1;
 	for (int mode = 0; mode < 3; mode++) {
 		pim_client *c = pim_client_new();
 		void *resp = NULL;
@@ -646,8 +640,8 @@ static int cmd_rawcall(const char *dir)
 			Pim__Response *got = r == 0 ? pim__response__unpack(NULL, rlen, resp) : NULL;
 			/* as sent: the unknown field too */
 			if (!got || got->body_case != PIM__RESPONSE__BODY_ERROR ||
-			    strcmp(got->error->message, "from the fake") || rlen < sizeof good_tail ||
-			    memcmp((uint8_t *)resp + rlen - sizeof good_tail, good_tail, sizeof good_tail)) {
+			    strcmp(got->error->message, "from the fake") || rlen < sizeof rawcall_tail ||
+			    memcmp((uint8_t *)resp + rlen - sizeof rawcall_tail, rawcall_tail, sizeof rawcall_tail)) {
 				fprintf(stderr, "rawcall: a good answer came back as %d (%s)\n", r, pim_client_error(c));
 				bad++;
 			}
@@ -660,13 +654,8 @@ static int cmd_rawcall(const char *dir)
 		}
 		pim_client_free(c);
 	}
-	int st;
-	waitpid(pid, &st, 0);
-	unlink(path);
-	if (bad || !WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "rawcall: %d failed, fake exited %d\n", bad, st);
+	if (fake_done("rawcall", pid, path, bad))
 		return 1;
-	}
 	printf("rawcall: the bytes as sent; another id and a cut answer refused\n");
 	return 0;
 }
