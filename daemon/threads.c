@@ -502,6 +502,10 @@ static int lane_start(struct lane *l)
 		l->t[i].lane = l;
 		if ((r = -pthread_create(&l->t[i].thread, NULL, thread_main, &l->t[i])) < 0)
 			break;
+		/* named for top -H, ps -L and perf: pimd-writer, pimd-work0 ... */
+		char tname[16];
+		snprintf(tname, sizeof tname, l->group ? "pimd-writer" : "pimd-work%u", i);
+		pthread_setname_np(l->t[i].thread, tname);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_mutex_lock(&l->mu);
