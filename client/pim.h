@@ -538,6 +538,10 @@ struct pim_model_detail {
 /* A loaded model: its summary, manifest and the metrics stored on pimd's platform. */
 int pim_model_show_get(pim_client *c, const char *name, struct pim_model_detail **out);
 void pim_model_detail_free(struct pim_model_detail *d);
+/* The model's manifest in the JSON form pim_model_load_json and pimctl model load read, on
+ * one line (free() it); NULL with errno EINVAL for a detail not from pim_model_show_get, or
+ * ENOMEM. */
+char *pim_model_detail_manifest_json(const struct pim_model_detail *d);
 
 /* B_cpu measured again now (root or pimd's own user): the probe before and the new one. */
 struct pim_probe_result {

@@ -122,6 +122,23 @@ struct detail_box {
 	struct pim_model_operand *operands;
 };
 
+char *pim_model_detail_manifest_json(const struct pim_model_detail *d)
+{
+	const Pim__Response *resp = d ? d->internal_ : NULL;
+
+	if (!resp || !resp->model_show || !resp->model_show->manifest) {
+		errno = EINVAL;
+		return NULL;
+	}
+	json_object *j = manifest_to_json(resp->model_show->manifest);
+	const char *text = j ? json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN) : NULL;
+	char *out = text ? strdup(text) : NULL;
+	json_object_put(j);
+	if (!out)
+		errno = ENOMEM;
+	return out;
+}
+
 void pim_model_detail_free(struct pim_model_detail *d)
 {
 	struct detail_box *b = (struct detail_box *)d; /* pub is the first member of its box */

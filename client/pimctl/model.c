@@ -75,77 +75,18 @@ static const char *role_name(enum pim_operand_role r)
 	}
 }
 
-static json_object *ju64(uint64_t v)
+static int show_json(const struct pim_model_detail *d)
 {
-	return v > INT64_MAX ? json_object_new_uint64(v) : json_object_new_int64((int64_t)v);
-}
-
-/* The model's manifest in the JSON form model load reads (keys in the order it is written). */
-static json_object *manifest_json(const struct pim_model_detail *d)
-{
-	json_object *root = json_object_new_object();
-	json_object *allocs = json_object_new_array_ext((int)d->n_allocations);
-	json_object *regions = json_object_new_array_ext((int)d->n_regions);
-
-	json_object_object_add(root, "name", json_object_new_string(d->info.name));
-	if (*d->info.source)
-		json_object_object_add(root, "source", json_object_new_string(d->info.source));
-	for (size_t i = 0; i < d->n_allocations; i++) {
-		const struct pim_model_allocation *a = &d->allocations[i];
-		json_object *o = json_object_new_object();
-		json_object_object_add(o, "id", json_object_new_int64(a->id));
-		json_object_object_add(o, "bytes", ju64(a->bytes));
-		json_object_object_add(o, "kind", json_object_new_string(kind_name(a->kind)));
-		if (*a->name)
-			json_object_object_add(o, "name", json_object_new_string(a->name));
-		json_object_array_add(allocs, o);
+	/* the manifest as common/manifest.c writes it, for model load to read again */
+	char *text = pim_model_detail_manifest_json(d);
+	json_object *manifest = text ? json_tokener_parse(text) : NULL;
+	free(text);
+	if (!manifest) {
+		fprintf(stderr, "pimctl: out of memory\n");
+		return EXIT_DAEMON;
 	}
-	for (size_t i = 0; i < d->n_regions; i++) {
-		const struct pim_model_region *r = &d->regions[i];
-		json_object *o = json_object_new_object();
-		json_object_object_add(o, "id", json_object_new_int64(r->id));
-		json_object_object_add(o, "name", json_object_new_string(r->name));
-		json_object_object_add(o, "op", json_object_new_string(r->op));
-		json_object_object_add(o, "order", json_object_new_int64(r->order));
-		json_object_object_add(o, "n_par", ju64(r->n_par));
-		json_object_object_add(o, "n_total", ju64(r->n_total));
-		json_object_object_add(o, "trip", ju64(r->trip ? r->trip : 1));
-		if (r->n_parallel_extents || r->n_reduction_extents) {
-			json_object *pe = json_object_new_array(), *re = json_object_new_array();
-			for (size_t j = 0; j < r->n_parallel_extents; j++)
-				json_object_array_add(pe, ju64(r->parallel_extents[j]));
-			for (size_t j = 0; j < r->n_reduction_extents; j++)
-				json_object_array_add(re, ju64(r->reduction_extents[j]));
-			json_object_object_add(o, "parallel_extents", pe);
-			json_object_object_add(o, "reduction_extents", re);
-		}
-		if (*r->location)
-			json_object_object_add(o, "location", json_object_new_string(r->location));
-		json_object *ops = json_object_new_array_ext((int)r->n_operands);
-		for (size_t j = 0; j < r->n_operands; j++) {
-			const struct pim_model_operand *op = &r->operands[j];
-			json_object *p = json_object_new_object();
-			json_object_object_add(p, "allocation", json_object_new_int64(op->allocation_id));
-			json_object_object_add(p, "bytes", ju64(op->bytes));
-			if (*op->elem_type)
-				json_object_object_add(p, "elem_type", json_object_new_string(op->elem_type));
-			if (op->elem_bits)
-				json_object_object_add(p, "elem_bits", json_object_new_int64(op->elem_bits));
-			json_object_object_add(p, "role", json_object_new_string(role_name(op->role)));
-			json_object_array_add(ops, p);
-		}
-		json_object_object_add(o, "operands", ops);
-		json_object_array_add(regions, o);
-	}
-	json_object_object_add(root, "allocations", allocs);
-	json_object_object_add(root, "regions", regions);
-	return root;
-}
-
-static void show_json(const struct pim_model_detail *d)
-{
 	json_object *o = model_info_json(&d->info);
-	json_object_object_add(o, "manifest", manifest_json(d));
+	json_object_object_add(o, "manifest", manifest);
 	json_object *ms = json_object_new_array();
 	for (size_t i = 0; i < d->n_metrics; i++) {
 		const struct pim_region_metrics *x = &d->metrics[i];
@@ -163,6 +104,7 @@ static void show_json(const struct pim_model_detail *d)
 	}
 	json_object_object_add(o, "metrics", ms);
 	print_json(o);
+	return EXIT_OK;
 }
 
 static int cmd_model_show(struct ctl *ctl, const char *name)
@@ -173,9 +115,9 @@ static int cmd_model_show(struct ctl *ctl, const char *name)
 	if (r < 0)
 		return request_failed(ctl, r);
 	if (ctl->json) {
-		show_json(d);
+		int rc = show_json(d);
 		pim_model_detail_free(d);
-		return EXIT_OK;
+		return rc;
 	}
 	const struct pim_model_info *info = &d->info;
 	char b[32], t[32];

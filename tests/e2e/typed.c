@@ -225,6 +225,21 @@ static int model(pim_client *c, const char *path)
 			bad = check_detail(d);
 		if (!bad && (d->n_metrics || d->metrics))
 			bad = wrong("a model just loaded shows metrics");
+		/* its manifest as JSON loads again as the same model */
+		char *mj = bad ? NULL : pim_model_detail_manifest_json(d);
+		struct pim_model_loaded *back = NULL;
+		if (!bad && !mj)
+			bad = wrong("no JSON manifest of a shown model");
+		else if (!bad && pim_model_load_json(c, mj, strlen(mj), PIM_LOAD_REPLACE, &back) < 0)
+			bad = failed(c, "load of the shown manifest");
+		else if (!bad && (!back->replaced || back->info.regions != d->info.regions ||
+				  back->info.allocation_bytes != d->info.allocation_bytes ||
+				  strcmp(back->info.source, d->info.source) != 0))
+			bad = wrong("the shown manifest loads as another model");
+		pim_model_loaded_free(back);
+		free(mj);
+		if (pim_model_detail_manifest_json(NULL) || errno != EINVAL)
+			bad = wrong("a detail that is not one has a manifest");
 		pim_model_detail_free(d);
 	}
 	/* refused here, before anything is sent; the connection serves on */
