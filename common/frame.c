@@ -143,6 +143,13 @@ int frame_reader_read(struct frame_reader *r, int fd)
 		if (r->len > r->max)
 			return -EMSGSIZE;
 		r->got = 0;
+		if (r->buf && r->cap < r->len) {
+			/* a buffer kept from a smaller frame: this one is read as if none were kept
+			 * (grown chunk by chunk from it, the frame would take a read per chunk) */
+			free(r->buf);
+			r->buf = NULL;
+			r->cap = 0;
+		}
 		if (r->len == 0) {
 			if (!r->buf)
 				r->buf = malloc(1);
