@@ -324,11 +324,11 @@ static bool status_body(const uint8_t *rbuf, size_t rlen, uint64_t id, const uin
 	int r;
 
 	while ((r = wire_next(rbuf, rlen, &i, &f)) > 0) {
-		const ProtobufCFieldDescriptor *d =
-			protobuf_c_message_descriptor_get_field(&pim__response__descriptor, f.number);
+		const ProtobufCFieldDescriptor *d = f.number == PIM__RESPONSE__BODY_STATUS || f.number == 1 ? NULL
+			: protobuf_c_message_descriptor_get_field(&pim__response__descriptor, f.number);
 		if (f.number == 1 && f.type == WIRE_VARINT) {
 			got = f.v;
-		} else if (d && (d->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) {
+		} else if (f.number == PIM__RESPONSE__BODY_STATUS || (d && (d->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))) {
 			which = f.number; /* (the last body is the one) */
 			*body = f.p;
 			*n = f.len;
