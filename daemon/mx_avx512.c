@@ -429,7 +429,8 @@ AVX512_INLINE void avx512_group(struct avx512_grp *g, unsigned m, bool f32, bool
 
 #pragma GCC unroll 2
 	for (unsigned j = 0; j < 2; j++) {
-		__m512i E = _mm512_shuffle_epi32(g->r, j ? (_MM_PERM_ENUM)0xaa : (_MM_PERM_ENUM)0x00);
+		/* (an immediate each: clang takes no expression there) */
+		__m512i E = j ? _mm512_shuffle_epi32(g->r, (_MM_PERM_ENUM)0xaa) : _mm512_shuffle_epi32(g->r, (_MM_PERM_ENUM)0x00);
 		__mmask64 d = _mm512_cmplt_epu8_mask(g->pm[j], E);
 		__m512i t = _mm512_adds_epu8(_mm512_sub_epi8(E, g->eb[j]), c);
 		sh[j] = _mm512_mask_sub_epi8(t, d, t, _mm512_set1_epi8(1));

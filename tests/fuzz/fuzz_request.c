@@ -3,9 +3,12 @@
  * Fuzz target: one frame payload as the daemon receives it — decoded as a Request (measured
  * first, under the same budget as pimd's, its strings checked on the way, decode.c) and
  * answered by rpc_handle() against a real store — so the decoder, manifest validation and the
- * store's handling of anything a client can send are covered, as in server.c.  Built by "make fuzz" (libFuzzer) and, with
+ * store's handling of anything a client can send are covered, as in server.c; and what the
+ * event loop takes as a Status on the wire (decode_status_request) must decode as one, with
+ * the same id.  Built by "make fuzz" (libFuzzer) and, with
  * tests/fuzz/replay.c, by "make check" to replay the corpus.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +79,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!store)
 		init();
-	if (decode_request(data, size, &budget, &req, &text, &err) < 0)
+	/* what the loop answers as a Status on the wire is a Status to decode_request too */
+	uint64_t status_id;
+	bool status = decode_status_request(data, size, &status_id);
+	if (decode_request(data, size, &budget, &req, &text, &err) < 0) {
+		if (status)
+			abort();
 		return 0;
+	}
+	if (status && (req->body_case != PIM__REQUEST__BODY_STATUS || req->id != status_id))
+		abort();
 	/* As in the daemon, a request with a bad string does not reach the handlers. */
 	if (text.code < 0) {
 		pim__request__free_unpacked(req, &budget.alloc);
