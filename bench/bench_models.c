@@ -97,17 +97,14 @@ static const char floor_schema[] =
 	"PRIMARY KEY (model_id, alloc_id)) WITHOUT ROWID;"
 	"CREATE TABLE regions (model_id INTEGER, region_id INTEGER, name TEXT, op TEXT, ord INTEGER, "
 	"n_par INTEGER, n_total INTEGER, trip INTEGER, parallel_extents TEXT, reduction_extents TEXT, "
-	"location TEXT, PRIMARY KEY (model_id, region_id)) WITHOUT ROWID;"
-	"CREATE TABLE operands (model_id INTEGER, region_id INTEGER, idx INTEGER, alloc_id INTEGER, bytes INTEGER, "
-	"elem_type TEXT, elem_bits INTEGER, role INTEGER, PRIMARY KEY (model_id, region_id, idx)) WITHOUT ROWID;";
+	"location TEXT, operands TEXT, PRIMARY KEY (model_id, region_id)) WITHOUT ROWID;";
 
-#define FLOOR_STMTS 8
+#define FLOOR_STMTS 6
+#define FLOOR_DELETES 3
 static const char *const floor_sql[FLOOR_STMTS] = {
 	"INSERT INTO models (id, name) VALUES (?, ?)",
 	"INSERT INTO allocations VALUES (?, ?, ?, ?, ?)",
-	"INSERT INTO regions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-	"INSERT INTO operands VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-	"DELETE FROM operands WHERE model_id = ?",
+	"INSERT INTO regions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	"DELETE FROM regions WHERE model_id = ?",
 	"DELETE FROM allocations WHERE model_id = ?",
 	"DELETE FROM models WHERE id = ?",
@@ -150,19 +147,21 @@ static int floor_load(sqlite3_stmt *const st[FLOOR_STMTS], const Pim__Manifest *
 		sqlite3_bind_text(st[2], 9, "", -1, SQLITE_STATIC);
 		sqlite3_bind_text(st[2], 10, "", -1, SQLITE_STATIC);
 		sqlite3_bind_text(st[2], 11, g->location, -1, SQLITE_STATIC);
+		/* the operands' text as the store writes it (sql/0012) */
+		struct store_operand ops[2];
+		char text[2 * STORE_OPERAND_TEXT + 1];
+		size_t n = g->n_operands < 2 ? g->n_operands : 2;
+		for (size_t j = 0; j < n; j++)
+			ops[j] = (struct store_operand){ .allocation_id = g->operands[j]->allocation_id,
+							 .bytes = g->operands[j]->bytes,
+							 .elem_type = g->operands[j]->elem_type,
+							 .elem_bits = g->operands[j]->elem_bits,
+							 .role = rpc_role_from_wire(g->operands[j]->role) };
+		char *end = store_operands_text(ops, n, text);
+		if (!end)
+			return -1;
+		sqlite3_bind_text(st[2], 12, text, (int)(end - text), SQLITE_STATIC);
 		r |= step(st[2]);
-		for (size_t j = 0; j < g->n_operands; j++) {
-			const Pim__Operand *o = g->operands[j];
-			sqlite3_bind_int64(st[3], 1, id);
-			sqlite3_bind_int64(st[3], 2, g->id);
-			sqlite3_bind_int64(st[3], 3, (int64_t)j);
-			sqlite3_bind_int64(st[3], 4, o->allocation_id);
-			sqlite3_bind_int64(st[3], 5, (int64_t)o->bytes);
-			sqlite3_bind_text(st[3], 6, o->elem_type, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st[3], 7, o->elem_bits);
-			sqlite3_bind_int(st[3], 8, (int)o->role);
-			r |= step(st[3]);
-		}
 	}
 	return r;
 }
@@ -177,7 +176,7 @@ static int floor_round(sqlite3 *db, sqlite3_stmt *const st[FLOOR_STMTS], const P
 		double a = cpu_s();
 		int r = floor_load(st, m, id);
 		double b = cpu_s();
-		for (int q = 4; q < FLOOR_STMTS; q++) {
+		for (int q = FLOOR_STMTS - FLOOR_DELETES; q < FLOOR_STMTS; q++) {
 			sqlite3_bind_int64(st[q], 1, id);
 			r |= step(st[q]);
 		}

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -85,25 +86,48 @@ static int extents_check(const char *field, const uint64_t *e, size_t n, uint64_
 	return 0;
 }
 
+/* text_check of a field named by fmt, i and j: the name is written only when the check fails
+ * (a model of a million regions has millions of fields). */
+static int text_check_at(const char *s, size_t max, unsigned flags, struct pim_error *err, const char *fmt, ...)
+	_printf_(5, 6);
+static int text_check_at(const char *s, size_t max, unsigned flags, struct pim_error *err, const char *fmt, ...)
+{
+	char f[96];
+	va_list ap;
+
+	if (text_check("", s, max, flags, NULL) >= 0)
+		return 0;
+	va_start(ap, fmt);
+	vsnprintf(f, sizeof f, fmt, ap);
+	va_end(ap);
+	return text_check(f, s, max, flags, err);
+}
+
+/* extents_check of regions[i].<kind>, named only when it fails. */
+static int extents_check_at(const char *kind, size_t i, const uint64_t *e, size_t n, uint64_t *product,
+			    struct pim_error *err)
+{
+	char f[96];
+
+	if (extents_check("", e, n, product, NULL) >= 0)
+		return 0;
+	snprintf(f, sizeof f, "regions[%zu].%s", i, kind);
+	return extents_check(f, e, n, product, err);
+}
+
 static int cmp_alloc_ref(const void *a, const void *b);
 
 static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *refs,
 			const Pim__Manifest *m, struct pim_error *err)
 {
-	char f[96];
 	int k;
 
 	if (r->id > MANIFEST_REGION_ID_MAX)
 		return err_set(err, -EINVAL, "regions[%zu].id: %u exceeds %u (region ids index dense "
 			       "tables in pimd and the client)", i, r->id, MANIFEST_REGION_ID_MAX);
-	snprintf(f, sizeof f, "regions[%zu].name", i);
-	if ((k = text_check(f, r->name, MANIFEST_TEXT_MAX, TEXT_REQUIRED, err)) < 0)
-		return k;
-	snprintf(f, sizeof f, "regions[%zu].op", i);
-	if ((k = text_check(f, r->op, MANIFEST_TEXT_MAX, TEXT_REQUIRED, err)) < 0)
-		return k;
-	snprintf(f, sizeof f, "regions[%zu].location", i);
-	if ((k = text_check(f, r->location, MANIFEST_TEXT_MAX, 0, err)) < 0)
+	if ((k = text_check_at(r->name, MANIFEST_TEXT_MAX, TEXT_REQUIRED, err, "regions[%zu].name", i)) < 0 ||
+	    (k = text_check_at(r->op, MANIFEST_TEXT_MAX, TEXT_REQUIRED, err, "regions[%zu].op", i)) < 0 ||
+	    (k = text_check_at(r->location, MANIFEST_TEXT_MAX, 0, err, "regions[%zu].location", i)) < 0)
 		return k;
 	if (r->n_par == 0)
 		return err_set(err, -EINVAL, "regions[%zu].n_par: must be at least 1", i);
@@ -118,11 +142,10 @@ static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *
 			       r->trip, MANIFEST_ITERATIONS_MAX);
 	if (r->n_parallel_extents || r->n_reduction_extents) {
 		uint64_t pp, rp, all;
-		snprintf(f, sizeof f, "regions[%zu].parallel_extents", i);
-		if ((k = extents_check(f, r->parallel_extents, r->n_parallel_extents, &pp, err)) < 0)
-			return k;
-		snprintf(f, sizeof f, "regions[%zu].reduction_extents", i);
-		if ((k = extents_check(f, r->reduction_extents, r->n_reduction_extents, &rp, err)) < 0)
+		if ((k = extents_check_at("parallel_extents", i, r->parallel_extents, r->n_parallel_extents,
+					  &pp, err)) < 0 ||
+		    (k = extents_check_at("reduction_extents", i, r->reduction_extents, r->n_reduction_extents,
+					  &rp, err)) < 0)
 			return k;
 		if (pp != r->n_par)
 			return err_set(err, -EINVAL, "regions[%zu].parallel_extents: product %" PRIu64
@@ -157,8 +180,8 @@ static int region_check(const Pim__Region *r, size_t i, const struct alloc_ref *
 		if (o->elem_bits > 1024)
 			return err_set(err, -EINVAL, "regions[%zu].operands[%zu].elem_bits: %u exceeds 1024", i,
 				       j, o->elem_bits);
-		snprintf(f, sizeof f, "regions[%zu].operands[%zu].elem_type", i, j);
-		if ((k = text_check(f, o->elem_type, MANIFEST_ELEM_TYPE_MAX, 0, err)) < 0)
+		if ((k = text_check_at(o->elem_type, MANIFEST_ELEM_TYPE_MAX, 0, err,
+				       "regions[%zu].operands[%zu].elem_type", i, j)) < 0)
 			return k;
 	}
 	return 0;
@@ -198,7 +221,6 @@ int manifest_validate_each(const Pim__Manifest *m, size_t n_regions,
 
 	for (size_t i = 0; i < m->n_allocations; i++) {
 		const Pim__Allocation *a = m->allocations[i];
-		char f[64];
 		if (a->bytes == 0 || a->bytes > MANIFEST_BYTES_MAX)
 			return err_set(err, -EINVAL, "allocations[%zu].bytes: %" PRIu64 " is outside 1..%" PRIu64,
 				       i, a->bytes, MANIFEST_BYTES_MAX);
@@ -208,8 +230,7 @@ int manifest_validate_each(const Pim__Manifest *m, size_t n_regions,
 		if (a->kind == PIM__ALLOC_KIND__ALLOC_KIND_UNSPECIFIED ||
 		    (unsigned)a->kind >= ELEMENTSOF(alloc_kind_names))
 			return err_set(err, -EINVAL, "allocations[%zu].kind: must be argument, alloc or global", i);
-		snprintf(f, sizeof f, "allocations[%zu].name", i);
-		if ((k = text_check(f, a->name, MANIFEST_TEXT_MAX, 0, err)) < 0)
+		if ((k = text_check_at(a->name, MANIFEST_TEXT_MAX, 0, err, "allocations[%zu].name", i)) < 0)
 			return k;
 	}
 	refs = malloc(m->n_allocations * sizeof *refs);

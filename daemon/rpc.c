@@ -357,6 +357,8 @@ static Pim__Response *do_probe_bandwidth(struct rpc_context *ctx, struct rpc_pee
 /* ---------------------------------------------------------------- models: pim.proto <-> store */
 
 _Static_assert(STORE_EXTENTS_MAX == MANIFEST_EXTENTS_MAX, "the store holds a region's extents");
+_Static_assert(STORE_OPERANDS_MAX == MANIFEST_OPERANDS_MAX, "the store holds a region's operands");
+_Static_assert(STORE_ELEM_TYPE_MAX == MANIFEST_ELEM_TYPE_MAX, "the store holds an operand's element type");
 
 enum store_alloc_kind rpc_alloc_kind_from_wire(Pim__AllocKind k)
 {

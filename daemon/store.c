@@ -39,14 +39,12 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_MODEL_UNSTAGE] = "UPDATE models SET staging = 0, name = ?2 WHERE id = ?1",
 	[ST_MODEL_STAGED] = "SELECT id FROM models WHERE staging = 1 LIMIT 1",
 	/* A model's rows, each table's by the range of its key, before the model's row takes the
-	 * rest (its runs, answers): its operands and metrics before its regions
-	 * (sql/0011-rows-by-model.sql), so that no foreign key is looked up or acted on per row. */
-	[ST_OPERANDS_DELETE] = "DELETE FROM operands WHERE model_id = ?1",
+	 * rest (its runs, answers): its metrics before its regions (sql/0011-rows-by-model.sql), so
+	 * that no foreign key is looked up or acted on per row.  Its operands are its regions'
+	 * (sql/0012-operands-in-regions.sql). */
 	[ST_METRICS_DELETE] = "DELETE FROM metrics WHERE model_id = ?1",
 	[ST_REGIONS_DELETE] = "DELETE FROM regions WHERE model_id = ?1",
 	[ST_ALLOCS_DELETE] = "DELETE FROM allocations WHERE model_id = ?1",
-	[ST_OPERANDS_DELETE_SOME] = "DELETE FROM operands WHERE model_id = ?1 AND (region_id, idx) IN "
-				    "(SELECT region_id, idx FROM operands WHERE model_id = ?1 LIMIT ?2)",
 	[ST_METRICS_DELETE_SOME] = "DELETE FROM metrics WHERE model_id = ?1 AND (platform_id, region_id) IN "
 				   "(SELECT platform_id, region_id FROM metrics WHERE model_id = ?1 LIMIT ?2)",
 	[ST_REGIONS_DELETE_SOME] = "DELETE FROM regions WHERE model_id = ?1 AND region_id IN "
@@ -62,22 +60,15 @@ static const char *const stmt_sql[ST__MAX] = {
 			    "VALUES (?1, ?2, ?3, ?4, ?5)",
 	/* the first n of STORE_INSERT_ROWS rows, n the last parameter (LIMIT): store_model.c batches */
 	[ST_REGION_INSERT_MANY] = "INSERT INTO regions (model_id, region_id, name, op, ord, n_par, n_total, trip, "
-				  "parallel_extents, reduction_extents, location) SELECT * FROM (VALUES "
+				  "parallel_extents, reduction_extents, location, operands) SELECT * FROM (VALUES "
 				  ROWS16(REGION_V) ") LIMIT ?",
-	[ST_OPERAND_INSERT_MANY] = "INSERT INTO operands (model_id, region_id, idx, alloc_id, bytes, elem_type, "
-				   "elem_bits, role) SELECT * FROM (VALUES " ROWS16(OPERAND_V) ") LIMIT ?",
 	[ST_ALLOC_SELECT] = "SELECT alloc_id, bytes, kind, name FROM allocations WHERE model_id = ?1 "
 			    "ORDER BY alloc_id",
 	[ST_REGION_SELECT] = "SELECT region_id, name, op, ord, n_par, n_total, trip, parallel_extents, "
-			     "reduction_extents, location FROM regions WHERE model_id = ?1 ORDER BY ord",
-	[ST_OPERAND_SELECT] = "SELECT r.ord, o.alloc_id, o.bytes, o.elem_type, o.elem_bits, o.role "
-			      "FROM operands o JOIN regions r ON r.model_id = o.model_id AND "
-			      "r.region_id = o.region_id WHERE o.model_id = ?1 ORDER BY r.ord, o.idx",
+			     "reduction_extents, location, operands FROM regions WHERE model_id = ?1 ORDER BY ord",
 	[ST_REGION_SELECT_BY_ID] = "SELECT region_id, name, op, ord, n_par, n_total, trip, parallel_extents, "
-				   "reduction_extents, location FROM regions WHERE model_id = ?1 "
+				   "reduction_extents, location, operands FROM regions WHERE model_id = ?1 "
 				   "ORDER BY region_id",
-	[ST_OPERAND_SELECT_BY_ID] = "SELECT region_id, alloc_id, bytes, elem_type, elem_bits, role FROM operands "
-				    "WHERE model_id = ?1 ORDER BY region_id, idx",
 	[ST_PLATFORM_FIND] = "SELECT id, b_cpu, b_cpu_spread, b_cpu_method, b_cpu_measured_at, b_cpu_busy, "
 			     "b_cpu_load, b_cpu_host FROM platforms WHERE name = ?1",
 	[ST_PLATFORM_INSERT] = "INSERT INTO platforms (name, cpu_model, pmu, kernel, created_at) "
@@ -874,16 +865,5 @@ int store_check_integrity(struct store *s, struct pim_error *err)
 	r = res && strcmp(res, "ok") == 0 ? 0
 		: err_set(err, -EIO, "%s: integrity check: %s", s->path, res ? res : "(null)");
 	sqlite3_finalize(st);
-	if (r < 0)
-		return r;
-	/* what no foreign key checks (sql/0011): operands of a model that is gone */
-	if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM operands WHERE model_id NOT IN (SELECT id FROM models)",
-			       -1, &st, NULL) != SQLITE_OK)
-		return store_db_err(s, err, "integrity check");
-	int64_t orphans = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-	sqlite3_finalize(st);
-	if (orphans < 0)
-		return store_db_err(s, err, "integrity check");
-	return orphans ? err_set(err, -EIO, "%s: integrity check: %" PRId64 " operands of no model", s->path, orphans)
-		       : 0;
+	return r;
 }

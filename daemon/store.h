@@ -121,11 +121,24 @@ struct store_allocation {
 
 struct store_operand {
 	uint32_t allocation_id;
-	uint64_t bytes;
-	const char *elem_type;
+	uint64_t bytes;            /* 1 .. INT64_MAX */
+	const char *elem_type;     /* at most STORE_ELEM_TYPE_MAX bytes */
 	uint32_t elem_bits;
-	enum store_operand_role role;
+	enum store_operand_role role;  /* in, out or inout */
 };
+
+/* A region's operands are one text of its row (sql/0012-operands-in-regions.sql): at most
+ * STORE_OPERANDS_MAX (manifest.h: MANIFEST_OPERANDS_MAX) of at most STORE_OPERAND_TEXT bytes. */
+#define STORE_ELEM_TYPE_MAX 16u
+#define STORE_OPERANDS_MAX 1024u
+#define STORE_OPERAND_TEXT 80u
+/* The text of n operands into buf (n * STORE_OPERAND_TEXT + 1 bytes), NUL-terminated; returns
+ * its end, or NULL when an operand is not one the text holds (role, bytes, elem_type above). */
+char *store_operands_text(const struct store_operand *ops, size_t n, char *buf);
+/* The operand at *p of such a text ending at end into o (its elem_type in type); *p moves past
+ * it.  1: one read, 0: the text ends, -EIO: the text does not parse. */
+int store_operand_next(const char **p, const char *end, struct store_operand *o,
+		       char type[STORE_ELEM_TYPE_MAX + 1]);
 
 struct store_region {
 	uint32_t id, order;

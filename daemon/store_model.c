@@ -181,9 +181,107 @@ static int batch_row(struct store *s, struct batch *b, struct pim_error *err)
 	return (int)(b->n++) * b->cols + 1;
 }
 
-/* Region g and its operands into the batches (texts copied: g may not outlive the call). */
-static int region_insert(struct store *s, struct batch *rb, struct batch *ob, const struct store_region *g,
-			 int64_t model_id, struct pim_error *err)
+/* Decimal digits of x at p (at least one); returns their end. */
+static char *put_u64(char *p, uint64_t x)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do
+		tmp[n++] = (char)('0' + x % 10);
+	while ((x /= 10));
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+char *store_operands_text(const struct store_operand *ops, size_t n, char *buf)
+{
+	char *p = buf;
+
+	for (size_t j = 0; j < n; j++) {
+		const struct store_operand *o = &ops[j];
+		const char *t = o->elem_type ? o->elem_type : "";
+		size_t tl = strnlen(t, STORE_ELEM_TYPE_MAX + 1);
+		if (o->role < STORE_ROLE_IN || o->role > STORE_ROLE_INOUT || !o->bytes || o->bytes > INT64_MAX ||
+		    tl > STORE_ELEM_TYPE_MAX)
+			return NULL;
+		if (j)
+			*p++ = ';';
+		p = put_u64(p, o->allocation_id);
+		*p++ = ' ';
+		p = put_u64(p, o->bytes);
+		*p++ = ' ';
+		p = put_u64(p, (uint64_t)o->role);
+		*p++ = ' ';
+		p = put_u64(p, o->elem_bits);
+		*p++ = ' ';
+		p = put_u64(p, tl);
+		*p++ = ':';
+		memcpy(p, t, tl);
+		p += tl;
+	}
+	*p = 0;
+	return p;
+}
+
+/* A decimal number of at most max at *p, *p moved past it; false if none or larger. */
+static bool get_u64(const char **p, const char *end, uint64_t max, uint64_t *x)
+{
+	const char *q = *p;
+	uint64_t v = 0;
+
+	if (q == end || *q < '0' || *q > '9')
+		return false;
+	for (; q < end && *q >= '0' && *q <= '9'; q++) {
+		unsigned d = (unsigned)(*q - '0');
+		if (d > max || v > (max - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*x = v;
+	*p = q;
+	return true;
+}
+
+static bool get_sep(const char **p, const char *end, char c)
+{
+	if (*p == end || **p != c)
+		return false;
+	(*p)++;
+	return true;
+}
+
+int store_operand_next(const char **p, const char *end, struct store_operand *o,
+		       char type[STORE_ELEM_TYPE_MAX + 1])
+{
+	uint64_t alloc, bytes, role, bits, tl;
+	const char *q = *p;
+
+	if (q == end)
+		return 0;
+	if (!get_u64(&q, end, UINT32_MAX, &alloc) || !get_sep(&q, end, ' ') ||
+	    !get_u64(&q, end, INT64_MAX, &bytes) || !bytes || !get_sep(&q, end, ' ') ||
+	    !get_u64(&q, end, STORE_ROLE_INOUT, &role) || role < STORE_ROLE_IN || !get_sep(&q, end, ' ') || !get_u64(&q, end, UINT32_MAX, &bits) ||
+	    !get_sep(&q, end, ' ') || !get_u64(&q, end, STORE_ELEM_TYPE_MAX, &tl) || !get_sep(&q, end, ':') ||
+	    (size_t)(end - q) < tl)
+		return -EIO;
+	memcpy(type, q, tl);
+	type[tl] = 0;
+	q += tl;
+	/* one more follows after a ';', or the text ends here */
+	if (q != end && (!get_sep(&q, end, ';') || q == end))
+		return -EIO;
+	*o = (struct store_operand){ .allocation_id = (uint32_t)alloc, .bytes = bytes, .elem_type = type,
+				     .elem_bits = (uint32_t)bits, .role = (enum store_operand_role)role };
+	*p = q;
+	return 1;
+}
+
+/* Region g with its operands into the batch (texts copied: g may not outlive the call); ot holds
+ * STORE_OPERAND_TEXT bytes per operand. */
+static int region_insert(struct store *s, struct batch *rb, const struct store_region *g, int64_t model_id,
+			 char *ot, struct pim_error *err)
 {
 	char pe[STORE_EXTENTS_TEXT], re[STORE_EXTENTS_TEXT];
 	int k = batch_row(s, rb, err);
@@ -204,20 +302,11 @@ static int region_insert(struct store *s, struct batch *rb, struct batch *ob, co
 	sqlite3_bind_text(st, k + 8, pe, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, k + 9, re, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, k + 10, g->location ? g->location : "", -1, SQLITE_TRANSIENT);
-	for (size_t j = 0; j < g->n_operands; j++) {
-		const struct store_operand *o = &g->operands[j];
-		if ((k = batch_row(s, ob, err)) < 0)
-			return k;
-		st = ob->st;
-		sqlite3_bind_int64(st, k, model_id);
-		sqlite3_bind_int64(st, k + 1, g->id);
-		sqlite3_bind_int64(st, k + 2, (int64_t)j);
-		sqlite3_bind_int64(st, k + 3, o->allocation_id);
-		sqlite3_bind_int64(st, k + 4, (int64_t)o->bytes);
-		sqlite3_bind_text(st, k + 5, o->elem_type ? o->elem_type : "", -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(st, k + 6, o->elem_bits);
-		sqlite3_bind_int(st, k + 7, (int)o->role);
-	}
+	char *end = store_operands_text(g->operands, g->n_operands, ot);
+	if (!end)
+		return err_set(err, -EINVAL, "region %u: an operand with no role, no bytes or an element type "
+			       "of more than %u bytes", g->id, STORE_ELEM_TYPE_MAX);
+	sqlite3_bind_text(st, k + 11, ot, (int)(end - ot), SQLITE_TRANSIENT);
 	return 0;
 }
 
@@ -226,18 +315,36 @@ static int regions_insert(struct store *s, const struct store_manifest_src *src,
 			  size_t max_rows, struct pim_error *err)
 {
 	struct batch rb = { store_stmt_get(s, ST_REGION_INSERT_MANY), REGION_COLUMNS, 0, "inserting regions" };
-	struct batch ob = { store_stmt_get(s, ST_OPERAND_INSERT_MANY), OPERAND_COLUMNS, 0, "inserting operands" };
+	char small[8 * STORE_OPERAND_TEXT], *ot = small, *big = NULL;
+	size_t cap = sizeof small;
 	int r = 0;
 
+	/* rows counts a region's operands too: about as many bytes as that many rows */
 	for (size_t rows = 0; *i < src->n_regions && rows < max_rows && r >= 0; (*i)++) {
 		const struct store_region *g = src->region(src->ctx, *i, err);
-		if (!g)
-			return err->code < 0 ? err->code : err_set(err, -EIO, "regions[%zu]: unreadable", *i);
-		r = region_insert(s, &rb, &ob, g, model_id, err);
+		if (!g) {
+			r = err->code < 0 ? err->code : err_set(err, -EIO, "regions[%zu]: unreadable", *i);
+			break;
+		}
+		if (g->n_operands > STORE_OPERANDS_MAX) {
+			r = err_set(err, -E2BIG, "regions[%zu]: %zu operands (at most %u)", *i, g->n_operands,
+				    STORE_OPERANDS_MAX);
+			break;
+		}
+		if (g->n_operands * STORE_OPERAND_TEXT + 1 > cap) {
+			cap = STORE_OPERANDS_MAX * STORE_OPERAND_TEXT + 1;
+			if (!big && !(big = malloc(cap))) {
+				r = err_set(err, -ENOMEM, "out of memory");
+				break;
+			}
+			ot = big;
+		}
+		r = region_insert(s, &rb, g, model_id, ot, err);
 		rows += 1 + g->n_operands;
 	}
-	if (r >= 0 && (r = batch_flush(s, &rb, err)) >= 0)
-		r = batch_flush(s, &ob, err);
+	if (r >= 0)
+		r = batch_flush(s, &rb, err);
+	free(big);
 	return r;
 }
 
@@ -313,8 +420,8 @@ static int samples_more_than(struct store *s, int64_t id, unsigned n, struct pim
 /* Deletes model id and everything of it, in a change begun by the caller. */
 static int model_delete(struct store *s, int64_t id, const char *what, struct pim_error *err)
 {
-	static const enum stmt_id order[] = { ST_OPERANDS_DELETE, ST_METRICS_DELETE, ST_REGIONS_DELETE,
-					      ST_ALLOCS_DELETE, ST_MODEL_DELETE };
+	static const enum stmt_id order[] = { ST_METRICS_DELETE, ST_REGIONS_DELETE, ST_ALLOCS_DELETE,
+					      ST_MODEL_DELETE };
 	int r = 0;
 
 	for (size_t k = 0; k < ELEMENTSOF(order) && r >= 0; k++) {
@@ -326,14 +433,13 @@ static int model_delete(struct store *s, int64_t id, const char *what, struct pi
 }
 
 /* Deletes the rows of a staged model, STORE_PART_ROWS samples of its profile runs, then as many
- * operands, metrics, regions, then allocations, per transaction, then its row (and its runs with
+ * metrics, regions (with their operands), then allocations, per transaction, then its row (and its runs with
  * it).  Left to the model's row, the samples of an in-situ run (up to 4,000,000) would all go in
  * its one transaction, holding every other writer that long. */
 static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err)
 {
-	static const enum stmt_id some[] = { ST_SAMPLES_DELETE_SOME, ST_OPERANDS_DELETE_SOME,
-					     ST_METRICS_DELETE_SOME, ST_REGIONS_DELETE_SOME,
-					     ST_ALLOCS_DELETE_SOME };
+	static const enum stmt_id some[] = { ST_SAMPLES_DELETE_SOME, ST_METRICS_DELETE_SOME,
+					     ST_REGIONS_DELETE_SOME, ST_ALLOCS_DELETE_SOME };
 	int r;
 
 	for (size_t k = 0; k < ELEMENTSOF(some); k++)
@@ -575,15 +681,14 @@ static bool region_row(sqlite3_stmt *st, struct store_region *g, uint64_t *pe, u
 int store_model_walk(struct store *s, int64_t model_id, const struct store_model_walker *w, void *ctx,
 		     struct pim_error *err)
 {
-	/* Regions in program order (or by id), and beside them their operands (ordered by the
-	 * region's order or id, then index): one pass over each, nothing of the model held here. */
-	sqlite3_stmt *rs = store_stmt_get(s, w->by_id ? ST_REGION_SELECT_BY_ID : ST_REGION_SELECT),
-		     *os = store_stmt_get(s, w->by_id ? ST_OPERAND_SELECT_BY_ID : ST_OPERAND_SELECT);
+	/* Regions in program order (or by id), each with its operands: one pass, nothing of the
+	 * model held here. */
+	sqlite3_stmt *rs = store_stmt_get(s, w->by_id ? ST_REGION_SELECT_BY_ID : ST_REGION_SELECT);
 	struct store_region g;
 	uint64_t pe[STORE_EXTENTS_MAX], re[STORE_EXTENTS_MAX];
+	char type[STORE_ELEM_TYPE_MAX + 1];
 	size_t index = 0;
-	int r, ro = SQLITE_ROW, k = 0;
-	bool op_pending = false;
+	int r, k = 0;
 
 	if (w->allocation) {
 		sqlite3_stmt *as = store_stmt_get(s, ST_ALLOC_SELECT);
@@ -605,40 +710,27 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 			return k;
 	}
 	sqlite3_bind_int64(rs, 1, model_id);
-	sqlite3_bind_int64(os, 1, model_id);
 	while (k >= 0 && (r = sqlite3_step(rs)) == SQLITE_ROW) {
 		if (!region_row(rs, &g, pe, re)) {
 			k = err_set(err, -EIO, "%s: region %u of model %" PRId64 " has unreadable extents",
 				    s->path, g.id, model_id);
 			break;
 		}
+		/* (the text stays valid until the next step: the walker's calls do not step rs) */
+		const char *p = (const char *)sqlite3_column_text(rs, 10), *end = p + sqlite3_column_bytes(rs, 10);
 		if ((k = w->region(ctx, index, &g)) < 0)
 			break;
-		for (;;) {
-			if (!op_pending && (ro = sqlite3_step(os)) != SQLITE_ROW)
-				break;
-			op_pending = true;
-			uint32_t key = (uint32_t)sqlite3_column_int64(os, 0), want = w->by_id ? g.id : g.order;
-			if (key > want)
-				break;  /* the next region's */
-			op_pending = false;
-			if (key < want)
-				continue;  /* of no region (cannot happen: a foreign key) */
-			const unsigned char *t = sqlite3_column_text(os, 3);
-			const struct store_operand o = {
-				.allocation_id = (uint32_t)sqlite3_column_int64(os, 1),
-				.bytes = (uint64_t)sqlite3_column_int64(os, 2),
-				.elem_type = t ? (const char *)t : "",
-				.elem_bits = (uint32_t)sqlite3_column_int64(os, 4),
-				.role = (enum store_operand_role)sqlite3_column_int(os, 5),
-			};
+		struct store_operand o;
+		size_t n = 0;
+		int got = 0;
+		while (p && (got = store_operand_next(&p, end, &o, type)) > 0 && n++ < STORE_OPERANDS_MAX)
 			if ((k = w->operand(ctx, index, &o)) < 0)
 				break;
-		}
 		if (k < 0)
 			break;
-		if (ro != SQLITE_ROW && ro != SQLITE_DONE) {
-			k = store_db_err(s, err, "reading operands");
+		if (p && (got < 0 || n > STORE_OPERANDS_MAX)) {
+			k = err_set(err, -EIO, "%s: region %u of model %" PRId64 " has unreadable operands",
+				    s->path, g.id, model_id);
 			break;
 		}
 		index++;
@@ -646,7 +738,6 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 	if (k >= 0 && r != SQLITE_DONE && r != SQLITE_ROW)
 		k = store_db_err(s, err, "reading regions");
 	sqlite3_reset(rs);
-	sqlite3_reset(os);
 	return k < 0 ? k : 0;
 }
 

@@ -29,23 +29,18 @@ enum stmt_id {
 	ST_MODEL_UNSTAGE,
 	ST_MODEL_STAGED,
 	ST_REGION_INSERT_MANY,
-	ST_OPERAND_INSERT_MANY,
-	ST_OPERANDS_DELETE,
 	ST_METRICS_DELETE,
 	ST_REGIONS_DELETE,
 	ST_ALLOCS_DELETE,
-	ST_OPERANDS_DELETE_SOME,
 	ST_METRICS_DELETE_SOME,
 	ST_REGIONS_DELETE_SOME,
 	ST_ALLOCS_DELETE_SOME,
 	ST_ALLOC_INSERT,
 	ST_ALLOC_SELECT,
 	ST_REGION_SELECT,
-	ST_OPERAND_SELECT,
 	ST_REGION_SELECT_BY_ID,
 	ST_SAMPLES_DELETE_SOME,
 	ST_SAMPLES_MORE_THAN,
-	ST_OPERAND_SELECT_BY_ID,
 	ST_PLATFORM_FIND,
 	ST_PLATFORM_INSERT,
 	ST_PLATFORM_UPDATE,
@@ -89,13 +84,12 @@ enum stmt_id {
 #define FETCHED_V16 FETCHED_V4 ", " FETCHED_V4 ", " FETCHED_V4 ", " FETCHED_V4
 #define FETCHED_V64 FETCHED_V16 ", " FETCHED_V16 ", " FETCHED_V16 ", " FETCHED_V16
 #define FETCHED_COLUMNS 18
-/* A model's regions and operands are inserted STORE_INSERT_ROWS to a statement (the first n of
- * its rows: LIMIT), so that a statement's own work is done once per batch, not per row. */
+/* A model's regions (with their operands: sql/0012) are inserted STORE_INSERT_ROWS to a
+ * statement (the first n of its rows: LIMIT), so that a statement's own work is done once per
+ * batch, not per row. */
 #define STORE_INSERT_ROWS 16
-#define REGION_COLUMNS 11
-#define OPERAND_COLUMNS 8
-#define REGION_V "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-#define OPERAND_V "(?, ?, ?, ?, ?, ?, ?, ?)"
+#define REGION_COLUMNS 12
+#define REGION_V "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 #define ROWS4(v) v ", " v ", " v ", " v
 #define ROWS16(v) ROWS4(v) ", " ROWS4(v) ", " ROWS4(v) ", " ROWS4(v)
 _Static_assert(STORE_FETCHED_ROWS == 64, "FETCHED_V64 has STORE_FETCHED_ROWS rows");

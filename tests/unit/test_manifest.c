@@ -97,6 +97,15 @@ START_TEST(errors_name_the_field)
 	expect_error("\"parallel_extents\": [256], \"reduction_extents\": [4]",
 		     "\"parallel_extents\": [4294967296, 4294967296], \"reduction_extents\": [4]",
 		     "regions[1].parallel_extents: product exceeds");
+	/* each failing field named, though names are written only on failure */
+	expect_error("\"elem_type\": \"f32\"", "\"elem_type\": \"f32-but-much-too-long\"",
+		     "regions[0].operands[0].elem_type: 21 bytes, at most 16 allowed");
+	expect_error("\"name\": \"acc\"", "\"name\": \"acc\", \"location\": \"a\\u0001\"",
+		     "regions[1].location: contains a control character (U+0001) at byte 1");
+	expect_error("\"name\": \"%a\"", "\"name\": \"\\u0007\"",
+		     "allocations[0].name: contains a control character (U+0007) at byte 0");
+	expect_error("\"reduction_extents\": [4]", "\"reduction_extents\": [4, 0]",
+		     "regions[1].reduction_extents[1]: must be at least 1");
 }
 END_TEST
 
