@@ -225,7 +225,7 @@ static Pim__Response *raw_call(int fd, Pim__Request *req, size_t *req_len, uint3
 	pim__request__pack(req, buf);
 	r = frame_send(fd, buf, (uint32_t)n);
 	free(buf);
-	if (r < 0 || (r = frame_recv(fd, MAX_FRAME, &rbuf, resp_len)) < 0) {
+	if (r < 0 || (r = frame_recv_wait(fd, MAX_FRAME, -1, &rbuf, resp_len)) < 0) {
 		fail("raw round trip with pimd: %s", strerror(-r));
 		return NULL;
 	}
@@ -583,7 +583,7 @@ static inline int client_query(struct client *c)
 	uint32_t len;
 	int r = frame_send(c->fd, req_payload, req_size);
 	if (r == 0)
-		r = frame_recv(c->fd, MAX_FRAME, &p, &len);
+		r = frame_recv_wait(c->fd, MAX_FRAME, -1, &p, &len); /* as libpimclient waits */
 	if (r < 0)
 		return fail("echo round trip: %s", strerror(-r));
 	free(p);

@@ -3,6 +3,7 @@
 #include "pim.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -39,6 +40,7 @@ pim_client *pim_client_new(void)
 		return NULL;
 	pthread_mutex_init(&c->lock, NULL);
 	c->fd = -1;
+	c->timeout_ms = -1;
 	c->next_id = 1;
 	c->max_frame = FRAME_MAX_DEFAULT;
 	return c;
@@ -95,7 +97,7 @@ static int exchange_bytes(pim_client *c, const uint8_t *buf, size_t n, int pass_
 	/* Even when the send failed because pimd closed the connection, it may have said why
 	 * first (too many clients, an oversized frame): read that answer if it is there. */
 	int sent = r;
-	r = frame_recv(c->fd, c->max_frame, rbuf, rlen);
+	r = frame_recv_wait(c->fd, c->max_frame, c->timeout_ms, rbuf, rlen);
 	if (r < 0 && sent < 0) {
 		drop_connection(c);
 		return pimclient_fail(c, sent, "sending to pimd at %s: %s", c->path, strerror(-sent));
@@ -217,6 +219,7 @@ int pim_client_connect(pim_client *c, const char *path, const char *client_name)
 	memcpy(c->path, path, strlen(path) + 1);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->timeout_ms = -1;
 	if (c->fd < 0) {
 		r = pimclient_fail(c, -errno, "socket: %s", strerror(errno));
 		goto out;
@@ -259,6 +262,8 @@ int pim_client_set_timeout(pim_client *c, unsigned timeout_ms)
 		r = pimclient_fail(c, -ENOTCONN, "not connected to pimd");
 	else if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
 		r = pimclient_fail(c, -errno, "SO_RCVTIMEO: %s", strerror(errno));
+	else
+		c->timeout_ms = timeout_ms && timeout_ms <= INT_MAX ? (int)timeout_ms : -1;
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }

@@ -21,6 +21,7 @@ struct pim_client {
 	int fd;
 	uint64_t next_id;
 	uint32_t max_frame;    /* the daemon's max_frame_bytes from Hello */
+	int timeout_ms;        /* pim_client_set_timeout's, of this connection; -1: none */
 	int remote;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char server_version[32];

@@ -83,5 +83,10 @@ int frame_send(int fd, const void *payload, uint32_t len);
 /* As frame_send, passing pass_fd along with the frame's first byte (SCM_RIGHTS). */
 int frame_send_fd(int fd, const void *payload, uint32_t len, int pass_fd);
 int frame_recv(int fd, uint32_t max, uint8_t **payload, uint32_t *len);
+/* As frame_recv, after waiting with poll(2) for the frame to begin, at most timeout_ms (< 0: for
+ * ever): -EAGAIN when it did not.  A reader asleep in read(2) on a Unix stream socket is woken
+ * each time the peer reads what it sent (write space came back) and goes to sleep again, at the
+ * cost of a wakeup on each side; a poll(2) for POLLIN is woken only by what it waits for. */
+int frame_recv_wait(int fd, uint32_t max, int timeout_ms, uint8_t **payload, uint32_t *len);
 
 #endif

@@ -460,8 +460,8 @@ static size_t statuswire_answer(int mode, uint64_t id, uint8_t *out)
 /*
  * A fake pimd on DIR/NAME for the tests of libpimclient against answers pimd would not give:
  * a child that takes `modes` connections one after the other, answers each one's Hello, then
- * its next request with answer(mode, request, out) (the bytes to send), and reads until the
- * client closes.  Its pid, or -1 (with a message); *path is the socket's.
+ * its next request with answer(mode, request, out) (the bytes to send; 0: it sends nothing),
+ * and reads until the client closes.  Its pid, or -1 (with a message); *path is the socket's.
  */
 typedef size_t (*fake_answer_fn)(int mode, const Pim__Request *q, uint8_t *out);
 
@@ -509,7 +509,7 @@ static pid_t fake_pimd(const char *dir, const char *name, int modes, fake_answer
 				len = answer(mode, q, out);
 			}
 			pim__request__free_unpacked(q, NULL);
-			if (frame_send(fd, out, (uint32_t)len) < 0)
+			if (len && frame_send(fd, out, (uint32_t)len) < 0)
 				_exit(1);
 		}
 		uint8_t junk[64];
@@ -597,10 +597,22 @@ static int cmd_statuswire(const char *dir)
  * another id, one cut off in the middle of its body. */
 static const uint8_t rawcall_tail[] = { 0xf8, 0x3f, 0x07 }; /* field 1023, varint 7 */
 
+static double mono_s(void);
+
+/* rawcall's modes past the first three: no answer; an answer after RAWCALL_LATE_MS */
+enum { RAWCALL_SILENT = 3, RAWCALL_LATE, RAWCALL_MODES };
+#define RAWCALL_LATE_MS 300
+#define RAWCALL_TIMEOUT_MS 200
+
 static size_t rawcall_fake(int mode, const Pim__Request *q, uint8_t *out)
 {
 	Pim__Response r = PIM__RESPONSE__INIT;
 	Pim__Error e = PIM__ERROR__INIT;
+
+	if (mode == RAWCALL_SILENT)
+		return 0;
+	if (mode == RAWCALL_LATE)
+		usleep(RAWCALL_LATE_MS * 1000);
 
 	r.id = q->id + (mode == 1 ? 1 : 0);
 	e.message = (char *)"from the fake";
@@ -617,17 +629,19 @@ static size_t rawcall_fake(int mode, const Pim__Request *q, uint8_t *out)
 }
 
 /* pim_call against a fake pimd: the bytes sent come back as they are; an answer with another id,
- * or whose top-level fields are cut off, is refused (EBADMSG) and the connection dropped. */
+ * or whose top-level fields are cut off, is refused (EBADMSG) and the connection dropped; with a
+ * timeout, no answer is -ETIMEDOUT after it (the connection closed), a late one waited for
+ * without. */
 static int cmd_rawcall(const char *dir)
 {
 	char path[200];
-	pid_t pid = fake_pimd(dir, "fake.sock", 3, rawcall_fake, path);
+	pid_t pid = fake_pimd(dir, "fake.sock", RAWCALL_MODES, rawcall_fake, path);
 	const uint8_t status[] = { 0x08, 0x05, 0x1a, 0x00 }; /* id 5, Status {} */
 	int bad = 0;
 
 	if (pid < 0)
 		return 1;
-	for (int mode = 0; mode < 3; mode++) {
+	for (int mode = 0; mode < RAWCALL_MODES; mode++) {
 		pim_client *c = pim_client_new();
 		void *resp = NULL;
 		size_t rlen = 0;
@@ -635,8 +649,27 @@ static int cmd_rawcall(const char *dir)
 			fprintf(stderr, "rawcall: connect: %s\n", pim_client_error(c));
 			return 1;
 		}
+		if (mode == RAWCALL_SILENT && pim_client_set_timeout(c, RAWCALL_TIMEOUT_MS) < 0)
+			bad++;
+		double t0 = mono_s();
 		int r = pim_call(c, status, sizeof status, &resp, &rlen);
-		if (mode == 0) {
+		long took = lround((mono_s() - t0) * 1000);
+		if (mode == RAWCALL_SILENT) {
+			if (r != -ETIMEDOUT || !strstr(pim_client_error(c), "within the timeout") ||
+			    took < RAWCALL_TIMEOUT_MS - 10 || took > 10 * RAWCALL_TIMEOUT_MS ||
+			    pim_call(c, status, sizeof status, &resp, &rlen) != -ENOTCONN) {
+				fprintf(stderr, "rawcall: no answer: %d after %ld ms (%s)\n", r, took,
+					pim_client_error(c));
+				bad++;
+			}
+		} else if (mode == RAWCALL_LATE) {
+			if (r != 0 || took < RAWCALL_LATE_MS - 10) {
+				fprintf(stderr, "rawcall: a late answer: %d after %ld ms (%s)\n", r, took,
+					pim_client_error(c));
+				bad++;
+			}
+			free(resp);
+		} else if (mode == 0) {
 			Pim__Response *got = r == 0 ? pim__response__unpack(NULL, rlen, resp) : NULL;
 			/* as sent: the unknown field too */
 			if (!got || got->body_case != PIM__RESPONSE__BODY_ERROR ||
@@ -656,7 +689,8 @@ static int cmd_rawcall(const char *dir)
 	}
 	if (fake_done("rawcall", pid, path, bad))
 		return 1;
-	printf("rawcall: the bytes as sent; another id and a cut answer refused\n");
+	printf("rawcall: the bytes as sent; another id and a cut answer refused; no answer within the "
+	       "timeout is ETIMEDOUT, a late one waited for\n");
 	return 0;
 }
 

@@ -2,8 +2,11 @@
 /* Unit tests of common/frame.c: the length-prefixed framing shared by pimd and libpimclient. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -312,6 +315,81 @@ END_TEST
 /* A frame answered in place (peek, done) leaves its small buffer for the next: frames of other
  * sizes after it are read whole and alone, never into the next one's bytes, a larger one in one
  * read as without the kept buffer; a large buffer is not kept. */
+/* A client that sent a request and waits for the answer (frame_recv_wait, or frame_recv when
+ * plain): how often it went to sleep meanwhile. */
+struct waiter {
+	int fd;
+	bool plain;
+	long sleeps;
+	int r;
+};
+
+static void *wait_answer(void *p)
+{
+	struct waiter *w = p;
+	struct rusage a, b;
+	uint8_t *got = NULL;
+	uint32_t len;
+
+	w->r = frame_send(w->fd, "ask", 3);
+	getrusage(RUSAGE_THREAD, &a);
+	if (w->r == 0)
+		w->r = w->plain ? frame_recv(w->fd, 64, &got, &len) : frame_recv_wait(w->fd, 64, -1, &got, &len);
+	getrusage(RUSAGE_THREAD, &b);
+	w->sleeps = b.ru_nvcsw - a.ru_nvcsw;
+	if (w->r == 0 && (len != 6 || memcmp(got, "answer", 6) != 0))
+		w->r = -EBADMSG;
+	free(got);
+	return NULL;
+}
+
+static void pause_ms(long ms)
+{
+	struct timespec t = { 0, ms * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+/* frame_recv_wait: the answer, -EAGAIN after the timeout, the peer's end; and the waiter sleeps
+ * once, not woken when the other side reads its request (which a read(2) is, on Linux). */
+START_TEST(wait_for_the_answer_asleep_once)
+{
+	int sv[2];
+	uint8_t *got = NULL;
+	uint32_t len;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(frame_recv_wait(sv[0], 64, 0, &got, &len), -EAGAIN);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(frame_recv_wait(sv[0], 64, 30, &got, &len), -EAGAIN);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_ge((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 29);
+	ck_assert_int_eq(frame_send(sv[1], "xy", 2), 0);
+	ck_assert_int_eq(frame_recv_wait(sv[0], 64, 1000, &got, &len), 0);
+	ck_assert_uint_eq(len, 2);
+	free(got);
+
+	for (int k = 0; k < 3; k++) {
+		struct waiter w = { .fd = sv[0] };
+		pthread_t t;
+		ck_assert_int_eq(pthread_create(&t, NULL, wait_answer, &w), 0);
+		pause_ms(40);
+		/* the request read: the waiter's socket has write space again */
+		ck_assert_int_eq(frame_recv(sv[1], 64, &got, &len), 0);
+		ck_assert_uint_eq(len, 3);
+		free(got);
+		pause_ms(40);
+		ck_assert_int_eq(frame_send(sv[1], "answer", 6), 0);
+		pthread_join(t, NULL);
+		ck_assert_int_eq(w.r, 0);
+		ck_assert_msg(w.sleeps == 1, "the waiter went to sleep %ld times", w.sleeps);
+	}
+	close(sv[1]);
+	ck_assert_int_eq(frame_recv_wait(sv[0], 64, 1000, &got, &len), -ECONNRESET);
+	close(sv[0]);
+}
+END_TEST
+
 START_TEST(frames_answered_in_place)
 {
 	int sv[2];
@@ -401,5 +479,6 @@ int main(void)
 	tcase_add_test(tc, send_to_closed_peer_is_epipe);
 	tcase_add_test(tc, descriptor_travels_with_the_frame);
 	tcase_add_test(tc, frames_answered_in_place);
+	tcase_add_test(tc, wait_for_the_answer_asleep_once);
 	return test_run_suite(s);
 }
