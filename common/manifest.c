@@ -88,9 +88,10 @@ static int extents_check(const char *field, const uint64_t *e, size_t n, uint64_
 
 /* text_check of a field named by fmt, i and j: the name is written only when the check fails
  * (a model of a million regions has millions of fields). */
-static int text_check_at(const char *s, size_t max, unsigned flags, struct pim_error *err, const char *fmt, ...)
-	_printf_(5, 6);
-static int text_check_at(const char *s, size_t max, unsigned flags, struct pim_error *err, const char *fmt, ...)
+static int text_check_at(const char *s, size_t max, unsigned flags, struct pim_error *err,
+			 const char *fmt, ...) _printf_(5, 6);
+static int text_check_at(const char *s, size_t max, unsigned flags, struct pim_error *err,
+			 const char *fmt, ...)
 {
 	char f[96];
 	va_list ap;

@@ -262,9 +262,9 @@ int store_operand_next(const char **p, const char *end, struct store_operand *o,
 		return 0;
 	if (!get_u64(&q, end, UINT32_MAX, &alloc) || !get_sep(&q, end, ' ') ||
 	    !get_u64(&q, end, INT64_MAX, &bytes) || !bytes || !get_sep(&q, end, ' ') ||
-	    !get_u64(&q, end, STORE_ROLE_INOUT, &role) || role < STORE_ROLE_IN || !get_sep(&q, end, ' ') || !get_u64(&q, end, UINT32_MAX, &bits) ||
-	    !get_sep(&q, end, ' ') || !get_u64(&q, end, STORE_ELEM_TYPE_MAX, &tl) || !get_sep(&q, end, ':') ||
-	    (size_t)(end - q) < tl)
+	    !get_u64(&q, end, STORE_ROLE_INOUT, &role) || role < STORE_ROLE_IN || !get_sep(&q, end, ' ') ||
+	    !get_u64(&q, end, UINT32_MAX, &bits) || !get_sep(&q, end, ' ') ||
+	    !get_u64(&q, end, STORE_ELEM_TYPE_MAX, &tl) || !get_sep(&q, end, ':') || (size_t)(end - q) < tl)
 		return -EIO;
 	memcpy(type, q, tl);
 	type[tl] = 0;
@@ -433,9 +433,9 @@ static int model_delete(struct store *s, int64_t id, const char *what, struct pi
 }
 
 /* Deletes the rows of a staged model, STORE_PART_ROWS samples of its profile runs, then as many
- * metrics, regions (with their operands), then allocations, per transaction, then its row (and its runs with
- * it).  Left to the model's row, the samples of an in-situ run (up to 4,000,000) would all go in
- * its one transaction, holding every other writer that long. */
+ * metrics, regions (with their operands), then allocations, per transaction, then its row (and
+ * its runs with it).  Left to the model's row, the samples of an in-situ run (up to 4,000,000)
+ * would all go in its one transaction, holding every other writer that long. */
 static int model_delete_parts(struct store *s, int64_t id, struct pim_error *err)
 {
 	static const enum stmt_id some[] = { ST_SAMPLES_DELETE_SOME, ST_METRICS_DELETE_SOME,
@@ -717,7 +717,8 @@ int store_model_walk(struct store *s, int64_t model_id, const struct store_model
 			break;
 		}
 		/* (the text stays valid until the next step: the walker's calls do not step rs) */
-		const char *p = (const char *)sqlite3_column_text(rs, 10), *end = p + sqlite3_column_bytes(rs, 10);
+		const char *p = (const char *)sqlite3_column_text(rs, 10);
+		const char *end = p ? p + sqlite3_column_bytes(rs, 10) : NULL;
 		if ((k = w->region(ctx, index, &g)) < 0)
 			break;
 		struct store_operand o;
