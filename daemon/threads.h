@@ -27,6 +27,8 @@
 /* Work threads, each with its own store connection; one may run a long job while the others
  * answer reads. */
 #define THREADS_WORK_N 3
+/* The writer thread's nice value below pimd's own, where it may (threads.c: writer_priority). */
+#define THREADS_WRITER_BOOST 5
 /* Changes written together by the writer thread (group commit), at most. */
 #define THREADS_WRITE_GROUP_MAX 64
 

@@ -215,6 +215,14 @@ static int set_limits(const struct worker_job *job, struct pim_error *err)
 	struct rlimit rl = { 0, 0 };
 	if (setrlimit(RLIMIT_CORE, &rl) < 0)
 		return err_set(err, -errno, "setrlimit(RLIMIT_CORE) failed: %s", strerror(errno));
+	/* pimd may lower its writer's nice value (RLIMIT_NICE, pimd.service's LimitNICE): the model
+	 * may not lower its own, and starts at pimd's or above */
+	if (setrlimit(RLIMIT_NICE, &rl) < 0)
+		return err_set(err, -errno, "setrlimit(RLIMIT_NICE) failed: %s", strerror(errno));
+	errno = 0;
+	int nice_now = getpriority(PRIO_PROCESS, 0);
+	if (!errno && nice_now < 0 && setpriority(PRIO_PROCESS, 0, 0) < 0)
+		return err_set(err, -errno, "setpriority(0) failed: %s", strerror(errno));
 	if (job->cpu_seconds > 0) {
 		/* SIGXCPU at the soft limit, SIGKILL one second later if it is ignored */
 		rl.rlim_cur = job->cpu_seconds;

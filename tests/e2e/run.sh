@@ -137,6 +137,10 @@ check "libpimclient end to end" "$TOOL" client "$S" "$EXAMPLE"
 check "its threads are named: the loop pimd, pimd-writer, pimd-work0 and on" sh -c \
 	"cat /proc/$PID/task/*/comm; [ \$(cat /proc/$PID/comm) = pimd ] &&
 	 [ \$(grep -cx pimd-writer /proc/$PID/task/*/comm | grep -c ':1') = 1 ] && grep -qx pimd-work0 /proc/$PID/task/*/comm"
+check "the writer runs 5 nice levels below the loop, or the log says why not" sh -c "
+	w=\$(grep -lx pimd-writer /proc/$PID/task/*/comm | head -n 1); w=\${w%/comm}
+	own=\$(awk '{print \$19}' /proc/$PID/stat); wn=\$(awk '{print \$19}' \$w/stat); echo \"loop \$own, writer \$wn\"
+	[ \$wn -eq \$((own - 5)) ] || grep -q \"The writer thread runs at pimd's nice value \$own\" '$T/log'"
 check "pim_call: the answer's bytes as sent; another id or a cut answer refused; ETIMEDOUT after the timeout, a late answer waited for" "$TOOL" rawcall "$T"
 check "pim_status: read on the wire as protobuf reads it; errors, other ids, cut answers refused" "$TOOL" statuswire "$T"
 check "bash completion offers commands and model names" bash -c "

@@ -10,6 +10,7 @@
  *   20 setpgid() allowed (a process could leave the worker's process group; the worker
  *      leads its group, so setsid() would fail anyway and proves nothing)
  *   21 an environment variable beyond the helper's fixed PATH, HOME and LC_ALL
+ *   22 a nice value below 0, or leave to lower it (RLIMIT_NICE)
  */
 #include <errno.h>
 #include <string.h>
@@ -59,6 +60,10 @@ int pim_model_entry(void *const *args, size_t n_args)
 		return 19;
 	if (setpgid(0, 0) == 0 || errno != EPERM)
 		return 20;
+	errno = 0;
+	int nice_now = getpriority(PRIO_PROCESS, 0);
+	if ((!errno && nice_now < 0) || getrlimit(RLIMIT_NICE, &rl) < 0 || rl.rlim_max != 0)
+		return 22;
 	extern char **environ;
 	for (char **e = environ; e && *e; e++)
 		if (strncmp(*e, "PATH=", 5) && strncmp(*e, "HOME=", 5) && strncmp(*e, "LC_ALL=", 7))

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -575,6 +576,23 @@ START_TEST(test_runs_as_requesting_user)
 {
 	struct run run;
 	run_whoami(NOBODY, NOBODY, &run);
+	assert_ran_as(&run, NOBODY, NOBODY);
+}
+END_TEST
+
+/* A worker started by a thread of pimd's at a lower nice value (the writer's, threads.c) or with
+ * leave to lower it (RLIMIT_NICE, pimd.service's LimitNICE) runs the model at nice 0 or above,
+ * with no such leave: whoami returns 22 otherwise.  (Raising RLIMIT_NICE takes
+ * CAP_SYS_RESOURCE: where that is refused, the nice value alone is handed down.) */
+START_TEST(test_model_gets_no_priority)
+{
+	struct rlimit rl = { 25, 25 };
+	int fd = open_model("whoami");
+
+	(void)setrlimit(RLIMIT_NICE, &rl);
+	ck_assert_msg(setpriority(PRIO_PROCESS, 0, -5) == 0, "setpriority(-5): %m");
+	struct run run;
+	run_whoami_fd(fd, NOBODY, NOBODY, &run);
 	assert_ran_as(&run, NOBODY, NOBODY);
 }
 END_TEST
@@ -1271,6 +1289,7 @@ static Suite *worker_suite(void)
 	tcase_add_test(tc, test_free_kills_running_worker);
 	test_add_if(tc, test_runs_as_requesting_user, root, ROOT_ONLY);
 	test_add_if(tc, test_root_job_drops_capabilities, root, ROOT_ONLY);
+	test_add_if(tc, test_model_gets_no_priority, root, ROOT_ONLY);
 	test_add_if(tc, test_daemon_uid_with_capabilities, root, ROOT_ONLY);
 	test_add_if(tc, test_refuses_when_it_cannot_switch, root, ROOT_ONLY);
 
