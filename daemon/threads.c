@@ -329,7 +329,7 @@ static void lane_unidle(struct lane *l, struct lane_thread *lt)
 /*
  * The writer asks for a nice value THREADS_WRITER_BOOST below pimd's own: every client's changes
  * wait for it, and on a host whose cores the clients' jobs keep busy it would otherwise wait for
- * a CPU behind them (the mixed workload's p99 3-5 ms lower on 2 CPUs: doc/benchmarks.md).  Root,
+ * a CPU behind them (the mixed workload's p99 several ms lower on 2 CPUs: doc/benchmarks.md).  Root,
  * CAP_SYS_NICE or a large enough RLIMIT_NICE allow it (pimd.service: LimitNICE=-5); otherwise it
  * keeps pimd's and says so once.  The work threads and the threads that start profiling workers
  * keep pimd's.

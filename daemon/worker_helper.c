@@ -216,7 +216,7 @@ static int set_limits(const struct worker_job *job, struct pim_error *err)
 	if (setrlimit(RLIMIT_CORE, &rl) < 0)
 		return err_set(err, -errno, "setrlimit(RLIMIT_CORE) failed: %s", strerror(errno));
 	/* pimd may lower its writer's nice value (RLIMIT_NICE, pimd.service's LimitNICE): the model
-	 * may not lower its own, and starts at pimd's or above */
+	 * may not lower its own, and starts at nice 0 or at pimd's, whichever is higher */
 	if (setrlimit(RLIMIT_NICE, &rl) < 0)
 		return err_set(err, -errno, "setrlimit(RLIMIT_NICE) failed: %s", strerror(errno));
 	errno = 0;
