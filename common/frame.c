@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "sys.h"
 
 void frame_put_header(uint8_t hdr[FRAME_HEADER_BYTES], uint32_t len)
 {
@@ -322,17 +323,10 @@ int frame_recv(int fd, uint32_t max, uint8_t **payload, uint32_t *len)
 	return 0;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 int frame_recv_wait(int fd, uint32_t max, int timeout_ms, uint8_t **payload, uint32_t *len)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int64_t until = timeout_ms >= 0 ? mono_ms() + timeout_ms : 0;
+	uint64_t until = timeout_ms >= 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
 	int left = timeout_ms < 0 ? -1 : timeout_ms, n;
 
 	/* readable, hung up or in error: the read says which */
@@ -341,7 +335,10 @@ int frame_recv_wait(int fd, uint32_t max, int timeout_ms, uint8_t **payload, uin
 			return -EAGAIN;
 		if (errno != EINTR)
 			return -errno;
-		if (timeout_ms >= 0 && (left = (int)(until - mono_ms())) <= 0)
+		if (timeout_ms < 0)
+			continue;
+		uint64_t now = now_ns();
+		if (now >= until || (left = (int)((until - now) / 1000000u)) <= 0)
 			return -EAGAIN;
 	}
 	return frame_recv(fd, max, payload, len);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "threads.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
