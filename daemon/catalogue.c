@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "priority.h"
 
 /* struct catalogue: catalogue_int.h */
 
@@ -353,6 +354,7 @@ static void *publisher_main(void *data)
 {
 	struct catalogue *c = data;
 
+	priority_unboost(0); /* (started on the loop's thread) */
 	publish_round(c); /* at once: the status says whether the catalogue is reachable */
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
@@ -581,6 +583,8 @@ int catalogue_new(const struct config *cfg, const struct platform *pf, const str
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = -pthread_create(&c->thread, NULL, publisher_main, c);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0)
+		pthread_setname_np(c->thread, "pimd-catalogue"); /* (top -H, ps -L) */
 	if (r < 0) {
 		err_set(err, r, "cannot start the catalogue's thread: %s", strerror(-r));
 		goto fail;

@@ -14,10 +14,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "priority.h"
 
 /* ---------------------------------------------------------------- looking a model up */
 
@@ -444,7 +444,7 @@ struct catalogue_fetched {
 	char what[320];                    /* the model, for the journal: "name" (hash) */
 };
 
-/* The storer's nice value (setpriority), above pimd's own. */
+/* The storer's nice value above pimd's own (priority_unboost). */
 #define CATALOGUE_STORER_NICE 10
 
 static void *storer_main(void *data)
@@ -457,7 +457,7 @@ static void *storer_main(void *data)
 
 	/* the answer waiting for the rows goes first where cores are short: storing them is for
 	 * the next answers (a failure leaves the thread as it was) */
-	setpriority(PRIO_PROCESS, (id_t)gettid(), CATALOGUE_STORER_NICE);
+	priority_unboost(CATALOGUE_STORER_NICE);
 	if (store_found_readonly(f->s))
 		store_reconnect(f->s, NULL);
 	/* the write lock from here to the commit: a change another connection makes to the model
@@ -563,6 +563,8 @@ static struct catalogue_fetched *fetched_start(struct store *fs, int64_t model_i
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int r = pthread_create(&f->thread, NULL, storer_main, f);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0)
+		pthread_setname_np(f->thread, "pimd-storer");
 	if (r) {
 		fetched_free(f);
 		return NULL;
@@ -777,6 +779,7 @@ static void ask_run(struct catalogue_ask *a)
 
 static void *ask_main(void *data)
 {
+	priority_unboost(0); /* (started on a thread of pimd's, maybe the loop's) */
 	ask_run(data);
 	return NULL;
 }
@@ -862,6 +865,7 @@ int catalogue_fill(struct catalogue *c, struct store *s, int64_t platform_row, c
 		int k = pthread_create(&a->thread, NULL, ask_main, a);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (k == 0) {
+			pthread_setname_np(a->thread, "pimd-ask");
 			out->ask = a;
 			return 0;
 		}

@@ -23,6 +23,7 @@
 #include "loop.h"
 #include "pimsim.h"
 #include "platform.h"
+#include "priority.h"
 #include "profile.h"
 #include "server.h"
 #include "store.h"
@@ -562,6 +563,8 @@ static int start(struct pimd *d)
 	struct pim_error err = { 0 };
 	int r;
 
+	/* this thread runs the loop, and starts every other thread and process after this */
+	priority_boost_loop();
 	if ((r = loop_new(&d->loop)) < 0) {
 		log_error("epoll: %s", strerror(-r));
 		return r;

@@ -7,12 +7,12 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "frame.h"
 #include "log.h"
+#include "priority.h"
 
 /* A job of a work thread that took this much CPU time may have taken much of its heap: trimmed
  * after (a quick read, however long it waited for a CPU, is not). */
@@ -326,37 +326,17 @@ static void lane_unidle(struct lane *l, struct lane_thread *lt)
 	lt->idle = false;
 }
 
-/*
- * The writer asks for a nice value THREADS_WRITER_BOOST below pimd's own: every client's changes
- * wait for it, and on a host whose cores the clients' jobs keep busy it would otherwise wait for
- * a CPU behind them (the mixed workload's p99 several ms lower on 2 CPUs: doc/benchmarks.md).  Root,
- * CAP_SYS_NICE or a large enough RLIMIT_NICE allow it (pimd.service: LimitNICE=-5); otherwise it
- * keeps pimd's and says so once.  The work threads and the threads that start profiling workers
- * keep pimd's.
- */
-static void writer_priority(void)
-{
-	id_t tid = (id_t)gettid();
-	int own, want;
-
-	errno = 0;
-	own = getpriority(PRIO_PROCESS, tid);
-	if (errno)
-		return;
-	want = own - THREADS_WRITER_BOOST < -20 ? -20 : own - THREADS_WRITER_BOOST;
-	if (setpriority(PRIO_PROCESS, tid, want) < 0)
-		log_notice("The writer thread runs at pimd's nice value %d, not %d: that takes CAP_SYS_NICE or "
-			   "an RLIMIT_NICE of %d (LimitNICE=%d in pimd.service)", own, want, 20 - want, want);
-}
-
 static void *thread_main(void *data)
 {
 	struct lane_thread *lt = data;
 	struct lane *l = lt->lane;
 	uint64_t one = 1;
 
+	/* started by the loop, at its nice value: the writer goes lower, a work thread to pimd's */
 	if (l->group)
-		writer_priority();
+		priority_boost_writer();
+	else
+		priority_unboost(0);
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
 		while (!l->queued && !l->stopping) {

@@ -10,7 +10,8 @@
  *     a run's row), with that thread's connection;
  *   - the writer thread answers the requests that change the store and makes the changes pimd
  *     makes itself (profiling samples and runs, in-situ batches, stored answers: threads_writer),
- *     all that is queued meanwhile in one transaction with one fsync (group commit).
+ *     all that is queued meanwhile in one transaction with one fsync (group commit); it runs
+ *     at a nice value below the event loop's, the work threads at pimd's own (priority.h).
  *
  * Everything handed over comes back on the event loop, in the order it finished, through the
  * transport's finished() hook; a store_write's done() is called there before, never inside the
@@ -27,8 +28,6 @@
 /* Work threads, each with its own store connection; one may run a long job while the others
  * answer reads. */
 #define THREADS_WORK_N 3
-/* The writer thread's nice value below pimd's own, where it may (threads.c: writer_priority). */
-#define THREADS_WRITER_BOOST 5
 /* Changes written together by the writer thread (group commit), at most. */
 #define THREADS_WRITE_GROUP_MAX 64
 

@@ -50,6 +50,7 @@
 
 #include "pim_hooks.h"
 #include "cpulevel.h"
+#include "priority.h"
 
 #define WIRE_MAGIC 0x77646d70u /* "pmdw" */
 
@@ -114,6 +115,7 @@ void worker_job_init(struct worker_job *job)
 	job->uid = getuid();
 	job->gid = getgid();
 	job->cpu = -1;
+	job->nice = priority_base();
 	job->cpu_seconds = 60;
 	job->as_bytes = UINT64_C(4) << 30;
 	job->timeout_ms = 120000;

@@ -99,6 +99,9 @@ struct worker_job {
 	uid_t uid;                /* credentials to run as (SO_PEERCRED); no supplementary groups */
 	gid_t gid;
 	int cpu;                  /* CPU to pin to; -1: no pinning (default) */
+	int nice;                 /* the nice value the worker starts at (the model at this or 0,
+				   * whichever is higher); default pimd's (priority_base): the
+				   * thread that forks it may run lower (priority.h) */
 	unsigned cpu_seconds;     /* RLIMIT_CPU; 0: none (default 60) */
 	uint64_t as_bytes;        /* address space the model may add to the worker's own footprint
 				   * (library, arguments, its allocations): RLIMIT_AS = footprint +

@@ -199,6 +199,11 @@ _Noreturn void worker_child_main(const struct worker_job *job, int pipe_fd, int 
 			   strerror(-r));
 	reset_signals();
 	setpgid(0, 0);
+	/* forked by the event loop, at its nice value: the job runs at pimd's (raising it is
+	 * always allowed; the helper keeps the model at 0 or above) */
+	if (setpriority(PRIO_PROCESS, 0, job->nice) < 0)
+		worker_child_fail(&o, -errno, -1, "worker setup: setpriority(%d) failed: %s", job->nice,
+				  strerror(errno));
 
 	if (setup_fds(pipe_fd, job->model_fd, job->output_fd, job_fd, helper_fd, &err) < 0)
 		worker_child_fail(&o, err.code, -1, "worker setup: %s", err.msg);

@@ -215,8 +215,9 @@ static int set_limits(const struct worker_job *job, struct pim_error *err)
 	struct rlimit rl = { 0, 0 };
 	if (setrlimit(RLIMIT_CORE, &rl) < 0)
 		return err_set(err, -errno, "setrlimit(RLIMIT_CORE) failed: %s", strerror(errno));
-	/* pimd may lower its writer's nice value (RLIMIT_NICE, pimd.service's LimitNICE): the model
-	 * may not lower its own, and starts at nice 0 or at pimd's, whichever is higher */
+	/* pimd may lower its loop's and writer's nice values (RLIMIT_NICE, pimd.service's
+	 * LimitNICE; priority.h): the model may not lower its own, and starts at nice 0 or at
+	 * pimd's (worker_job.nice), whichever is higher */
 	if (setrlimit(RLIMIT_NICE, &rl) < 0)
 		return err_set(err, -errno, "setrlimit(RLIMIT_NICE) failed: %s", strerror(errno));
 	errno = 0;

@@ -117,6 +117,10 @@ expect_rc 0 "catalogue = service=fleet sslmode=verify-full" "a service name with
 # ------------------------------------------------------------ A profiles and publishes
 start_pimd a host-a && ok "pimd A starts with a catalogue" || bad "pimd A starts with a catalogue"
 check "A: catalogue status says reachable" wait_reachable a
+check "A: its catalogue thread runs at pimd's nice value ($(nice)), the loop 5 below or the log says why not" sh -c "
+	t=\$(grep -lx pimd-catalogue /proc/$PID_a/task/*/comm | head -n 1); [ -n \"\$t\" ] || exit 1
+	c=\$(awk '{print \$19}' \${t%/comm}/stat); l=\$(awk '{print \$19}' /proc/$PID_a/stat); echo \"catalogue \$c, loop \$l\"
+	[ \$c -eq $(nice) ] && { [ \$l -eq $(( $(nice) - 5 )) ] || grep -q 'The event loop and the writer thread run at' '$T/a.log'; }"
 expect_rc 0 "Loaded model three-regions" "A: load a model" ctl a model load "$MJ/three_regions.json"
 expect_rc 0 "done" "A: profile it" ctl a profile three-regions --library "$M/three_regions.so" --reps 3
 check "A publishes the run (outbox drained)" wait_published a 1
