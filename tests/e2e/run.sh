@@ -381,6 +381,13 @@ expect_rc 0 "Profile job .* of stream-read: done" "profile --status of a finishe
 	"$PIMCTL" --socket "$S" profile --status "${STREAM_JOB:-0}"
 expect_rc 1 "no profile job 999" "profile --status of an unknown job" "$PIMCTL" --socket "$S" profile --status 999
 expect_rc 0 "daemon serves" "the daemon survived every failing job" sh -c "'$PIMCTL' --socket '$S' status >/dev/null && echo daemon serves"
+# forked by the loop, at its lower nice value: the model runs at pimd's (then removed again)
+check "a profiled model runs at pimd's nice value ($NICE), not the loop's" sh -c "
+	'$PIMCTL' --socket '$S' model load '$MJ/niceness.json' >/dev/null &&
+		'$PIMCTL' --socket '$S' profile niceness --library '$M/niceness.so' --reps 1 >/dev/null || exit 1
+	got=\$('$PIMCTL' --socket '$S' --json placement niceness | tr -d ' \n' |
+		grep -o '\"name\":\"nice-[0-9]*\",[^}]*\"t_host\":[1-9]' | cut -d'\"' -f4 | tr '\n' ' ')
+	'$PIMCTL' --socket '$S' model remove niceness >/dev/null; echo \"measured: \$got\"; [ \"\$got\" = 'nice-$NICE ' ]"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	chmod 0755 "$T"
 	chmod 0666 "$S"
@@ -396,11 +403,6 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	expect_rc 0 "uid-65534 .* host" "the model entered the region of its own uid" \
 		"$PIMCTL" --socket "$S" placement whoami
 	check "and not root's" sh -c "! '$PIMCTL' --socket '$S' --json placement whoami | tr -d ' \n' | grep -q '\"name\":\"uid-0\",[^}]*\"t_host\":[1-9]'"
-	# forked by the loop, at its lower nice value: the model runs at pimd's
-	check "the model ran at pimd's nice value ($NICE), not the loop's" sh -c "
-		got=\$('$PIMCTL' --socket '$S' --json placement whoami | tr -d ' \n' |
-			grep -o '\"name\":\"nice-[0-9]*\",[^}]*\"t_host\":[1-9]' | cut -d'\"' -f4 | tr '\n' ' ')
-		echo \"measured: \$got\"; [ \"\$got\" = 'nice-$NICE ' ]"
 	expect_rc 1 "belongs to uid 0" "nobody may not import metrics for root's model" \
 		$AS_NOBODY "$NB/pimctl" --socket "$S" import-perf decoder-block 1 "$NB/qkv-matvec.csv" --executions 100
 	chmod 0700 "$T"
