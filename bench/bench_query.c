@@ -2,8 +2,9 @@
 /*
  * bench_query: round-trip cost of a pimd query (Status through libpimclient over the Unix
  * socket), compared side by side with a bare echo server that uses the same socket type, the
- * same framing (frame.h) and the same single-threaded epoll loop shape as pimd, and answers
- * with frames of exactly the sizes of a real Status request and response.
+ * same framing (frame.h) and the same single-threaded epoll loop shape as pimd at the same nice
+ * value as pimd's event loop, and answers with frames of exactly the sizes of a real Status
+ * request and response.
  *
  *   bench_query [PIMD_PATH (default build/pimd)] [--quick] [--mixed | --status]
  *
@@ -535,6 +536,15 @@ static int start_echo(void)
 	}
 	close(lfd);
 	echo_pid = pid;
+	/* at the nice value of pimd's event loop (its main thread), which pimd lowers where it may
+	 * (priority.h): the two loops are compared at the same priority against the same clients */
+	errno = 0;
+	int loop_nice = getpriority(PRIO_PROCESS, (id_t)pimd_pid);
+	if (errno)
+		return fail("the nice value of pimd's event loop: %s", strerror(errno));
+	if (setpriority(PRIO_PROCESS, (id_t)pid, loop_nice) < 0)
+		return fail("the echo server at nice %d, as pimd's event loop: %s", loop_nice, strerror(errno));
+	printf("echo server at nice %d, as pimd's event loop\n", loop_nice);
 	return 0;
 }
 
@@ -1430,6 +1440,8 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 	fflush(stdout);
 	double sum[2] = { 0, 0 }, reqs[2] = { 0, 0 }, user[2] = { 0, 0 }, sys[2] = { 0, 0 };
 	double cuser[2] = { 0, 0 }, csys[2] = { 0, 0 };
+	double round_ratio[16], round_rps[2];
+	unsigned n_rr = 0;
 	bool cpu_read = true;
 	mark = cpu_mark_now();
 	for (unsigned r = 0; r < pp->tput_rounds; r++) {
@@ -1438,6 +1450,7 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 			struct tput t = { 0, 0, -1, -1, 0, 0 };
 			if (measure_tput(k, pp->tput_ns, &t) < 0)
 				return -1;
+			round_rps[k] = t.rps;
 			sum[k] += t.rps;
 			reqs[k] += t.requests;
 			user[k] += t.user_s;
@@ -1446,6 +1459,8 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 			csys[k] += t.client_sys_s;
 			cpu_read = cpu_read && t.user_s >= 0;
 		}
+		if (n_rr < 16 && round_rps[K_ECHO] > 0)
+			round_ratio[n_rr++] = round_rps[K_PIMD] / round_rps[K_ECHO];
 	}
 	for (int k = 0; k < 2; k++) {
 		printf("  %-18s %10.0f requests/s", kind_name[k], sum[k] / pp->tput_rounds);
@@ -1459,6 +1474,10 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 	}
 	double tr = sum[K_PIMD] / sum[K_ECHO];
 	phase_steal = steal_since(&mark);
+	printf("  per-round ratio:");
+	for (unsigned i = 0; i < n_rr; i++)
+		printf(" %.2f", round_ratio[i]);
+	printf("\n");
 	bool tmet = goal("8-client throughput, pimd/echo", tr, false, 0.95, "x");
 	printf("  %-18s %10.2fx (goal >= 0.95x: %s)\n", "ratio pimd/echo", tr, tmet ? "met" : "missed");
 	steal_print(phase_steal);
