@@ -381,13 +381,15 @@ expect_rc 0 "Profile job .* of stream-read: done" "profile --status of a finishe
 	"$PIMCTL" --socket "$S" profile --status "${STREAM_JOB:-0}"
 expect_rc 1 "no profile job 999" "profile --status of an unknown job" "$PIMCTL" --socket "$S" profile --status 999
 expect_rc 0 "daemon serves" "the daemon survived every failing job" sh -c "'$PIMCTL' --socket '$S' status >/dev/null && echo daemon serves"
-# forked by the loop, at its lower nice value: the model runs at pimd's (then removed again)
-check "a profiled model runs at pimd's nice value ($NICE), not the loop's" sh -c "
+# forked by the loop, at its lower nice value: the model runs at pimd's, or at 0 when that is
+# lower (then removed again)
+MNICE=$(( NICE < 0 ? 0 : NICE ))
+check "a profiled model runs at pimd's nice value ($MNICE), not the loop's" sh -c "
 	'$PIMCTL' --socket '$S' model load '$MJ/niceness.json' >/dev/null &&
 		'$PIMCTL' --socket '$S' profile niceness --library '$M/niceness.so' --reps 1 >/dev/null || exit 1
 	got=\$('$PIMCTL' --socket '$S' --json placement niceness | tr -d ' \n' |
 		grep -o '\"name\":\"nice-[0-9]*\",[^}]*\"t_host\":[1-9]' | cut -d'\"' -f4 | tr '\n' ' ')
-	'$PIMCTL' --socket '$S' model remove niceness >/dev/null; echo \"measured: \$got\"; [ \"\$got\" = 'nice-$NICE ' ]"
+	'$PIMCTL' --socket '$S' model remove niceness >/dev/null; echo \"measured: \$got\"; [ \"\$got\" = 'nice-$MNICE ' ]"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	chmod 0755 "$T"
 	chmod 0666 "$S"
