@@ -20,8 +20,8 @@
  *      the goals p50 <= 1.2x and p99 <= 1.5x;
  *   4. throughput: 8 client processes, each with its own connection, for 8 rounds of 0.5 s
  *      against pimd and against the echo server (alternating, the order too, so that the
- *      machine's drift over the seconds falls on both alike: in rounds of 2 s one run's ratio
- *      moved by ±0.05); goal pimd >= 0.95x echo; with the
+ *      machine's drift over the seconds falls on both alike; each round's ratio is printed, and
+ *      on a 2-CPU VM one run's ratio still moves by about ±0.05); goal pimd >= 0.95x echo; with the
  *      CPU time each side spent on a request (the server's from /proc, in clock ticks; the
  *      clients' from getrusage), user and system apart;
  *   5. the mixed workload of a shared service: 64 client processes cycling through status, list,
