@@ -11,6 +11,7 @@ struct loop {
 	int batch_n, batch_i;
 	void (*after)(void *data);
 	void *after_data;
+	uint64_t now; /* CLOCK_MONOTONIC when the batch began (loop_now) */
 };
 
 int loop_new(struct loop **out)
@@ -24,6 +25,7 @@ int loop_new(struct loop **out)
 		free(l);
 		return r;
 	}
+	l->now = now_ns();
 	*out = l;
 	return 0;
 }
@@ -77,6 +79,7 @@ int loop_run(struct loop *l)
 				continue;
 			return -errno;
 		}
+		l->now = now_ns();
 		l->batch = ev;
 		l->batch_n = n;
 		for (l->batch_i = 0; l->batch_i < n && !l->quit; l->batch_i++) {
@@ -90,6 +93,11 @@ int loop_run(struct loop *l)
 	}
 	l->quit = false; /* (a later loop_run runs again) */
 	return l->code;
+}
+
+uint64_t loop_now(const struct loop *l)
+{
+	return l->now;
 }
 
 void loop_set_after(struct loop *l, void (*fn)(void *data), void *data)

@@ -28,6 +28,10 @@ void loop_del(struct loop *l, struct watch *w);
  * loop_run dispatches again. */
 int loop_run(struct loop *l);
 void loop_quit(struct loop *l, int code);
+/* CLOCK_MONOTONIC in ns, read once as the loop woke up for the batch being dispatched (the
+ * clock's time at the wakeup, behind it by what the batch's callbacks took so far): per-request
+ * times that need no more (idle timeouts, Status's uptime) take it instead of a clock read each. */
+uint64_t loop_now(const struct loop *l);
 /* fn(data) runs after each batch of events (pimd: the changes no writer took, store.h). */
 void loop_set_after(struct loop *l, void (*fn)(void *data), void *data);
 

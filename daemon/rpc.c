@@ -46,12 +46,18 @@ static Pim__Response *do_hello(struct rpc_context *ctx, struct rpc_peer *peer, c
 	return reply_finish(&b);
 }
 
-/* Status's fields, their strings borrowed from ctx and constants. */
-static void status_fill(struct rpc_context *ctx, Pim__StatusReply *s, Pim__BandwidthProbe *probe)
+/* Milliseconds since pimd started, at now (CLOCK_MONOTONIC, ns). */
+static uint64_t uptime_ms(const struct rpc_context *ctx, uint64_t now)
+{
+	return now > ctx->started_ns ? (now - ctx->started_ns) / 1000000 : 0;
+}
+
+/* Status's fields at now, their strings borrowed from ctx and constants. */
+static void status_fill(struct rpc_context *ctx, uint64_t now, Pim__StatusReply *s, Pim__BandwidthProbe *probe)
 {
 	s->server_version = (char *)PIMD_VERSION;
 	s->protocol_version = PROTOCOL_VERSION;
-	s->uptime_ms = (now_ns() - ctx->started_ns) / 1000000;
+	s->uptime_ms = uptime_ms(ctx, now);
 	s->models = ctx->models; /* (kept in memory: the loop does not query the store) */
 	s->clients = ctx->clients;
 	s->schema_version = store_schema_version(ctx->store);
@@ -155,7 +161,7 @@ static int status_cache_fill(struct rpc_context *ctx, struct status_cache *c)
 	Pim__BandwidthProbe probe = PIM__BANDWIDTH_PROBE__INIT;
 	size_t n = 0;
 
-	status_fill(ctx, &s, &probe);
+	status_fill(ctx, 0, &s, &probe); /* (its counters are not kept) */
 	for (unsigned f = 1; f <= STATUS_FIELDS; f++)
 		n += memchr(status_counters, (int)f, sizeof status_counters) ? 0 : status_field(NULL, &s, f);
 	if (n > c->cap) {
@@ -187,7 +193,7 @@ static size_t status_put(uint8_t *out, const Pim__StatusReply *s)
 	return n;
 }
 
-size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_t cap)
+size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint64_t now, uint8_t *out, size_t cap)
 {
 	struct status_cache *c = ctx->status_cache;
 	Pim__StatusReply s = PIM__STATUS_REPLY__INIT;
@@ -195,7 +201,7 @@ size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_
 	size_t body, n;
 
 	if (!c || ((!c->valid || c->epoch != ctx->answers_epoch) && status_cache_fill(ctx, c) < 0)) {
-		status_fill(ctx, &s, &probe);
+		status_fill(ctx, now, &s, &probe);
 		body = status_put(NULL, &s);
 		n = wire_put_uint(NULL, 1, id) + wire_put_len(NULL, PIM__RESPONSE__BODY_STATUS, body) + body;
 		if (n <= cap) {
@@ -205,13 +211,16 @@ size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_
 		}
 		return n;
 	}
-	/* the counters, in the order of status_counters */
-	const uint64_t v[] = { (now_ns() - ctx->started_ns) / 1000000, ctx->models, ctx->clients, ctx->requests,
+	/* the counters, in the order of status_counters, written once here (a field of a varint:
+	 * at most 5 bytes of tag and 10 of value) */
+	const uint64_t v[] = { uptime_ms(ctx, now), ctx->models, ctx->clients, ctx->requests,
 			       profiler_active(ctx->profiler) };
 	_Static_assert(sizeof v / sizeof *v == sizeof status_counters, "one value per counter");
+	uint8_t counter[sizeof status_counters][16];
+	size_t counter_n[sizeof status_counters];
 	body = c->end[STATUS_RUNS - 1];
 	for (unsigned k = 0; k < sizeof status_counters; k++)
-		body += wire_put_uint(NULL, status_counters[k], v[k]);
+		body += counter_n[k] = wire_put_uint(counter[k], status_counters[k], v[k]);
 	n = wire_put_uint(NULL, 1, id) + wire_put_len(NULL, PIM__RESPONSE__BODY_STATUS, body) + body;
 	if (n > cap)
 		return n;
@@ -220,7 +229,8 @@ size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_
 	size_t from = 0;
 	for (unsigned f = 1, r = 0, k = 0; f <= STATUS_FIELDS;) {
 		if (k < sizeof status_counters && status_counters[k] == f) {
-			out += wire_put_uint(out, f, v[k++]);
+			memcpy(out, counter[k], counter_n[k]);
+			out += counter_n[k++];
 			f++;
 		} else {
 			memcpy(out, c->bytes + from, c->end[r] - from);
@@ -236,12 +246,13 @@ size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint8_t *out, size_
 static Pim__Response *do_status(struct rpc_context *ctx, const Pim__Request *req)
 {
 	uint8_t small[2048], *buf = small;
-	size_t n = rpc_status_pack(ctx, req->id, small, sizeof small);
+	uint64_t now = now_ns();
+	size_t n = rpc_status_pack(ctx, req->id, now, small, sizeof small);
 
 	if (n > sizeof small) {
 		if (!(buf = malloc(n)))
 			return NULL;
-		rpc_status_pack(ctx, req->id, buf, n);
+		rpc_status_pack(ctx, req->id, now, buf, n);
 	}
 	Pim__Response *r = pim__response__unpack(NULL, n, buf);
 	if (buf != small)

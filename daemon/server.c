@@ -229,7 +229,7 @@ static int conn_flush(struct conn *c)
 			return -errno;
 		}
 		o->off += (size_t)n;
-		c->active_ns = now_ns();
+		c->active_ns = loop_now(c->server->loop);
 	}
 	if (!outbuf_pending(o)) {
 		c->unanswered = 0;
@@ -369,7 +369,7 @@ static int conn_queue_status(struct conn *c, uint64_t id)
 			conn_account(c);
 			return -ENOMEM;
 		}
-		n = rpc_status_pack(ctx, id, at + FRAME_HEADER_BYTES, room);
+		n = rpc_status_pack(ctx, id, loop_now(c->server->loop), at + FRAME_HEADER_BYTES, room);
 		if (n <= room)
 			break;
 		room = n;
@@ -502,7 +502,7 @@ static void work_finished(void *data, struct work *w)
 
 	if (c) {
 		c->deferred = NULL;
-		c->active_ns = now_ns();
+		c->active_ns = loop_now(c->server->loop);
 	}
 	if (c && !w->dropped) {
 		if (w->frame) {
@@ -667,7 +667,7 @@ static void conn_handle_frame(struct conn *c, uint8_t *payload, uint32_t len, in
 {
 	struct decoded d = { 0 };
 
-	c->active_ns = now_ns();
+	c->active_ns = loop_now(c->server->loop);
 	/* A large frame takes long to decode: a work thread does it (descriptors stay here), and
 	 * answers it unless its rule says the loop (dispatch.h). */
 	if (len > DISPATCH_DECODE_OFF_LOOP_BYTES && fd < 0 && c->peer.hello_done) {
@@ -777,7 +777,7 @@ static void conn_event(struct watch *w, uint32_t events)
 			const uint8_t *in = frame_reader_peek(&c->rd, &len);
 			if (c->rd.fd < 0 && c->peer.hello_done && decode_status_request(in, len, &id)) {
 				frame_reader_done(&c->rd);
-				c->active_ns = now_ns();
+				c->active_ns = loop_now(c->server->loop);
 				conn_answer_status(c, id);
 				conn_account(c);
 				continue;
@@ -963,7 +963,7 @@ static void listener_event(struct watch *w, uint32_t events)
 		c->watch = (struct watch){ .fd = fd, .fn = conn_event, .data = c };
 		c->server = s;
 		c->serial = ++s->serial;
-		c->accepted_ns = c->active_ns = now_ns();
+		c->accepted_ns = c->active_ns = loop_now(s->loop);
 		frame_reader_init(&c->rd, s->max_frame);
 		frame_reader_set_grow(&c->rd, conn_grow, c);
 		if (loop_add(s->loop, &c->watch, EPOLLIN) < 0) {
