@@ -18,12 +18,13 @@
  *      alike), the client and each server's serving thread on one CPU meanwhile (pin());
  *      p50/p99 of per-request CLOCK_MONOTONIC timings and the ratio pimd/echo, against
  *      the goals p50 <= 1.2x and p99 <= 1.5x;
- *   4. throughput: 8 client processes, each with its own connection, for 8 rounds of 0.5 s
- *      against pimd and against the echo server (alternating, the order too, so that the
- *      machine's drift over the seconds falls on both alike; each round's ratio is printed, and
- *      on a 2-CPU VM one run's ratio still moves by about ±0.05); goal pimd >= 0.95x echo; with the
- *      CPU time each side spent on a request (the server's from /proc, in clock ticks; the
- *      clients' from getrusage), user and system apart;
+ *   4. throughput: 8 client processes, each connected to pimd and to the echo server, ask as
+ *      fast as they can for 8 rounds of 0.5 s a server; the servers take turns in slots of
+ *      50 ms (pimd, echo, echo, pimd, then again: every client on the same server in a slot), so
+ *      that what the machine does over a few tenths of a second (other guests, the hypervisor's
+ *      steal) falls on both alike; each round's ratio is printed; goal pimd >= 0.95x echo; with
+ *      the CPU each side spent on a request (the server's from /proc, in clock ticks; the
+ *      clients' from getrusage at each change of slot), user and system apart;
  *   5. the mixed workload of a shared service: 64 client processes cycling through status, list,
  *      show, placement and decisions of a 30-region model, a JIT-Q plan and loading and removing
  *      a model of their own; requests/s, p50 and p99 overall (goal p99 <= 20 ms), of the reads
@@ -74,13 +75,13 @@ static const char *const kind_name[] = { "pimd status", "raw echo" };
 
 struct params {
 	unsigned rounds, batch, warmup;   /* latency */
-	unsigned tput_rounds;             /* throughput rounds (each: pimd and echo) */
-	uint64_t tput_ns;                 /* duration of one throughput run */
+	unsigned tput_rounds;             /* throughput rounds, at most TPUT_MAX_ROUNDS */
+	uint64_t tput_ns;                 /* a round's time with each server: a multiple of 2 slots */
 	uint64_t mix_ns;                  /* duration of the mixed workload */
 };
 
 static const struct params normal_params = { 20, 2000, 1000, 8, 500000000ull, 4000000000ull };
-static const struct params quick_params = { 4, 250, 100, 1, 250000000ull, 500000000ull };
+static const struct params quick_params = { 4, 250, 100, 1, 200000000ull, 500000000ull };
 
 /* Global so the signal handler and cleanup can reach them. */
 static char tmp_dir[64];
@@ -758,9 +759,12 @@ out:
 
 /* ------------------------------------------------------------------ throughput */
 
+/* A throughput client's report: per round and per server, the requests it began and the CPU
+ * time it spent while that server's slots ran. */
+#define TPUT_MAX_ROUNDS 16
 struct tput_msg {
-	uint64_t count, elapsed_ns;
-	uint64_t user_ns, sys_ns; /* the client's CPU time while it asked */
+	uint64_t count[TPUT_MAX_ROUNDS][2];
+	uint64_t user_ns[2], sys_ns[2];
 	int32_t ok;
 	int32_t pad;
 };
@@ -787,6 +791,7 @@ struct crowd {
 	void *arg;
 	int keep_r;
 	uint64_t released_ns; /* set by crowd_run(): when the children were let go */
+	uint64_t *release_at; /* when not NULL (shared with the children): released_ns, for them */
 };
 
 static int crowd_run(struct crowd *cw, int n, pid_t *pids)
@@ -829,6 +834,8 @@ static int crowd_run(struct crowd *cw, int n, pid_t *pids)
 		got += (int)r;
 	}
 	cw->released_ns = now_ns();
+	if (cw->release_at)
+		__atomic_store_n(cw->release_at, cw->released_ns, __ATOMIC_RELEASE);
 	close(start[1]);
 	close(ready[0]);
 	return k;
@@ -849,19 +856,37 @@ static int crowd_wait(const pid_t *pids, int n)
 	return ret;
 }
 
-static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, int start_r, int res_w,
-						 uint64_t dur_ns)
+/*
+ * The throughput runs in slots of TPUT_SLOT_NS, from the moment the clients are let go: every
+ * client asks pimd in one slot and the echo server in the next, in the order pimd, echo, echo,
+ * pimd (then again), so that the two servers take turns many times a second and a drift of the
+ * machine over a few slots falls on both alike.  A request belongs to the slot it began in.
+ */
+#define TPUT_SLOT_NS 50000000ull
+
+static enum kind slot_kind(uint64_t slot)
+{
+	return (enum kind)((slot ^ (slot >> 1)) & 1);
+}
+
+struct tput_arg {
+	int res_w;
+	unsigned rounds, slots_per_round;
+	const uint64_t *release_at; /* shared: when the crowd was let go */
+};
+
+static __attribute__((noreturn)) void tput_child(const struct tput_arg *a, int ready_w, int start_r)
 {
 	struct tput_msg m = { 0 };
-	struct client c;
-	uint64_t u0, s0;
+	struct client c[2];
+	uint64_t slots = (uint64_t)a->rounds * a->slots_per_round, u0, s0, u1, s1;
 	char b = 1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	if (client_open(&c, kind) < 0) {
-		if (write(res_w, &m, sizeof m) < 0)
+	if (client_open(&c[K_PIMD], K_PIMD) < 0 || client_open(&c[K_ECHO], K_ECHO) < 0) {
+		if (write(a->res_w, &m, sizeof m) < 0)
 			_exit(1);
 		_exit(1);
 	}
@@ -869,39 +894,37 @@ static __attribute__((noreturn)) void tput_child(enum kind kind, int ready_w, in
 		_exit(1);
 	while (read(start_r, &b, 1) < 0 && errno == EINTR)  /* EOF: go */
 		;
-	uint64_t t0 = now_ns(), t = t0, end = t0 + dur_ns;
+	uint64_t t0 = __atomic_load_n(a->release_at, __ATOMIC_ACQUIRE), slot = 0, at;
 	self_cpu_ns(&u0, &s0);
 	m.ok = 1;
-	while (t < end) {
-		if (client_query(&c) < 0) {
+	while ((at = (now_ns() - t0) / TPUT_SLOT_NS) < slots) {
+		if (at != slot) { /* the CPU time so far goes to the slot that ended */
+			self_cpu_ns(&u1, &s1);
+			m.user_ns[slot_kind(slot)] += u1 - u0;
+			m.sys_ns[slot_kind(slot)] += s1 - s0;
+			u0 = u1, s0 = s1, slot = at;
+		}
+		enum kind k = slot_kind(slot);
+		if (client_query(&c[k]) < 0) {
 			m.ok = 0;
 			break;
 		}
-		m.count++;
-		t = now_ns();
+		m.count[slot / a->slots_per_round][k]++;
 	}
-	m.elapsed_ns = t - t0;
-	self_cpu_ns(&m.user_ns, &m.sys_ns);
-	m.user_ns -= u0;
-	m.sys_ns -= s0;
-	client_close(&c);
-	if (write(res_w, &m, sizeof m) != (ssize_t)sizeof m)
+	self_cpu_ns(&u1, &s1);
+	m.user_ns[slot_kind(slot)] += u1 - u0;
+	m.sys_ns[slot_kind(slot)] += s1 - s0;
+	client_close(&c[K_PIMD]);
+	client_close(&c[K_ECHO]);
+	if (write(a->res_w, &m, sizeof m) != (ssize_t)sizeof m)
 		_exit(1);
 	_exit(m.ok ? 0 : 1);
 }
 
-struct tput_arg {
-	enum kind kind;
-	int res_w;
-	uint64_t dur_ns;
-};
-
 static void tput_start(int i, void *arg, int ready_w, int start_r)
 {
-	const struct tput_arg *a = arg;
-
 	(void)i;
-	tput_child(a->kind, ready_w, start_r, a->res_w, a->dur_ns);
+	tput_child(arg, ready_w, start_r);
 }
 
 /* CPU seconds process pid has used so far in user and system time (utime, stime of
@@ -933,33 +956,40 @@ static double pimd_cpu_s(void)
 	return proc_cpu_s(pimd_pid, &u, &k) < 0 ? -1 : u + k;
 }
 
-/* What one throughput run measured: the sum of the clients' request rates, the requests, and
- * the server's CPU seconds in user and system time meanwhile (negative: not read). */
+/* What the throughput run measured, per server: the requests in all and per round, and the
+ * CPU seconds in user and system time that the server and the clients (together) spent in its
+ * slots (the server's negative: not read). */
 struct tput {
-	double rps, requests, user_s, sys_s;
-	double client_user_s, client_sys_s; /* the clients' together */
+	double requests[2], round_requests[TPUT_MAX_ROUNDS][2];
+	double user_s[2], sys_s[2], client_user_s[2], client_sys_s[2];
 };
 
-/* Runs N_CLIENTS processes against one server. */
-static int measure_tput(enum kind kind, uint64_t dur_ns, struct tput *t)
+/* Runs N_CLIENTS processes, each connected to both servers, for rounds x slots_per_round slots. */
+static int measure_tput(unsigned rounds, unsigned slots_per_round, struct tput *t)
 {
-	pid_t server = kind == K_PIMD ? pimd_pid : echo_pid;
-	double u0 = 0, k0 = 0, u1 = 0, k1 = 0;
-	int cpu = proc_cpu_s(server, &u0, &k0);
+	const pid_t server[2] = { pimd_pid, echo_pid };
+	double u0[2], k0[2], u1[2], k1[2];
+	bool cpu = proc_cpu_s(server[0], &u0[0], &k0[0]) == 0 && proc_cpu_s(server[1], &u0[1], &k0[1]) == 0;
 	int res[2];
 	pid_t pids[N_CLIENTS];
 	int n, ret = 0;
 
-	if (pipe2(res, O_CLOEXEC) < 0)
+	*t = (struct tput){ 0 };
+	uint64_t *release_at = mmap(NULL, sizeof *release_at, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				    -1, 0);
+	if (release_at == MAP_FAILED)
+		return fail("mmap: %s", strerror(errno));
+	if (pipe2(res, O_CLOEXEC) < 0) {
+		munmap(release_at, sizeof *release_at);
 		return fail("pipe: %s", strerror(errno));
-	struct tput_arg a = { kind, res[1], dur_ns };
-	struct crowd cw = { .start = tput_start, .arg = &a, .keep_r = res[0] };
+	}
+	struct tput_arg a = { res[1], rounds, slots_per_round, release_at };
+	struct crowd cw = { .start = tput_start, .arg = &a, .keep_r = res[0], .release_at = release_at };
 	n = crowd_run(&cw, N_CLIENTS, pids);
 	close(res[1]);
 	if (n < N_CLIENTS)
 		ret = -1;
 
-	double total = 0, requests = 0, cu = 0, cs = 0;
 	int reported = 0;
 	struct tput_msg m;
 	for (;;) {
@@ -971,22 +1001,28 @@ static int measure_tput(enum kind kind, uint64_t dur_ns, struct tput *t)
 		reported++;
 		if (!m.ok)
 			ret = -1;
-		else if (m.elapsed_ns)
-			total += (double)m.count * 1e9 / (double)m.elapsed_ns;
-		requests += (double)m.count;
-		cu += (double)m.user_ns / 1e9;
-		cs += (double)m.sys_ns / 1e9;
+		for (int k = 0; k < 2; k++) {
+			for (unsigned i = 0; i < rounds; i++) {
+				t->round_requests[i][k] += (double)m.count[i][k];
+				t->requests[k] += (double)m.count[i][k];
+			}
+			t->client_user_s[k] += (double)m.user_ns[k] / 1e9;
+			t->client_sys_s[k] += (double)m.sys_ns[k] / 1e9;
+		}
 	}
-	if (cpu == 0)
-		cpu = proc_cpu_s(server, &u1, &k1);
+	cpu = cpu && proc_cpu_s(server[0], &u1[0], &k1[0]) == 0 && proc_cpu_s(server[1], &u1[1], &k1[1]) == 0;
+	for (int k = 0; k < 2; k++) {
+		t->user_s[k] = cpu ? u1[k] - u0[k] : -1;
+		t->sys_s[k] = cpu ? k1[k] - k0[k] : -1;
+	}
 	if (crowd_wait(pids, n < 0 ? 0 : n) < 0)
 		ret = -1;
 	close(res[0]);
+	munmap(release_at, sizeof *release_at);
 	if (ret == 0 && reported != N_CLIENTS)
 		ret = fail("%d of %d throughput clients reported", reported, N_CLIENTS);
 	if (ret < 0)
-		return fail("throughput run against the %s failed", kind == K_PIMD ? "pimd" : "echo server");
-	*t = (struct tput){ total, requests, cpu == 0 ? u1 - u0 : -1, cpu == 0 ? k1 - k0 : -1, cu, cs };
+		return fail("the throughput run failed");
 	return 0;
 }
 
@@ -1435,48 +1471,31 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 	       m50 ? "met" : "missed", r99, m99 ? "met" : "missed");
 	steal_print(phase_steal);
 
-	printf("throughput: %d client processes x %.2f s, %u round%s alternating pimd/echo\n",
-	       N_CLIENTS, (double)pp->tput_ns / 1e9, pp->tput_rounds, pp->tput_rounds == 1 ? "" : "s");
+	unsigned spr = (unsigned)(2 * pp->tput_ns / TPUT_SLOT_NS);
+	printf("throughput: %d client processes, each connected to both, %u round%s of %.2f s a server, "
+	       "in slots of %.0f ms taken in turn (pimd, echo, echo, pimd, ...)\n", N_CLIENTS, pp->tput_rounds,
+	       pp->tput_rounds == 1 ? "" : "s", (double)pp->tput_ns / 1e9, (double)TPUT_SLOT_NS / 1e6);
 	fflush(stdout);
-	double sum[2] = { 0, 0 }, reqs[2] = { 0, 0 }, user[2] = { 0, 0 }, sys[2] = { 0, 0 };
-	double cuser[2] = { 0, 0 }, csys[2] = { 0, 0 };
-	double round_ratio[16], round_rps[2];
-	unsigned n_rr = 0;
-	bool cpu_read = true;
+	struct tput t;
 	mark = cpu_mark_now();
-	for (unsigned r = 0; r < pp->tput_rounds; r++) {
-		for (int j = 0; j < 2; j++) {
-			enum kind k = (enum kind)((r + (unsigned)j) % 2);
-			struct tput t = { 0, 0, -1, -1, 0, 0 };
-			if (measure_tput(k, pp->tput_ns, &t) < 0)
-				return -1;
-			round_rps[k] = t.rps;
-			sum[k] += t.rps;
-			reqs[k] += t.requests;
-			user[k] += t.user_s;
-			sys[k] += t.sys_s;
-			cuser[k] += t.client_user_s;
-			csys[k] += t.client_sys_s;
-			cpu_read = cpu_read && t.user_s >= 0;
-		}
-		if (n_rr < 16 && round_rps[K_ECHO] > 0)
-			round_ratio[n_rr++] = round_rps[K_PIMD] / round_rps[K_ECHO];
-	}
+	if (measure_tput(pp->tput_rounds, spr, &t) < 0)
+		return -1;
+	double secs = (double)pp->tput_rounds * (double)pp->tput_ns / 1e9; /* with each server */
 	for (int k = 0; k < 2; k++) {
-		printf("  %-18s %10.0f requests/s", kind_name[k], sum[k] / pp->tput_rounds);
-		/* what the server spent on each (clock ticks: coarse on short runs) */
-		printf("\n");
-		if (cpu_read && reqs[k] > 0)
+		double q = t.requests[k];
+		printf("  %-18s %10.0f requests/s\n", kind_name[k], q / secs);
+		if (t.user_s[k] >= 0 && q > 0)
 			printf("  %-18s CPU a request: server %.2f us (user %.2f, system %.2f), client %.2f us "
-			       "(user %.2f, system %.2f)\n", "", (user[k] + sys[k]) * 1e6 / reqs[k],
-			       user[k] * 1e6 / reqs[k], sys[k] * 1e6 / reqs[k], (cuser[k] + csys[k]) * 1e6 / reqs[k],
-			       cuser[k] * 1e6 / reqs[k], csys[k] * 1e6 / reqs[k]);
+			       "(user %.2f, system %.2f)\n", "", (t.user_s[k] + t.sys_s[k]) * 1e6 / q,
+			       t.user_s[k] * 1e6 / q, t.sys_s[k] * 1e6 / q,
+			       (t.client_user_s[k] + t.client_sys_s[k]) * 1e6 / q, t.client_user_s[k] * 1e6 / q,
+			       t.client_sys_s[k] * 1e6 / q);
 	}
-	double tr = sum[K_PIMD] / sum[K_ECHO];
+	double tr = t.requests[K_PIMD] / (t.requests[K_ECHO] > 0 ? t.requests[K_ECHO] : 1);
 	phase_steal = steal_since(&mark);
 	printf("  per-round ratio:");
-	for (unsigned i = 0; i < n_rr; i++)
-		printf(" %.2f", round_ratio[i]);
+	for (unsigned i = 0; i < pp->tput_rounds; i++)
+		printf(" %.2f", t.round_requests[i][K_PIMD] / (t.round_requests[i][K_ECHO] > 0 ? t.round_requests[i][K_ECHO] : 1));
 	printf("\n");
 	bool tmet = goal("8-client throughput, pimd/echo", tr, false, 0.95, "x");
 	printf("  %-18s %10.2fx (goal >= 0.95x: %s)\n", "ratio pimd/echo", tr, tmet ? "met" : "missed");

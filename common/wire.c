@@ -32,7 +32,8 @@ static uint64_t get_le(const uint8_t *p, unsigned bytes)
 	return v;
 }
 
-int wire_next(const uint8_t *p, size_t n, size_t *i, struct wire_field *f)
+/* wire_next, inlined where a message is read field by field (wire_read) */
+static inline int next_field(const uint8_t *p, size_t n, size_t *i, struct wire_field *f)
 {
 	size_t at = *i;
 	uint64_t tag;
@@ -72,6 +73,11 @@ int wire_next(const uint8_t *p, size_t n, size_t *i, struct wire_field *f)
 	}
 	*i = at;
 	return 1;
+}
+
+int wire_next(const uint8_t *p, size_t n, size_t *i, struct wire_field *f)
+{
+	return next_field(p, n, i, f);
 }
 
 bool wire_check(const uint8_t *p, size_t n)
@@ -146,10 +152,9 @@ size_t wire_put_string(uint8_t *out, uint32_t field, const char *s)
 /* s (len bytes) into dst of cap bytes: up to its first NUL, cut at a UTF-8 character boundary. */
 static void copy_string(char *dst, size_t cap, const uint8_t *s, size_t len)
 {
-	const uint8_t *nul = memchr(s, 0, len);
-
 	if (!cap)
 		return;
+	const uint8_t *nul = memchr(s, 0, len < cap ? len : cap); /* (past cap - 1 it is cut anyway) */
 	if (nul)
 		len = (size_t)(nul - s);
 	if (len > cap - 1) {
@@ -214,7 +219,7 @@ int wire_read(const uint8_t *p, size_t n, const struct wire_slot *slots, size_t 
 	size_t i = 0;
 	int r;
 
-	while ((r = wire_next(p, n, &i, &f)) > 0) {
+	while ((r = next_field(p, n, &i, &f)) > 0) {
 		const struct wire_slot *s = NULL;
 		/* a table in field order from 1 is indexed by number */
 		if (f.number <= n_slots && slots[f.number - 1].number == f.number)
