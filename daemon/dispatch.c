@@ -10,7 +10,7 @@ static const struct dispatch_rule table[] = {
 	{ PIM__REQUEST__BODY_HELLO, "hello", DISPATCH_LOOP, DISPATCH_MEMORY },
 	/* the model count is kept in memory (rpc_context.models); read on the wire
 	 * (decode_status_request) and written by hand straight into the connection's output buffer
-	 * (rpc_status_pack, wire.h) */
+	 * (status_rpc_pack, wire.h) */
 	{ PIM__REQUEST__BODY_STATUS, "status", DISPATCH_LOOP, DISPATCH_MEMORY | DISPATCH_PROFILER_STATE },
 	{ PIM__REQUEST__BODY_MODEL_LOAD, "model_load", DISPATCH_WRITER, DISPATCH_STORE_WRITE },
 	{ PIM__REQUEST__BODY_MODEL_LIST, "model_list", DISPATCH_WORK, DISPATCH_STORE_READ | DISPATCH_ANSWER_KEPT },

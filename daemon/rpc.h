@@ -57,16 +57,6 @@ int rpc_handle_packed(struct rpc_context *ctx, struct rpc_peer *peer, const Pim_
  */
 const char *rpc_request_model(const Pim__Request *req);
 
-/*
- * The Status a connection that said Hello is answered with, packed as a Response of id into out
- * when its size (returned) is at most cap, as protobuf-c packs it.  Written by hand (wire.h):
- * the fields that change only with answers_epoch are kept packed (ctx->status_cache, built
- * again at the first Status after it changes); the counters are written each time.  Nothing is
- * allocated but that cache.  The transport answers Status with it (now: the event loop's time,
- * loop_now, for the uptime); rpc_handle's answer is the same message.
- */
-size_t rpc_status_pack(struct rpc_context *ctx, uint64_t id, uint64_t now, uint8_t *out, size_t cap);
-
 /* The connection of peer is closing: finish what it left open (in-situ runs). */
 void rpc_peer_closed(struct rpc_context *ctx, struct rpc_peer *peer);
 

@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "log.h"
 #include "profile.h"
+#include "status_rpc.h"
 #include "threads.h"
 
 /* Frames decoded per wakeup of one connection, so one busy client cannot starve the others. */
@@ -355,7 +356,7 @@ static int conn_queue_kept(struct conn *c, uint64_t id, const uint8_t *body, siz
 }
 
 /* Status (after Hello), the most frequent request: packed straight into the output buffer,
- * nothing built or freed (rpc_status_pack). */
+ * nothing built or freed (status_rpc_pack). */
 static int conn_queue_status(struct conn *c, uint64_t id)
 {
 	struct rpc_context *ctx = c->server->ctx;
@@ -369,7 +370,7 @@ static int conn_queue_status(struct conn *c, uint64_t id)
 			conn_account(c);
 			return -ENOMEM;
 		}
-		n = rpc_status_pack(ctx, id, loop_now(c->server->loop), at + FRAME_HEADER_BYTES, room);
+		n = status_rpc_pack(ctx, id, loop_now(c->server->loop), at + FRAME_HEADER_BYTES, room);
 		if (n <= room)
 			break;
 		room = n;

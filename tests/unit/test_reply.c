@@ -22,6 +22,7 @@
 #include "mx.h"
 #include "profile.h"
 #include "rpc.h"
+#include "status_rpc.h"
 #include "threads.h"
 #include "frame.h"
 #include "test_util.h"
@@ -421,7 +422,7 @@ START_TEST(session_and_models)
 }
 END_TEST
 
-/* Status packed on the stack (rpc_status_pack, the transport's) is rpc_handle's answer, and it
+/* Status packed on the stack (status_rpc_pack, the transport's) is rpc_handle's answer, and it
  * allocates nothing: not one allocation is counted while it packs. */
 START_TEST(status_packed_without_allocation)
 {
@@ -436,7 +437,7 @@ START_TEST(status_packed_without_allocation)
 	req.status = &status;
 	/* too small: the size, nothing written */
 	memset(small, 0xa5, sizeof small);
-	size_t n = rpc_status_pack(&ctx, 300, now_ns(), small, sizeof small);
+	size_t n = status_rpc_pack(&ctx, 300, now_ns(), small, sizeof small);
 	ck_assert_uint_gt(n, sizeof small);
 	ck_assert_uint_le(n, sizeof buf);
 	for (size_t i = 0; i < sizeof small; i++)
@@ -454,7 +455,7 @@ START_TEST(status_packed_without_allocation)
 	uint64_t uptime = r->status->uptime_ms;
 	pim__response__free_unpacked(r, NULL);
 	arm(1);
-	n = rpc_status_pack(&ctx, 300, now_ns(), buf, sizeof buf);
+	n = status_rpc_pack(&ctx, 300, now_ns(), buf, sizeof buf);
 	disarm();
 	long counted = allocs;
 	ck_assert(!failed);
@@ -498,7 +499,7 @@ START_TEST(status_packed_without_allocation)
 	snprintf(platform.id.b_cpu_host, sizeof platform.id.b_cpu_host, "2 CPUs");
 	ctx.answers_epoch++;
 	uint64_t at = ctx.started_ns + 86400123456789ull; /* a day, 123.456789 s later: 86,400,123 ms */
-	n = rpc_status_pack(&ctx, UINT64_MAX, at, buf, sizeof buf);
+	n = status_rpc_pack(&ctx, UINT64_MAX, at, buf, sizeof buf);
 	ck_assert_uint_le(n, sizeof buf);
 	got = pim__response__unpack(NULL, n, buf);
 	ck_assert_ptr_nonnull(got);
@@ -515,11 +516,11 @@ START_TEST(status_packed_without_allocation)
 	ck_assert_mem_eq(same, buf, n);
 	pim__response__free_unpacked(got, NULL);
 	ctx.status_cache = NULL;
-	size_t whole = rpc_status_pack(&ctx, UINT64_MAX, at, again, sizeof again);
+	size_t whole = status_rpc_pack(&ctx, UINT64_MAX, at, again, sizeof again);
 	ctx.status_cache = cache;
 	ck_assert(whole == n && memcmp(again, buf, n) == 0);
 	/* a time before the start (a clock read before it) is an uptime of 0, not 584 million years */
-	n = rpc_status_pack(&ctx, 1, ctx.started_ns - 1, buf, sizeof buf);
+	n = status_rpc_pack(&ctx, 1, ctx.started_ns - 1, buf, sizeof buf);
 	got = pim__response__unpack(NULL, n, buf);
 	ck_assert_ptr_nonnull(got);
 	ck_assert_uint_eq(got->status->uptime_ms, 0);
