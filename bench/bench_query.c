@@ -76,7 +76,7 @@ static const char *const kind_name[] = { "pimd status", "raw echo" };
 struct params {
 	unsigned rounds, batch, warmup;   /* latency */
 	unsigned tput_rounds;             /* throughput rounds, at most TPUT_MAX_ROUNDS */
-	uint64_t tput_ns;                 /* a round's time with each server: a multiple of 2 slots */
+	uint64_t tput_ns;                 /* a round's time with each server: whole slots (TPUT_SLOT_NS) */
 	uint64_t mix_ns;                  /* duration of the mixed workload */
 };
 
@@ -1472,6 +1472,9 @@ static int run(const char *pimd_path, const struct params *pp, bool quick, bool 
 	steal_print(phase_steal);
 
 	unsigned spr = (unsigned)(2 * pp->tput_ns / TPUT_SLOT_NS);
+	if (pp->tput_rounds < 1 || pp->tput_rounds > TPUT_MAX_ROUNDS || spr < 2 || spr % 2)
+		return fail("throughput: %u rounds of %u slots: 1 to %d rounds of an even number of slots",
+			    pp->tput_rounds, spr, TPUT_MAX_ROUNDS);
 	printf("throughput: %d client processes, each connected to both, %u round%s of %.2f s a server, "
 	       "in slots of %.0f ms taken in turn (pimd, echo, echo, pimd, ...)\n", N_CLIENTS, pp->tput_rounds,
 	       pp->tput_rounds == 1 ? "" : "s", (double)pp->tput_ns / 1e9, (double)TPUT_SLOT_NS / 1e6);
