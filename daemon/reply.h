@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * reply.h: what a request handler is given, and how it answers.  The handlers (rpc.c's own,
- * placement_rpc.c, jitq_rpc.c, profile.c) include this; the dispatcher (rpc.h) calls them and
- * they never call it.
+ * status_rpc.c, placement_rpc.c, jitq_rpc.c, profile.c) include this; the dispatcher (rpc.h)
+ * calls them and they never call it.
  *
  * A reply is one tree from its first allocation: reply_start() makes the Response with its body
  * already attached, and every later allocation is hung on the tree as it is made, so whatever
@@ -24,8 +24,8 @@ struct profiler;
 /* The daemon as the handlers see it, built by its owner with rpc_context_init() (rpc.h). */
 struct rpc_context {
 	struct store *store;
-	/* this host, as stored; its B_cpu changes on the event loop only (rpc.c, a re-measure):
-	 * a request answered on another thread gets a copy */
+	/* this host, as stored; its B_cpu changes on the event loop only (status_rpc.c, a
+	 * re-measure): a request answered on another thread gets a copy */
 	struct platform *platform;
 	const struct placement_params *params; /* configured placement parameters */
 	const struct pimsim_params *pim;      /* HBM-PIM organisation and timing (JIT-Q) */
@@ -63,8 +63,8 @@ struct rpc_context {
 	/* Grows on the loop when something answers depend on changes outside the store (a reload,
 	 * a new B_cpu): the answers kept in memory are of the past (answers.h). */
 	uint64_t answers_epoch;
-	/* Status's bytes that change only with answers_epoch (rpc.c); the loop's alone: NULL in the
-	 * copies the threads answer in (and when out of memory: then packed whole each time). */
+	/* Status's bytes that change only with answers_epoch (status_rpc.c); the loop's alone: NULL
+	 * in the copies the threads answer in (and when out of memory: then packed whole each time). */
 	struct status_cache *status_cache;
 };
 

@@ -464,7 +464,7 @@ START_TEST(status_packed_without_allocation)
 	ck_assert_ptr_nonnull(got);
 	ck_assert_uint_eq(got->id, 300);
 	/* written by hand as protobuf-c packs it, byte for byte (a message that gains a field must
-	 * have it written in rpc.c's status_field) */
+	 * have it written in status_rpc.c's status_field) */
 	ck_assert_uint_eq(pim__status_reply__descriptor.n_fields, 18);
 	ck_assert_uint_eq(pim__bandwidth_probe__descriptor.n_fields, 9);
 	uint8_t same[4096];
